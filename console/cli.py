@@ -1,0 +1,189 @@
+"""Command-line entry point: argument parsing and dispatch to the verbs in console.core.
+
+No logic lives here. Each verb's module is imported only when that verb runs, so that
+`opsconsole --help` and `opsconsole check-args` never import textual, asyncssh or httpx
+(benchmarks/cli_startup.py measures it).
+
+Exit codes: 0 ok, 1 the operation failed or was refused, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from console import __version__
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
+HANDLERS = {
+    "connect": "console.core.connect:run",
+    "demo": "console.sim.demo:run",
+    "status": "console.core.status:run",
+    "check-args": "console.core.check_args:run",
+    "apply": "console.core.apply:run",
+    "bench": "console.core.bench:run",
+    "compare": "console.core.compare:run",
+    "freeze": "console.core.freeze:run",
+    "logs": "console.core.logs:run",
+    "trust": "console.core.trust:run",
+}
+
+TARGET_HELP = "a profile name (profiles/NAME.toml), an ~/.ssh/config alias, or [user@]host[:port]"
+
+
+def _add_target_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ssh-config", metavar="FILE", help="read this ssh_config instead of ~/.ssh/config")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opsconsole",
+        description="Console for SGLang servers run as systemd services: status, validated edits of "
+        "speculative-decoding flags, restarts with rollback, inline benchmarks and production snapshots.",
+    )
+    parser.add_argument("--version", action="version", version=f"opsconsole {__version__}")
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        default=os.environ.get("OPSCONSOLE_WORKSPACE"),
+        help="folder holding profiles/ and logs/ (default: $OPSCONSOLE_WORKSPACE, else the current folder)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("connect", help="open the console on one or more hosts (several targets open as tabs)")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("--read-only", action="store_true", help="disable every action that changes the host")
+    _add_target_options(p)
+
+    p = sub.add_parser("demo", help="the console on the embedded simulated GPU host (no GPU, no SSH)")
+    p.add_argument("--no-ui", action="store_true", help="only run the demo host and print how to reach it")
+    p.add_argument(
+        "--port", type=int, default=0, help="port for the simulated SGLang server (default: a free one)"
+    )
+    p.add_argument(
+        "--profile",
+        default="qwen3.5-122b-fp8-4x-rtxpro6000",
+        help="simulated model/hardware profile (see python -m console.sim --help)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.02,
+        help="startup durations relative to a real large-model start (1.0 = real minutes)",
+    )
+
+    p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    _add_target_options(p)
+
+    p = sub.add_parser(
+        "check-args",
+        help="validate SGLang launch flags the way a given SGLang version would",
+        description="Validate SGLang launch flags the way that SGLang version would at startup: errors, "
+        "warnings, silent adjustments and the resolved values. Exit 1 when the server would refuse them.",
+    )
+    p.add_argument("--sglang-version", metavar="V", help="SGLang version to check against (default: newest)")
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable the server would see (repeatable)",
+    )
+    p.add_argument("--unit", metavar="FILE", help="read flags and Environment= from a systemd unit file")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("flags", nargs=argparse.REMAINDER, metavar="-- FLAG", help="launch flags, after --")
+
+    p = sub.add_parser("apply", help="validate, rewrite the unit, restart, verify; roll back on failure")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE", help="set a launch flag")
+    p.add_argument("--unset", action="append", default=[], metavar="FLAG", help="remove a launch flag")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="set an Environment= variable"
+    )
+    p.add_argument(
+        "--unset-env", action="append", default=[], metavar="KEY", help="remove an environment variable"
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    _add_target_options(p)
+
+    p = sub.add_parser("bench", help="inline benchmark sweep over concurrency levels")
+    p.add_argument("target", nargs="?", metavar="TARGET", help=TARGET_HELP + " (or use --url)")
+    p.add_argument("--url", help="benchmark this SGLang base URL directly (no SSH)")
+    p.add_argument("--concurrency", default="1,8,32", help="comma-separated concurrency levels")
+    p.add_argument("--request-rate", help="comma-separated Poisson request rates (open loop) instead")
+    p.add_argument("--requests", type=int, help="requests per level")
+    p.add_argument("--duration", type=float, help="seconds per level (instead of --requests)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
+    p.add_argument("--input-len", type=int, default=1024)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--workload", choices=["random", "chat"], default="random")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--api", choices=["generate", "chat"], default="generate", help="native or OpenAI endpoint"
+    )
+    p.add_argument("--repeat", type=int, default=1, help="repeat each level N times to measure the noise")
+    p.add_argument("--request-timeout", type=float, default=600.0)
+    p.add_argument("--max-error-rate", type=float, default=0.5)
+    p.add_argument("--time-cap", type=float, default=3600.0, help="hard cap on the whole sweep, seconds")
+    p.add_argument("--label", help="name for this run (used by compare)")
+    p.add_argument("--on-host", action="store_true", help="run the load generator on the GPU host")
+    p.add_argument("--json", action="store_true", help="print the result records as JSON")
+    _add_target_options(p)
+
+    p = sub.add_parser("compare", help="side-by-side comparison of benchmark runs")
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN", help="run label or JSONL file; the first is the baseline"
+    )
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("freeze", help="production snapshot: document on host, unit = exact setup, enabled")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("--name", required=True)
+    p.add_argument("--yes", action="store_true")
+    _add_target_options(p)
+
+    p = sub.add_parser("logs", help="the service journal")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("-n", "--lines", type=int, default=100)
+    _add_target_options(p)
+
+    p = sub.add_parser("trust", help="show a host's key fingerprint and record it after you type yes")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    _add_target_options(p)
+    return parser
+
+
+def _load_handler(command: str) -> Callable[[argparse.Namespace], int]:
+    module_name, func_name = HANDLERS[command].split(":")
+    handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module_name), func_name)
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    handler = _load_handler(args.command)
+    try:
+        return int(handler(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
