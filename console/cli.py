@@ -64,9 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the console on the embedded simulated GPU host (no GPU, no SSH)")
     p.add_argument("--no-ui", action="store_true", help="only run the demo host and print how to reach it")
-    p.add_argument(
-        "--port", type=int, default=0, help="port for the simulated SGLang server (default: a free one)"
-    )
+    p.add_argument("--port", type=int, default=0, help="port for the simulated SGLang server (default: a free one)")
     p.add_argument(
         "--profile",
         default="qwen3.5-122b-fp8-4x-rtxpro6000",
@@ -106,12 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE", help="set a launch flag")
     p.add_argument("--unset", action="append", default=[], metavar="FLAG", help="remove a launch flag")
-    p.add_argument(
-        "--env", action="append", default=[], metavar="KEY=VALUE", help="set an Environment= variable"
-    )
-    p.add_argument(
-        "--unset-env", action="append", default=[], metavar="KEY", help="remove an environment variable"
-    )
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set an Environment= variable")
+    p.add_argument("--unset-env", action="append", default=[], metavar="KEY", help="remove an environment variable")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -130,9 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", choices=["random", "chat"], default="random")
     p.add_argument("--temperature", type=float)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument(
-        "--api", choices=["generate", "chat"], default="generate", help="native or OpenAI endpoint"
-    )
+    p.add_argument("--api", choices=["generate", "chat"], default="generate", help="native or OpenAI endpoint")
     p.add_argument("--repeat", type=int, default=1, help="repeat each level N times to measure the noise")
     p.add_argument("--request-timeout", type=float, default=600.0)
     p.add_argument("--max-error-rate", type=float, default=0.5)
@@ -143,9 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_options(p)
 
     p = sub.add_parser("compare", help="side-by-side comparison of benchmark runs")
-    p.add_argument(
-        "runs", nargs="+", metavar="RUN", help="run label or JSONL file; the first is the baseline"
-    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run label or JSONL file; the first is the baseline")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("freeze", help="production snapshot: document on host, unit = exact setup, enabled")
