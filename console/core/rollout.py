@@ -1,0 +1,442 @@
+"""The pure half of `opsconsole apply`: what to change, whether it is allowed, and where an apply stands.
+
+- `parse_edits()` turns `--set/--unset/--env/--unset-env` into an `EditRequest` (usage errors: EditError).
+- `choose_version()` picks the SGLang version the rules check against: the running server's, else the
+  profile's `sglang_version`, else the newest supported.
+- `build_plan()` applies the edits to the unit through the unit model, diffs old and new, and runs the
+  version rules on the new flags and environment (`Plan.ok` is False when the server would refuse them).
+- `verify_resolved()` compares what the restarted server reports in /server_info with what the rules
+  predicted, telling apart "as asked", "silently adjusted as predicted" and "not what we expected".
+- `Rollout` is the apply's state machine; illegal transitions are programming errors.
+
+No I/O here: console/core/apply.py does the talking to hosts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+FlagKind = Literal["bool", "list", "value"]
+FlagValue = str | list[str] | bool
+
+_FLAG_NAME = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+class EditError(ValueError):
+    """An --set/--unset/--env/--unset-env argument is malformed (a usage error: exit 2)."""
+
+
+@dataclass(frozen=True)
+class EditRequest:
+    set_flags: tuple[tuple[str, FlagValue], ...] = ()  # flag names with their leading "--"
+    unset_flags: tuple[str, ...] = ()
+    set_env: tuple[tuple[str, str], ...] = ()
+    unset_env: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.set_flags or self.unset_flags or self.set_env or self.unset_env)
+
+
+def _flag_name(text: str, where: str) -> str:
+    name = text.strip()
+    if not name.startswith("-"):
+        name = "--" + name
+    if not _FLAG_NAME.match(name):
+        raise EditError(f"{where}: {text!r} is not a launch flag name; write it like --speculative-num-steps")
+    if not name.startswith("--"):
+        raise EditError(f"{where}: short flag {text!r} is not supported; use the long --name form")
+    return name
+
+
+def parse_edits(
+    sets: Sequence[str],
+    unsets: Sequence[str] = (),
+    envs: Sequence[str] = (),
+    unset_envs: Sequence[str] = (),
+    *,
+    flag_kind: Callable[[str], FlagKind | None] = lambda _flag: None,
+) -> EditRequest:
+    """Parse the apply options.
+
+    `--set FLAG=VALUE` (FLAG with or without its leading dashes); `--set FLAG` or `--set=--FLAG` alone sets a
+    boolean flag; for a boolean flag `FLAG=false` (no/off/0) removes it and `FLAG=true` sets it; for a list
+    flag (`--cuda-graph-bs`) the value is split on commas and spaces. `flag_kind` tells boolean and list flags
+    apart (from the SGLang flag registry); unknown flags keep their value as text and the rules reject them.
+    """
+    set_flags: list[tuple[str, FlagValue]] = []
+    unset_flags: list[str] = []
+    for item in sets:
+        raw_name, has_value, value = item.partition("=")
+        name = _flag_name(raw_name, f"--set {item}")
+        kind = flag_kind(name)
+        if not has_value:
+            if kind not in (None, "bool"):
+                raise EditError(f"--set {item}: {name} takes a value; write --set {name}=VALUE")
+            set_flags.append((name, True))
+            continue
+        if kind == "bool":
+            lowered = value.strip().lower()
+            if lowered in _TRUE:
+                set_flags.append((name, True))
+            elif lowered in _FALSE:
+                unset_flags.append(name)
+            else:
+                raise EditError(f"--set {item}: {name} is a boolean flag; write {name}=true or {name}=false")
+            continue
+        if kind == "list":
+            parts = [p for p in re.split(r"[,\s]+", value.strip()) if p]
+            if not parts:
+                raise EditError(f"--set {item}: {name} needs at least one value, e.g. {name}=1,2,4,8")
+            set_flags.append((name, parts))
+            continue
+        if value == "":
+            raise EditError(f"--set {item}: empty value; use --unset {name} to remove the flag")
+        set_flags.append((name, value))
+    for item in unsets:
+        unset_flags.append(_flag_name(item, f"--unset {item}"))
+    env_pairs: list[tuple[str, str]] = []
+    for item in envs:
+        key, has_value, value = item.partition("=")
+        if not has_value or not _ENV_NAME.match(key):
+            raise EditError(f"--env {item!r}: expected KEY=VALUE with KEY like SGLANG_ENABLE_SPEC_V2")
+        env_pairs.append((key, value))
+    for key in unset_envs:
+        if not _ENV_NAME.match(key):
+            raise EditError(f"--unset-env {key!r}: expected a variable name like SGLANG_ENABLE_SPEC_V2")
+    touched = [n for n, _ in set_flags]
+    both = sorted(set(touched) & set(unset_flags))
+    if both:
+        raise EditError(f"{', '.join(both)} is both set and unset; keep one of --set and --unset")
+    dupes = sorted({n for n in touched if touched.count(n) > 1})
+    if dupes:
+        raise EditError(f"{', '.join(dupes)} is set more than once; give each flag one --set")
+    env_both = sorted({k for k, _ in env_pairs} & set(unset_envs))
+    if env_both:
+        raise EditError(f"{', '.join(env_both)} is both set and unset; keep one of --env and --unset-env")
+    return EditRequest(tuple(set_flags), tuple(unset_flags), tuple(env_pairs), tuple(unset_envs))
+
+
+VersionSource = Literal["server", "profile", "newest"]
+
+
+def choose_version(server: str | None, profile: str | None, newest: str) -> tuple[str, VersionSource]:
+    """The running server knows best; a profile's `sglang_version` is next; else the newest supported."""
+    if server:
+        return server, "server"
+    if profile:
+        return profile, "profile"
+    return newest, "newest"
+
+
+def unified_diff(old: str, new: str, name: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"{name} (now)", tofile=f"{name} (new)"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The edit, made: texts, diff, and the rules' verdict on the new unit (and on the old, to compare)."""
+
+    old_text: str
+    new_text: str
+    diff: str
+    sglang_version: str
+    version_source: VersionSource
+    report: Any  # console.sglang.rules.CheckReport for the new unit
+    old_report: Any  # the same for the unit as it is now
+
+    @property
+    def changed(self) -> bool:
+        return self.old_text != self.new_text
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.report.ok)
+
+    @property
+    def speculative(self) -> bool:
+        algo = self.report.resolved.get("speculative_algorithm")
+        return bool(algo) and str(algo).upper() not in {"NONE", "NGRAM"}
+
+    @property
+    def cuda_graph(self) -> bool:
+        return not bool(self.report.resolved.get("disable_cuda_graph", False))
+
+    def expectations(self) -> dict[str, Expectation]:
+        """What the restarted server should report, for the values this edit changes or the rules adjust."""
+        new, old = self.report.resolved, self.old_report.resolved
+        adjusted = {a.flag: a for a in self.report.adjustments}
+        out: dict[str, Expectation] = {}
+        for dest in sorted(new):
+            if dest in adjusted or not values_equal(new.get(dest), old.get(dest)):
+                adjustment = adjusted.get(dest)
+                requested = adjustment.from_ if adjustment is not None else new[dest]
+                reason = adjustment.reason if adjustment is not None else None
+                out[dest] = Expectation(dest, requested, new[dest], reason)
+        return out
+
+
+def build_plan(
+    unit_text: str,
+    edits: EditRequest,
+    *,
+    unit_name: str,
+    version: str,
+    version_source: VersionSource,
+    parse_unit: Callable[[str], Any],
+    check: Callable[[list[str], dict[str, str], str], Any],
+) -> Plan:
+    """Apply the edits through the unit model and check the result the way `version` would.
+
+    `parse_unit` is UnitFile.parse and `check` is rules.check_launch (injected so this stays testable on its
+    own); the unit model keeps everything the edit does not touch byte-identical.
+    """
+    unit = parse_unit(unit_text)
+    old_argv, old_env = list(unit.flags()), dict(unit.environment())
+    for name, value in edits.set_flags:
+        unit.set_flag(name, value)
+    for name in edits.unset_flags:
+        unit.unset_flag(name)
+    for key, env_value in edits.set_env:
+        unit.set_env(key, env_value)
+    for key in edits.unset_env:
+        unit.unset_env(key)
+    new_text = unit.render()
+    return Plan(
+        old_text=unit_text,
+        new_text=new_text,
+        diff=unified_diff(unit_text, new_text, unit_name),
+        sglang_version=version,
+        version_source=version_source,
+        report=check(list(unit.flags()), dict(unit.environment()), version),
+        old_report=check(old_argv, old_env, version),
+    )
+
+
+@dataclass(frozen=True)
+class Expectation:
+    dest: str
+    requested: Any  # the value the edit asked for (before SGLang's silent adjustment)
+    expected: Any  # what the rules say the server resolves it to
+    adjustment_reason: str | None = None
+
+
+VerifyStatus = Literal["as_requested", "adjusted", "mismatch", "not_reported"]
+
+
+@dataclass(frozen=True)
+class VerifiedValue:
+    dest: str
+    requested: Any
+    expected: Any
+    actual: Any
+    status: VerifyStatus
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requested": self.requested,
+            "expected": self.expected,
+            "actual": self.actual,
+            "status": self.status,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Verification:
+    values: tuple[VerifiedValue, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def mismatches(self) -> list[VerifiedValue]:
+        return [v for v in self.values if v.status == "mismatch"]
+
+    @property
+    def adjusted(self) -> list[VerifiedValue]:
+        return [v for v in self.values if v.status == "adjusted"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "values": {v.dest: v.to_json() for v in self.values}}
+
+
+def server_value(server_info: Mapping[str, Any], dest: str) -> tuple[bool, Any]:
+    """(found, value) of a server arg in /server_info: top level (all versions), else internal_states[0]."""
+    if dest in server_info:
+        return True, server_info[dest]
+    states = server_info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict) and dest in states[0]:
+        return True, states[0][dest]
+    return False, None
+
+
+def verify_resolved(expectations: Mapping[str, Expectation], server_info: Mapping[str, Any]) -> Verification:
+    values: list[VerifiedValue] = []
+    for dest, exp in sorted(expectations.items()):
+        found, actual = server_value(server_info, dest)
+        status: VerifyStatus
+        if not found:
+            status = "not_reported"
+        elif not values_equal(actual, exp.expected):
+            status = "mismatch"
+        elif values_equal(actual, exp.requested):
+            status = "as_requested"
+        else:
+            status = "adjusted"
+        values.append(VerifiedValue(dest, exp.requested, exp.expected, actual, status, exp.adjustment_reason))
+    return Verification(tuple(values))
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Equal as SGLang values: "3" == 3 == 3.0, lists elementwise, None only equals None (or "None")."""
+    if a is None or b is None:
+        return (a is None or a == "None") and (b is None or b == "None")
+    if isinstance(a, bool) or isinstance(b, bool):
+        return _as_bool(a) is not None and _as_bool(a) == _as_bool(b)
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        if not (isinstance(a, list | tuple) and isinstance(b, list | tuple)) or len(a) != len(b):
+            return False
+        return all(values_equal(x, y) for x, y in zip(a, b, strict=True))
+    fa, fb = _as_float(a), _as_float(b)
+    if fa is not None and fb is not None:
+        return math.isclose(fa, fb, rel_tol=1e-9, abs_tol=1e-12)
+    return str(a) == str(b)
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    return True if text in _TRUE else False if text in _FALSE else None
+
+
+class ApplyState(StrEnum):
+    VALIDATED = "validated"
+    REFUSED = "refused"  # the rules found errors: nothing touched
+    UNCHANGED = "unchanged"  # the edit changes nothing: nothing touched
+    ABORTED = "aborted"  # the operator said no: nothing touched
+    BACKED_UP = "backed_up"
+    WRITTEN = "written"
+    DAEMON_RELOADED = "daemon_reloaded"
+    RESTARTING = "restarting"
+    STARTING = "starting"  # the new process runs; phases follow
+    HEALTHY = "healthy"
+    VERIFIED = "verified"
+    MISMATCH = "mismatch"  # healthy, but /server_info differs from what the rules predicted: kept, reported
+    FAILED = "failed"  # the new unit did not come up: roll back
+    ROLLING_BACK = "rolling_back"
+    RESTORED = "restored"
+    HEALTHY_ON_OLD = "healthy_on_old"
+    ROLLBACK_FAILED = "rollback_failed"
+    WRITE_FAILED = "write_failed"  # the unit could not be written; the old one is still in place
+
+
+_S = ApplyState
+TRANSITIONS: dict[ApplyState, frozenset[ApplyState]] = {
+    _S.VALIDATED: frozenset({_S.REFUSED, _S.UNCHANGED, _S.ABORTED, _S.BACKED_UP, _S.WRITE_FAILED}),
+    _S.BACKED_UP: frozenset({_S.WRITTEN, _S.WRITE_FAILED}),
+    _S.WRITTEN: frozenset({_S.DAEMON_RELOADED, _S.FAILED}),
+    _S.DAEMON_RELOADED: frozenset({_S.RESTARTING, _S.FAILED}),
+    _S.RESTARTING: frozenset({_S.STARTING, _S.FAILED}),
+    _S.STARTING: frozenset({_S.HEALTHY, _S.FAILED}),
+    _S.HEALTHY: frozenset({_S.VERIFIED, _S.MISMATCH, _S.FAILED}),
+    _S.FAILED: frozenset({_S.ROLLING_BACK}),
+    _S.ROLLING_BACK: frozenset({_S.RESTORED, _S.ROLLBACK_FAILED}),
+    _S.RESTORED: frozenset({_S.HEALTHY_ON_OLD, _S.ROLLBACK_FAILED}),
+}
+TERMINAL = frozenset(
+    {
+        _S.REFUSED,
+        _S.UNCHANGED,
+        _S.ABORTED,
+        _S.VERIFIED,
+        _S.MISMATCH,
+        _S.HEALTHY_ON_OLD,
+        _S.ROLLBACK_FAILED,
+        _S.WRITE_FAILED,
+    }
+)
+SUCCESS = frozenset({_S.VERIFIED, _S.UNCHANGED})
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: ApplyState
+    at: datetime
+    detail: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"state": self.state.value, "at": self.at.isoformat(), "detail": self.detail}
+
+
+@dataclass
+class Rollout:
+    """Where one apply stands; every step is recorded with its time."""
+
+    history: list[Transition] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, at: datetime) -> Rollout:
+        return cls([Transition(ApplyState.VALIDATED, at)])
+
+    @property
+    def state(self) -> ApplyState:
+        return self.history[-1].state
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def ok(self) -> bool:
+        return self.state in SUCCESS
+
+    @property
+    def rolled_back(self) -> bool:
+        return any(t.state is ApplyState.RESTORED for t in self.history)
+
+    @property
+    def touched_host(self) -> bool:
+        return any(t.state is ApplyState.BACKED_UP for t in self.history)
+
+    def advance(self, state: ApplyState, at: datetime, detail: str = "") -> Transition:
+        if state not in TRANSITIONS.get(self.state, frozenset()):
+            raise IllegalTransition(f"apply cannot go from {self.state.value} to {state.value}")
+        transition = Transition(state, at, detail)
+        self.history.append(transition)
+        return transition
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
