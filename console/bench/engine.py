@@ -1,0 +1,399 @@
+"""The load engine: closed-loop concurrency sweeps and open-loop Poisson rates against a streaming SGLang API.
+
+No UI: progress goes out as events (console.bench.events); results come back as LevelResult, which
+console.bench.records turns into log records. Protocol per level (design.md §6):
+1. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
+2. warm-up requests, excluded from every figure;
+3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;
+4. metrics with bench_serving's definitions; acceptance length from these requests' own meta_info
+   (Σ completion_tokens / Σ spec_verify_ct), else from /server_info right after the level — valid
+   only because the cache was flushed just before (source recorded either way).
+Guard rails: per-request timeout, a stop when the error rate passes a threshold, a hard cap on the whole
+sweep. A failed request is counted and kept, never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from console.bench import telemetry
+from console.bench.client import BenchClient
+from console.bench.events import (
+    BenchEvent,
+    Level,
+    LevelDone,
+    LevelStarted,
+    RequestDone,
+    RunningFigures,
+    SweepDone,
+    SweepStarted,
+)
+from console.bench.metrics import RequestResult, compute_metrics
+from console.bench.workloads import PreparedRequest, WorkloadSpec, build_requests
+
+# Below this many finished requests the error rate is too noisy to stop on (unless all of them failed).
+ERROR_RATE_MIN_SAMPLE = 10
+# In duration mode the prompts are built ahead in a pool of this many per level and cycled.
+DURATION_POOL = 1024
+RUNNING_FIGURES_INTERVAL_S = 0.5
+
+
+@dataclass
+class SweepConfig:
+    workload: WorkloadSpec
+    concurrencies: list[int] = field(default_factory=lambda: [1, 8, 32])
+    request_rates: list[float] = field(default_factory=list)  # non-empty: open loop at these rates
+    requests: int | None = None  # per level; default max(16, 4 × concurrency)
+    duration: float | None = None  # seconds per level instead of a request count
+    warmup: int = 2
+    repeat: int = 1
+    request_timeout: float = 600.0
+    max_error_rate: float = 0.5
+    time_cap: float = 3600.0
+    flush_cache: bool = True
+    telemetry_interval: float = 1.0
+
+    def levels(self) -> list[Level]:
+        if self.request_rates:
+            cap = self.concurrencies[0] if len(self.concurrencies) == 1 else None
+            return [Level(concurrency=cap, request_rate=r) for r in self.request_rates]
+        return [Level(concurrency=c) for c in self.concurrencies]
+
+    def validate(self) -> None:
+        """Raise ValueError with what to change."""
+        if self.request_rates and any(r <= 0 for r in self.request_rates):
+            raise ValueError("request rates must be positive (requests per second)")
+        if not self.request_rates and (not self.concurrencies or any(c < 1 for c in self.concurrencies)):
+            raise ValueError("concurrency levels must be whole numbers ≥ 1, e.g. --concurrency 1,8,32")
+        if self.requests is not None and self.duration is not None:
+            raise ValueError("give either --requests or --duration, not both")
+        if self.requests is not None and self.requests < 1:
+            raise ValueError("--requests must be at least 1")
+        if self.duration is not None and self.duration <= 0:
+            raise ValueError("--duration must be positive")
+        if self.repeat < 1 or self.warmup < 0:
+            raise ValueError("--repeat must be ≥ 1 and --warmup ≥ 0")
+        if not 0 < self.max_error_rate <= 1:
+            raise ValueError("--max-error-rate is a fraction in (0, 1]")
+
+
+@dataclass
+class ServerInfo:
+    """What the server said about itself before the sweep (provenance)."""
+
+    version: str | None = None
+    model: str = "default"
+    server_args: dict[str, Any] = field(default_factory=dict)
+    speculative: bool = False
+
+
+@dataclass
+class LevelResult:
+    level: Level
+    repeat_index: int
+    started_at: datetime
+    ended_at: datetime
+    metrics: dict[str, Any]
+    telemetry: dict[str, Any]
+    results: list[RequestResult]
+    accept_length_source: str | None
+    cache_flushed: bool
+    stopped: str | None = None
+
+
+@dataclass
+class SweepResult:
+    server: ServerInfo
+    levels: list[LevelResult]
+    gpus: list[dict[str, Any]]
+    driver_version: str | None
+    stopped: str | None = None
+
+
+class _Stop(Exception):
+    pass
+
+
+async def fetch_server_info(client: BenchClient) -> ServerInfo:
+    info = ServerInfo()
+    raw: dict[str, Any] = {}
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            got = await client.get_json(path)
+        except Exception:
+            continue
+        if isinstance(got, dict):
+            raw = got.get("decode", [got])[0] if isinstance(got.get("decode"), list) else got
+            break
+    if raw:
+        info.version = str(raw["version"]) if raw.get("version") else None
+        info.server_args = {
+            k: v for k, v in raw.items() if k not in ("internal_states", "version", "kv_events", "launch_command")
+        }
+        info.speculative = bool(raw.get("speculative_algorithm"))
+        served = raw.get("served_model_name") or raw.get("model_path")
+        if served:
+            info.model = str(served)
+    try:
+        models = await client.get_json("/v1/models")
+        info.model = str(models["data"][0]["id"])
+    except Exception:
+        pass
+    return info
+
+
+async def _server_accept_length(client: BenchClient) -> float | None:
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            got = await client.get_json(path)
+        except Exception:
+            continue
+        states = got.get("internal_states") if isinstance(got, dict) else None
+        if states and isinstance(states[0], dict):
+            value = states[0].get("avg_spec_accept_length")
+            return float(value) if isinstance(value, (int, float)) else None
+        return None
+    return None
+
+
+class BenchEngine:
+    def __init__(
+        self,
+        client: BenchClient,
+        config: SweepConfig,
+        on_event: Callable[[BenchEvent], None] | None = None,
+        gpu_sampler: telemetry.GpuSampler | None = None,
+    ) -> None:
+        config.validate()
+        self.client = client
+        self.config = config
+        self._emit = on_event or (lambda _e: None)
+        self.gpu_sampler = gpu_sampler
+        self._sweep_deadline = 0.0
+        self._gpu_identity: list[Any] = []
+
+    async def run(self) -> SweepResult:
+        cfg = self.config
+        self._sweep_deadline = time.perf_counter() + cfg.time_cap
+        server = await fetch_server_info(self.client)
+        workload = cfg.workload
+        if workload.api == "chat" and workload.model == "default":
+            workload = WorkloadSpec(**{**workload.__dict__, "model": server.model})
+        levels = cfg.levels()
+        self._emit(SweepStarted(levels=levels, repeat=cfg.repeat, server_version=server.version, model=server.model))
+        done: list[LevelResult] = []
+        stopped = None
+        try:
+            for index, level in enumerate(levels):
+                for repeat_index in range(cfg.repeat):
+                    result = await self._run_level(workload, level, index, repeat_index, server)
+                    done.append(result)
+                    if result.stopped:
+                        stopped = result.stopped
+                        raise _Stop
+        except _Stop:
+            pass
+        gpus, driver = telemetry.describe_gpus(self._gpu_identity)
+        self._emit(SweepDone(levels_done=len(done), stopped=stopped))
+        return SweepResult(server=server, levels=done, gpus=gpus, driver_version=driver, stopped=stopped)
+
+    def _planned_requests(self, level: Level) -> int | None:
+        cfg = self.config
+        if cfg.duration is not None:
+            return None
+        if cfg.requests is not None:
+            return cfg.requests
+        if level.request_rate is not None:
+            return max(16, round(level.request_rate * 30))
+        return max(16, 4 * (level.concurrency or 1))
+
+    async def _run_level(
+        self, workload: WorkloadSpec, level: Level, index: int, repeat_index: int, server: ServerInfo
+    ) -> LevelResult:
+        cfg = self.config
+        planned = self._planned_requests(level)
+        # Same prompts for the same level of every run (fair A/B), different ones per level and repeat.
+        offset = index * 10_000_000 + repeat_index * 1_000_000
+        pool = build_requests(workload, planned if planned is not None else DURATION_POOL, offset)
+        warm = build_requests(workload, cfg.warmup, offset + 900_000) if cfg.warmup else []
+
+        flushed = await self.client.flush_cache() if cfg.flush_cache else False
+        if warm:
+            warm_results = await asyncio.gather(
+                *(self._send(workload, req) for req in warm[: max(1, level.concurrency or cfg.warmup)])
+            )
+            rest = warm[max(1, level.concurrency or cfg.warmup) :]
+            for req in rest:
+                warm_results.append(await self._send(workload, req))
+            if not any(r.success for r in warm_results):
+                errors = sorted({r.error for r in warm_results})
+                started = datetime.now(UTC)
+                return LevelResult(
+                    level, repeat_index, started, started, compute_metrics(warm_results[:0], 0.0), {},
+                    [], None, flushed, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}",
+                )  # fmt: skip
+
+        self._emit(LevelStarted(level, repeat_index, planned, cfg.duration))
+        polls: list[list[Any]] = []
+        sampler_task = asyncio.create_task(self._sample(polls)) if self.gpu_sampler else None
+        started_at = datetime.now(UTC)
+        level_start = time.perf_counter()
+        results: list[RequestResult] = []
+        stopped = await self._drive(workload, level, pool, planned, results, level_start)
+        duration = (
+            max((r.start + r.latency for r in results), default=level_start) - level_start
+            if results
+            else time.perf_counter() - level_start
+        )
+        if sampler_task:
+            sampler_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler_task
+        metrics = compute_metrics(results, duration, level_start)
+        source = "requests" if metrics["accept_length"] is not None else None
+        if source is None and server.speculative and flushed:
+            metrics["accept_length"] = await _server_accept_length(self.client)
+            source = "server_after_flush" if metrics["accept_length"] is not None else None
+        tele = telemetry.aggregate(polls, metrics["total_output_tokens"], duration)
+        self._emit(LevelDone(level, repeat_index, metrics, tele, stopped))
+        return LevelResult(
+            level, repeat_index, started_at, datetime.now(UTC), metrics, tele, results, source, flushed, stopped
+        )
+
+    async def _sample(self, polls: list[list[Any]]) -> None:
+        assert self.gpu_sampler is not None
+        while True:
+            try:
+                sample = list(await self.gpu_sampler())
+                polls.append(sample)
+                if not self._gpu_identity:
+                    self._gpu_identity = sample
+            except Exception:
+                pass  # a missed telemetry poll must not fail the benchmark
+            await asyncio.sleep(self.config.telemetry_interval)
+
+    async def _send(self, workload: WorkloadSpec, req: PreparedRequest) -> RequestResult:
+        timeout = min(self.config.request_timeout, max(0.001, self._sweep_deadline - time.perf_counter()))
+        return await self.client.stream(workload.api, req.body, req.prompt_len, timeout)
+
+    async def _drive(
+        self,
+        workload: WorkloadSpec,
+        level: Level,
+        pool: list[PreparedRequest],
+        planned: int | None,
+        results: list[RequestResult],
+        level_start: float,
+    ) -> str | None:
+        """Run the level's requests; return why it stopped early, or None."""
+        cfg = self.config
+        state = {"next": 0, "failed": 0, "in_flight": 0, "out_tokens": 0, "ttft_sum": 0.0}
+        stop_reason: list[str] = []
+        level_deadline = level_start + cfg.duration if cfg.duration is not None else None
+        last_figures = level_start
+
+        def take() -> PreparedRequest | None:
+            if stop_reason:
+                return None
+            now = time.perf_counter()
+            if now >= self._sweep_deadline:
+                stop_reason.append(f"hard time cap of {cfg.time_cap:g} s reached")
+                return None
+            if planned is not None and state["next"] >= planned:
+                return None
+            if level_deadline is not None and now >= level_deadline:
+                return None
+            req = pool[state["next"] % len(pool)]
+            state["next"] += 1
+            return req
+
+        def record(result: RequestResult) -> None:
+            nonlocal last_figures
+            results.append(result)
+            if not result.success:
+                state["failed"] += 1
+            else:
+                state["out_tokens"] += result.output_len
+                state["ttft_sum"] += result.ttft
+            completed = len(results) - state["failed"]
+            self._emit(RequestDone(level, result, completed, state["failed"]))
+            finished = len(results)
+            if state["failed"] and not stop_reason:
+                rate = state["failed"] / finished
+                if rate > cfg.max_error_rate and (finished >= ERROR_RATE_MIN_SAMPLE or rate == 1.0):
+                    stop_reason.append(
+                        f"error rate {rate:.0%} over --max-error-rate {cfg.max_error_rate:.0%} "
+                        f"after {finished} requests (last error: {result.error})"
+                    )
+            now = time.perf_counter()
+            if now - last_figures >= RUNNING_FIGURES_INTERVAL_S:
+                last_figures = now
+                elapsed = now - level_start
+                self._emit(
+                    RunningFigures(
+                        level,
+                        elapsed,
+                        completed,
+                        state["failed"],
+                        state["in_flight"],
+                        state["out_tokens"] / elapsed if elapsed > 0 else 0.0,
+                        state["ttft_sum"] / completed * 1000.0 if completed else 0.0,
+                    )
+                )
+
+        async def one(req: PreparedRequest) -> None:
+            state["in_flight"] += 1
+            try:
+                result = await self._send(workload, req)
+            finally:
+                state["in_flight"] -= 1
+            record(result)
+
+        if level.request_rate is None:
+
+            async def worker() -> None:
+                while (req := take()) is not None:
+                    await one(req)
+
+            await asyncio.gather(*(worker() for _ in range(level.concurrency or 1)))
+        else:
+            await self._open_loop(level, take, one)
+        return stop_reason[0] if stop_reason else None
+
+    async def _open_loop(
+        self,
+        level: Level,
+        take: Callable[[], PreparedRequest | None],
+        one: Callable[[PreparedRequest], Any],
+    ) -> None:
+        """Poisson arrivals (exponential gaps, seeded) at level.request_rate; optional cap on in-flight."""
+        assert level.request_rate is not None
+        rng = random.Random(self.config.workload.seed)
+        cap = asyncio.Semaphore(level.concurrency) if level.concurrency else None
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def capped(req: PreparedRequest) -> None:
+            if cap is None:
+                await one(req)
+                return
+            async with cap:
+                await one(req)
+
+        next_at = time.perf_counter()
+        while (req := take()) is not None:
+            task = asyncio.create_task(capped(req))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            next_at += rng.expovariate(level.request_rate)
+            delay = next_at - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        if tasks:
+            await asyncio.gather(*tasks)

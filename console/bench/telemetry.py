@@ -1,0 +1,85 @@
+"""GPU telemetry during a level: a pluggable sampler and the aggregation of what it returned.
+
+The sampler is any `async () -> list[sample]`, one sample per GPU per call (the host layer's nvidia-smi or
+NVML reader, or the simulator's). Samples are read by duck typing, as objects or dicts, so that this module
+does not depend on the host layer's classes: the field names below and a few common aliases are accepted.
+Aggregation is pure: mean and max per quantity over the level (summed over GPUs for power), and
+tokens per joule = output tokens / (mean total power × duration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+GpuSampler = Callable[[], Awaitable[Sequence[Any]]]
+
+# quantity -> names a sample may use for it (first found wins)
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "power_w": ("power_w", "power_draw_w", "power_draw", "power"),
+    "util_pct": ("util_pct", "utilization_gpu", "gpu_util", "utilization", "util"),
+    "sm_clock_mhz": ("sm_clock_mhz", "clocks_sm", "sm_clock", "clock_sm_mhz"),
+    "mem_clock_mhz": ("mem_clock_mhz", "clocks_mem", "mem_clock", "clock_mem_mhz"),
+    "memory_used_mib": ("memory_used_mib", "memory_used", "mem_used_mib", "memory_used_mb"),
+    "memory_total_mib": ("memory_total_mib", "memory_total", "mem_total_mib", "memory_total_mb"),
+}
+_IDENTITY = {"index": ("index", "gpu_index", "id"), "name": ("name", "model"), "driver": ("driver_version", "driver")}
+
+
+def _field(sample: Any, names: Sequence[str]) -> Any:
+    for name in names:
+        value = sample.get(name) if isinstance(sample, dict) else getattr(sample, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _number(sample: Any, quantity: str) -> float | None:
+    value = _field(sample, _ALIASES[quantity])
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # "[N/A]" and the like
+
+
+def describe_gpus(samples: Sequence[Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """GPU identities (index, name, memory) and the driver version, for a record's provenance."""
+    gpus: list[dict[str, Any]] = []
+    driver = None
+    for s in samples:
+        gpus.append(
+            {
+                "index": _field(s, _IDENTITY["index"]),
+                "name": _field(s, _IDENTITY["name"]),
+                "memory_total_mib": _number(s, "memory_total_mib"),
+            }
+        )
+        driver = driver or _field(s, _IDENTITY["driver"])
+    return gpus, (str(driver) if driver is not None else None)
+
+
+def aggregate(polls: Sequence[Sequence[Any]], output_tokens: int, duration: float) -> dict[str, Any]:
+    """Mean/max over the level's polls. Power and memory are summed over GPUs (the server uses all of them),
+    util and clocks are averaged over GPUs. Empty dict when nothing was sampled."""
+    if not polls:
+        return {}
+    per_poll: dict[str, list[float]] = {k: [] for k in ("power_w", "util_pct", "sm_clock_mhz", "memory_used_mib")}
+    for poll in polls:
+        for quantity, combine in (("power_w", sum), ("memory_used_mib", sum)):
+            values = [v for s in poll if (v := _number(s, quantity)) is not None]
+            if values:
+                per_poll[quantity].append(combine(values))
+        for quantity in ("util_pct", "sm_clock_mhz"):
+            values = [v for s in poll if (v := _number(s, quantity)) is not None]
+            if values:
+                per_poll[quantity].append(sum(values) / len(values))
+    out: dict[str, Any] = {"gpu_samples": len(polls)}
+    for quantity, values in per_poll.items():
+        if values:
+            out[f"mean_{quantity}"] = sum(values) / len(values)
+            out[f"max_{quantity}"] = max(values)
+    mean_power = out.get("mean_power_w")
+    if mean_power and duration > 0:
+        out["energy_j"] = mean_power * duration
+        out["tokens_per_joule"] = output_tokens / out["energy_j"]
+    return out
