@@ -1,0 +1,450 @@
+"""`opsconsole apply TARGET --set FLAG=VALUE ...`: validated unit edits, restart, verification, rollback.
+
+The pure parts live in console/core/rollout.py (edits, plan, verification, state machine) and
+console/core/phases.py (startup phases from the journal). This module talks to the host through the
+ServiceManager protocol (systemd over SSH, or the demo's supervisor) and to SGLang through a `ServerProbe`,
+so the same orchestration runs on a GPU host, on the nspawn testbed and on the demo host.
+
+Order of operations (anchors.md D3): back up + write the unit atomically, daemon-reload, restart, follow the
+journal for startup phases while polling the service state and /health, then read /server_info and verify.
+A start that fails (ActiveState failed, the unit restarting in a loop, the process gone) or is not healthy
+within --timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.
+A dropped SSH connection (ConnectionDropped) is survived: the transport reconnects, reads are retried, and a
+write whose outcome is unknown is settled by reading the unit back (write_unit is atomic: old or new, never half).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from console.core.phases import PhaseEvent, PhaseTracker
+from console.core.rollout import ApplyState, Plan, Rollout, Verification, verify_resolved
+from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
+
+T = TypeVar("T")
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+# Between polls of systemd state and /health while a start is in progress. The client notices /health
+# turning 200 well within 0.5 s (issue 4).
+POLL_INTERVAL_S = 0.2
+# How long to keep retrying one host operation through reconnects before giving up on it.
+RECONNECT_GRACE_S = 60.0
+# After a failed start, how long to wait for journald to hand over the lines that explain it.
+JOURNAL_SETTLE_S = 2.0
+
+
+class ServerProbe(Protocol):
+    """The SGLang HTTP API as apply needs it (console.sglang.client through the host's port forward)."""
+
+    async def healthy(self) -> bool: ...
+
+    async def server_info(self) -> dict[str, Any]: ...
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class StartWatch:
+    """The outcome of watching one (re)start."""
+
+    healthy: bool
+    reason: str = ""
+    tracker: PhaseTracker | None = None
+    journal: list[JournalEntry] = field(default_factory=list)
+
+
+@dataclass
+class ApplyResult:
+    rollout: Rollout
+    plan: Plan
+    target: str
+    unit: str
+    backup: UnitBackup | None = None
+    start: StartWatch | None = None
+    rollback: StartWatch | None = None
+    verification: Verification | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.rollout.ok
+
+    def journal_excerpt(self, limit: int = 20) -> list[str]:
+        watch = self.start
+        if watch is None or watch.tracker is None:
+            return []
+        if not self.ok:
+            return watch.tracker.explanation(limit)
+        return []
+
+    def to_json(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "ok": self.ok,
+            "target": self.target,
+            "unit": self.unit,
+            "state": self.rollout.state.value,
+            "changed": plan.changed,
+            "sglang_version": plan.sglang_version,
+            "version_source": plan.version_source,
+            "diff": plan.diff,
+            "report": plan.report.to_json(),
+            "backup": self.backup.path if self.backup else None,
+            "history": [t.to_json() for t in self.rollout.history],
+            "phases": _phases_json(self.start),
+            "verified": self.verification.to_json() if self.verification else None,
+            "rolled_back": self.rollout.rolled_back,
+            "rollback_phases": _phases_json(self.rollback),
+            "error": self.error,
+            "journal_excerpt": self.journal_excerpt(),
+        }
+
+
+def _phases_json(watch: StartWatch | None) -> list[dict[str, object]]:
+    if watch is None or watch.tracker is None:
+        return []
+    return [p.to_json() for p in watch.tracker.phases]
+
+
+class Applier:
+    """Carries one validated plan through write, restart, watch, verify — and rollback when the start fails."""
+
+    def __init__(
+        self,
+        service: ServiceManager,
+        probe: ServerProbe,
+        plan: Plan,
+        *,
+        target: str,
+        timeout_s: float,
+        on_event: EventSink | None = None,
+        reconnect_grace_s: float = RECONNECT_GRACE_S,
+    ) -> None:
+        self.service = service
+        self.probe = probe
+        self.plan = plan
+        self.timeout_s = timeout_s
+        self.reconnect_grace_s = reconnect_grace_s
+        self._emit: EventSink = on_event or (lambda _kind, _data: None)
+        self.result = ApplyResult(Rollout.start(_now()), plan, target, service.unit)
+
+    def _advance(self, state: ApplyState, detail: str = "") -> None:
+        transition = self.result.rollout.advance(state, _now(), detail)
+        self._emit("state", {"state": state.value, "detail": detail, "at": transition.at.isoformat()})
+
+    async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run op, retrying while the connection is being re-established (ConnectionDropped only)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.reconnect_grace_s
+        delay = 0.2
+        while True:
+            try:
+                return await op()
+            except ConnectionDropped as exc:
+                if loop.time() + delay > deadline:
+                    raise HostError(f"{what}: the connection to the host did not come back ({exc})") from exc
+                self._emit("reconnecting", {"operation": what, "error": str(exc)})
+                await asyncio.sleep(delay)  # backoff between reconnect attempts, not a wait for a condition
+                delay = min(delay * 2, 2.0)
+
+    async def refuse_or_skip(self) -> bool:
+        """Record why nothing will be done, if so. True when the apply stops here."""
+        if not self.plan.ok:
+            self._advance(ApplyState.REFUSED, "the version rules report errors; the unit was not touched")
+            self.result.error = "; ".join(e.message for e in self.plan.report.errors)
+            return True
+        if not self.plan.changed:
+            self._advance(ApplyState.UNCHANGED, "the unit already has these settings; nothing to do")
+            return True
+        return False
+
+    def abort(self, why: str) -> ApplyResult:
+        self._advance(ApplyState.ABORTED, why)
+        self.result.error = why
+        return self.result
+
+    async def execute(self) -> ApplyResult:
+        if await self.refuse_or_skip():
+            return self.result
+        before = await self._retrying("read the service state", self.service.state)
+        cursor = await self._journal_cursor()
+        if not await self._write():
+            return self.result
+        try:
+            await self._retrying("daemon-reload", self.service.daemon_reload)
+            self._advance(ApplyState.DAEMON_RELOADED)
+            self._advance(ApplyState.RESTARTING)
+            await self._restart(before)
+        except HostError as exc:
+            self.result.error = str(exc)
+            self._advance(ApplyState.FAILED, str(exc))
+            await self._roll_back()
+            return self.result
+        self._advance(ApplyState.STARTING)
+        watch = await self._watch_start(cursor)
+        self.result.start = watch
+        if not watch.healthy:
+            self.result.error = watch.reason
+            self._advance(ApplyState.FAILED, watch.reason)
+            await self._roll_back()
+            return self.result
+        self._advance(ApplyState.HEALTHY)
+        await self._verify()
+        return self.result
+
+    async def _journal_cursor(self) -> str | None:
+        """The journal's newest cursor now: everything after it belongs to the restart we are about to do."""
+
+        async def newest() -> str | None:
+            last: str | None = None
+            async for entry in self.service.journal(lines=1):
+                last = entry.cursor
+            return last
+
+        try:
+            return await self._retrying("read the journal", newest)
+        except HostError:
+            return None
+
+    async def _write(self) -> bool:
+        """Back up and write the unit. False (state WRITE_FAILED) when the old unit is still in place."""
+        new_text = self.plan.new_text
+        try:
+            backup = await self.service.write_unit(new_text)
+        except ConnectionDropped as exc:
+            # The write may or may not have happened; it is atomic, so the unit is either old or new.
+            on_host = await self._retrying("read the unit back", self.service.read_unit)
+            if on_host != new_text:
+                self._advance(ApplyState.WRITE_FAILED, f"the connection dropped before the unit was written ({exc})")
+                self.result.error = f"could not write the unit: {exc}; the old unit is unchanged"
+                return False
+            backup = None  # written, but the backup's name was lost with the connection: restore from memory
+        except HostError as exc:
+            self._advance(ApplyState.WRITE_FAILED, str(exc))
+            self.result.error = f"could not write the unit: {exc}; the old unit is unchanged"
+            return False
+        self.result.backup = backup
+        self._advance(ApplyState.BACKED_UP, backup.path if backup else "backup name unknown (connection dropped)")
+        self._advance(ApplyState.WRITTEN)
+        return True
+
+    async def _restart(self, before: ServiceState) -> None:
+        """Restart; after a dropped connection, find out whether it happened before restarting again."""
+        try:
+            await self.service.restart()
+        except ConnectionDropped:
+            now = await self._retrying("read the service state", self.service.state)
+            if now.main_pid == before.main_pid and now.started_at == before.started_at:
+                await self._retrying("restart", self.service.restart)
+        except HostError as exc:
+            # systemctl restart reports a start job that failed; the watch sees the failed state and explains it.
+            self._emit("warning", {"message": f"restart reported: {exc}"})
+
+    async def _watch_start(self, cursor: str | None) -> StartWatch:
+        """Follow the journal and poll state and /health until healthy, failed, or out of time."""
+        plan = self.plan
+        tracker = PhaseTracker.for_start(speculative=plan.speculative, cuda_graph=plan.cuda_graph)
+        watch = StartWatch(healthy=False, tracker=tracker)
+        seen: set[str] = set()
+
+        def take(entry: JournalEntry) -> None:
+            if entry.cursor in seen:
+                return
+            seen.add(entry.cursor)
+            watch.journal.append(entry)
+            for event in tracker.feed(entry.message, entry.timestamp):
+                self._emit_phase(event, tracker)
+
+        follower = asyncio.create_task(self._follow_journal(cursor, take))
+        try:
+            watch.healthy, watch.reason = await self._poll_until_healthy()
+        finally:
+            if not watch.healthy:
+                await self._settle_journal(cursor, take, tracker)
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, HostError):
+                await follower
+        if watch.healthy:
+            tracker.mark_ready(_now())
+        return watch
+
+    async def _poll_until_healthy(self) -> tuple[bool, str]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        baseline: int | None = None
+        last_state = "unknown"
+        while loop.time() < deadline:
+            try:
+                state = await self.service.state()
+            except ConnectionDropped as exc:
+                self._emit("reconnecting", {"operation": "watch the start", "error": str(exc)})
+                state = None
+            if state is not None:
+                last_state = f"{state.active_state}/{state.sub_state}"
+                if baseline is None:
+                    baseline = state.n_restarts
+                failure = start_failure(state, baseline)
+                if failure:
+                    return False, failure
+                if state.active_state == "active" and await self._healthy():
+                    return True, ""
+            await asyncio.sleep(POLL_INTERVAL_S)
+        return False, f"not healthy within {self.timeout_s:g} s (service {last_state})"
+
+    async def _healthy(self) -> bool:
+        try:
+            return await self.probe.healthy()
+        except Exception:  # connection refused while uvicorn is not up yet, a forward being rebuilt, ...
+            return False
+
+    async def _follow_journal(self, cursor: str | None, take: Callable[[JournalEntry], None]) -> None:
+        after = cursor
+        while True:
+            try:
+                async for entry in self.service.journal(
+                    lines=0 if after is None else 1000, follow=True, after_cursor=after
+                ):
+                    after = entry.cursor
+                    take(entry)
+                return
+            except ConnectionDropped:
+                await asyncio.sleep(POLL_INTERVAL_S)  # the transport reconnects; resume from the last cursor
+
+    async def _settle_journal(
+        self, cursor: str | None, take: Callable[[JournalEntry], None], tracker: PhaseTracker
+    ) -> None:
+        """A start failed: read the journal's backlog until it explains why (or briefly, if it never does)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + JOURNAL_SETTLE_S
+        while True:
+            with contextlib.suppress(HostError):
+                async for entry in self.service.journal(lines=1000, after_cursor=cursor):
+                    take(entry)
+            if tracker.failed or loop.time() >= deadline:
+                return
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    def _emit_phase(self, event: PhaseEvent, tracker: PhaseTracker) -> None:
+        self._emit(
+            "phase",
+            {
+                "kind": event.kind,
+                "phase": event.phase,
+                "at": event.at.isoformat(),
+                "line": event.line,
+                "progress": tracker.progress,
+                "current": tracker.current.to_json() if tracker.current else None,
+            },
+        )
+
+    async def _verify(self) -> None:
+        try:
+            info = await self._retrying("read /server_info", self.probe.server_info)
+        except Exception as exc:
+            self.result.error = f"healthy, but /server_info could not be read: {exc}"
+            self._advance(ApplyState.MISMATCH, self.result.error)
+            return
+        verification = verify_resolved(self.plan.expectations(), info)
+        self.result.verification = verification
+        if verification.ok:
+            self._advance(ApplyState.VERIFIED)
+            return
+        wrong = ", ".join(f"{v.dest}={v.actual!r} (expected {v.expected!r})" for v in verification.mismatches)
+        self.result.error = f"the server runs the new unit but resolved {wrong}"
+        self._advance(ApplyState.MISMATCH, self.result.error)
+
+    async def _roll_back(self) -> None:
+        self._advance(ApplyState.ROLLING_BACK)
+        try:
+            before = await self._retrying("read the service state", self.service.state)
+            cursor = await self._journal_cursor()
+            backup = self.result.backup
+            if backup is not None:
+                await self._retrying("restore the unit", lambda: self.service.restore_unit(backup))
+            else:
+                await self._retrying("restore the unit", lambda: self.service.write_unit(self.plan.old_text))
+            await self._retrying("daemon-reload", self.service.daemon_reload)
+            await self._restart(before)
+        except HostError as exc:
+            self._advance(ApplyState.ROLLBACK_FAILED, f"could not restore the old unit: {exc}")
+            return
+        self._advance(ApplyState.RESTORED)
+        watch = await self._watch_start(cursor)
+        self.result.rollback = watch
+        if watch.healthy:
+            self._advance(ApplyState.HEALTHY_ON_OLD)
+        else:
+            self._advance(ApplyState.ROLLBACK_FAILED, f"the old unit did not come back: {watch.reason}")
+
+
+def start_failure(state: ServiceState, baseline_restarts: int) -> str:
+    """Why this state means the start failed, or "" while it may still come up."""
+    if state.active_state == "failed":
+        return f"the service failed (result: {state.result})"
+    if state.sub_state == "auto-restart" or state.n_restarts > baseline_restarts:
+        return f"the service is restarting in a loop (NRestarts {state.n_restarts}, result: {state.result})"
+    if state.active_state == "inactive":
+        return f"the service stopped (result: {state.result})"
+    return ""
+
+
+def main_json(result: ApplyResult) -> str:
+    return json.dumps(result.to_json(), default=str)
+
+
+# --- the CLI verb ---------------------------------------------------------------------------------------
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Usage(Exception):
+    """A usage error: exit 2 with the message."""
+
+
+class HumanProgress:
+    """Prints the apply's progress as lines a terminal (or a log) can follow."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._last_percent: dict[str, int] = {}
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        stamp = _now().strftime("%H:%M:%S")
+        if kind == "state":
+            detail = f": {data['detail']}" if data.get("detail") else ""
+            self._print(f"[{stamp}] {data['state'].replace('_', ' ')}{detail}")
+        elif kind == "phase":
+            self._phase(stamp, data)
+        elif kind == "reconnecting":
+            self._print(f"[{stamp}] connection lost during {data['operation']}; reconnecting ({data['error']})")
+        elif kind == "warning":
+            self._print(f"[{stamp}] warning: {data['message']}")
+
+    def _phase(self, stamp: str, data: dict[str, Any]) -> None:
+        overall = round(100 * float(data.get("progress", 0.0)))
+        current = data.get("current") or {}
+        if data["kind"] == "started":
+            self._print(f"[{stamp}]   {current.get('label', data['phase'])} ... ({overall}% of startup)")
+        elif data["kind"] == "progress" and current:
+            step = int(float(current.get("progress", 0.0)) * 4) * 25  # every 25 %: enough to see it move
+            if step != self._last_percent.get(current["name"]):
+                self._last_percent[current["name"]] = step
+                self._print(f"[{stamp}]   {current['label']} {step}%")
+        elif data["kind"] == "ready":
+            self._print(f"[{stamp}]   ready: {data['line'].strip()}")
+        elif data["kind"] == "failure":
+            self._print(f"[{stamp}]   ! {data['line'].rstrip()}")
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
