@@ -20,13 +20,25 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 from console.core.phases import PhaseEvent, PhaseTracker
-from console.core.rollout import ApplyState, Plan, Rollout, Verification, verify_resolved
+from console.core.rollout import (
+    ApplyState,
+    EditError,
+    FlagKind,
+    Plan,
+    Rollout,
+    Verification,
+    adjustment_from,
+    build_plan,
+    choose_version,
+    parse_edits,
+    verify_resolved,
+)
 from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
 
 T = TypeVar("T")
@@ -40,6 +52,8 @@ POLL_INTERVAL_S = 0.2
 RECONNECT_GRACE_S = 60.0
 # After a failed start, how long to wait for journald to hand over the lines that explain it.
 JOURNAL_SETTLE_S = 2.0
+# A service still inactive this long after a restart returned did not start at all.
+INACTIVE_GRACE_S = 5.0
 
 
 class ServerProbe(Protocol):
@@ -284,6 +298,8 @@ class Applier:
         deadline = loop.time() + self.timeout_s
         baseline: int | None = None
         last_state = "unknown"
+        seen_running = False
+        grace_until = loop.time() + INACTIVE_GRACE_S
         while loop.time() < deadline:
             try:
                 state = await self.service.state()
@@ -294,7 +310,8 @@ class Applier:
                 last_state = f"{state.active_state}/{state.sub_state}"
                 if baseline is None:
                     baseline = state.n_restarts
-                failure = start_failure(state, baseline)
+                seen_running = seen_running or state.running or loop.time() > grace_until
+                failure = start_failure(state, baseline, seen_running=seen_running)
                 if failure:
                     return False, failure
                 if state.active_state == "active" and await self._healthy():
@@ -388,13 +405,16 @@ class Applier:
             self._advance(ApplyState.ROLLBACK_FAILED, f"the old unit did not come back: {watch.reason}")
 
 
-def start_failure(state: ServiceState, baseline_restarts: int) -> str:
-    """Why this state means the start failed, or "" while it may still come up."""
+def start_failure(state: ServiceState, baseline_restarts: int, *, seen_running: bool = True) -> str:
+    """Why this state means the start failed, or "" while it may still come up.
+
+    `inactive` right after a restart can be the moment before the new process is spawned, so it counts only
+    once the service has been seen running since the restart (seen_running)."""
     if state.active_state == "failed":
         return f"the service failed (result: {state.result})"
     if state.sub_state == "auto-restart" or state.n_restarts > baseline_restarts:
         return f"the service is restarting in a loop (NRestarts {state.n_restarts}, result: {state.result})"
-    if state.active_state == "inactive":
+    if state.active_state == "inactive" and seen_running:
         return f"the service stopped (result: {state.result})"
     return ""
 
@@ -448,3 +468,204 @@ class HumanProgress:
 
     def _print(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+
+@dataclass
+class HostHandle:
+    """What apply needs of a host: its service, a probe of its SGLang API, and how to let go of it."""
+
+    label: str
+    service: ServiceManager
+    probe: ServerProbe
+    close: Callable[[], Awaitable[None]]
+    profile_sglang_version: str | None = None
+
+
+def _profile_sglang_version(profile_path: Any) -> str | None:
+    """`[sglang] sglang_version = "0.5.9"` in the profile: the version to check against when the server is down."""
+    import tomllib
+
+    if profile_path is None:
+        return None
+    try:
+        data = tomllib.loads(profile_path.read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    section = data.get("sglang", {})
+    value = section.get("sglang_version") if isinstance(section, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+async def _server_version(probe: ServerProbe) -> str | None:
+    """The running server's version from /server_info, or None when it does not answer (it may be down)."""
+    try:
+        info = await asyncio.wait_for(probe.server_info(), timeout=10.0)
+    except Exception:
+        return None
+    version = info.get("version")
+    return str(version) if version else None
+
+
+def _confirm(stdin: TextIO, stderr: TextIO, question: str) -> bool:
+    print(f"{question} [y/N] ", end="", file=stderr, flush=True)
+    answer = stdin.readline()
+    return answer.strip().lower() in {"y", "yes"}
+
+
+def render_plan(plan: Plan, out: TextIO) -> None:
+    """The diff and the rule report, for a person."""
+    report = plan.report
+    source = {"server": "the running server", "profile": "the profile", "newest": "the newest supported"}
+    print(f"SGLang {plan.sglang_version} (version from {source[plan.version_source]})", file=out)
+    if plan.diff:
+        print(plan.diff, end="", file=out)
+    else:
+        print("(the unit already has these settings)", file=out)
+    for error in report.errors:
+        print(f"error [{error.code}]: {error.message}", file=out)
+    for warning in report.warnings:
+        print(f"warning [{warning.code}]: {warning.message}", file=out)
+    for adjustment in report.adjustments:
+        print(
+            f"adjusted by SGLang: {adjustment.flag} {adjustment_from(adjustment)!r} -> {adjustment.to!r} "
+            f"({adjustment.reason})",
+            file=out,
+        )
+
+
+def render_result(result: ApplyResult, out: TextIO) -> None:
+    state = result.rollout.state
+    if result.verification is not None:
+        for value in result.verification.values:
+            note = f" (adjusted by SGLang: {value.reason})" if value.status == "adjusted" and value.reason else ""
+            print(f"  {value.dest} = {value.actual!r} [{value.status.replace('_', ' ')}]{note}", file=out)
+    if result.ok:
+        print(f"{result.target}: {state.value.replace('_', ' ')}", file=out)
+        return
+    print(f"{result.target}: apply failed ({state.value.replace('_', ' ')}): {result.error}", file=out)
+    if result.rollout.rolled_back:
+        outcome = "healthy on the old unit" if state is ApplyState.HEALTHY_ON_OLD else "NOT healthy"
+        print(f"rolled back to the previous unit; the service is {outcome}", file=out)
+    excerpt = result.journal_excerpt()
+    if excerpt:
+        print("journal lines that explain it:", file=out)
+        for line in excerpt:
+            print(f"  {line}", file=out)
+
+
+OpenHost = Callable[[argparse.Namespace, Any], Awaitable[HostHandle]]
+
+
+def run(args: argparse.Namespace) -> int:
+    """`opsconsole apply`: exit 0 applied and verified (or nothing to change), 1 refused/failed, 2 usage."""
+    return run_cli(args, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
+
+
+def run_cli(
+    args: argparse.Namespace,
+    *,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    open_host: OpenHost | None = None,
+) -> int:
+    try:
+        edits = parse_edits(args.set, args.unset, args.env, args.unset_env)  # syntax only; kinds come later
+    except EditError as exc:
+        print(f"opsconsole apply: {exc}", file=stderr)
+        return EXIT_USAGE
+    if edits.empty:
+        print(
+            "opsconsole apply: nothing to apply; give --set FLAG=VALUE, --unset FLAG, --env K=V or --unset-env K",
+            file=stderr,
+        )
+        return EXIT_USAGE
+    if not args.timeout > 0:
+        print(f"opsconsole apply: --timeout must be a positive number of seconds, not {args.timeout}", file=stderr)
+        return EXIT_USAGE
+    try:
+        return asyncio.run(
+            _apply(args, stdin=stdin, stdout=stdout, stderr=stderr, open_host=open_host or open_host_for)
+        )
+    except _Usage as exc:
+        print(f"opsconsole apply: {exc}", file=stderr)
+        return EXIT_USAGE
+
+
+async def _apply(
+    args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO, open_host: OpenHost
+) -> int:
+    from console.sglang.flags import NEWEST_VERSION, UnsupportedVersionError, flag_table
+    from console.sglang.rules import check_launch
+    from console.sglang.unit import UnitFile
+    from console.workspace import Workspace
+
+    human = stderr if args.json else stdout
+    try:
+        host = await open_host(args, Workspace.resolve(args.workspace))
+    except HostError as exc:
+        print(f"opsconsole apply: {exc}", file=stderr)
+        return EXIT_FAILED
+    try:
+        version, source = choose_version(await _server_version(host.probe), host.profile_sglang_version, NEWEST_VERSION)
+        try:
+            table = flag_table(version)
+        except UnsupportedVersionError as exc:
+            print(f"opsconsole apply: {exc}", file=stderr)
+            return EXIT_FAILED
+
+        def kind(flag: str) -> FlagKind | None:
+            spec = table.lookup(flag)
+            if spec is None:
+                return None
+            return "bool" if spec.is_boolean else "list" if spec.is_list else "value"
+
+        try:
+            edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=kind)
+        except EditError as exc:
+            raise _Usage(str(exc)) from exc
+        unit_text = await host.service.read_unit()
+        plan = build_plan(
+            unit_text,
+            edits,
+            unit_name=host.service.unit,
+            version=version,
+            version_source=source,
+            parse_unit=UnitFile.parse,
+            check=lambda argv, env, v: check_launch(argv, env, v),
+        )
+        if not args.json:
+            render_plan(plan, human)
+        progress = None if args.json else HumanProgress(human)
+        applier = Applier(host.service, host.probe, plan, target=host.label, timeout_s=args.timeout, on_event=progress)
+        if not await applier.refuse_or_skip() and not args.yes:
+            if not _is_tty(stdin):
+                applier.abort("stdin is not a terminal, so apply cannot ask for confirmation; re-run with --yes")
+            elif not _confirm(stdin, stderr, f"Write this unit to {host.label} and restart {host.service.unit}?"):
+                applier.abort("not confirmed; nothing was changed")
+        result = applier.result if applier.result.rollout.finished else await applier.execute()
+        if args.json:
+            print(main_json(result), file=stdout)
+        else:
+            render_result(result, human)
+        return result.rollout.exit_code
+    except HostError as exc:
+        print(f"opsconsole apply: {exc}", file=stderr)
+        return EXIT_FAILED
+    finally:
+        await host.close()
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+async def open_host_for(args: argparse.Namespace, workspace: Any) -> HostHandle:
+    """TARGET -> the host's service manager and SGLang probe, through the host layer."""
+    from console.host.targets import resolve_target
+
+    target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
+    raise HostError(f"{target.label}: the {target.transport} host connection is not wired into apply yet")

@@ -183,10 +183,18 @@ class Plan:
         for dest in sorted(new):
             if dest in adjusted or not values_equal(new.get(dest), old.get(dest)):
                 adjustment = adjusted.get(dest)
-                requested = adjustment.from_ if adjustment is not None else new[dest]
+                requested = adjustment_from(adjustment) if adjustment is not None else new[dest]
                 reason = adjustment.reason if adjustment is not None else None
                 out[dest] = Expectation(dest, requested, new[dest], reason)
         return out
+
+
+def adjustment_from(adjustment: Any) -> Any:
+    """The value an adjustment replaced (the rules' Adjustment names it `from_`, since `from` is a keyword)."""
+    for name in ("from_", "from_value", "before"):
+        if hasattr(adjustment, name):
+            return getattr(adjustment, name)
+    return None
 
 
 def build_plan(

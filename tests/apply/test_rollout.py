@@ -232,7 +232,7 @@ def test_success_path() -> None:
     rollout = walk(SUCCESS_PATH)
     assert rollout.finished and rollout.ok and rollout.exit_code == 0
     assert rollout.touched_host and not rollout.rolled_back
-    assert [t["state"] for t in (t.to_json() for t in rollout.history)][0] == "validated"
+    assert rollout.history[0].to_json()["state"] == "validated"
 
 
 def test_rollback_path_is_a_failure_that_restored_the_old_unit() -> None:
