@@ -30,6 +30,11 @@ from tests.testbed.system import TestbedError, poll_until, run
 log = logging.getLogger(__name__)
 
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A stand-in service that answers GET /health with 200 (for tests of the testbed that do not need SGLang).
+TRIVIAL_EXEC_START = (
+    f"ExecStart=/usr/bin/python3 -m http.server --bind 127.0.0.1 --directory {recipe.REPO_MOUNT}/tests/testbed/trivial "
+    f"{recipe.SGLANG_PORT}"
+)
 BOOT_TIMEOUT = 60.0
 HEALTH_TIMEOUT = 60.0
 

@@ -184,7 +184,7 @@ def cleanup_leftovers() -> list[str]:
                 state_file.unlink(missing_ok=True)
                 continue
             recorded.add(host.name)
-            if _alive(host.owner_pid):
+            if is_alive(host.owner_pid):
                 continue
             destroy(host)
             removed.append(host.name)
@@ -226,7 +226,7 @@ def _subnets_in_use() -> set[str]:
     return subnets
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -254,7 +254,7 @@ def _stop_process(pid: int, timeout: float) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while is_alive(pid):
         _reap(pid)
         if time.monotonic() >= deadline:
             log.warning("nspawn %d ignored SIGTERM for %.0f s: killing it", pid, timeout)

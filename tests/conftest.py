@@ -1,0 +1,81 @@
+"""Root fixtures: the GPU-host testbed (real systemd in systemd-nspawn + real OpenSSH sshd, see tests/testbed/).
+
+- `gpu_host` (session): host "gpu1", its key in known_hosts, sglang.service running the simulator.
+- `pristine_gpu_host`: the same host, put back to its original unit and a running service after the test
+  if the test changed either (for tests that apply changes).
+- `unknown_gpu_host`: a second host "gpu2" whose key is NOT in its known_hosts (emptied before each test).
+
+The hosts boot once per session, on first use, and are always torn down at the end (also when tests fail);
+hosts left by a crashed earlier run are removed before the first boot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.testbed import cache, recipe, resources
+from tests.testbed.host import TRIVIAL_EXEC_START, GpuHost
+
+log = logging.getLogger(__name__)
+
+
+@pytest.fixture(scope="session")
+def testbed_ready() -> None:
+    """Root, the tools, the cached tree; and no leftovers of a crashed run. Fails (never skips) without them."""
+    if os.geteuid() != 0:
+        pytest.fail("the GPU-host testbed needs root (network namespaces, systemd-nspawn); run the tests as root")
+    removed = resources.cleanup_leftovers()
+    if removed:
+        log.warning("removed testbed leftovers of an earlier run: %s", ", ".join(removed))
+    cache.ensure_tree()
+    cache.ensure_site()
+
+
+def _service_unit() -> str | None:
+    """The simulator's unit; a trivial HTTP server while the simulator has no CLI yet (TEMPORARY)."""
+    if (cache.REPO_ROOT / "console/sim/__main__.py").exists():
+        return None
+    return recipe.sglang_unit(TRIVIAL_EXEC_START, description="trivial stand-in until console.sim has a CLI")
+
+
+@pytest.fixture(scope="session")
+def gpu_host(testbed_ready: None) -> Iterator[GpuHost]:
+    host = GpuHost.boot("gpu1", unit_text=_service_unit())
+    try:
+        yield host
+    finally:
+        host.teardown()
+
+
+@pytest.fixture
+def pristine_gpu_host(gpu_host: GpuHost) -> Iterator[GpuHost]:
+    """gpu_host, restored after the test if it left the unit changed or the service down."""
+    gpu_host.link_up()
+    if not gpu_host.is_pristine():
+        gpu_host.restore()
+    try:
+        yield gpu_host
+    finally:
+        gpu_host.link_up()
+        if not gpu_host.is_pristine():
+            gpu_host.restore()
+
+
+@pytest.fixture(scope="session")
+def _unknown_gpu_host_session(testbed_ready: None) -> Iterator[GpuHost]:
+    host = GpuHost.boot("gpu2", trusted=False, unit_text=_service_unit())
+    try:
+        yield host
+    finally:
+        host.teardown()
+
+
+@pytest.fixture
+def unknown_gpu_host(_unknown_gpu_host_session: GpuHost) -> GpuHost:
+    """A second host whose key the client has never seen (known_hosts emptied for each test)."""
+    _unknown_gpu_host_session.forget()
+    return _unknown_gpu_host_session
