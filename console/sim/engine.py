@@ -1,0 +1,440 @@
+"""A discrete-event continuous-batching scheduler, shaped like SGLang's, on a virtual clock.
+
+The caller (the simulator's HTTP server, or a test harness) adds requests, then calls `next_step()`
+repeatedly; each call performs one scheduler iteration and returns how long it takes on the real hardware
+(`Step.duration_s`) and which tokens it produced. The caller sleeps that long (scaled) and delivers the
+tokens. Nothing here touches a clock, a socket or a thread.
+
+Scheduling follows SGLang's default policy: new requests are prefilled first (as many as fit in one
+chunked-prefill budget, the running-request limit and the KV cache), each gets its first token from the
+prefill; otherwise every running request advances by one decode round, emitting 1 + accepted drafts tokens
+with speculation (drawn per request from `PerfModel.survival`). Requests past the running limit wait in a
+FIFO queue. A request stops at `max_new_tokens` ("length") or, without `ignore_eos`, at a natural end of
+sequence drawn deterministically from the seed and the request id ("stop").
+
+Counters mirror SGLang's: lifetime accept length since the last flush (accepted tokens incl. the bonus token
+/ request-verifies, like `avg_spec_accept_length`) and a decode-log window (accept len, accept rate, gen
+throughput, #running-req, #queue-req, #token, token usage) taken with `take_window()`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.sim.perf import GpuLoad, PerfModel
+from console.sim.profiles import SimProfile
+
+_NATURAL_LENGTH_SIGMA = 0.7  # spread (lognormal) of natural output lengths around the profile mean
+
+
+@dataclass(slots=True)
+class Step:
+    """One scheduler iteration."""
+
+    kind: str  # "prefill" or "decode"
+    duration_s: float  # on the real hardware; the caller scales it
+    emitted: dict[str, int]  # rid -> tokens produced this step
+    finished: set[str] = field(default_factory=set)
+    finish_reasons: dict[str, str] = field(default_factory=dict)  # finished rid -> "stop" | "length"
+    verify_ct: dict[str, int] = field(default_factory=dict)  # finished rid -> verify rounds (spec_verify_ct)
+    batch_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """What SGLang prints in a "Decode batch" log line, over the steps since the last window."""
+
+    decode_steps: int
+    elapsed_s: float
+    generated_tokens: int
+    accept_len: float | None  # (accepted drafts + 1 per verify) / verifies; None without speculation
+    accept_rate: float | None  # correct drafts / proposed drafts (0.5.23 meaning, no bonus)
+    accept_rate_with_bonus: float | None  # accepted incl. bonus / (verifies × draft tokens) (0.5.6 meaning)
+    gen_throughput: float  # tokens/s over the window's (virtual) time
+    num_running: int
+    num_queue: int
+    num_tokens: int
+    token_usage: float
+
+
+class _Request:
+    __slots__ = ("context", "generated", "limit", "max_new_tokens", "prompt_tokens", "rid", "survival", "verify_ct")
+
+    def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, limit: int, survival: tuple[float, ...]):
+        self.rid = rid
+        self.prompt_tokens = prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.limit = limit  # tokens it will produce: max_new_tokens or its natural end, whichever is first
+        self.survival = survival
+        self.generated = 0
+        self.verify_ct = 0
+        self.context = prompt_tokens
+
+
+class Engine:
+    """Continuous batching over a `PerfModel`; see the module docstring."""
+
+    def __init__(self, profile: SimProfile, resolved: Mapping[str, Any], seed: int = 0) -> None:
+        self.profile = profile
+        self.perf = PerfModel(profile, resolved)
+        self.seed = seed
+        self._rng = random.Random(seed)
+        self._waiting: deque[_Request] = deque()
+        self._waiting_ids: dict[str, _Request] = {}
+        self._running: dict[str, _Request] = {}
+        self._tokens_in_use = 0  # prompt + generated tokens of the running requests (KV slots)
+        self.clock_s = 0.0  # virtual time: the sum of every step's duration
+        self._reset_lifetime()
+        self._reset_window()
+        self.last_gen_throughput = 0.0
+
+    # ---- state ----------------------------------------------------------------------------------------------
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_queued(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def idle(self) -> bool:
+        return not self._running and not self._waiting
+
+    @property
+    def max_running_requests(self) -> int:
+        return self.perf.max_running_requests
+
+    @property
+    def max_total_num_tokens(self) -> int:
+        return self.perf.max_total_num_tokens
+
+    @property
+    def num_tokens(self) -> int:
+        """KV slots held by running requests (SGLang's #token)."""
+        return self._tokens_in_use
+
+    @property
+    def token_usage(self) -> float:
+        return self._tokens_in_use / self.perf.max_total_num_tokens if self.perf.max_total_num_tokens else 0.0
+
+    @property
+    def speculative(self) -> bool:
+        return self.perf.speculative
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        """Accepted tokens (bonus included) / request-verifies since the last flush; None without any."""
+        if not self.perf.speculative or self.spec_verify_total == 0:
+            return None
+        return self.spec_accepted_total / self.spec_verify_total
+
+    def verify_ct(self, rid: str) -> int:
+        """Verify rounds so far of a running request (0 for an unknown or waiting one)."""
+        request = self._running.get(rid)
+        return request.verify_ct if request is not None else 0
+
+    def has_request(self, rid: str) -> bool:
+        return rid in self._running or rid in self._waiting_ids
+
+    def startup_phases(self) -> list[tuple[str, float]]:
+        return self.perf.startup_phases()
+
+    def gpu_load(self) -> list[GpuLoad]:
+        return self.perf.gpu_load(len(self._running), busy=not self.idle)
+
+    # ---- requests -------------------------------------------------------------------------------------------
+
+    def add(
+        self,
+        rid: str,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        ignore_eos: bool = False,
+    ) -> None:
+        """Queue a request. Raises ValueError for a duplicate id or impossible sizes."""
+        if self.has_request(rid):
+            raise ValueError(f"request id {rid!r} is already in flight; use a unique rid")
+        if prompt_tokens < 1:
+            raise ValueError("prompt_tokens must be at least 1")
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        if temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        limit = max_new_tokens if ignore_eos else min(max_new_tokens, self._natural_length(rid))
+        request = _Request(rid, prompt_tokens, max_new_tokens, limit, self.perf.survival(temperature, ignore_eos))
+        self._waiting.append(request)
+        self._waiting_ids[rid] = request
+
+    def _natural_length(self, rid: str) -> int:
+        # A string seed is hashed with SHA-512 by random.Random: stable across runs and processes.
+        draw = random.Random(f"{self.seed}:{rid}")
+        mean = self.profile.mean_natural_output_tokens
+        mu = math.log(mean) - _NATURAL_LENGTH_SIGMA**2 / 2
+        return max(1, int(draw.lognormvariate(mu, _NATURAL_LENGTH_SIGMA)))
+
+    def abort(self, rid: str) -> bool:
+        """Drop a waiting or running request; False if there was none with that id."""
+        request = self._waiting_ids.pop(rid, None)
+        if request is not None:
+            self._waiting.remove(request)
+            return True
+        request = self._running.pop(rid, None)
+        if request is None:
+            return False
+        self._tokens_in_use -= request.context
+        return True
+
+    def flush(self) -> bool:
+        """Reset the accept-length and throughput counters, like /flush_cache; refused (False) unless idle."""
+        if not self.idle:
+            return False
+        self._reset_lifetime()
+        self._reset_window()
+        self.last_gen_throughput = 0.0
+        return True
+
+    # ---- scheduling -----------------------------------------------------------------------------------------
+
+    def next_step(self) -> Step | None:
+        """Run one scheduler iteration; None when there is nothing to do."""
+        if self._waiting and len(self._running) < self.perf.max_running_requests:
+            step = self._prefill()
+            if step is not None:
+                return step
+        if self._running:
+            return self._decode()
+        return None
+
+    def _prefill(self) -> Step | None:
+        perf = self.perf
+        budget = perf.chunked_prefill_size
+        room = perf.max_running_requests - len(self._running)
+        free_kv = perf.max_total_num_tokens - self._tokens_in_use
+        batch: list[_Request] = []
+        tokens = 0
+        while self._waiting and len(batch) < room:
+            request = self._waiting[0]
+            reserve = request.prompt_tokens + request.limit
+            alone = not batch and not self._running  # never deadlock on one oversized request
+            if not alone and (tokens + request.prompt_tokens > budget or reserve > free_kv):
+                break
+            self._waiting.popleft()
+            del self._waiting_ids[request.rid]
+            batch.append(request)
+            tokens += request.prompt_tokens
+            free_kv -= reserve
+        if not batch:
+            return None
+        duration = perf.prefill_s(tokens, len(batch))
+        step = Step(kind="prefill", duration_s=duration, emitted={}, batch_size=len(batch))
+        for request in batch:
+            request.generated = 1  # the prefill samples the first token
+            request.context = request.prompt_tokens + 1
+            self._tokens_in_use += request.context
+            step.emitted[request.rid] = 1
+            if request.limit <= 1:
+                self._finish(request, step)
+            else:
+                self._running[request.rid] = request
+        self._account(step, generated=len(batch))
+        return step
+
+    def _decode(self) -> Step:
+        running = self._running
+        batch = len(running)
+        duration = self.perf.decode_step_s(batch, self._tokens_in_use / batch)
+        emitted: dict[str, int] = {}
+        step = Step(kind="decode", duration_s=duration, emitted=emitted, batch_size=batch)
+        done: list[_Request] = []
+        generated = 0
+        if self.perf.speculative:
+            rand = self._rng.random
+            accepted_total = 0
+            for request in running.values():
+                u = rand()
+                tokens = 1
+                for s in request.survival:
+                    if u >= s:
+                        break
+                    tokens += 1
+                accepted_total += tokens
+                left = request.limit - request.generated
+                if tokens >= left:
+                    tokens = left
+                    done.append(request)
+                request.generated += tokens
+                request.context += tokens
+                request.verify_ct += 1
+                emitted[request.rid] = tokens
+                generated += tokens
+            self.spec_accepted_total += accepted_total
+            self.spec_verify_total += batch
+            self._win_accepted += accepted_total
+            self._win_verifies += batch
+        else:
+            for request in running.values():
+                request.generated += 1
+                request.context += 1
+                emitted[request.rid] = 1
+                if request.generated >= request.limit:
+                    done.append(request)
+            generated = batch
+        self._tokens_in_use += generated
+        for request in done:
+            self._finish(request, step)
+        self._win_decode_steps += 1
+        self._account(step, generated=generated)
+        return step
+
+    def _finish(self, request: _Request, step: Step) -> None:
+        self._running.pop(request.rid, None)
+        self._tokens_in_use -= request.context  # its KV slots are freed (no prefix cache is modelled)
+        step.finished.add(request.rid)
+        step.finish_reasons[request.rid] = "length" if request.generated >= request.max_new_tokens else "stop"
+        step.verify_ct[request.rid] = request.verify_ct
+
+    def _account(self, step: Step, generated: int) -> None:
+        self.clock_s += step.duration_s
+        self._win_elapsed += step.duration_s
+        self._win_generated += generated
+        self.generated_total += generated
+
+    # ---- counters -------------------------------------------------------------------------------------------
+
+    def _reset_lifetime(self) -> None:
+        self.spec_accepted_total = 0
+        self.spec_verify_total = 0
+        self.generated_total = 0
+
+    def _reset_window(self) -> None:
+        self._win_decode_steps = 0
+        self._win_elapsed = 0.0
+        self._win_generated = 0
+        self._win_accepted = 0
+        self._win_verifies = 0
+
+    @property
+    def window_decode_steps(self) -> int:
+        """Decode steps since the last `take_window()` (log a line every --decode-log-interval of them)."""
+        return self._win_decode_steps
+
+    def take_window(self) -> WindowStats:
+        """The decode-log window's figures; starts a new window."""
+        spec = self.perf.speculative and self._win_verifies > 0
+        draft = self.perf.num_draft_tokens
+        accept_len = self._win_accepted / self._win_verifies if spec else None
+        accept_rate = None
+        accept_rate_with_bonus = None
+        if spec:
+            proposed = self._win_verifies * (draft - 1)
+            accept_rate = (self._win_accepted - self._win_verifies) / proposed if proposed else 0.0
+            accept_rate_with_bonus = self._win_accepted / (self._win_verifies * draft)
+        throughput = self._win_generated / self._win_elapsed if self._win_elapsed > 0 else 0.0
+        stats = WindowStats(
+            decode_steps=self._win_decode_steps,
+            elapsed_s=self._win_elapsed,
+            generated_tokens=self._win_generated,
+            accept_len=accept_len,
+            accept_rate=accept_rate,
+            accept_rate_with_bonus=accept_rate_with_bonus,
+            gen_throughput=throughput,
+            num_running=len(self._running),
+            num_queue=len(self._waiting),
+            num_tokens=self._tokens_in_use,
+            token_usage=self.token_usage,
+        )
+        self.last_gen_throughput = throughput
+        self._reset_window()
+        return stats
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopResult:
+    """Figures of a closed-loop run, with bench_serving's definitions (virtual time)."""
+
+    duration_s: float
+    completed: int
+    output_tokens: int
+    output_throughput: float  # Σ output tokens / duration
+    mean_request_tok_s: float  # mean over requests of (output − 1) / (latency − TTFT): single-stream speed
+    mean_ttft_s: float
+    accept_length: float | None
+    peak_running: int
+
+
+def simulate_closed_loop(
+    profile: SimProfile,
+    resolved: Mapping[str, Any],
+    concurrency: int,
+    input_len: int,
+    output_len: int,
+    n_requests: int,
+    *,
+    temperature: float = 0.0,
+    ignore_eos: bool = True,
+    seed: int = 0,
+) -> ClosedLoopResult:
+    """Run `n_requests` through an Engine with `concurrency` clients that each send the next request as soon
+    as their previous one finishes (bench_serving --max-concurrency with request rate inf), on the virtual
+    clock. Used by the calibration tests and to predict a configuration's throughput without a server."""
+    if concurrency < 1 or n_requests < 1:
+        raise ValueError("concurrency and n_requests must be at least 1")
+    engine = Engine(profile, resolved, seed=seed)
+    sent = 0
+    start: dict[str, float] = {}
+    first: dict[str, float] = {}
+    produced: dict[str, int] = {}
+    speeds: list[float] = []
+    ttfts: list[float] = []
+    output_tokens = 0
+    peak = 0
+
+    def send() -> None:
+        nonlocal sent
+        rid = f"r{sent}"
+        sent += 1
+        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos)
+        start[rid] = engine.clock_s
+        produced[rid] = 0
+
+    for _ in range(min(concurrency, n_requests)):
+        send()
+    while True:
+        step = engine.next_step()
+        if step is None:
+            break
+        now = engine.clock_s
+        peak = max(peak, engine.num_running)
+        for rid, count in step.emitted.items():
+            if produced[rid] == 0:
+                first[rid] = now
+            produced[rid] += count
+        for rid in step.finished:
+            n = produced.pop(rid)
+            output_tokens += n
+            ttft = first.pop(rid) - start[rid]
+            latency = now - start.pop(rid)
+            ttfts.append(ttft)
+            if n > 1 and latency > ttft:
+                speeds.append((n - 1) / (latency - ttft))
+            if sent < n_requests:
+                send()
+    duration = engine.clock_s
+    return ClosedLoopResult(
+        duration_s=duration,
+        completed=len(ttfts),
+        output_tokens=output_tokens,
+        output_throughput=output_tokens / duration if duration > 0 else 0.0,
+        mean_request_tok_s=sum(speeds) / len(speeds) if speeds else 0.0,
+        mean_ttft_s=sum(ttfts) / len(ttfts) if ttfts else 0.0,
+        accept_length=engine.avg_spec_accept_length,
+        peak_running=peak,
+    )

@@ -1,0 +1,346 @@
+"""The simulator's performance model: how fast a real SGLang server with a given configuration decodes.
+
+Everything here is pure arithmetic on a `SimProfile` (console.sim.profiles) and SGLang's *resolved* server
+args; the engine (console.sim.engine) calls it once per scheduler step. Times are real-hardware seconds;
+the caller scales and sleeps.
+
+Decode step time (one scheduler iteration over a running batch of B requests)
+------------------------------------------------------------------------------
+With speculation each round drafts `speculative_num_steps` (s) steps with `speculative_eagle_topk` (k)
+candidates per step, then verifies `speculative_num_draft_tokens` (n) tokens per request in one target
+forward; without speculation n = 1 and there is no draft. With T = B·n tokens in the target forward:
+
+    target = fixed + all_experts · (1 − (1 − e/E)^T) + B · per_request(ctx) + T · per_token  [+ T · tree]
+    draft  = s · (step_fixed + B · k · step_per_token) + round_fixed
+    cpu    = cpu_fixed + B · (cpu_per_request [+ spec cpu_per_request])
+
+* `fixed`: what every forward pays whatever the batch: streaming the dense weights (attention, shared
+  expert, embeddings), all-reduce latency across the tensor-parallel group (PCIe here, no NVLink) and
+  kernel launches.
+* Mixture-of-experts weight streaming: each token is routed to e of E experts per layer, so a forward of T
+  tokens touches a fraction 1 − (1 − e/E)^T of all experts. At batch 1 one more verify token therefore costs
+  almost as much as a whole token's expert weights (why speculation is expensive at C = 1 on a sparse MoE),
+  while at a large batch every expert is read anyway and verify tokens are nearly free (why speculation's
+  gain grows with concurrency on these profiles: Qwen +51 % at C = 1 but +56 % at C = 32, Kimi EAGLE3
+  behind at C = 1 and ahead from C ≈ 30).
+* `per_request(ctx)`: attention reads the request's KV cache once per forward (half of the constant scales
+  with context length relative to `ref_context_tokens`), plus sampling and bookkeeping. Speculation amortises
+  it over the accepted tokens.
+* `per_token`: matmul compute and all-reduce volume per token.
+* `tree`: with k > 1 the verify forward uses a tree attention mask instead of the causal fast path.
+* `cpu`: the scheduler's host work per step. With the overlap scheduler on (`disable_overlap_schedule`
+  false; with speculation this is "spec v2") it runs while the GPU computes, so a step costs
+  max(gpu, cpu), and the draft's host-side share (`overlap_hidden` of the fixed draft costs) is hidden too;
+  without overlap a step costs target + draft + cpu.
+
+Acceptance
+----------
+Draft position i (1-based) is accepted with conditional probability p_i given all before it were, taken
+from the profile's `accept_chain` (temperature 0, natural output), falling with depth (`chain_decay`
+past its end). Then:
+
+* temperature t > 0: p_i · (1 − temperature_accept_drop · min(t, 1)) (the target samples, so greedy drafts
+  match less often);
+* ignore_eos: forced continuation past the natural end is repetitive and easy to predict, so the rejection
+  probability 1 − p_i is multiplied by `ignore_eos_rejection_scale` (why temperature 0 + ignore_eos
+  benchmarks inflate acceptance);
+* topk k > 1: the target token may match any of the branches: the rejection probability is divided by
+  1 + topk_rejection_gain · (k_eff − 1), with k_eff = min(k, (n − 1) / s) the branching the draft-token
+  budget n actually keeps.
+
+Per request and round the number of accepted drafts A is drawn from P(A ≥ j) = Π_{i≤j} p_i for j up to the
+tree depth D = s (topk 1) or min(s, n − 1); the request emits 1 + A tokens (the bonus token included), as
+SGLang counts them: accept length = (accepted drafts + 1) / verifies.
+
+Capacity
+--------
+Per GPU, SGLang's static pool is `mem_fraction_static` of memory minus the weights (and the draft's); the
+draft CUDA graphs' workspace comes out of it per draft step. Hybrid models (Qwen3.5: gated-delta-net layers)
+give `recurrent_pool_share` of it to fixed-size recurrent states: a running request holds one state, one
+snapshot for the prefix cache and, with speculation, one intermediate state per draft token (to roll back
+rejected drafts), so the running-request limit falls as draft tokens grow (26 → 21 for steps 1 → 2 on the
+qwen profile). The rest is the KV cache: `max_total_num_tokens` = pool / (KV bytes per token, plus one draft
+layer's with EAGLE-family drafts). Plain transformers get SGLang's request-pool size
+clamp(max_total_num_tokens / context_length · 512, 2048, 4096). The effective max running requests is the
+smaller of that and the resolved `max_running_requests` (48 when SGLang reset it for speculation).
+
+Where the constants come from
+-----------------------------
+Physical figures set the shapes: RTX PRO 6000 Blackwell memory (97,887 MiB) and power (600 W); checkpoint
+sizes per GPU (Qwen3.5-122B-A10B FP8 ≈ 126 GB over 4 GPUs; Kimi-K2.5 INT4 ≈ 595 GB over 8); expert counts
+(256 routed / 8 per token for Qwen3.5-122B-A10B, 384 / 8 for Kimi K2.x); KV layouts (12 full-attention
+layers with GQA for Qwen3.5, MLA 512+64 for Kimi); `all_experts_ms` ≈ routed-expert bytes per GPU / memory
+bandwidth (~1.8 TB/s). The remaining time constants (fixed, per_request, per_token, cpu, draft) and the
+acceptance chains were then fitted to the operators' measurements quoted in the profiles (issue 3 §3);
+tests/sim/test_perf_calibration.py checks each figure within 10 % through a virtual-clock closed loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from console.sim.profiles import DraftCosts, SimProfile
+
+MIB = 1024 * 1024
+_ATTENTION_SHARE = 0.5  # share of per_request that is KV reading (scales with context)
+_EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
+_SPEC_DEFAULT_MAX_RUNNING = 48  # SGLang resets an unset --max-running-requests to this with speculation
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLoad:
+    """One simulated GPU as `nvidia-smi --query-gpu` would report it right now."""
+
+    index: int
+    name: str
+    memory_total_mib: int
+    memory_used_mib: int
+    utilization_gpu_pct: int
+    utilization_memory_pct: int
+    power_draw_w: float
+    power_limit_w: float
+    sm_clock_mhz: int
+    max_sm_clock_mhz: int
+    mem_clock_mhz: int
+    temperature_c: int
+    pstate: str
+
+
+def _arg(resolved: Mapping[str, Any], key: str, default: Any) -> Any:
+    value = resolved.get(key)
+    return default if value is None else value
+
+
+class PerfModel:
+    """Step times, acceptance, capacity, startup durations and GPU load for one profile + resolved args."""
+
+    def __init__(self, profile: SimProfile, resolved: Mapping[str, Any]) -> None:
+        self.profile = profile
+        algorithm = resolved.get("speculative_algorithm")
+        self.algorithm: str | None = str(algorithm).upper() if algorithm else None
+        self.speculative = self.algorithm is not None
+        if self.speculative:
+            steps = int(_arg(resolved, "speculative_num_steps", 3))
+            topk = int(_arg(resolved, "speculative_eagle_topk", 1))
+            draft_tokens = int(_arg(resolved, "speculative_num_draft_tokens", steps + 1))
+            if topk == 1:
+                draft_tokens = steps + 1  # SGLang's chain rule (sglang-facts §2b)
+            self.num_steps = max(1, steps)
+            self.topk = max(1, topk)
+            self.num_draft_tokens = max(2, draft_tokens)
+        else:
+            self.num_steps = 0
+            self.topk = 1
+            self.num_draft_tokens = 1
+        self.overlap = not bool(_arg(resolved, "disable_overlap_schedule", False))
+        self.mem_fraction_static = float(_arg(resolved, "mem_fraction_static", profile.default_mem_fraction_static))
+        self.context_length = int(_arg(resolved, "context_length", profile.context_length))
+        self.chunked_prefill_size = int(_arg(resolved, "chunked_prefill_size", 8192))
+        if self.chunked_prefill_size <= 0:
+            self.chunked_prefill_size = self.context_length
+        self.cuda_graph_max_bs = int(_arg(resolved, "cuda_graph_max_bs", 256))
+        self._draft: DraftCosts | None = profile.draft(self.algorithm) if self.algorithm else None
+        self._resolved_max_running = resolved.get("max_running_requests")
+        self._compute_capacity()
+        self._survival_cache: dict[tuple[float, bool], tuple[float, ...]] = {}
+
+    # ---- capacity -------------------------------------------------------------------------------------------
+
+    def _compute_capacity(self) -> None:
+        p = self.profile
+        pool_mib = p.gpu.memory_mib * self.mem_fraction_static - p.weights_gib_per_gpu * 1024
+        kv_bytes = p.kv_bytes_per_token_per_gpu
+        state_slots: int | None = None
+        if self.speculative and self.algorithm in _EAGLE_FAMILY:
+            pool_mib -= p.draft_weights_gib_per_gpu * 1024 + p.graph_mib_per_draft_step * self.num_steps
+            kv_bytes += p.draft_kv_bytes_per_token_per_gpu
+        pool_mib = max(pool_mib, 0.0)
+        if p.recurrent_state_mib_per_copy > 0:
+            state_pool_mib = pool_mib * p.recurrent_pool_share
+            copies = 2 + (self.num_draft_tokens if self.speculative else 0)
+            state_slots = int(state_pool_mib // (copies * p.recurrent_state_mib_per_copy))
+            pool_mib -= state_pool_mib
+        self.max_total_num_tokens = int(pool_mib * MIB // kv_bytes)
+        request_pool = min(max(int(self.max_total_num_tokens / self.context_length * 512), 2048), 4096)
+        if state_slots is not None:
+            request_pool = min(request_pool, state_slots)
+        resolved = self._resolved_max_running
+        if resolved is None:
+            resolved = _SPEC_DEFAULT_MAX_RUNNING if self.speculative else request_pool
+        self.max_running_requests = max(1, min(int(resolved), request_pool))
+
+    # ---- step times -----------------------------------------------------------------------------------------
+
+    def decode_step_s(self, batch: int, mean_context_tokens: float | None = None) -> float:
+        """Seconds for one decode step (a draft + verify round with speculation) over `batch` requests."""
+        if batch <= 0:
+            return 0.0
+        c = self.profile.costs
+        n = self.num_draft_tokens
+        tokens = batch * n
+        ctx = c.ref_context_tokens if mean_context_tokens is None else mean_context_tokens
+        per_request = c.per_request_ms * (1 - _ATTENTION_SHARE + _ATTENTION_SHARE * ctx / c.ref_context_tokens)
+        target = c.fixed_ms + batch * per_request + tokens * c.per_token_ms
+        if c.num_experts > 0:
+            untouched = (1.0 - c.experts_per_token / c.num_experts) ** tokens
+            target += c.all_experts_ms * (1.0 - untouched)
+        cpu = c.cpu_fixed_ms + batch * c.cpu_per_request_ms
+        draft_ms = 0.0
+        d = self._draft
+        if self.speculative and d is not None:
+            if self.topk > 1:
+                target += tokens * d.tree_per_token_ms
+            hidden = d.overlap_hidden if self.overlap else 0.0
+            fixed_draft = (self.num_steps * d.step_fixed_ms + d.round_fixed_ms) * (1.0 - hidden)
+            draft_ms = fixed_draft + self.num_steps * batch * self.topk * d.step_per_token_ms
+            cpu += batch * d.cpu_per_request_ms
+        gpu = target + draft_ms
+        total_ms = max(gpu, cpu) if self.overlap else gpu + cpu
+        return total_ms / 1000.0
+
+    def prefill_s(self, num_tokens: int, num_requests: int = 1) -> float:
+        """Seconds to prefill `num_tokens` prompt tokens of `num_requests` requests (draft extend included)."""
+        c = self.profile.costs
+        ms = c.prefill_fixed_ms + num_tokens * c.prefill_per_token_ms + num_requests * c.per_request_ms
+        if self.speculative:
+            ms *= 1.08  # the draft model extends over the same tokens: one more (small) layer
+        return ms / 1000.0
+
+    # ---- acceptance -----------------------------------------------------------------------------------------
+
+    @property
+    def max_accepted_drafts(self) -> int:
+        """The tree depth: the most draft tokens one round can accept."""
+        if not self.speculative:
+            return 0
+        return self.num_steps if self.topk == 1 else min(self.num_steps, self.num_draft_tokens - 1)
+
+    def accept_probs(self, temperature: float = 0.0, ignore_eos: bool = False) -> tuple[float, ...]:
+        """P(draft position i accepted | positions before it accepted), i = 1..depth."""
+        d = self._draft
+        if d is None or not self.speculative:
+            return ()
+        p = self.profile
+        k_eff = max(1.0, min(float(self.topk), (self.num_draft_tokens - 1) / self.num_steps))
+        probs = []
+        for i in range(self.max_accepted_drafts):
+            if i < len(d.accept_chain):
+                q = d.accept_chain[i]
+            else:
+                q = d.accept_chain[-1] * d.chain_decay ** (i - len(d.accept_chain) + 1)
+            if temperature > 0:
+                q *= 1.0 - p.temperature_accept_drop * min(temperature, 1.0)
+            reject = 1.0 - q
+            if ignore_eos:
+                reject *= p.ignore_eos_rejection_scale
+            reject /= 1.0 + p.topk_rejection_gain * (k_eff - 1.0)
+            probs.append(min(max(1.0 - reject, 0.0), 1.0))
+        return tuple(probs)
+
+    def survival(self, temperature: float = 0.0, ignore_eos: bool = False) -> tuple[float, ...]:
+        """P(accepted drafts ≥ j) for j = 1..depth; cached (the engine samples against it every step)."""
+        key = (round(temperature, 3), ignore_eos)
+        cached = self._survival_cache.get(key)
+        if cached is None:
+            running = 1.0
+            out = []
+            for q in self.accept_probs(temperature, ignore_eos):
+                running *= q
+                out.append(running)
+            cached = tuple(out)
+            self._survival_cache[key] = cached
+        return cached
+
+    def expected_accept_length(self, temperature: float = 0.0, ignore_eos: bool = False) -> float:
+        """Mean tokens emitted per request per round, bonus token included (SGLang's accept length)."""
+        return 1.0 + sum(self.survival(temperature, ignore_eos))
+
+    @staticmethod
+    def sample_accepted(u: float, survival: tuple[float, ...]) -> int:
+        """Accepted drafts for a uniform draw u in [0, 1) against a survival tuple."""
+        accepted = 0
+        for s in survival:
+            if u >= s:
+                break
+            accepted += 1
+        return accepted
+
+    # ---- startup --------------------------------------------------------------------------------------------
+
+    def startup_phases(self) -> list[tuple[str, float]]:
+        """(phase, real seconds) in SGLang's order; draft graph phases only with EAGLE-family drafts.
+
+        Names: load_weights, kv_cache_alloc, capture_cuda_graph, capture_draft_cuda_graph,
+        capture_draft_extend_cuda_graph, warmup.
+        """
+        p = self.profile
+        s = p.startup
+        eagle = self.speculative and self.algorithm in _EAGLE_FAMILY
+        load = s.load_weights_s
+        if eagle:
+            load *= 1.0 + p.draft_weights_gib_per_gpu / max(p.weights_gib_per_gpu, 0.1)
+        # Graphs are captured per batch size up to cuda_graph_max_bs; a verify graph is n tokens wide.
+        graph_scale = min(self.cuda_graph_max_bs, self.max_running_requests) / 256.0
+        graph_scale = 0.35 + 0.65 * min(graph_scale, 2.0)
+        capture = s.capture_cuda_graph_s * graph_scale * (1.0 + 0.08 * (self.num_draft_tokens - 1))
+        phases = [("load_weights", load), ("kv_cache_alloc", s.kv_alloc_s), ("capture_cuda_graph", capture)]
+        if eagle:
+            draft = s.draft_graph_per_step_s * self.num_steps * graph_scale * (1.0 + 0.15 * (self.topk - 1))
+            phases.append(("capture_draft_cuda_graph", draft))
+            phases.append(("capture_draft_extend_cuda_graph", s.draft_extend_graph_s * graph_scale))
+        phases.append(("warmup", s.warmup_s))
+        return phases
+
+    # ---- memory and GPU load --------------------------------------------------------------------------------
+
+    def memory_used_mib(self) -> int:
+        """Per-GPU memory in use once the server is up: the static pool, graphs and the CUDA context."""
+        p = self.profile
+        graphs = p.graph_mib_base * (0.35 + 0.65 * min(self.cuda_graph_max_bs / 256.0, 2.0))
+        if self.speculative:
+            graphs *= 1.0 + 0.1 * (self.num_draft_tokens - 1)
+        used = p.gpu.memory_mib * self.mem_fraction_static + graphs + 530
+        return int(min(used, p.gpu.memory_mib - 200))
+
+    def gpu_load(self, batch: int, busy: bool, memory_used_mib: int | None = None) -> list[GpuLoad]:
+        """Every GPU's telemetry with `batch` requests running (`busy` false = no step in flight).
+
+        Utilisation, power, clock and temperature are steady-state values for that load: intensity grows
+        with the tokens per forward (batch × draft tokens) and saturates; power throttles the SM clock near
+        the limit, as the H200 fixture shows (1530 of 1980 MHz at ~690 W).
+        """
+        p = self.profile
+        g = p.gpu
+        used = self.memory_used_mib() if memory_used_mib is None else memory_used_mib
+        tokens = batch * self.num_draft_tokens if busy else 0
+        intensity = 0.0 if not busy else 0.3 + 0.7 * (1.0 - math.exp(-tokens / 96.0))
+        loads = []
+        for i in range(p.gpu_count):
+            skew = 1.0 + (0.03 if i == 0 else -0.005 * (i % 3))  # rank 0 also samples and schedules
+            level = min(intensity * skew, 1.0)
+            power = g.idle_power_w + (g.power_limit_w * 0.93 - g.idle_power_w) * level
+            clock = g.idle_sm_clock_mhz if not busy else int(g.max_sm_clock_mhz - 260 * level**3)
+            temp = g.idle_temp_c + (g.max_temp_c - g.idle_temp_c) * level + (i % 4) * 0.7
+            util = 0 if not busy else min(100, round(60 + 40 * min(1.0, level / 0.6)))
+            mem_util = 0 if not busy else min(100, round(20 + 65 * level))
+            loads.append(
+                GpuLoad(
+                    index=i,
+                    name=g.name,
+                    memory_total_mib=g.memory_mib,
+                    memory_used_mib=used,
+                    utilization_gpu_pct=util,
+                    utilization_memory_pct=mem_util,
+                    power_draw_w=round(power, 2),
+                    power_limit_w=g.power_limit_w,
+                    sm_clock_mhz=clock,
+                    max_sm_clock_mhz=g.max_sm_clock_mhz,
+                    mem_clock_mhz=g.mem_clock_mhz if busy or used > 0 else 405,
+                    temperature_c=round(temp),
+                    pstate="P0" if busy or used > 0 else "P8",
+                )
+            )
+        return loads

@@ -1,0 +1,322 @@
+"""Model/hardware profiles of the simulated GPU host.
+
+A profile says what is being served (model, architecture, context length), on what (GPU model and count,
+tensor parallelism), how long a real start takes (per startup phase, in real seconds), how memory is split
+(weights, draft weights, KV cache, recurrent state) and the cost constants the performance model in
+`console.sim.perf` turns into step times and acceptance. The module docstring of `console.sim.perf`
+explains every constant and which operator measurement it was fitted to.
+
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model as `nvidia-smi` describes it."""
+
+    name: str
+    memory_mib: int
+    power_limit_w: float
+    idle_power_w: float
+    max_sm_clock_mhz: int
+    idle_sm_clock_mhz: int
+    mem_clock_mhz: int
+    idle_temp_c: float
+    max_temp_c: float  # steady temperature at full load with the stock fan curve
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Time constants of one forward pass of the target model, per GPU-parallel group, in milliseconds.
+
+    See `console.sim.perf` for the formula these feed and where each value comes from.
+    """
+
+    fixed_ms: float  # weight streaming of the dense part, all-reduce latency, kernel launches
+    all_experts_ms: float  # streaming every routed expert once (0 for a dense model)
+    num_experts: int  # routed experts per MoE layer (0 for a dense model)
+    experts_per_token: int  # experts each token is routed to
+    per_request_ms: float  # per sequence per forward at ref_context_tokens: KV/attention read, sampling
+    per_token_ms: float  # per token in the forward: matmul compute, all-reduce volume
+    ref_context_tokens: int  # context length per_request_ms was fitted at
+    cpu_fixed_ms: float  # scheduler work per step on the host CPU (hidden by the overlap scheduler)
+    cpu_per_request_ms: float  # scheduler work per running request per step
+    prefill_fixed_ms: float
+    prefill_per_token_ms: float
+
+
+@dataclass(frozen=True)
+class DraftCosts:
+    """How a draft method accepts and what drafting costs (milliseconds)."""
+
+    accept_chain: tuple[float, ...]  # P(draft token i accepted | tokens before it accepted), temperature 0
+    chain_decay: float  # factor per depth past the end of accept_chain
+    step_fixed_ms: float  # one draft step (a small forward + all-reduce) at batch 1
+    step_per_token_ms: float  # per draft token (batch × topk) in one draft step
+    round_fixed_ms: float  # per verify round: draft extend, tree build, accept/rewind bookkeeping
+    overlap_hidden: float  # share of draft host-side work the overlap (spec v2) path hides, 0..1
+    tree_per_token_ms: float  # extra verify cost per token with a tree mask (topk > 1)
+    cpu_per_request_ms: float  # extra scheduler work per request per round (spec bookkeeping)
+
+
+@dataclass(frozen=True)
+class StartupPhases:
+    """Real durations (seconds) of a cold start."""
+
+    load_weights_s: float
+    kv_alloc_s: float
+    capture_cuda_graph_s: float  # target graphs at the default graph batch sizes
+    draft_graph_per_step_s: float  # draft decode graphs: one set per draft step
+    draft_extend_graph_s: float
+    warmup_s: float
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    name: str
+    served_model: str  # Hugging Face id
+    architecture: str  # config.architectures[0]; feeds SGLang's spec auto-choice
+    gpu: GpuSpec
+    gpu_count: int
+    tp_size: int
+    context_length: int
+    weights_gib_per_gpu: float
+    draft_weights_gib_per_gpu: float
+    default_mem_fraction_static: float
+    kv_bytes_per_token_per_gpu: int
+    draft_kv_bytes_per_token_per_gpu: int  # an EAGLE-family draft's own KV cache (one decoder layer)
+    # Hybrid (linear-attention/recurrent) models keep a fixed-size state per request; its pool, not the
+    # KV cache, bounds the running requests. 0 for plain transformers.
+    recurrent_state_mib_per_copy: float
+    recurrent_pool_share: float  # share of the post-weights memory SGLang gives the recurrent-state pool
+    graph_mib_per_draft_step: float  # CUDA-graph memory of the draft graphs, per step
+    graph_mib_base: float
+    costs: StepCosts
+    drafts: dict[str, DraftCosts]  # by resolved speculative_algorithm (EAGLE, EAGLE3, STANDALONE, NGRAM)
+    startup: StartupPhases
+    # Acceptance modifiers (see console.sim.perf).
+    ignore_eos_rejection_scale: float  # forced continuation is repetitive: rejections shrink by this factor
+    temperature_accept_drop: float  # at temperature 1 each position's acceptance is multiplied by 1 - this
+    topk_rejection_gain: float  # each extra branch divides the rejection probability by 1 + this
+    mean_natural_output_tokens: int  # mean length before a natural EOS (when ignore_eos is off)
+    tokens_per_second_hint: str = ""  # a human note of what this profile reproduces
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def draft(self, algorithm: str) -> DraftCosts:
+        """The draft costs for a resolved algorithm name (NEXTN counts as EAGLE, unknown as the first)."""
+        key = algorithm.upper()
+        if key == "NEXTN":
+            key = "EAGLE"
+        if key in self.drafts:
+            return self.drafts[key]
+        return next(iter(self.drafts.values()))
+
+
+RTX_PRO_6000_SERVER = GpuSpec(
+    name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    memory_mib=97887,
+    power_limit_w=600.0,
+    idle_power_w=34.0,
+    max_sm_clock_mhz=2430,
+    idle_sm_clock_mhz=180,
+    mem_clock_mhz=14001,
+    idle_temp_c=33.0,
+    max_temp_c=78.0,
+)
+
+_QWEN = SimProfile(
+    name="qwen3.5-122b-fp8-4x-rtxpro6000",
+    served_model="Qwen/Qwen3.5-122B-A10B-FP8",
+    architecture="Qwen3_5MoeForConditionalGeneration",
+    gpu=RTX_PRO_6000_SERVER,
+    gpu_count=4,
+    tp_size=4,
+    context_length=262144,
+    weights_gib_per_gpu=31.6,
+    draft_weights_gib_per_gpu=0.9,
+    default_mem_fraction_static=0.86,
+    kv_bytes_per_token_per_gpu=12 * 2 * 256 * 2,  # 12 full-attention layers, K+V, 1 KV head/GPU, bf16
+    draft_kv_bytes_per_token_per_gpu=2 * 256 * 2,
+    recurrent_state_mib_per_copy=290.0,
+    recurrent_pool_share=0.62,
+    graph_mib_per_draft_step=420.0,
+    graph_mib_base=1900.0,
+    costs=StepCosts(
+        fixed_ms=13.6,
+        all_experts_ms=16.0,
+        num_experts=256,
+        experts_per_token=8,
+        per_request_ms=0.55,
+        per_token_ms=0.05,
+        ref_context_tokens=2048,
+        cpu_fixed_ms=1.2,
+        cpu_per_request_ms=0.06,
+        prefill_fixed_ms=25.0,
+        prefill_per_token_ms=0.085,
+    ),
+    drafts={
+        "EAGLE": DraftCosts(  # MTP (NEXTN resolves to EAGLE): one extra decoder layer from the checkpoint
+            accept_chain=(0.90, 0.86, 0.82, 0.78, 0.74),
+            chain_decay=0.95,
+            step_fixed_ms=0.35,
+            step_per_token_ms=0.01,
+            round_fixed_ms=0.3,
+            overlap_hidden=0.5,
+            tree_per_token_ms=0.03,
+            cpu_per_request_ms=0.02,
+        ),
+        "EAGLE3": DraftCosts(
+            accept_chain=(0.80, 0.74, 0.68, 0.62, 0.56),
+            chain_decay=0.92,
+            step_fixed_ms=0.45,
+            step_per_token_ms=0.012,
+            round_fixed_ms=0.4,
+            overlap_hidden=0.5,
+            tree_per_token_ms=0.03,
+            cpu_per_request_ms=0.02,
+        ),
+    },
+    startup=StartupPhases(
+        load_weights_s=96.0,
+        kv_alloc_s=4.0,
+        capture_cuda_graph_s=42.0,
+        draft_graph_per_step_s=14.0,
+        draft_extend_graph_s=9.0,
+        warmup_s=6.0,
+    ),
+    ignore_eos_rejection_scale=0.3,
+    temperature_accept_drop=0.12,
+    topk_rejection_gain=0.15,
+    mean_natural_output_tokens=420,
+    tokens_per_second_hint="topk 1, steps 1/2/3: ~123/186/234 tok/s at C=1 (temperature 0, ignore_eos)",
+)
+
+_KIMI = SimProfile(
+    name="kimi-k2.5-int4-8x-rtxpro6000-pcie",
+    served_model="moonshotai/Kimi-K2.5",
+    architecture="KimiK25ForConditionalGeneration",
+    gpu=RTX_PRO_6000_SERVER,
+    gpu_count=8,
+    tp_size=8,
+    context_length=262144,
+    weights_gib_per_gpu=69.4,
+    draft_weights_gib_per_gpu=0.7,
+    default_mem_fraction_static=0.88,
+    kv_bytes_per_token_per_gpu=61 * (512 + 64) * 2,  # MLA latent + rope key, 61 layers, bf16, replicated
+    draft_kv_bytes_per_token_per_gpu=2 * 8 * 128 * 2,  # EAGLE3 draft layer: GQA, 8 KV heads of 128, bf16
+    recurrent_state_mib_per_copy=0.0,
+    recurrent_pool_share=0.0,
+    graph_mib_per_draft_step=300.0,
+    graph_mib_base=1500.0,
+    costs=StepCosts(
+        fixed_ms=9.2,
+        all_experts_ms=34.0,
+        num_experts=384,
+        experts_per_token=8,
+        per_request_ms=0.9,
+        per_token_ms=0.08,
+        ref_context_tokens=2048,
+        cpu_fixed_ms=1.5,
+        cpu_per_request_ms=0.08,
+        prefill_fixed_ms=40.0,
+        prefill_per_token_ms=0.12,
+    ),
+    drafts={
+        "EAGLE3": DraftCosts(
+            accept_chain=(0.55, 0.50, 0.45, 0.40),
+            chain_decay=0.9,
+            step_fixed_ms=3.0,
+            step_per_token_ms=0.02,
+            round_fixed_ms=2.0,
+            overlap_hidden=0.5,
+            tree_per_token_ms=0.1,
+            cpu_per_request_ms=0.5,
+        ),
+    },
+    startup=StartupPhases(
+        load_weights_s=330.0,
+        kv_alloc_s=6.0,
+        capture_cuda_graph_s=70.0,
+        draft_graph_per_step_s=21.0,
+        draft_extend_graph_s=12.0,
+        warmup_s=10.0,
+    ),
+    ignore_eos_rejection_scale=0.7,
+    temperature_accept_drop=0.12,
+    topk_rejection_gain=0.15,
+    mean_natural_output_tokens=520,
+    tokens_per_second_hint="no spec 92.7 tok/s at C=1; EAGLE3 1/2 spec v2 86.8 at C=1, ~775 aggregate; topk 4 ~353",
+)
+
+_TINY = SimProfile(
+    name="tiny-test",
+    served_model="sim/tiny-test",
+    architecture="LlamaForCausalLM",
+    gpu=RTX_PRO_6000_SERVER,
+    gpu_count=1,
+    tp_size=1,
+    context_length=32768,
+    weights_gib_per_gpu=2.0,
+    draft_weights_gib_per_gpu=0.2,
+    default_mem_fraction_static=0.5,
+    kv_bytes_per_token_per_gpu=16 * 2 * 8 * 64 * 2,
+    draft_kv_bytes_per_token_per_gpu=2 * 8 * 64 * 2,
+    recurrent_state_mib_per_copy=0.0,
+    recurrent_pool_share=0.0,
+    graph_mib_per_draft_step=40.0,
+    graph_mib_base=200.0,
+    costs=StepCosts(
+        fixed_ms=0.5,
+        all_experts_ms=0.0,
+        num_experts=0,
+        experts_per_token=0,
+        per_request_ms=0.004,
+        per_token_ms=0.001,
+        ref_context_tokens=2048,
+        cpu_fixed_ms=0.05,
+        cpu_per_request_ms=0.001,
+        prefill_fixed_ms=0.5,
+        prefill_per_token_ms=0.0005,
+    ),
+    drafts={
+        "EAGLE": DraftCosts(
+            accept_chain=(0.85, 0.8, 0.75, 0.7),
+            chain_decay=0.9,
+            step_fixed_ms=0.05,
+            step_per_token_ms=0.0005,
+            round_fixed_ms=0.05,
+            overlap_hidden=0.5,
+            tree_per_token_ms=0.0005,
+            cpu_per_request_ms=0.0005,
+        ),
+    },
+    startup=StartupPhases(
+        load_weights_s=2.0,
+        kv_alloc_s=0.2,
+        capture_cuda_graph_s=1.0,
+        draft_graph_per_step_s=0.3,
+        draft_extend_graph_s=0.2,
+        warmup_s=0.3,
+    ),
+    ignore_eos_rejection_scale=0.5,
+    temperature_accept_drop=0.12,
+    topk_rejection_gain=0.15,
+    mean_natural_output_tokens=64,
+    tokens_per_second_hint="very fast decoding, for tests and load benchmarks",
+)
+
+PROFILES: dict[str, SimProfile] = {p.name: p for p in (_QWEN, _KIMI, _TINY)}
+DEFAULT_PROFILE: str = _QWEN.name
+
+
+def get_profile(name: str) -> SimProfile:
+    """The profile called `name`; an unknown name raises ValueError listing the known ones."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        known = ", ".join(sorted(PROFILES))
+        raise ValueError(f"unknown simulator profile {name!r}; choose one of: {known}") from None
