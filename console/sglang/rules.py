@@ -1,0 +1,882 @@
+"""What an SGLang server of a given version does with launch flags at startup: errors, silent adjustments,
+warnings and the resolved values — pure code, no I/O.
+
+Each rule is a small function whose docstring names the versions it holds for and the SGLang code behind
+it (evidence from research/sglang-facts.md §2, checked against the released wheels). The order of the rules
+follows SGLang's own `_handle_speculative_decoding` (0.5.6–0.5.12 server_args.py; 0.5.14+
+arg_groups/speculative_hook.py), because later rules see the values earlier ones resolved.
+
+Every finding carries `sglang_log`: the text SGLang itself prints for it (the exception line or the
+logger warning), so the simulator can fail and log exactly like the real server. It is not part of
+`to_json()`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.sglang.argv import ArgvProblem, parse_argv
+from console.sglang.flags import SUPPORTED_VERSIONS, FlagTable, flag_table, version_at_least
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+
+# Built-in algorithm names once `--speculative-algorithm` stopped having argparse choices (0.5.12).
+# [0.5.23 speculative/spec_info.py:50-65] — plugins can register more; we cannot see those.
+_BUILTIN_ALGORITHMS_0_5_12 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "FROZEN_KV_MTP")
+_BUILTIN_ALGORITHMS_0_5_23 = (*_BUILTIN_ALGORITHMS_0_5_12, "DSPARK", "UNO")
+
+# Architectures for which the auto-choice picks (3, 1, 4) in every version. [0.5.6 server_args.py:4649-4680],
+# [0.5.9 :5741-5775], [0.5.23 speculative_hook.py:1430-1461]
+_CHAIN_ARCHITECTURES = (
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "GptOssForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+)
+_TREE_ARCHITECTURES = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
+# A model path names its family often enough to guess the architecture when none is given.
+_ARCHITECTURE_HINTS = (
+    ("deepseek", "DeepseekV3ForCausalLM"),
+    ("gpt-oss", "GptOssForCausalLM"),
+    ("glm-4", "Glm4MoeForCausalLM"),
+    ("grok", "Grok1ForCausalLM"),
+    ("llama", "LlamaForCausalLM"),
+)
+_ADAPTIVE_CANDIDATE_STEPS = (1, 3, 7)  # [docs adaptive_speculative_decoding.md] default candidate_steps
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """An error (startup would fail) or a warning (legal but suspicious)."""
+
+    code: str
+    message: str
+    flags: tuple[str, ...]
+    sglang_log: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "flags": list(self.flags)}
+
+
+@dataclass(frozen=True, slots=True)
+class Adjustment:
+    """A value SGLang changes silently (or with only a log line). `flag` is the ServerArgs field name."""
+
+    flag: str
+    from_value: Any
+    to_value: Any
+    reason: str
+    sglang_log: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flag": self.flag, "from": self.from_value, "to": self.to_value, "reason": self.reason}
+
+
+@dataclass
+class CheckReport:
+    """The outcome of `check_launch`; `to_json()` is the documented `check-args --json` shape."""
+
+    sglang_version: str
+    errors: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    adjustments: list[Adjustment] = field(default_factory=list)
+    resolved: dict[str, Any] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
+    # Speculative decoding only (None otherwise): does the server run the spec-v2 (overlap-capable) worker,
+    # and is the overlap scheduler on (= not resolved["disable_overlap_schedule"]).
+    spec_v2: bool | None = None
+    overlap_schedule: bool | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "sglang_version": self.sglang_version,
+            "errors": [e.to_json() for e in self.errors],
+            "warnings": [w.to_json() for w in self.warnings],
+            "adjustments": [a.to_json() for a in self.adjustments],
+            "resolved": dict(self.resolved),
+        }
+
+
+class _Launch:
+    """Mutable state the rules work on: the values SGLang would hold, and the report being built."""
+
+    def __init__(self, table: FlagTable, values: dict[str, Any], explicit: set[str], env: Mapping[str, str]):
+        self.table = table
+        self.version = table.version
+        self.values = values
+        self.explicit = explicit
+        self.env = env
+        self.report = CheckReport(sglang_version=table.version)
+        self.architecture: str | None = None
+
+    def get(self, dest: str) -> Any:
+        return self.values.get(dest)
+
+    def flag(self, dest: str) -> str:
+        """The flag name to show for a dest (canonical spelling of this version)."""
+        if dest.isupper():
+            return dest  # an environment variable
+        spec = self.table.by_dest.get(dest)
+        return spec.name if spec else "--" + dest.replace("_", "-")
+
+    def at_least(self, version: str) -> bool:
+        return version_at_least(self.version, version)
+
+    def error(self, code: str, message: str, dests: Sequence[str], sglang_log: str | None) -> None:
+        self.report.errors.append(Finding(code, message, tuple(self.flag(d) for d in dests), sglang_log))
+
+    def warn(self, code: str, message: str, dests: Sequence[str], sglang_log: str | None = None) -> None:
+        self.report.warnings.append(Finding(code, message, tuple(self.flag(d) for d in dests), sglang_log))
+
+    def adjust(self, dest: str, to: Any, reason: str, sglang_log: str | None = None) -> None:
+        before = self.values.get(dest)
+        self.values[dest] = to
+        if before != to:
+            self.report.adjustments.append(Adjustment(dest, before, to, reason, sglang_log))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# argv problems
+
+
+def _argv_error(launch: _Launch, problem: ArgvProblem) -> None:
+    """argparse errors (all versions): SGLang prints `usage: ...` and `<prog>: error: <message>`, exits 2."""
+    log = f"{launch.table.prog}: error: {problem.message}"
+    advice = _argv_advice(launch, problem)
+    launch.report.errors.append(Finding(problem.code, f"{problem.message}. {advice}", problem.flags, log))
+
+
+def _argv_advice(launch: _Launch, problem: ArgvProblem) -> str:
+    version = launch.version
+    if problem.code == "unknown-flag":
+        hints = [_unknown_flag_hint(launch.table, option) for option in problem.flags if option.startswith("-")]
+        hints = [h for h in hints if h]
+        why = f"SGLang {version}'s argument parser refuses flags it does not define"
+        return f"{why}; remove them or fix the spelling. {' '.join(hints)}".strip()
+    if problem.code == "ambiguous-prefix":
+        option = problem.flags[0].partition("=")[0]
+        other = [v for v in SUPPORTED_VERSIONS if option in flag_table(v).by_option]
+        elsewhere = f" ({option} itself exists in SGLang {', '.join(other)})" if other else ""
+        return (
+            f"SGLang {version} accepts an abbreviated flag only when it matches exactly one flag; "
+            f"write the full flag name{elsewhere}."
+        )
+    if problem.code == "missing-required":
+        return f"SGLang {version} cannot start without the model: add --model-path PATH_OR_HF_ID."
+    if problem.code == "invalid-choice":
+        return f"SGLang {version} accepts only the listed values for {problem.flags[0]}; use one of them."
+    if problem.code == "invalid-value":
+        return f"SGLang {version} converts this value with the flag's type and refuses it; give a number."
+    if problem.code == "unexpected-value":
+        return f"{problem.flags[0]} is an on/off flag in SGLang {version}: write it alone, without a value."
+    return f"{problem.flags[0]} needs a value in SGLang {version}: write it after the flag."
+
+
+def _unknown_flag_hint(table: FlagTable, option: str) -> str:
+    name = option.partition("=")[0]
+    versions = [v for v in SUPPORTED_VERSIONS if name in flag_table(v).by_option]
+    if versions:
+        hint = f"{name} exists in SGLang {', '.join(versions)} but not in {table.version}."
+        if name == "--cuda-graph-max-bs":
+            hint += " Use --cuda-graph-max-bs-decode there."
+        return hint
+    close = difflib.get_close_matches(name, list(table.by_option), n=1, cutoff=0.8)
+    return f"Did you mean {close[0]}?" if close else ""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# environment
+
+
+def _env_bool(launch: _Launch, name: str, default: bool) -> bool:
+    """SGLang's EnvBool: true/1/yes/y and false/0/no/n, case-insensitive; anything else raises.
+    [0.5.6 srt/environ.py:98-105]"""
+    raw = launch.env.get(name)
+    if raw is None:
+        return default
+    value = raw.lower()
+    if value in ("true", "1", "yes", "y"):
+        return True
+    if value in ("false", "0", "no", "n"):
+        return False
+    launch.report.errors.append(
+        Finding(
+            "invalid-env",
+            f"{name}={raw!r} is not a boolean SGLang understands, and reading it raises at startup. "
+            f"Use {name}=true or {name}=false.",
+            (name,),
+            f'ValueError: "{value}" is not a valid boolean value',
+        )
+    )
+    return default
+
+
+def spec_v2_env_default(version: str) -> bool | None:
+    """`SGLANG_ENABLE_SPEC_V2` default per version; None where the variable no longer exists.
+    [0.5.6 environ.py:318 False], [0.5.9 environ.py:414 False], [0.5.12 environ.py:470 True], removed in 0.5.14."""
+    if version_at_least(version, "0.5.14"):
+        return None
+    return version_at_least(version, "0.5.12")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rules (in SGLang's order)
+
+
+def rule_algorithm_name(launch: _Launch) -> None:
+    """0.5.12+: `--speculative-algorithm` is a free string, upper-cased, and an unknown name raises
+    ValueError "Unknown speculative algorithm name: X" [0.5.23 speculative/spec_info.py:50-65,
+    0.5.14 speculative_hook.py:64-65]. (0.5.6/0.5.9 have argparse choices, checked by the parser.)"""
+    algorithm = launch.get("speculative_algorithm")
+    if algorithm is None or not launch.at_least("0.5.12"):
+        return
+    upper = str(algorithm).upper()
+    if upper != algorithm:
+        launch.adjust("speculative_algorithm", upper, "SGLang upper-cases the speculative algorithm name")
+    builtins = _BUILTIN_ALGORITHMS_0_5_23 if launch.at_least("0.5.23") else _BUILTIN_ALGORITHMS_0_5_12
+    if upper not in builtins:
+        launch.error(
+            "unknown-algorithm",
+            f"--speculative-algorithm {algorithm} is not an algorithm SGLang {launch.version} knows "
+            f"(built in: {', '.join(builtins)}; plugins can add more), so startup raises. "
+            "Use EAGLE, EAGLE3, NEXTN (MTP), STANDALONE or NGRAM.",
+            ["speculative_algorithm"],
+            f"ValueError: Unknown speculative algorithm name: {algorithm}",
+        )
+
+
+def rule_nextn_is_eagle(launch: _Launch) -> None:
+    """All versions: `NEXTN` (MTP) is an alias resolved to `EAGLE` before anything else.
+    [0.5.6 server_args.py:1731-1732], [0.5.9 :2352-2353], [0.5.23 speculative_hook.py:42]"""
+    if launch.get("speculative_algorithm") == "NEXTN":
+        launch.adjust("speculative_algorithm", "EAGLE", "NEXTN is an alias of EAGLE (MTP uses the EAGLE worker)")
+
+
+def rule_standalone_dp_attention(launch: _Launch) -> None:
+    """All versions: STANDALONE with `--enable-dp-attention` raises ValueError.
+    [0.5.6 server_args.py:1733-1737], [0.5.14 speculative_hook.py:256-264]"""
+    if launch.get("speculative_algorithm") == "STANDALONE" and launch.get("enable_dp_attention"):
+        text = "Currently standalone speculative decoding does not support dp attention."
+        launch.error(
+            "standalone-dp-attention",
+            "--speculative-algorithm STANDALONE cannot run with --enable-dp-attention: SGLang raises at startup "
+            f"('{text}'). Remove --enable-dp-attention or use EAGLE/EAGLE3 with a draft model.",
+            ["speculative_algorithm", "enable_dp_attention"],
+            f"ValueError: {text}",
+        )
+
+
+def rule_max_running_requests(launch: _Launch) -> None:
+    """All versions, EAGLE family and NGRAM: an unset `--max-running-requests` is reset to 48.
+    [0.5.6 server_args.py:1739-1743, 1834-1838], [0.5.23 speculative_hook.py:1086-1094, 1294-1302]"""
+    if launch.get("max_running_requests") is None:
+        text = (
+            "Max running requests is reset to 48 for speculative decoding. "
+            "You can override this by explicitly setting --max-running-requests."
+        )
+        launch.adjust(
+            "max_running_requests",
+            48,
+            "speculative decoding resets an unset --max-running-requests to 48 (CUDA graphs are captured only "
+            "up to 48 running requests); set it explicitly for more concurrency",
+            text,
+        )
+
+
+def rule_overlap_and_spec_v2(launch: _Launch) -> None:
+    """The overlap scheduler / spec-v2 timeline for EAGLE, EAGLE3, STANDALONE (facts §2d):
+
+    - 0.5.6: env `SGLANG_ENABLE_SPEC_V2` (default false). Env true and EAGLE -> overlap forced on; env false ->
+      overlap forced off; env true with EAGLE3/STANDALONE keeps the configured value. [0.5.6 server_args.py:1745-1758]
+    - 0.5.9: env default false, applies to EAGLE/EAGLE3/STANDALONE. Env true -> overlap on and an *explicit*
+      `--speculative-eagle-topk` > 1 raises ValueError; env false -> overlap off. [0.5.9 server_args.py:2367-2389]
+    - 0.5.12: env default true. Explicit topk > 1 (overlap not already off) -> overlap off, spec v1; env false
+      -> overlap off, spec v1. [0.5.12 server_args.py:3748-3771]
+    - 0.5.14+: env removed (0.5.14 logs a removal notice); always the V2 worker, `--disable-overlap-schedule`
+      only picks the synchronous path. [0.5.14 speculative_hook.py:66-74, 276-280]
+    """
+    algorithm = launch.get("speculative_algorithm")
+    topk = launch.get("speculative_eagle_topk")
+    explicit_topk_gt1 = "speculative_eagle_topk" in launch.explicit and topk is not None and topk > 1
+    default = spec_v2_env_default(launch.version)
+    if default is None:
+        if launch.env.get(SPEC_V2_ENV) is not None:
+            text = (
+                "SGLANG_ENABLE_SPEC_V2 has been removed: speculative decoding always runs the V2 worker. "
+                "Use --disable-overlap-schedule to select the non-overlap (synchronous) path."
+            )
+            launch.warn(
+                "spec-v2-env-removed",
+                f"{SPEC_V2_ENV} has no effect in SGLang {launch.version}: the V2 worker always runs. "
+                "Remove it; use --disable-overlap-schedule for the synchronous path.",
+                [],
+                text if not launch.at_least("0.5.23") else None,
+            )
+        launch.report.spec_v2 = True
+        launch.report.overlap_schedule = not launch.get("disable_overlap_schedule")
+        if launch.get("disable_overlap_schedule"):
+            launch.warn(
+                "spec-v2-synchronous",
+                "--disable-overlap-schedule selects the synchronous spec-v2 path: draft cost is not hidden.",
+                ["disable_overlap_schedule"],
+                "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.",
+            )
+        return
+
+    enabled = _env_bool(launch, SPEC_V2_ENV, default)
+    if not launch.at_least("0.5.9"):
+        if algorithm == "EAGLE" and enabled:
+            launch.adjust(
+                "disable_overlap_schedule",
+                False,
+                f"{SPEC_V2_ENV} is true: SGLang 0.5.6 turns the overlap scheduler on for EAGLE (beta spec v2)",
+                "Beta spec is enabled for eagle speculative decoding and overlap schedule is turned on.",
+            )
+        if not enabled:
+            launch.adjust(
+                "disable_overlap_schedule",
+                True,
+                f"{SPEC_V2_ENV} is not true: SGLang 0.5.6 disables the overlap scheduler for speculative decoding",
+                "Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.",
+            )
+    elif not launch.at_least("0.5.12"):
+        if enabled:
+            launch.adjust(
+                "disable_overlap_schedule",
+                False,
+                f"{SPEC_V2_ENV} is true: the overlap scheduler is turned on (spec v2)",
+                "Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on.",
+            )
+            if explicit_topk_gt1:
+                text = "Spec v2 currently only supports topk = 1 for speculative decoding."
+                launch.error(
+                    "spec-v2-topk",
+                    f"{SPEC_V2_ENV}=1 with --speculative-eagle-topk {topk}: SGLang {launch.version}'s spec v2 "
+                    f"supports only topk = 1 and refuses to start. Set --speculative-eagle-topk 1 (and "
+                    f"--speculative-num-draft-tokens = steps + 1), or remove {SPEC_V2_ENV} to use spec v1 "
+                    "with a tree.",
+                    ["speculative_eagle_topk", SPEC_V2_ENV],
+                    f"ValueError: {text}",
+                )
+        else:
+            launch.adjust(
+                "disable_overlap_schedule",
+                True,
+                f"{SPEC_V2_ENV} is not true: SGLang {launch.version} turns the overlap scheduler off (spec v1)",
+                "Overlap scheduler is disabled when spec v2 is off or using unsupported speculative algorithm. "
+                "You can set env SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap scheduler. ",
+            )
+    else:
+        reason = None
+        if explicit_topk_gt1 and not launch.get("disable_overlap_schedule"):
+            reason = "spec v2 currently only supports topk = 1"
+        elif not enabled and not launch.get("disable_overlap_schedule"):
+            reason = "SGLANG_ENABLE_SPEC_V2=False"
+        text = (
+            f"Spec v1 is used for eagle/eagle3/standalone speculative decoding because "
+            f"{reason or 'overlap schedule is disabled'}."
+        )
+        if reason is not None:
+            launch.adjust(
+                "disable_overlap_schedule",
+                True,
+                f"SGLang {launch.version} falls back to spec v1 without overlap because {reason}",
+                text,
+            )
+    launch.report.overlap_schedule = not launch.get("disable_overlap_schedule")
+    launch.report.spec_v2 = launch.report.overlap_schedule and (algorithm == "EAGLE" or launch.at_least("0.5.9"))
+
+
+def rule_mixed_chunk_off(launch: _Launch) -> None:
+    """All versions, EAGLE family and NGRAM: `--enable-mixed-chunk` is turned off with a warning (and
+    check_server_args asserts it is off). [0.5.6 server_args.py:1760-1765, 1840-1841, 4120-4124]"""
+    if launch.get("enable_mixed_chunk"):
+        launch.adjust(
+            "enable_mixed_chunk",
+            False,
+            "mixed chunked prefill cannot run with speculative decoding; SGLang turns it off",
+            "Mixed chunked prefill is disabled because of using eagle speculative decoding.",
+        )
+
+
+def _architecture(launch: _Launch, given: str | None) -> str | None:
+    if given:
+        return given
+    model = str(launch.get("model_path") or "").lower()
+    for hint, architecture in _ARCHITECTURE_HINTS:
+        if hint in model:
+            return architecture
+    return None
+
+
+def auto_speculative_params(version: str, algorithm: str, architecture: str | None) -> tuple[int, int, int]:
+    """SGLang's `auto_choose_speculative_params` (steps, topk, draft tokens).
+    [0.5.6 server_args.py:4649-4680], [0.5.9 :5741-5775], [0.5.23 speculative_hook.py:1430-1461]"""
+    if algorithm == "STANDALONE":
+        return (3, 1, 4)
+    chain: tuple[str, ...] = _CHAIN_ARCHITECTURES
+    if version_at_least(version, "0.5.23"):
+        chain = (*chain, "MiMoV2ForCausalLM")
+    if architecture in chain:
+        return (3, 1, 4)
+    if architecture in _TREE_ARCHITECTURES:
+        return (5, 4, 8)
+    return (5, 4, 8) if not version_at_least(version, "0.5.9") else (3, 1, 4)
+
+
+def rule_adaptive(launch: _Launch) -> bool:
+    """0.5.23 `--speculative-adaptive`: EAGLE/EAGLE3 with topk 1 and no DP attention only, otherwise it is
+    silently switched off. When on: topk := 1 if unset, steps := middle of candidate_steps if unset, steps
+    must be a candidate (ValueError), draft tokens := steps + 1. Returns True when adaptive mode handled the
+    triple. [0.5.23 speculative_hook.py:1374-1427; speculative/adaptive_spec_params.py:55-85]"""
+    if not launch.get("speculative_adaptive"):
+        return False
+    algorithm = launch.get("speculative_algorithm")
+    topk = launch.get("speculative_eagle_topk")
+    reason = None
+    if algorithm not in ("EAGLE", "EAGLE3"):
+        reason = f"speculative_algorithm={algorithm} is not EAGLE/EAGLE3"
+    elif topk is not None and topk != 1:
+        reason = f"speculative_eagle_topk={topk} is not 1"
+    elif launch.get("enable_dp_attention"):
+        reason = "DP attention is enabled"
+    if reason is not None:
+        launch.adjust(
+            "speculative_adaptive",
+            False,
+            f"adaptive speculative decoding is not supported here ({reason}); SGLang falls back to static params",
+            f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.",
+        )
+        return False
+    candidates = list(_ADAPTIVE_CANDIDATE_STEPS)
+    if topk is None:
+        launch.adjust("speculative_eagle_topk", 1, "adaptive speculative decoding uses topk = 1")
+    if launch.get("speculative_num_steps") is None:
+        launch.adjust(
+            "speculative_num_steps", candidates[len(candidates) // 2], "adaptive mode starts in the middle tier"
+        )
+    steps = launch.get("speculative_num_steps")
+    if steps not in candidates:
+        text = (
+            f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps {candidates}. "
+            "Pass one of those values."
+        )
+        launch.error(
+            "adaptive-steps",
+            f"{text} SGLang refuses to start with --speculative-adaptive otherwise.",
+            ["speculative_num_steps", "speculative_adaptive"],
+            f"ValueError: {text}",
+        )
+        return True
+    launch.adjust("speculative_num_draft_tokens", steps + 1, "adaptive mode sets draft tokens to steps + 1")
+    return True
+
+
+def rule_spec_triple(launch: _Launch, architecture: str | None) -> None:
+    """All versions, EAGLE family: with `--speculative-num-steps` unset SGLang *asserts* topk and draft tokens
+    are unset too and auto-chooses the triple by architecture [0.5.6 server_args.py:1789-1798]. With steps set
+    and topk unset it skips the auto-choice and later fails comparing `topk > 1` (TypeError)
+    [0.5.6 :1800-1826]. With topk > 1 and draft tokens unset nothing fills them in. Docs: set all three or
+    none [docs speculative_decoding.md "EAGLE Decoding"]."""
+    steps, topk, draft = (launch.get(d) for d in SPEC_TRIPLE)
+    if steps is None:
+        if topk is not None or draft is not None:
+            given = [d for d in SPEC_TRIPLE if launch.get(d) is not None]
+            launch.error(
+                "spec-params-partial",
+                f"{' and '.join(launch.flag(d) for d in given)} set without --speculative-num-steps: SGLang "
+                "auto-chooses all three only when all are unset and asserts that (AssertionError). Set all three "
+                "of --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens, or none.",
+                SPEC_TRIPLE,
+                "AssertionError",
+            )
+            return
+        chosen = auto_speculative_params(launch.version, launch.get("speculative_algorithm"), architecture)
+        basis = f"architecture {architecture}" if architecture else "an architecture not in SGLang's table"
+        for dest, value in zip(SPEC_TRIPLE, chosen, strict=True):
+            launch.adjust(dest, value, f"auto-chosen by SGLang {launch.version} for {basis}")
+        if architecture is None:
+            launch.warn(
+                "auto-choice-architecture-unknown",
+                f"The speculative triple is auto-chosen from the model's architecture, which check-args cannot "
+                f"read; assumed a generic one -> {chosen}. Llama and Grok models get (5, 4, 8), DeepSeek/GLM/"
+                "GPT-OSS (3, 1, 4). Set all three flags explicitly to be sure.",
+                SPEC_TRIPLE,
+            )
+        return
+    if topk is None:
+        launch.error(
+            "spec-params-partial",
+            "--speculative-num-steps is set but --speculative-eagle-topk is not: SGLang then skips its auto-choice "
+            "and fails comparing topk with a number (TypeError). Set --speculative-eagle-topk (and "
+            "--speculative-num-draft-tokens) too, or remove --speculative-num-steps.",
+            SPEC_TRIPLE,
+            "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+        )
+        return
+    if draft is None and topk > 1:
+        launch.error(
+            "spec-params-partial",
+            f"--speculative-num-steps and --speculative-eagle-topk {topk} are set but --speculative-num-draft-tokens "
+            "is not: SGLang fills it in only for topk = 1, so the tree has no verify width and startup fails. "
+            f"Set --speculative-num-draft-tokens (at most steps × topk + 1 = {steps * topk + 1}).",
+            SPEC_TRIPLE,
+            "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'",
+        )
+    elif draft is None:
+        launch.warn(
+            "spec-params-partial",
+            "--speculative-num-draft-tokens is not set; with topk = 1 SGLang sets it to steps + 1. "
+            "Set all three speculative flags explicitly when tuning.",
+            SPEC_TRIPLE,
+        )
+
+
+def rule_trtllm_mha_topk(launch: _Launch) -> None:
+    """All versions: `trtllm_mha` as attention, prefill or decode backend with topk > 1 raises ValueError.
+    [0.5.6 server_args.py:1800-1808], [0.5.23 speculative_hook.py:1176-1180]"""
+    topk = launch.get("speculative_eagle_topk")
+    backends = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+    using = [b for b in backends if launch.get(b) == "trtllm_mha"]
+    if using and topk is not None and topk > 1:
+        text = "trtllm_mha backend only supports topk = 1 for speculative decoding."
+        launch.error(
+            "trtllm-mha-topk",
+            f"{launch.flag(using[0])} trtllm_mha with --speculative-eagle-topk {topk}: the trtllm_mha kernels "
+            "verify only a chain, so SGLang refuses to start. Use --speculative-eagle-topk 1, or another "
+            "attention backend (fa3, flashinfer) for tree drafting.",
+            ["speculative_eagle_topk", *using],
+            f"ValueError: {text}",
+        )
+
+
+def rule_mla_backends_topk(launch: _Launch) -> None:
+    """All versions: FlashMLA supports topk = 1 only (runtime error "Currently FlashMLA only supports
+    topk=1 ..."), and flex_attention does not support speculative decoding at all (assert).
+    [0.5.6 layers/attention/flashmla_backend.py:519], [0.5.6 server_args.py:1417-1424]"""
+    topk = launch.get("speculative_eagle_topk")
+    backend = launch.get("attention_backend")
+    if backend == "flashmla" and topk is not None and topk > 1:
+        launch.error(
+            "flashmla-topk",
+            f"--attention-backend flashmla with --speculative-eagle-topk {topk}: FlashMLA verifies only a chain "
+            "and fails at the first speculative batch. Use --speculative-eagle-topk 1.",
+            ["attention_backend", "speculative_eagle_topk"],
+            "AssertionError: Currently FlashMLA only supports topk=1 for speculative decoding",
+        )
+    if backend == "flex_attention":
+        launch.error(
+            "flex-attention-spec",
+            "--attention-backend flex_attention does not support speculative decoding; SGLang asserts at startup. "
+            "Pick another attention backend or remove --speculative-algorithm.",
+            ["attention_backend", "speculative_algorithm"],
+            "AssertionError: Speculative decoding is not supported with flex attention backend",
+        )
+
+
+def rule_chain_draft_tokens(launch: _Launch) -> None:
+    """All versions: with topk == 1 SGLang silently sets draft tokens := steps + 1 (a chain verifies exactly
+    steps + 1 tokens). [0.5.6 server_args.py:1810-1817], [0.5.9 :2443-2450], [0.5.23 speculative_hook.py:1255-1268]"""
+    steps, topk, draft = (launch.get(d) for d in SPEC_TRIPLE)
+    if topk == 1 and steps is not None and draft != steps + 1:
+        launch.adjust(
+            "speculative_num_draft_tokens",
+            steps + 1,
+            "with --speculative-eagle-topk 1 the draft is a chain: SGLang sets draft tokens to steps + 1",
+            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
+        )
+
+
+def rule_paged_tree(launch: _Launch) -> None:
+    """topk > 1 with page_size > 1 raises ValueError unless the attention backend is flashinfer or fa3
+    (0.5.6–0.5.12), flashinfer, fa3 or triton (0.5.14+). [0.5.6 server_args.py:1819-1826],
+    [0.5.14 speculative_hook.py:392-405], [0.5.23 speculative_hook.py:1270-1282]"""
+    topk = launch.get("speculative_eagle_topk")
+    page_size = launch.get("page_size") or 1
+    backend = launch.get("attention_backend")
+    allowed = ("flashinfer", "fa3", "triton") if launch.at_least("0.5.14") else ("flashinfer", "fa3")
+    if topk is None or topk <= 1 or page_size <= 1 or backend in allowed:
+        return
+    if launch.at_least("0.5.14"):
+        text = (
+            f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {allowed}; got "
+            f"attention_backend={backend!r}. Use page_size == 1 or one of those backends."
+        )
+    else:
+        text = (
+            "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results for paged "
+            "attention backends. This combination is only supported for the 'flashinfer' backend."
+        )
+    launch.error(
+        "paged-tree",
+        f"--speculative-eagle-topk {topk} with --page-size {page_size} needs the attention backend to be one of "
+        f"{', '.join(allowed)} in SGLang {launch.version} (got {backend or 'the automatic choice'}); SGLang refuses "
+        f"to start. Set --page-size 1, --attention-backend {allowed[0]}, or --speculative-eagle-topk 1.",
+        ["speculative_eagle_topk", "page_size", "attention_backend"],
+        f"ValueError: {text}",
+    )
+
+
+def rule_tree_capacity(launch: _Launch) -> None:
+    """Warning (all versions): draft tokens > steps × topk + 1 cannot all be filled by the tree; SGLang's own
+    tuner skips such configs [scripts/playground/bench_speculative.py], issue #6309 relates it to illegal
+    memory accesses."""
+    steps, topk, draft = (launch.get(d) for d in SPEC_TRIPLE)
+    if None in (steps, topk, draft):
+        return
+    if draft > steps * topk + 1:
+        launch.warn(
+            "draft-tokens-exceed-tree",
+            f"--speculative-num-draft-tokens {draft} is more than steps × topk + 1 = {steps * topk + 1}: a tree of "
+            f"depth {steps} and width {topk} cannot hold that many candidates (SGLang's own tuner skips this, "
+            f"issue #6309 reports illegal memory accesses). Use at most {steps * topk + 1}.",
+            list(SPEC_TRIPLE),
+        )
+
+
+def rule_rejection_sampling(launch: _Launch) -> None:
+    """0.5.23: `--speculative-use-rejection-sampling` needs EAGLE/EAGLE3 (NotImplementedError), topk 1 and
+    accept thresholds of 1.0 (ValueError). [0.5.23 speculative_hook.py:1214-1253]"""
+    if not launch.get("speculative_use_rejection_sampling"):
+        return
+    algorithm = launch.get("speculative_algorithm")
+    if algorithm not in ("EAGLE", "EAGLE3"):
+        text = (
+            "--speculative-use-rejection-sampling is only supported for EAGLE / EAGLE3 / NEXTN, not "
+            f"speculative_algorithm={algorithm}."
+        )
+        launch.error(
+            "rejection-sampling-algorithm",
+            f"{text} Remove --speculative-use-rejection-sampling or switch the algorithm.",
+            ["speculative_use_rejection_sampling", "speculative_algorithm"],
+            f"NotImplementedError: {text}",
+        )
+        return
+    if launch.get("speculative_eagle_topk") != 1:
+        text = "--speculative-use-rejection-sampling requires --speculative-eagle-topk=1."
+        launch.error(
+            "rejection-sampling-topk",
+            f"{text} SGLang refuses to start; set --speculative-eagle-topk 1.",
+            ["speculative_use_rejection_sampling", "speculative_eagle_topk"],
+            f"ValueError: {text}",
+        )
+    thresholds = (launch.get("speculative_accept_threshold_single"), launch.get("speculative_accept_threshold_acc"))
+    if thresholds != (1.0, 1.0):
+        text = (
+            "--speculative-use-rejection-sampling is incompatible with --speculative-accept-threshold-single / "
+            "--speculative-accept-threshold-acc; rejection sampling ignores the accept thresholds."
+        )
+        launch.error(
+            "rejection-sampling-thresholds",
+            f"{text} Remove the threshold flags.",
+            [
+                "speculative_use_rejection_sampling",
+                "speculative_accept_threshold_single",
+                "speculative_accept_threshold_acc",
+            ],
+            f"ValueError: {text}",
+        )
+
+
+def rule_ngram(launch: _Launch) -> None:
+    """NGRAM: DP attention raises ValueError; max running requests 48; mixed chunk off; topk :=
+    `--speculative-ngram-max-bfs-breadth`; draft tokens default = max match window (12) in 0.5.6–0.5.12, 12 from
+    0.5.14 (with steps := draft // topk); the overlap scheduler forced off up to 0.5.12; topk > 1 with
+    page_size > 1 needs flashinfer up to 0.5.12. [0.5.6 server_args.py:1828-1867], [0.5.14 speculative_hook.py:408-440],
+    [0.5.23 :1285-1371]"""
+    rule_max_running_requests(launch)
+    if launch.get("enable_dp_attention"):
+        text = "Currently ngram speculative decoding does not support dp attention."
+        launch.error(
+            "ngram-dp-attention",
+            f"--speculative-algorithm NGRAM cannot run with --enable-dp-attention: SGLang raises at startup "
+            f"('{text}'). Remove --enable-dp-attention.",
+            ["speculative_algorithm", "enable_dp_attention"],
+            f"ValueError: {text}",
+        )
+    legacy = not launch.at_least("0.5.14")
+    log = "The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative decoding."
+    if legacy:
+        launch.adjust("disable_overlap_schedule", True, "NGRAM runs without the overlap scheduler", log)
+    launch.adjust("enable_mixed_chunk", False, "NGRAM runs without mixed chunked prefill", log if legacy else None)
+    breadth = launch.get("speculative_ngram_max_bfs_breadth")
+    launch.adjust("speculative_eagle_topk", breadth, "NGRAM sets topk to --speculative-ngram-max-bfs-breadth")
+    if launch.get("speculative_num_draft_tokens") is None:
+        if legacy:
+            window = launch.get("speculative_ngram_max_match_window_size")
+            launch.adjust("speculative_num_draft_tokens", window, "NGRAM default: the max match window size")
+        else:
+            launch.adjust(
+                "speculative_num_draft_tokens",
+                12,
+                "NGRAM default draft tokens",
+                "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+                "You can override this by explicitly setting --speculative-num-draft-tokens.",
+            )
+    if not legacy and launch.get("speculative_num_steps") is None and breadth:
+        launch.adjust(
+            "speculative_num_steps",
+            launch.get("speculative_num_draft_tokens") // breadth,
+            "NGRAM default steps: draft tokens // topk",
+        )
+    topk, page_size, backend = breadth, launch.get("page_size") or 1, launch.get("attention_backend")
+    if legacy and topk and topk > 1 and page_size > 1 and backend != "flashinfer":
+        text = (
+            f"speculative_eagle_topk({topk}) > 1 with page_size({page_size}) > 1 is unstable and produces "
+            "incorrect results for paged attention backends. This combination is only supported for the "
+            "'flashinfer' backend."
+        )
+        launch.error(
+            "paged-tree",
+            f"NGRAM with --speculative-ngram-max-bfs-breadth {topk} and --page-size {page_size} needs "
+            "--attention-backend flashinfer in SGLang {launch.version}; SGLang refuses to start. Set --page-size 1 "
+            "or --attention-backend flashinfer.",
+            ["speculative_ngram_max_bfs_breadth", "page_size", "attention_backend"],
+            f"ValueError: {text}",
+        )
+    launch.report.overlap_schedule = not launch.get("disable_overlap_schedule")
+    launch.report.spec_v2 = not legacy
+
+
+def rule_pipeline_parallel(launch: _Launch) -> None:
+    """0.5.6–0.5.12: pipeline parallelism asserts that no speculative algorithm is set.
+    [0.5.6 server_args.py:4085-4091], [0.5.9 :5136-5141], [0.5.12 :7250-7253]"""
+    if launch.at_least("0.5.14") or (launch.get("pp_size") or 1) <= 1:
+        return
+    text = (
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill."
+        if not launch.at_least("0.5.12")
+        else "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+    )
+    launch.error(
+        "pipeline-parallel-spec",
+        f"--pp-size {launch.get('pp_size')} with --speculative-algorithm: SGLang {launch.version} cannot combine "
+        "pipeline parallelism with speculative decoding and refuses to start. Use --pp-size 1 (tensor parallel "
+        "instead) or remove speculative decoding.",
+        ["pp_size", "speculative_algorithm"],
+        f"AssertionError: {text}",
+    )
+
+
+def rule_spec_flags_without_algorithm(launch: _Launch) -> None:
+    """All versions: speculative flags do nothing without `--speculative-algorithm` (SGLang ignores them)."""
+    ignored = sorted(d for d in launch.explicit if d.startswith("speculative_") and d != "speculative_algorithm")
+    if ignored:
+        launch.warn(
+            "spec-flags-ignored",
+            f"{', '.join(launch.flag(d) for d in ignored)} have no effect without --speculative-algorithm; "
+            "add --speculative-algorithm EAGLE (or EAGLE3, NEXTN, ...) or remove them.",
+            ignored,
+        )
+
+
+def rule_deprecated_flags(launch: _Launch, argv: Sequence[str]) -> None:
+    """Deprecated spellings still work but print a warning ('<flag>' is deprecated ...). [0.5.14+
+    arg_groups/argparse_actions.py]"""
+    for token in argv:
+        spec = launch.table.lookup(token.partition("=")[0]) if token.startswith("--") else None
+        if spec is not None and spec.deprecated:
+            launch.warn(
+                "deprecated-flag",
+                f"{token.partition('=')[0]} is deprecated in SGLang {launch.version} and will be removed; "
+                f"see `--help` for its replacement.",
+                [spec.dest],
+                f"'{spec.options[0]}' is deprecated and will be removed in a future release.",
+            )
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def check_launch(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    version: str | None = None,
+    *,
+    architecture: str | None = None,
+) -> CheckReport:
+    """Say what SGLang `version` (None = newest supported) would do at startup with these launch flags
+    (no launcher, no `--sim-*` options) and environment. `architecture` is the target's HF
+    `config.architectures[0]`, used by the auto-choice of the speculative triple; guessed from the model
+    path when omitted. Raises UnsupportedVersionError for a version older than the oldest supported one."""
+    table = flag_table(version)
+    parsed = parse_argv(list(argv), table)
+    launch = _Launch(table, parsed.values, set(parsed.explicit), dict(env or {}))
+    launch.report.explicit = frozenset(parsed.explicit)
+    for problem in parsed.problems:
+        _argv_error(launch, problem)
+    rule_deprecated_flags(launch, argv)
+    _run_speculative_rules(launch, _architecture(launch, architecture))
+    launch.report.resolved = dict(launch.values)
+    return launch.report
+
+
+def _run_speculative_rules(launch: _Launch, architecture: str | None) -> None:
+    rule_algorithm_name(launch)
+    rule_nextn_is_eagle(launch)
+    algorithm = launch.get("speculative_algorithm")
+    if algorithm is None:
+        rule_spec_flags_without_algorithm(launch)
+        return
+    rule_pipeline_parallel(launch)
+    if algorithm == "NGRAM":
+        rule_ngram(launch)
+        return
+    if algorithm not in EAGLE_FAMILY:
+        return  # DFLASH, DSPARK, UNO, FROZEN_KV_MTP: outside what the console tunes
+    eagle_rules: tuple[Callable[[_Launch], None], ...] = (
+        rule_standalone_dp_attention,
+        rule_max_running_requests,
+        rule_overlap_and_spec_v2,
+        rule_mixed_chunk_off,
+    )
+    for rule in eagle_rules:
+        rule(launch)
+    if not rule_adaptive(launch):
+        rule_spec_triple(launch, architecture)
+    if any(f.code in ("spec-params-partial", "adaptive-steps") for f in launch.report.errors):
+        return
+    for rule in (
+        rule_trtllm_mha_topk,
+        rule_mla_backends_topk,
+        rule_rejection_sampling,
+        rule_chain_draft_tokens,
+        rule_paged_tree,
+        rule_tree_capacity,
+        rule_spec_v2_auto_topk,
+    ):
+        rule(launch)
+
+
+def rule_spec_v2_auto_topk(launch: _Launch) -> None:
+    """0.5.9–0.5.12: the spec-v2 topk check runs *before* the auto-choice, so an unset topk that auto-resolves
+    to 4 (Llama, Grok) is not refused at startup although spec v2 supports only topk 1 [0.5.9 server_args.py:
+    2368-2389; docs "Speculative Decoding V2" tell users to set topk 1 explicitly]. Warning."""
+    if not launch.at_least("0.5.9") or launch.at_least("0.5.14"):
+        return
+    topk = launch.get("speculative_eagle_topk")
+    if launch.report.overlap_schedule and "speculative_eagle_topk" not in launch.explicit and topk and topk > 1:
+        launch.warn(
+            "spec-v2-auto-topk",
+            f"Spec v2 is on and the auto-chosen --speculative-eagle-topk is {topk}, which spec v2 does not support "
+            f"in SGLang {launch.version}; startup does not catch it. Set --speculative-eagle-topk 1 explicitly.",
+            ["speculative_eagle_topk"],
+        )
