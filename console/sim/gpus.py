@@ -91,53 +91,42 @@ def idle_gpus(spec: Any, count: int, profile_name: str) -> list[GpuState]:
             power_draw_w=float(spec.idle_power_w),
             util_gpu=0,
             util_mem=0,
-            temperature_c=int(AMBIENT_C + 8),
-            memory_temperature_c=int(AMBIENT_C + 8),
-            sm_clock_mhz=int(spec.max_sm_clock_mhz),
+            temperature_c=int(getattr(spec, "idle_temp_c", AMBIENT_C)),
+            memory_temperature_c=int(getattr(spec, "idle_temp_c", AMBIENT_C)),
+            sm_clock_mhz=int(getattr(spec, "idle_sm_clock_mhz", spec.max_sm_clock_mhz)),
             mem_clock_mhz=int(spec.mem_clock_mhz),
             max_sm_clock_mhz=int(spec.max_sm_clock_mhz),
             throttle_reasons=REASON_GPU_IDLE,
+            pstate="P8",
         )
         for i in range(count)
     ]
 
 
-def loaded(
-    gpu: GpuState,
-    *,
-    util: float,
-    power_w: float | None,
-    sm_clock_mhz: float | None,
-    memory_used_mib: int,
-    processes: tuple[GpuProcess, ...],
-    dt_s: float,
-) -> GpuState:
-    """The next state of one GPU: utilisation/power/clock from the engine, temperature following power.
+def follow(gpu: GpuState, load: Any, *, processes: tuple[GpuProcess, ...], dt_s: float) -> GpuState:
+    """The next state of one GPU given the performance model's steady-state figures for the current load.
 
-    Temperature approaches ambient + 40 °C at the power limit with a time constant of ~20 s, so it
-    rises visibly while a benchmark runs and falls back afterwards, like a real air-cooled board.
+    Utilisation, power, clocks and memory follow at once; temperature approaches the steady value with a
+    time constant of ~20 s, so it climbs while a benchmark runs and cools afterwards, like a real board.
     """
-    util = max(0.0, min(100.0, util))
-    if power_w is None:
-        idle = gpu.power_draw_w if util == 0 and gpu.util_gpu == 0 else None
-        base = idle if idle is not None else gpu.power_limit_w * 0.12
-        power_w = base + (gpu.power_limit_w * 0.95 - base) * (util / 100.0)
-    power_w = max(0.0, min(gpu.power_limit_w, power_w))
-    if sm_clock_mhz is None:
-        sm_clock_mhz = gpu.max_sm_clock_mhz * (1.0 - 0.2 * (util / 100.0) ** 2)
-    target_t = AMBIENT_C + 8 + 40.0 * power_w / gpu.power_limit_w
     alpha = min(1.0, dt_s / 20.0)
-    temp = gpu.temperature_c + (target_t - gpu.temperature_c) * alpha
-    reasons = REASON_GPU_IDLE if util == 0 else (REASON_SW_POWER_CAP if power_w > 0.9 * gpu.power_limit_w else 0)
+    temp = gpu.temperature_c + (float(load.temperature_c) - gpu.temperature_c) * alpha
+    util = int(load.utilization_gpu_pct)
+    power = float(load.power_draw_w)
+    reasons = 0 if util else REASON_GPU_IDLE
+    if power > 0.9 * gpu.power_limit_w:
+        reasons = REASON_SW_POWER_CAP
     return replace(
         gpu,
-        util_gpu=round(util),
-        util_mem=round(util * 0.25),
-        power_draw_w=round(power_w, 2),
-        sm_clock_mhz=round(sm_clock_mhz),
+        util_gpu=util,
+        util_mem=int(load.utilization_memory_pct),
+        power_draw_w=round(power, 2),
+        sm_clock_mhz=int(load.sm_clock_mhz),
+        mem_clock_mhz=int(load.mem_clock_mhz),
         temperature_c=round(temp),
-        memory_temperature_c=round(temp - (temp - AMBIENT_C - 8) * 0.4),
-        memory_used_mib=min(gpu.memory_total_mib, memory_used_mib),
+        memory_temperature_c=round(temp - (temp - AMBIENT_C) * 0.3),
+        memory_used_mib=min(gpu.memory_total_mib, int(load.memory_used_mib)),
+        pstate=str(load.pstate),
         throttle_reasons=reasons,
         processes=processes,
     )

@@ -231,10 +231,10 @@ def render(argv: Sequence[str], host: HostGpus, now: float | None = None) -> str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from console.sim import deps
+    from console.sim.profiles import DEFAULT_PROFILE, get_profile
 
     args = list(sys.argv[1:] if argv is None else argv)
-    profile = deps.get_profile(deps.DEFAULT_PROFILE)
+    profile = get_profile(DEFAULT_PROFILE)
     host = read_state(state_dir(), profile.gpu, profile.gpu_count, profile.name)
     try:
         sys.stdout.write(render(args, host))

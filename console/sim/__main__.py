@@ -1,0 +1,170 @@
+"""`python -m console.sim FLAG...`: the SGLang stand-in.
+
+Takes `sglang.launch_server` flags of the emulated version plus its own `--sim-*` options, refuses what
+that SGLang version would refuse (with SGLang's own text), then starts like SGLang and serves its HTTP
+API. The `--sim-*` options:
+
+  --sim-sglang-version V   SGLang version to emulate (default: the newest supported)
+  --sim-profile NAME       model/hardware profile (console.sim.profiles)
+  --sim-time-scale X       startup durations × X (1.0 = a real large-model start, minutes)
+  --sim-speedup X          decode/prefill steps X times faster than the profile (overhead benchmarks)
+  --sim-gpus N             number of simulated GPUs (default: the profile's)
+  --sim-state-dir DIR      where the GPU state file goes (default: $OPSCONSOLE_SIM_STATE_DIR,
+                           /run/opsconsole-sim, or <tmp>/opsconsole-sim)
+  --sim-seed N             seed of the acceptance draws and generated text
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from console.sglang.argv import parse_argv
+from console.sglang.flags import NEWEST_VERSION, UnsupportedVersionError, flag_table, resolve_version
+from console.sglang.rules import check_launch
+from console.sim import sglang_log as L
+from console.sim.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def sim_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m console.sim",
+        description="SGLang stand-in: takes sglang.launch_server flags plus these --sim-* options.",
+        epilog=f"profiles: {', '.join(sorted(PROFILES))}",
+        allow_abbrev=False,
+    )
+    p.add_argument("--sim-sglang-version", default=NEWEST_VERSION, metavar="V")
+    p.add_argument("--sim-profile", default=DEFAULT_PROFILE, metavar="NAME")
+    p.add_argument("--sim-time-scale", type=float, default=1.0, metavar="X")
+    p.add_argument("--sim-speedup", type=float, default=1.0, metavar="X")
+    p.add_argument("--sim-gpus", type=int, default=None, metavar="N")
+    p.add_argument("--sim-state-dir", default=None, metavar="DIR")
+    p.add_argument("--sim-seed", type=int, default=0, metavar="N")
+    return p
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(--sim-* options with their values, SGLang flags)."""
+    sim: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token.startswith("--sim-"):
+            sim.append(token)
+            if "=" not in token and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                sim.append(argv[i + 1])
+                i += 1
+        else:
+            rest.append(token)
+        i += 1
+    return sim, rest
+
+
+def _usage_error(prog: str, message: str) -> int:
+    sys.stderr.write(f"usage: {prog} [-h] --model-path MODEL_PATH [options]\n{prog}: error: {message}\n")
+    return EXIT_USAGE
+
+
+def _fail_like_sglang(lines: Sequence[str], final: str) -> int:
+    """SGLang dies at startup with a traceback whose last line is the exception."""
+    for line in lines:
+        print(L.line(line), flush=True)
+    sys.stderr.write("Traceback (most recent call last):\n")
+    sys.stderr.write('  File "/usr/local/lib/python3.12/site-packages/sglang/launch_server.py", line 29, in <module>\n')
+    sys.stderr.write("    server_args = prepare_server_args(sys.argv[1:])\n")
+    sys.stderr.write(final.rstrip("\n") + "\n")
+    return EXIT_FAILED
+
+
+def _is_local_path(path: str) -> bool:
+    return path.startswith(("/", "."))
+
+
+def _missing_model_error(path: str) -> str:
+    # What transformers raises when a path that is not a folder is taken as a Hub repo id.
+    return (
+        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+        f"'namespace/repo_name': '{path}'. Use `repo_type` argument if needed."
+    )
+
+
+def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
+    """Validate like SGLang would; (exit code, config kwargs) — kwargs None when it must stop."""
+    sim_args, flags = split_argv(argv)
+    if "-h" in flags or "--help" in flags:
+        sim_parser().print_help()
+        return 0, None
+    try:
+        opts = sim_parser().parse_args(sim_args)
+    except SystemExit as e:
+        return int(e.code or 0), None
+    try:
+        version = resolve_version(opts.sim_sglang_version)
+    except UnsupportedVersionError as e:
+        return _usage_error("python -m console.sim", f"argument --sim-sglang-version: {e}"), None
+    try:
+        profile = get_profile(opts.sim_profile)
+    except (KeyError, ValueError) as e:
+        return _usage_error("python -m console.sim", f"argument --sim-profile: {e}"), None
+    table = flag_table(version)
+    parsed = parse_argv(flags, table)
+    if parsed.problems:
+        return _usage_error(table.prog, parsed.problems[0].message), None
+    report = check_launch(flags, dict(os.environ), opts.sim_sglang_version, architecture=profile.architecture)
+    logs = [a.sglang_log for a in report.adjustments if a.sglang_log]
+    logs += [w.sglang_log for w in report.warnings if w.sglang_log]
+    if not report.ok:
+        first = report.errors[0]
+        final = first.sglang_log or first.message
+        if "Error" not in final.split(":", 1)[0]:
+            final = f"ValueError: {final}"
+        return _fail_like_sglang(logs, final), None
+    resolved = dict(report.resolved)
+    for path_key in ("model_path", "speculative_draft_model_path"):
+        path = resolved.get(path_key)
+        if isinstance(path, str) and _is_local_path(path) and not Path(path).exists():
+            return _fail_like_sglang(logs, _missing_model_error(path)), None
+    return 0, {
+        "version": opts.sim_sglang_version,
+        "profile": profile,
+        "resolved": resolved,
+        "argv": flags,
+        "time_scale": opts.sim_time_scale,
+        "speedup": max(1e-6, opts.sim_speedup),
+        "gpu_count": opts.sim_gpus,
+        "state_dir": Path(opts.sim_state_dir) if opts.sim_state_dir else None,
+        "seed": opts.sim_seed,
+        "startup_logs": logs,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    code, kwargs = prepare(list(sys.argv[1:] if argv is None else argv))
+    if kwargs is None:
+        return code
+    from console.sim.engine import Engine
+    from console.sim.server import SimConfig, serve
+
+    startup_logs = kwargs.pop("startup_logs")
+    config = SimConfig(**kwargs)
+    for line in startup_logs:
+        print(L.line(line), flush=True)
+    engine = Engine(config.profile, config.resolved, seed=config.seed)
+    try:
+        return asyncio.run(serve(config, engine))
+    except OSError as e:  # the port is taken, typically
+        print(L.line(f"ERROR: {e}"), flush=True)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

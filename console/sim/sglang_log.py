@@ -1,0 +1,103 @@
+"""SGLang's log lines, word for word, with its log format (`[YYYY-MM-DD HH:MM:SS TP0] message`).
+
+Pure text builders; the server decides when to print them. Keeping the exact strings here lets the
+console's journal follower (which watches for these markers) be tested against the same text.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def stamp(prefix: str = "", now: float | None = None) -> str:
+    t = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    return f"[{t}{' ' + prefix if prefix else ''}]"
+
+
+def line(message: str, *, rank: str = "", now: float | None = None) -> str:
+    """One log line: scheduler lines carry the rank ("TP0"), HTTP-server lines none."""
+    return f"{stamp(rank, now)} {message}"
+
+
+def load_weight_begin(avail_gb: float) -> str:
+    return f"Load weight begin. avail mem={avail_gb:.2f} GB"
+
+
+def load_weight_end(model_class: str, dtype: str, avail_gb: float, usage_gb: float) -> str:
+    return (
+        f"Load weight end. type={model_class}, dtype={dtype}, avail mem={avail_gb:.2f} GB, mem usage={usage_gb:.2f} GB."
+    )
+
+
+def kv_cache_allocated(tokens: int, k_gb: float, v_gb: float) -> str:
+    return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+
+
+def memory_pool_end(avail_gb: float) -> str:
+    return f"Memory pool end. avail mem={avail_gb:.2f} GB"
+
+
+def capture_begin(kind: str, avail_gb: float) -> str:
+    """kind: "" (target), "draft " or "draft extend "."""
+    return f"Capture {kind}cuda graph begin. This can take up to several minutes. avail mem={avail_gb:.2f} GB"
+
+
+def capture_end(kind: str, elapsed_s: float, usage_gb: float, avail_gb: float) -> str:
+    return (
+        f"Capture {kind}cuda graph end. Time elapsed: {elapsed_s:.2f} s. mem usage={usage_gb:.2f} GB. "
+        f"avail mem={avail_gb:.2f} GB."
+    )
+
+
+def scheduler_summary(
+    max_total_num_tokens: int,
+    chunked_prefill_size: int,
+    max_running_requests: int,
+    context_len: int,
+    avail_gb: float,
+) -> str:
+    return (
+        f"max_total_num_tokens={max_total_num_tokens}, chunked_prefill_size={chunked_prefill_size}, "
+        f"max_prefill_tokens=16384, max_running_requests={max_running_requests}, context_len={context_len}, "
+        f"available_gpu_mem={avail_gb:.2f} GB"
+    )
+
+
+def prefill_batch(new_seq: int, new_token: int, cached: int, usage: float, running: int, queued: int) -> str:
+    return (
+        f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
+        f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued}"
+    )
+
+
+def decode_batch(
+    running: int,
+    tokens: int,
+    usage: float,
+    accept_len: float | None,
+    accept_rate: float | None,
+    gen_throughput: float,
+    queued: int,
+) -> str:
+    spec = f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, " if accept_len is not None else ""
+    return (
+        f"Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2f}, {spec}"
+        f"cuda graph: True, gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queued}"
+    )
+
+
+def uvicorn_lines(pid: int, host: str, port: int) -> list[str]:
+    return [
+        f"INFO:     Started server process [{pid}]",
+        "INFO:     Waiting for application startup.",
+        "INFO:     Application startup complete.",
+        f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)",
+    ]
+
+
+def access(peer: str, method: str, path: str, status: int) -> str:
+    reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
+    return f'INFO:     {peer} - "{method} {path} HTTP/1.1" {status} {reason.get(status, "")}'.rstrip()
+
+
+READY = "The server is fired up and ready to roll!"
