@@ -121,6 +121,15 @@ class _Stop(Exception):
     pass
 
 
+@dataclass
+class _LevelState:
+    next: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    out_tokens: int = 0
+    ttft_sum: float = 0.0
+
+
 async def fetch_server_info(client: BenchClient) -> ServerInfo:
     info = ServerInfo()
     raw: dict[str, Any] = {}
@@ -294,7 +303,7 @@ class BenchEngine:
     ) -> str | None:
         """Run the level's requests; return why it stopped early, or None."""
         cfg = self.config
-        state = {"next": 0, "failed": 0, "in_flight": 0, "out_tokens": 0, "ttft_sum": 0.0}
+        state = _LevelState()
         stop_reason: list[str] = []
         level_deadline = level_start + cfg.duration if cfg.duration is not None else None
         last_figures = level_start
@@ -306,27 +315,27 @@ class BenchEngine:
             if now >= self._sweep_deadline:
                 stop_reason.append(f"hard time cap of {cfg.time_cap:g} s reached")
                 return None
-            if planned is not None and state["next"] >= planned:
+            if planned is not None and state.next >= planned:
                 return None
             if level_deadline is not None and now >= level_deadline:
                 return None
-            req = pool[state["next"] % len(pool)]
-            state["next"] += 1
+            req = pool[state.next % len(pool)]
+            state.next += 1
             return req
 
         def record(result: RequestResult) -> None:
             nonlocal last_figures
             results.append(result)
             if not result.success:
-                state["failed"] += 1
+                state.failed += 1
             else:
-                state["out_tokens"] += result.output_len
-                state["ttft_sum"] += result.ttft
-            completed = len(results) - state["failed"]
-            self._emit(RequestDone(level, result, completed, state["failed"]))
+                state.out_tokens += result.output_len
+                state.ttft_sum += result.ttft
+            completed = len(results) - state.failed
+            self._emit(RequestDone(level, result, completed, state.failed))
             finished = len(results)
-            if state["failed"] and not stop_reason:
-                rate = state["failed"] / finished
+            if state.failed and not stop_reason:
+                rate = state.failed / finished
                 if rate > cfg.max_error_rate and (finished >= ERROR_RATE_MIN_SAMPLE or rate == 1.0):
                     stop_reason.append(
                         f"error rate {rate:.0%} over --max-error-rate {cfg.max_error_rate:.0%} "
@@ -341,19 +350,19 @@ class BenchEngine:
                         level,
                         elapsed,
                         completed,
-                        state["failed"],
-                        state["in_flight"],
-                        state["out_tokens"] / elapsed if elapsed > 0 else 0.0,
-                        state["ttft_sum"] / completed * 1000.0 if completed else 0.0,
+                        state.failed,
+                        state.in_flight,
+                        state.out_tokens / elapsed if elapsed > 0 else 0.0,
+                        state.ttft_sum / completed * 1000.0 if completed else 0.0,
                     )
                 )
 
         async def one(req: PreparedRequest) -> None:
-            state["in_flight"] += 1
+            state.in_flight += 1
             try:
                 result = await self._send(workload, req)
             finally:
-                state["in_flight"] -= 1
+                state.in_flight -= 1
             record(result)
 
         if level.request_rate is None:

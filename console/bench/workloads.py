@@ -29,13 +29,14 @@ DEFAULT_TEMPERATURE: dict[str, float] = {"random": 0.0, "chat": 0.7}
 
 # Common English words that encode to one token (with their leading space) in the Llama/Qwen/DeepSeek
 # tokenizers, so that N words make a prompt of about N tokens on the chat API.
-_WORDS = (
+_WORD_LIST = (
     "the of and to in is was for on that with as by at from his her it an are were which this be or "
     "has had not but its they one all their new also more first who two been can other time after "
     "over year into most only then some these used may would where out made world about when there "
     "work part well life city state under three team people many such them later during known both "
     "through before while since long name high like well home game back early second area four began"
-).split()
+)
+_WORDS = tuple(_WORD_LIST.split())
 
 
 @dataclass(frozen=True)

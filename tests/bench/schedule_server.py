@@ -28,7 +28,10 @@ MODEL = "schedule-test-model"
 
 
 class Schedule:
-    def __init__(self, ttft_ms: float, interval_ms: float, tokens_per_chunk: int, spec: bool) -> None:
+    def __init__(
+        self, ttft_ms: float, interval_ms: float, tokens_per_chunk: int, spec: bool, fail_every: int = 0
+    ) -> None:
+        self.fail_every = fail_every  # every k-th request answers HTTP 500 (guard-rail tests); 0: never
         self.ttft = ttft_ms / 1000.0
         self.interval = interval_ms / 1000.0
         self.per_chunk = tokens_per_chunk
@@ -110,6 +113,8 @@ def build_app(schedule: Schedule) -> web.Application:
         total = int(params.get("max_new_tokens", 16))
         prompt = len(body["input_ids"]) if "input_ids" in body else len(str(body.get("text", "")).split())
         counter["n"] += 1
+        if schedule.fail_every and counter["n"] % schedule.fail_every == 0:
+            return web.json_response({"error": {"message": "injected failure"}}, status=500)
         return await _emit(request, schedule, _generate_events(schedule, prompt, total, f"r{counter['n']}"))
 
     async def chat(request: web.Request) -> web.StreamResponse:
@@ -118,6 +123,8 @@ def build_app(schedule: Schedule) -> web.Application:
         prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
         counter["n"] += 1
+        if schedule.fail_every and counter["n"] % schedule.fail_every == 0:
+            return web.json_response({"error": {"message": "injected failure"}}, status=500)
         rid = f"c{counter['n']}"
         return await _emit(request, schedule, _chat_events(schedule, prompt, total, rid, continuous))
 
@@ -149,7 +156,7 @@ def build_app(schedule: Schedule) -> web.Application:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    schedule = Schedule(args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.spec)
+    schedule = Schedule(args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.spec, args.fail_every)
     runner = web.AppRunner(build_app(schedule), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
@@ -166,6 +173,7 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=20.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--spec", action="store_true", help="report spec_verify_ct like a speculative server")
+    parser.add_argument("--fail-every", type=int, default=0, help="every k-th request fails with HTTP 500")
     parser.add_argument("--cpu", type=int, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:

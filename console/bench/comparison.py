@@ -1,0 +1,218 @@
+"""Comparison of benchmark runs: baseline vs any number of candidates, per level (pure, no I/O, no UI).
+
+For each run and level the repeats (`--repeat N`) give a median and a spread (min..max). Each candidate
+metric gets its delta in % against the baseline's median and a verdict in the metric's own direction
+(more tokens/s is better, more milliseconds is worse). A delta is "within noise" when the two runs'
+min..max ranges over their repeats overlap: the difference is no larger than what repeating the same
+setup already produced. With a single repeat on either side the noise is unmeasured (None), and the
+table says so rather than pretending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from console.bench.metrics import percentile
+from console.bench.records import BenchRecord
+
+Verdict = Literal["better", "worse", "same", "n/a"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    key: str
+    title: str
+    higher_is_better: bool
+    unit: str
+
+
+# The figures the table shows, in order: throughput first, then latency, then spec and efficiency.
+COMPARED_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("output_throughput", "output tok/s", True, "tok/s"),
+    MetricSpec("mean_request_output_throughput", "tok/s per request", True, "tok/s"),
+    MetricSpec("median_ttft_ms", "median TTFT", False, "ms"),
+    MetricSpec("p99_ttft_ms", "p99 TTFT", False, "ms"),
+    MetricSpec("median_tpot_ms", "median TPOT", False, "ms"),
+    MetricSpec("p99_tpot_ms", "p99 TPOT", False, "ms"),
+    MetricSpec("p99_itl_ms", "p99 ITL", False, "ms"),
+    MetricSpec("median_e2e_latency_ms", "median E2E", False, "ms"),
+    MetricSpec("accept_length", "accept length", True, ""),
+    MetricSpec("tokens_per_joule", "tok/J", True, "tok/J"),
+    MetricSpec("failed", "failed", False, ""),
+)
+# Relative differences below this are "same" when no noise was measured (float and timer noise).
+SAME_BELOW_PCT = 0.5
+
+
+@dataclass
+class Cell:
+    """One metric of one run at one level, over its repeats."""
+
+    median: float | None
+    low: float | None
+    high: float | None
+    repeats: int
+    delta_pct: float | None = None
+    verdict: Verdict = "n/a"
+    within_noise: bool | None = None  # None: spread unmeasured (fewer than 2 repeats on a side)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunAtLevel:
+    label: str
+    cells: dict[str, Cell]
+    failed_requests: int
+    stopped: str | None
+
+
+@dataclass
+class LevelComparison:
+    level: str
+    runs: list[RunAtLevel]  # baseline first; a run without this level is absent
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    labels: list[str]
+    levels: list[LevelComparison]
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "runs": self.labels,
+            "notes": self.notes,
+            "levels": [
+                {
+                    "level": lv.level,
+                    "runs": [
+                        {
+                            "label": r.label,
+                            "failed_requests": r.failed_requests,
+                            "stopped": r.stopped,
+                            "metrics": {k: c.as_dict() for k, c in r.cells.items()},
+                        }
+                        for r in lv.runs
+                    ],
+                }
+                for lv in self.levels
+            ],
+        }
+
+    def series(self, metric: str = "output_throughput") -> dict[str, list[tuple[str, float | None]]]:
+        """Per run: (level, median) points, for the plot."""
+        out: dict[str, list[tuple[str, float | None]]] = {label: [] for label in self.labels}
+        for lv in self.levels:
+            present = {r.label: r for r in lv.runs}
+            for label in self.labels:
+                run = present.get(label)
+                out[label].append((lv.level, run.cells[metric].median if run else None))
+        return out
+
+
+def _level_sort_key(key: str) -> tuple[int, float]:
+    kind, _, value = key.partition("=")
+    try:
+        return (0 if kind == "C" else 1, float(value))
+    except ValueError:
+        return (2, 0.0)
+
+
+def _cell(values: Sequence[float | None]) -> Cell:
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return Cell(None, None, None, 0)
+    return Cell(percentile(present, 50), min(present), max(present), len(present))
+
+
+def _judge(base: Cell, cand: Cell, spec: MetricSpec) -> None:
+    if base.median is None or cand.median is None:
+        return
+    diff = cand.median - base.median
+    if base.median != 0:
+        cand.delta_pct = diff / abs(base.median) * 100.0
+    elif diff == 0:
+        cand.delta_pct = 0.0
+    if base.repeats >= 2 and cand.repeats >= 2:
+        assert base.low is not None and base.high is not None and cand.low is not None and cand.high is not None
+        cand.within_noise = cand.low <= base.high and base.low <= cand.high
+    if diff == 0 or (cand.delta_pct is not None and abs(cand.delta_pct) < SAME_BELOW_PCT):
+        cand.verdict = "same"
+    else:
+        cand.verdict = "better" if (diff > 0) == spec.higher_is_better else "worse"
+
+
+def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[MetricSpec] = COMPARED_METRICS) -> Comparison:
+    """runs[0] is the baseline. Each run is the records of one sweep (all levels, all repeats)."""
+    if not runs:
+        raise ValueError("nothing to compare: give at least one run")
+    labels: list[str] = []
+    for records in runs:
+        label = records[0].label if records else "?"
+        while label in labels:  # the same label twice (e.g. two files): keep them apart
+            label += "'"
+        labels.append(label)
+    notes: list[str] = []
+    workloads = {repr(sorted((r[0].workload or {}).items())) for r in runs if r}
+    if len(workloads) > 1:
+        notes.append("the runs used different workloads: deltas compare different work")
+    level_keys = sorted({r.level_key for records in runs for r in records}, key=_level_sort_key)
+    levels = []
+    for key in level_keys:
+        present: list[RunAtLevel] = []
+        for label, records in zip(labels, runs, strict=True):
+            at = [r for r in records if r.level_key == key]
+            if not at:
+                continue
+            cells = {m.key: _cell([getattr(r, m.key, None) for r in at]) for m in metrics}
+            stopped = next((r.stopped for r in at if r.stopped), None)
+            present.append(RunAtLevel(label, cells, sum(r.failed for r in at), stopped))
+        if present and present[0].label == labels[0]:
+            for cand in present[1:]:
+                for m in metrics:
+                    _judge(present[0].cells[m.key], cand.cells[m.key], m)
+        levels.append(LevelComparison(key, present))
+    if any(r.failed_requests for lv in levels for r in lv.runs):
+        notes.append("some runs had failed requests: their figures cover only the completed ones")
+    if all(c.repeats < 2 for lv in levels for r in lv.runs for c in r.cells.values()):
+        notes.append("single repeats: run-to-run noise unmeasured (use --repeat 3 to measure it)")
+    return Comparison(labels[0], labels, levels, notes)
+
+
+def ascii_plot(
+    series: dict[str, list[tuple[str, float | None]]], height: int = 10, column_width: int = 10
+) -> list[str]:
+    """A text plot of values (e.g. tokens/s) against levels: one marker per run (A, B, C...; '*' where
+    runs overlap), y axis from 0 to the maximum. Returns the lines, legend included."""
+    markers = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    values = [v for points in series.values() for _, v in points if v is not None]
+    if not values:
+        return ["(no data)"]
+    top = max(values) or 1.0
+    levels = next(iter(series.values()))
+    width = len(levels) * column_width
+    grid = [[" "] * width for _ in range(height)]
+    for n, points in enumerate(series.values()):
+        for i, (_, v) in enumerate(points):
+            if v is None:
+                continue
+            row = height - 1 - min(height - 1, round(v / top * (height - 1)))
+            col = i * column_width + column_width // 2
+            grid[row][col] = markers[n % 26] if grid[row][col] == " " else "*"
+    label_w = max(len(f"{top:,.0f}"), 1)
+    lines = []
+    for r, cells in enumerate(grid):
+        y = top * (height - 1 - r) / (height - 1)
+        axis = f"{y:,.0f}".rjust(label_w) if r in (0, height // 2, height - 1) else " " * label_w
+        lines.append(f"{axis} |{''.join(cells).rstrip()}")
+    lines.append(" " * label_w + " +" + "-" * width)
+    lines.append(" " * (label_w + 2) + "".join(name.center(column_width) for name, _ in levels))
+    for n, label in enumerate(series):
+        lines.append(f"  {markers[n % 26]} = {label}")
+    return lines

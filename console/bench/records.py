@@ -1,0 +1,238 @@
+"""Benchmark result records: one JSONL line per level (and repeat), with full provenance.
+
+Where: `logs/bench-<YYYY-MM-DD>.jsonl` in the workspace (UTC date of the sweep start), appended, one line
+per level and repeat. A run is all the records of one sweep; they share `run_id` and `label`.
+`compare` finds runs by label across every logs/bench-*.jsonl (the newest run with that label wins) or
+takes a JSONL file directly.
+
+Field names follow bench_serving where it has one (output_throughput, mean_ttft_ms, median_tpot_ms,
+p99_itl_ms, accept_length, concurrency, ...); the speculative server args come first in `server_args`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from console.bench.engine import LevelResult, SweepResult
+
+SCHEMA_VERSION = 1
+ClientLocation = Literal["direct", "console", "on-host"]
+
+# Server args an operator tunes for speculative decoding, shown first in every record.
+SPECULATIVE_ARG_ORDER = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model_path",
+    "disable_overlap_schedule",
+    "max_running_requests",
+    "cuda_graph_max_bs",
+)
+# Secrets never reach a log line, even when a server echoes them in /server_info.
+SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "ssl_keyfile_password")
+
+
+def order_server_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Speculative args first (in SPECULATIVE_ARG_ORDER), then any other speculative_*, then the rest
+    alphabetically; secrets masked."""
+    clean = {k: ("***" if k in SECRET_ARGS and v else v) for k, v in args.items()}
+    first = [k for k in SPECULATIVE_ARG_ORDER if k in clean]
+    spec_rest = sorted(k for k in clean if k.startswith("speculative_") and k not in first)
+    rest = sorted(k for k in clean if k not in first and k not in spec_rest)
+    return {k: clean[k] for k in (*first, *spec_rest, *rest)}
+
+
+class BenchRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    label: str
+    repeat_index: int = 0
+    target: str
+    client_location: ClientLocation = "direct"
+    started_at: datetime
+    ended_at: datetime
+    # provenance
+    sglang_version: str | None = None
+    model: str | None = None
+    server_args: dict[str, Any] = Field(default_factory=dict)
+    unit_hash: str | None = None
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
+    driver_version: str | None = None
+    workload: dict[str, Any] = Field(default_factory=dict)
+    # the level
+    max_concurrency: int | None = None
+    request_rate: float | None = None
+    cache_flushed: bool = False
+    stopped: str | None = None
+    # metrics, bench_serving's names
+    completed: int = 0
+    failed: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+    duration: float = 0.0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0
+    input_throughput: float = 0.0
+    output_throughput: float = 0.0
+    total_throughput: float = 0.0
+    mean_request_output_throughput: float = 0.0
+    median_request_output_throughput: float = 0.0
+    concurrency: float = 0.0
+    accept_length: float | None = None
+    accept_length_source: str | None = None
+    max_output_tokens_per_s: float = 0.0
+    max_concurrent_requests: int = 0
+    mean_ttft_ms: float = 0.0
+    median_ttft_ms: float = 0.0
+    std_ttft_ms: float = 0.0
+    p90_ttft_ms: float = 0.0
+    p95_ttft_ms: float = 0.0
+    p99_ttft_ms: float = 0.0
+    mean_tpot_ms: float = 0.0
+    median_tpot_ms: float = 0.0
+    std_tpot_ms: float = 0.0
+    p90_tpot_ms: float = 0.0
+    p95_tpot_ms: float = 0.0
+    p99_tpot_ms: float = 0.0
+    mean_itl_ms: float = 0.0
+    median_itl_ms: float = 0.0
+    std_itl_ms: float = 0.0
+    p90_itl_ms: float = 0.0
+    p95_itl_ms: float = 0.0
+    p99_itl_ms: float = 0.0
+    max_itl_ms: float = 0.0
+    mean_e2e_latency_ms: float = 0.0
+    median_e2e_latency_ms: float = 0.0
+    std_e2e_latency_ms: float = 0.0
+    p90_e2e_latency_ms: float = 0.0
+    p95_e2e_latency_ms: float = 0.0
+    p99_e2e_latency_ms: float = 0.0
+    # GPU telemetry over the level (absent when no sampler was given)
+    gpu_samples: int = 0
+    mean_power_w: float | None = None
+    max_power_w: float | None = None
+    mean_util_pct: float | None = None
+    max_util_pct: float | None = None
+    mean_sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    mean_memory_used_mib: float | None = None
+    max_memory_used_mib: float | None = None
+    energy_j: float | None = None
+    tokens_per_joule: float | None = None
+
+    @property
+    def level_key(self) -> str:
+        """What compare lines up across runs."""
+        if self.request_rate is not None:
+            return f"rate={self.request_rate:g}"
+        return f"C={self.max_concurrency}"
+
+
+def records_from_sweep(
+    sweep: SweepResult,
+    *,
+    run_id: str,
+    label: str,
+    target: str,
+    client_location: ClientLocation = "direct",
+    unit_hash: str | None = None,
+    workload: dict[str, Any] | None = None,
+) -> list[BenchRecord]:
+    out = []
+    for level in sweep.levels:
+        out.append(_record(level, sweep, run_id, label, target, client_location, unit_hash, workload or {}))
+    return out
+
+
+def _record(
+    level: LevelResult,
+    sweep: SweepResult,
+    run_id: str,
+    label: str,
+    target: str,
+    client_location: ClientLocation,
+    unit_hash: str | None,
+    workload: dict[str, Any],
+) -> BenchRecord:
+    return BenchRecord(
+        run_id=run_id,
+        label=label,
+        repeat_index=level.repeat_index,
+        target=target,
+        client_location=client_location,
+        started_at=level.started_at,
+        ended_at=level.ended_at,
+        sglang_version=sweep.server.version,
+        model=sweep.server.model,
+        server_args=order_server_args(sweep.server.server_args),
+        unit_hash=unit_hash,
+        gpus=sweep.gpus,
+        driver_version=sweep.driver_version,
+        workload=workload,
+        max_concurrency=level.level.concurrency,
+        request_rate=level.level.request_rate,
+        cache_flushed=level.cache_flushed,
+        stopped=level.stopped,
+        accept_length_source=level.accept_length_source,
+        **level.metrics,
+        **level.telemetry,
+    )
+
+
+def log_path(logs_dir: Path, started: datetime) -> Path:
+    return logs_dir / f"bench-{started:%Y-%m-%d}.jsonl"
+
+
+def append_records(logs_dir: Path, records: Iterable[BenchRecord]) -> Path | None:
+    """Append each record as one line to its day's file; returns the (last) file written."""
+    path = None
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        path = log_path(logs_dir, record.started_at)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(record.model_dump_json() + "\n")
+    return path
+
+
+def read_records(path: Path) -> list[BenchRecord]:
+    """Every record of a JSONL file. A line that is not a record raises ValueError naming the line."""
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(BenchRecord.model_validate(json.loads(line)))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: not a benchmark record ({str(exc).splitlines()[0]})") from exc
+    return out
+
+
+def load_run(ref: str, logs_dir: Path) -> list[BenchRecord]:
+    """A run by JSONL file path, or by label (newest run with it) across logs/bench-*.jsonl.
+    Raises LookupError with what to do when nothing matches."""
+    path = Path(ref)
+    if path.suffix == ".jsonl" or path.is_file():
+        if not path.is_file():
+            raise LookupError(f"no such file: {ref}")
+        records = read_records(path)
+        if not records:
+            raise LookupError(f"{ref} holds no benchmark records")
+        return records
+    matching: list[BenchRecord] = []
+    for file in sorted(logs_dir.glob("bench-*.jsonl")):
+        matching.extend(r for r in read_records(file) if r.label == ref or r.run_id == ref)
+    if not matching:
+        labels = sorted({r.label for f in logs_dir.glob("bench-*.jsonl") for r in read_records(f)})
+        known = ", ".join(labels[-10:]) or "none yet"
+        raise LookupError(f"no run labelled {ref!r} in {logs_dir} (labels there: {known}); or pass a .jsonl file")
+    newest = max(matching, key=lambda r: r.started_at).run_id
+    return [r for r in matching if r.run_id == newest]

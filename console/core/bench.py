@@ -1,0 +1,241 @@
+"""`opsconsole bench`: run a sweep, show progress, append the records to logs/, print a summary or JSON.
+
+The base URL is `--url`, or (for an SSH TARGET) the host layer's port forward. The API key, when the
+server needs one, comes from $OPSCONSOLE_API_KEY and is never printed or logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from console.bench.client import BenchClient
+from console.bench.engine import BenchEngine, SweepConfig
+from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, RunningFigures, SweepDone
+from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
+from console.bench.telemetry import GpuSampler
+from console.bench.workloads import WorkloadSpec
+from console.workspace import Workspace
+
+API_KEY_ENV = "OPSCONSOLE_API_KEY"
+
+
+class UsageError(ValueError):
+    pass
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{what} must be comma-separated whole numbers, e.g. 1,8,32 (got {text!r})") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{what} must be whole numbers ≥ 1, e.g. 1,8,32 (got {text!r})")
+    return values
+
+
+def parse_float_list(text: str, what: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{what} must be comma-separated numbers, e.g. 2,4,8 (got {text!r})") from None
+    if not values or any(v <= 0 for v in values):
+        raise UsageError(f"{what} must be positive numbers (got {text!r})")
+    return values
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    """The sweep the command line asks for; UsageError says what to fix."""
+    if args.input_len < 1 or args.output_len < 1:
+        raise UsageError("--input-len and --output-len must be at least 1")
+    if args.temperature is not None and args.temperature < 0:
+        raise UsageError("--temperature must be ≥ 0")
+    workload = WorkloadSpec(
+        name=args.workload,
+        api=args.api,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
+    config = SweepConfig(
+        workload=workload,
+        concurrencies=parse_int_list(args.concurrency, "--concurrency"),
+        request_rates=parse_float_list(args.request_rate, "--request-rate") if args.request_rate else [],
+        requests=args.requests,
+        duration=args.duration,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        request_timeout=args.request_timeout,
+        max_error_rate=args.max_error_rate,
+        time_cap=args.time_cap,
+    )
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return config
+
+
+def _check_url(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UsageError(f"--url must look like http://127.0.0.1:30000 (got {url!r})")
+    return url.rstrip("/")
+
+
+class ProgressRenderer:
+    """Renders engine events as a rich progress bar (one bar per level) on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[figures]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task: TaskID | None = None
+
+    def __call__(self, event: BenchEvent) -> None:
+        p = self.progress
+        if isinstance(event, LevelStarted):
+            name = event.level.label + (f" #{event.repeat_index + 1}" if event.repeat_index else "")
+            self._task = p.add_task(name, total=event.planned_requests, figures="")
+        elif isinstance(event, RequestDone) and self._task is not None:
+            p.advance(self._task)
+        elif isinstance(event, RunningFigures) and self._task is not None:
+            figures = f"{event.output_throughput:,.0f} tok/s  TTFT {event.mean_ttft_ms:,.0f} ms"
+            if event.failed:
+                figures += f"  [red]{event.failed} failed[/red]"
+            p.update(self._task, figures=figures)
+        elif isinstance(event, LevelDone) and self._task is not None:
+            m = event.metrics
+            figures = f"{m['output_throughput']:,.0f} tok/s  TPOT {m['median_tpot_ms']:.1f} ms"
+            if m["failed"]:
+                figures += f"  [red]{m['failed']} failed[/red]"
+            p.update(self._task, total=m["completed"] + m["failed"], figures=figures)
+        elif isinstance(event, SweepDone) and event.stopped:
+            p.console.print(f"[red]stopped: {event.stopped}[/red]")
+
+
+def summary_table(records: list[BenchRecord]) -> Table:
+    table = Table(title=f"bench {records[0].label}" if records else "bench", header_style="bold")
+    for title in ("level", "ok/failed", "out tok/s", "tok/s/req", "TTFT med/p99 ms", "TPOT med/p99 ms",
+                  "ITL p99 ms", "E2E med ms", "accept", "conc"):  # fmt: skip
+        table.add_column(title, justify="right")
+    for r in records:
+        table.add_row(
+            r.level_key + (f" #{r.repeat_index + 1}" if r.repeat_index else ""),
+            f"{r.completed}/[red]{r.failed}[/red]" if r.failed else f"{r.completed}/0",
+            f"{r.output_throughput:,.1f}",
+            f"{r.mean_request_output_throughput:,.1f}",
+            f"{r.median_ttft_ms:,.1f} / {r.p99_ttft_ms:,.1f}",
+            f"{r.median_tpot_ms:,.2f} / {r.p99_tpot_ms:,.2f}",
+            f"{r.p99_itl_ms:,.2f}",
+            f"{r.median_e2e_latency_ms:,.0f}",
+            f"{r.accept_length:.2f}" if r.accept_length is not None else "-",
+            f"{r.concurrency:.1f}",
+        )
+    return table
+
+
+async def run_bench(
+    base_url: str,
+    config: SweepConfig,
+    *,
+    label: str,
+    target: str,
+    client_location: ClientLocation = "direct",
+    workspace: Workspace | None = None,
+    on_event: Any = None,
+    gpu_sampler: GpuSampler | None = None,
+    unit_hash: str | None = None,
+    api_key: str | None = None,
+) -> list[BenchRecord]:
+    """Run the sweep and append its records to the workspace's logs/ (when a workspace is given)."""
+    started = datetime.now(UTC)
+    run_id = f"{label}@{started:%Y%m%dT%H%M%S.%fZ}"
+    async with BenchClient(base_url, api_key=api_key) as client:
+        sweep = await BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler).run()
+    records = records_from_sweep(
+        sweep,
+        run_id=run_id,
+        label=label,
+        target=target,
+        client_location=client_location,
+        unit_hash=unit_hash,
+        workload=config.workload.describe(),
+    )
+    if workspace is not None:
+        append_records(workspace.logs, records)
+    return records
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        config = config_from_args(args)
+        if args.url:
+            base_url = _check_url(args.url)
+            target = args.target or base_url
+        elif args.target:
+            raise UsageError(
+                f"benchmarking an SSH target needs its port forward, not wired yet: "
+                f"open one (ssh -L 30000:127.0.0.1:30000 {args.target}) and pass --url http://127.0.0.1:30000"
+            )
+        else:
+            raise UsageError("give a TARGET or --url http://HOST:PORT")
+        if args.on_host:
+            raise UsageError("--on-host needs an SSH TARGET; with --url the client already runs where you are")
+    except UsageError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    workspace = Workspace.resolve(args.workspace).ensure()
+    label = args.label or f"{urlparse(base_url).netloc}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    show_progress = not args.json and sys.stderr.isatty()
+    renderer = ProgressRenderer(err) if show_progress else None
+    coro = run_bench(
+        base_url,
+        config,
+        label=label,
+        target=target,
+        workspace=workspace,
+        on_event=renderer,
+        api_key=os.environ.get(API_KEY_ENV) or None,
+    )
+    try:
+        if renderer:
+            with renderer.progress:
+                records = asyncio.run(coro)
+        else:
+            records = asyncio.run(coro)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot reach {base_url}: {exc}")
+        return 1
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+    else:
+        Console().print(summary_table(records))
+        if records:
+            err.print(f"records appended to {workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl")
+    if not records or any(r.stopped for r in records):
+        for r in records:
+            if r.stopped:
+                err.print(f"[red]stopped at {r.level_key}: {r.stopped}[/red]")
+        if not records:
+            err.print("[red]no level completed[/red]")
+        return 1
+    return 0

@@ -1,0 +1,101 @@
+"""`opsconsole compare RUN... [--json]`: the side-by-side table of benchmark runs, baseline first.
+
+Runs are labels (newest run with that label across logs/bench-*.jsonl) or JSONL files. The comparison itself
+is pure (console.bench.comparison); this module only loads and renders it with rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, MetricSpec, ascii_plot, compare_runs
+from console.bench.records import BenchRecord, load_run
+from console.workspace import Workspace
+
+_SERIES_STYLES = ("bold white", "bold cyan", "bold magenta", "bold yellow", "bold green", "bold blue")
+
+
+def _value(cell: Cell, spec: MetricSpec) -> str:
+    if cell.median is None:
+        return "-"
+    digits = 0 if abs(cell.median) >= 100 or spec.key == "failed" else 2
+    text = f"{cell.median:,.{digits}f}"
+    if cell.repeats >= 2 and cell.low is not None and cell.high is not None and cell.median:
+        text += f" ±{(cell.high - cell.low) / 2 / abs(cell.median) * 100:.1f}%"
+    return text
+
+
+def _delta(cell: Cell) -> Text:
+    if cell.delta_pct is None:
+        return Text("")
+    arrow = {"better": "▲", "worse": "▼"}.get(cell.verdict, "=")
+    body = f" {cell.delta_pct:+.1f}% {arrow}"
+    if cell.within_noise:
+        return Text(body + " noise", style="yellow")
+    style = {"better": "green", "worse": "red"}.get(cell.verdict, "dim")
+    return Text(body, style=style)
+
+
+def render(comparison: Comparison) -> Group:
+    table = Table(title=f"baseline: {comparison.baseline}", header_style="bold", show_lines=False)
+    table.add_column("level / metric")
+    for n, label in enumerate(comparison.labels):
+        table.add_column(label, justify="right", style=None if n else "bold")
+    for i, level in enumerate(comparison.levels):
+        if i:
+            table.add_section()
+        by_label = {r.label: r for r in level.runs}
+        header = [Text(level.level, style="bold")]
+        for label in comparison.labels:
+            run = by_label.get(label)
+            if run is None:
+                header.append(Text("(not run)", style="dim"))
+            elif run.stopped or run.failed_requests:
+                header.append(Text(f"{run.failed_requests} failed", style="red"))
+            else:
+                header.append(Text(""))
+        table.add_row(*header)
+        for spec in COMPARED_METRICS:
+            if all((r.cells[spec.key].median is None) for r in level.runs):
+                continue
+            row: list[Text | str] = [f"  {spec.title}" + (f" ({spec.unit})" if spec.unit else "")]
+            for label in comparison.labels:
+                run = by_label.get(label)
+                if run is None:
+                    row.append("")
+                    continue
+                cell = run.cells[spec.key]
+                row.append(Text(_value(cell, spec)) + _delta(cell))
+            table.add_row(*row)
+    plot_lines = ascii_plot(comparison.series("output_throughput"))
+    plot = Text("output tokens/s by level\n", style="bold")
+    for line in plot_lines:
+        plot.append(line + "\n")
+    notes = Text("".join(f"note: {n}\n" for n in comparison.notes), style="yellow")
+    legend = Text("▲ better / ▼ worse than the baseline; 'noise': inside the run-to-run spread\n", style="dim")
+    return Group(table, legend, plot, notes)
+
+
+def load_runs(refs: list[str], workspace: Workspace) -> list[list[BenchRecord]]:
+    return [load_run(ref, workspace.logs) for ref in refs]
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    workspace = Workspace.resolve(args.workspace)
+    try:
+        runs = load_runs(args.runs, workspace)
+    except (LookupError, ValueError, OSError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 1
+    comparison = compare_runs(runs)
+    if args.json:
+        print(json.dumps(comparison.as_dict(), indent=2))
+    else:
+        Console().print(render(comparison))
+    return 0
