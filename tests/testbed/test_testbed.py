@@ -18,6 +18,8 @@ from tests.testbed import cache, recipe, resources
 from tests.testbed.host import TRIVIAL_EXEC_START, GpuHost
 from tests.testbed.system import poll_until
 
+pytestmark = pytest.mark.testbed
+
 TRIVIAL_UNIT = recipe.sglang_unit(TRIVIAL_EXEC_START, description="trivial")
 
 
