@@ -1,0 +1,207 @@
+"""`opsconsole check-args`: validate SGLang launch flags the way a given SGLang version would.
+
+    opsconsole check-args [--sglang-version V] [--env KEY=VALUE]... [--json] -- FLAG...
+    opsconsole check-args [--sglang-version V] --unit FILE [--json]
+
+Exit 0 when the server would start, 1 when it would refuse (or the unit is not an SGLang unit), 2 on
+usage errors (unsupported version, malformed --env, no flags). This path must start fast: it imports
+only the pure console.sglang modules (no textual, asyncssh, httpx, pydantic or rich;
+benchmarks/cli_startup.py measures it). Secrets (API keys, tokens, passwords) never reach the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from console.sglang.flags import UnsupportedVersionError, resolve_version
+from console.sglang.rules import CheckReport, Finding, check_launch
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# api_key, admin_api_key, HF_TOKEN, --hf-token, *_PASSWORD, *_SECRET — but not speculative_num_draft_tokens.
+_SECRET_NAME = re.compile(r"(api[-_]?key|(^|[-_])token$|password|passwd|secret)", re.IGNORECASE)
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+REDACTED = "***"
+# Shown in the human report even when not set explicitly: what speculative tuning is about.
+_KEY_DESTS = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "max_running_requests",
+    "disable_overlap_schedule",
+    "attention_backend",
+    "page_size",
+    "tp_size",
+)
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message says what to type instead."""
+
+
+def parse_env(pairs: Iterable[str]) -> dict[str, str]:
+    """`["K=V", ...]` -> dict; raises UsageError naming the bad item."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not _ENV_KEY.match(key):
+            raise UsageError(f"--env expects KEY=VALUE (for example --env SGLANG_ENABLE_SPEC_V2=1), got {pair!r}")
+        env[key] = value
+    return env
+
+
+def secrets_in(argv: Iterable[str], env: Mapping[str, str]) -> set[str]:
+    """Values that must never be printed: those of secret-looking flags and environment variables."""
+    secrets = {v for k, v in env.items() if _SECRET_NAME.search(k) and v}
+    words = list(argv)
+    for i, word in enumerate(words):
+        name, sep, inline = word.partition("=")
+        if not name.startswith("-") or not _SECRET_NAME.search(name.lstrip("-")):
+            continue
+        if sep and inline:
+            secrets.add(inline)
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            secrets.add(words[i + 1])
+    return secrets
+
+
+def redact(value: Any, secrets: set[str]) -> Any:
+    """Replace every secret (and every secret-named field's value) in strings, lists and dicts."""
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if _SECRET_NAME.search(str(k)) and v not in (None, "") else redact(v, secrets))
+            for k, v in value.items()
+        }
+    return value
+
+
+def _load_unit(path: str, extra_env: dict[str, str]) -> tuple[list[str], dict[str, str], str | None, list[Finding]]:
+    from console.sglang.unit import UnitError, UnitFile
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read the unit file {path}: {exc.strerror or exc}") from exc
+    try:
+        unit = UnitFile.parse(text)
+        launch = unit.launch
+    except UnitError as exc:
+        raise _UnitProblem(f"{path}: {exc}") from exc
+    env = {**unit.environment(), **extra_env}
+    notes = [
+        Finding(
+            "environment-file-not-read",
+            f"EnvironmentFile={f} lives on the host and was not read; pass its variables with --env KEY=VALUE.",
+            (),
+        )
+        for f in unit.environment_files()
+    ]
+    sim_version = None
+    sim = list(launch.sim_flags)
+    for i, word in enumerate(sim):
+        if word == "--sim-sglang-version" and i + 1 < len(sim):
+            sim_version = sim[i + 1]
+        elif word.startswith("--sim-sglang-version="):
+            sim_version = word.partition("=")[2]
+    return list(launch.flags), env, sim_version, notes
+
+
+class _UnitProblem(Exception):
+    pass
+
+
+def run(args: argparse.Namespace, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        report, secrets = _check(args)
+    except UsageError as exc:
+        print(f"opsconsole check-args: {exc}", file=err)
+        return EXIT_USAGE
+    except _UnitProblem as exc:
+        print(f"opsconsole check-args: {exc}", file=err)
+        return EXIT_FAILED
+    if args.json:
+        out.write(json.dumps(redact(report.to_json(), secrets)) + "\n")
+    else:
+        out.write(redact(render_report(report), secrets))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _check(args: argparse.Namespace) -> tuple[CheckReport, set[str]]:
+    env = parse_env(args.env or [])
+    flags = list(args.flags or [])
+    if flags and flags[0] == "--":
+        flags = flags[1:]
+    notes: list[Finding] = []
+    version = args.sglang_version
+    if args.unit:
+        if flags:
+            raise UsageError("give either --unit FILE or flags after --, not both")
+        flags, env, sim_version, notes = _load_unit(args.unit, env)
+        version = version or sim_version
+    elif not flags:
+        raise UsageError(
+            "no flags to check: put SGLang's launch flags after --, for example "
+            "`opsconsole check-args -- --model-path M --speculative-algorithm EAGLE`, or use --unit FILE"
+        )
+    try:
+        resolve_version(version)
+    except UnsupportedVersionError as exc:
+        raise UsageError(f"--sglang-version: {exc}") from exc
+    report = check_launch(flags, env, version)
+    report.warnings.extend(notes)
+    return report, secrets_in(flags, env)
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def render_report(report: CheckReport) -> str:
+    """The human-readable report: verdict, errors, silent adjustments, warnings, key resolved values."""
+    lines: list[str] = []
+    if report.ok:
+        lines.append(f"SGLang {report.sglang_version} would start with these flags.")
+    else:
+        count = len(report.errors)
+        lines.append(f"SGLang {report.sglang_version} would refuse to start: {count} error{'s' * (count != 1)}.")
+    for title, findings in (("error", report.errors), ("warning", report.warnings)):
+        for finding in findings:
+            flags = f" [{', '.join(finding.flags)}]" if finding.flags else ""
+            lines.append(f"\n{title.upper()} {finding.code}{flags}")
+            lines.append(f"  {finding.message}")
+            if finding.sglang_log:
+                lines.append(f"  SGLang says: {finding.sglang_log}")
+    if report.adjustments:
+        lines.append("\nSilent adjustments (SGLang changes these without failing):")
+        for adj in report.adjustments:
+            lines.append(f"  {adj.flag}: {_show(adj.from_value)} -> {_show(adj.to_value)}  ({adj.reason})")
+    shown = [d for d in _KEY_DESTS if d in report.resolved]
+    shown += sorted(d for d in report.explicit if d not in shown)
+    lines.append("\nResolved:")
+    for dest in shown:
+        lines.append(f"  {dest} = {_show(report.resolved.get(dest))}")
+    if report.spec_v2 is not None:
+        lines.append(
+            f"  spec v2 worker: {'yes' if report.spec_v2 else 'no'}; "
+            f"overlap scheduler: {'on' if report.overlap_schedule else 'off'}"
+        )
+    lines.append("(--json prints every resolved value)")
+    return "\n".join(lines) + "\n"
