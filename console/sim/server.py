@@ -28,7 +28,23 @@ from console.sim import shapes
 from console.sim.metrics import SimMetrics
 from console.sim.tokenizer import SimTokenizer, chat_prompt_text, output_token_ids
 
-GIB = 1024**3
+SECRET_DESTS = ("api_key", "admin_api_key")
+
+
+def redact(argv: list[str]) -> list[str]:
+    """argv with the values of --api-key/--admin-api-key replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for token in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif token.startswith(("--api-key=", "--admin-api-key=")):
+            out.append(token.split("=", 1)[0] + "=***")
+        else:
+            out.append(token)
+            hide_next = token in ("--api-key", "--admin-api-key")
+    return out
 
 
 @dataclass
@@ -425,14 +441,16 @@ class Api:
         info = shapes.server_info(
             version=self.cfg.version,
             resolved=self.cfg.resolved,
-            launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *self.cfg.argv]),
+            launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *redact(self.cfg.argv)]),
             max_total_num_tokens=s.max_total_num_tokens,
             context_length=self.cfg.profile.context_length,
             internal_state=self.internal_state(),
             startup_time=s.startup_time,
         )
-        info.pop("api_key", None)  # never hand the key out
-        info["internal_states"][0].pop("api_key", None)
+        for d in (info, info["internal_states"][0]):  # never hand a key out
+            for key in SECRET_DESTS:
+                if d.get(key):
+                    d[key] = "***"
         return web.json_response(info, dumps=lambda o: json.dumps(o, default=str))
 
     async def model_info(self, request: web.Request) -> web.Response:

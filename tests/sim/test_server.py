@@ -1,0 +1,308 @@
+"""The stand-in as a real process on a real socket: startup, SGLang's HTTP API, refusals, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.simproc import SimProcess, http_status, running_sim, start_sim
+
+SPEC = [
+    "--speculative-algorithm",
+    "EAGLE",
+    "--speculative-num-steps",
+    "2",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "3",
+]
+FAST = ["--sim-profile", "tiny-test", "--sim-time-scale", "0.05"]
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimProcess]:
+    args = [*FAST, *SPEC, "--enable-metrics", "--decode-log-interval", "5", "--sim-sglang-version", "0.5.9"]
+    with running_sim(args) as s:
+        yield s
+
+
+def sse_events(response: httpx.Response) -> list[Any]:
+    events: list[Any] = []
+    for line in response.iter_lines():
+        if not line:
+            continue
+        assert line.startswith("data: "), line
+        data = line[len("data: ") :]
+        events.append("[DONE]" if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def test_startup_log_lines_come_in_sglangs_order(sim: SimProcess) -> None:
+    markers = [
+        "Load weight begin. avail mem=",
+        "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=",
+        "KV Cache is allocated. #tokens: ",
+        "Capture cuda graph begin. This can take up to several minutes. avail mem=",
+        "Capture cuda graph end. Time elapsed: ",
+        "Capture draft cuda graph begin.",
+        "Capture draft cuda graph end.",
+        "Capture draft extend cuda graph begin.",
+        "Capture draft extend cuda graph end.",
+        "Uvicorn running on http://127.0.0.1:",
+        "The server is fired up and ready to roll!",
+    ]
+    out = sim.output()
+    positions = [out.find(m) for m in markers]
+    assert all(p >= 0 for p in positions), [m for m, p in zip(markers, positions, strict=True) if p < 0]
+    assert positions == sorted(positions)
+    assert "Max running requests is reset to 48 for speculative decoding." in out
+    assert out.splitlines()[1].startswith("[20") and " TP0] Load weight begin." in out
+
+
+def test_generate_stream_is_cumulative_with_spec_meta_info(sim: SimProcess) -> None:
+    body = {
+        "text": "ba be bi",
+        "sampling_params": {"max_new_tokens": 40, "ignore_eos": True, "temperature": 0},
+        "stream": True,
+    }
+    with httpx.stream("POST", sim.url + "/generate", json=body, timeout=30) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    texts = [c["text"] for c in chunks]
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:], strict=False))
+    counts = [c["meta_info"]["completion_tokens"] for c in chunks]
+    assert counts[-1] == 40 and counts == sorted(counts)
+    # Speculation: some chunks carry several tokens (1 + accepted drafts per verify round).
+    assert max(b - a for a, b in zip(counts, counts[1:], strict=False)) > 1
+    final = chunks[-1]["meta_info"]
+    assert final["finish_reason"] == {"type": "length", "length": 40}
+    assert final["prompt_tokens"] == 3
+    assert 1 <= final["spec_verify_ct"] < 40
+    assert final["spec_accept_length"] == pytest.approx(40 / final["spec_verify_ct"])
+    assert "spec_accept_token_num" in final and "total_retractions" in final  # 0.5.9 names
+    assert len(final["e2e_latency"].__str__()) > 0
+    assert len(chunks[-1]["output_ids"]) == 40 and len(chunks[-1]["text"].split()) == 40
+
+
+def test_generate_non_stream_and_token_ids(sim: SimProcess) -> None:
+    r = httpx.post(
+        sim.url + "/generate",
+        json={"input_ids": [5, 6, 7, 8], "sampling_params": {"max_new_tokens": 7, "ignore_eos": True}},
+        timeout=30,
+    )
+    assert r.status_code == 200
+    out = r.json()
+    assert out["meta_info"]["prompt_tokens"] == 4 and out["meta_info"]["completion_tokens"] == 7
+    assert len(out["output_ids"]) == 7 and len(out["text"].split()) == 7
+
+
+def test_chat_stream_with_usage(sim: SimProcess) -> None:
+    body = {
+        "model": "x",
+        "messages": [{"role": "user", "content": "ba be bi bo"}],
+        "max_completion_tokens": 25,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with httpx.stream("POST", sim.url + "/v1/chat/completions", json=body, timeout=30) as r:
+        events = sse_events(r)
+    assert events[-1] == "[DONE]"
+    usage = events[-2]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 25
+    assert usage["usage"]["prompt_tokens"] == 5  # "user" + 4 words
+    content = "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-2])
+    assert len(content.split()) == 25
+    assert events[-3]["choices"][0]["finish_reason"] == "length"
+    assert events[0]["object"] == "chat.completion.chunk"
+
+
+def test_completions_non_stream(sim: SimProcess) -> None:
+    r = httpx.post(sim.url + "/v1/completions", json={"prompt": "ba be", "max_tokens": 5, "ignore_eos": True})
+    out = r.json()
+    assert out["object"] == "text_completion" and out["usage"]["completion_tokens"] == 5
+    assert len(out["choices"][0]["text"].split()) == 5
+
+
+def test_info_endpoints_and_version_shapes(sim: SimProcess) -> None:
+    # Enough decode steps for a decode-log window, so the lifetime accept length is aggregated.
+    httpx.post(
+        sim.url + "/generate",
+        json={"text": "ba", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True, "temperature": 0}},
+        timeout=30,
+    )
+    info = httpx.get(sim.url + "/server_info").json()
+    assert info["version"] == "0.5.9"
+    assert info["speculative_num_draft_tokens"] == 3 and info["max_running_requests"] == 48
+    assert info["max_total_num_tokens"] > 0
+    state = info["internal_states"][0]
+    assert state["avg_spec_accept_length"] > 1.0
+    assert set(state["memory_usage"]) >= {"weight", "kvcache", "token_capacity", "graph"}
+    assert state["effective_max_running_requests_per_dp"] == 48
+    assert httpx.get(sim.url + "/get_server_info").json()["version"] == "0.5.9"
+    assert httpx.get(sim.url + "/model_info").json()["architectures"] == ["LlamaForCausalLM"]
+    models = httpx.get(sim.url + "/v1/models").json()
+    assert models["data"][0]["id"] == "sim/test-model" and models["data"][0]["owned_by"] == "sglang"
+    assert httpx.get(sim.url + "/get_load").json()[0]["dp_rank"] == 0  # <= 0.5.14
+    loads = httpx.get(sim.url + "/v1/loads").json()  # >= 0.5.9
+    assert loads["loads"][0]["max_running_requests"] == 48
+    assert "Decode batch, #running-req: " in sim.output() and "accept len: " in sim.output()
+
+
+def test_metrics_have_sglang_names(sim: SimProcess) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(sim.url + "/metrics").text
+    names = {f.name for f in text_string_to_metric_families(text)}
+    for name in (
+        "sglang:spec_accept_length",
+        "sglang:spec_accept_rate",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:gen_throughput",
+        "sglang:token_usage",
+        "sglang:generation_tokens",
+        "sglang:time_to_first_token_seconds",
+    ):
+        assert name in names, name
+
+
+def test_flush_cache_refused_while_busy_then_resets_acceptance(sim: SimProcess) -> None:
+    body = {"text": "ba", "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True}}
+    done = threading.Event()
+
+    def long_request() -> None:
+        httpx.post(sim.url + "/generate", json=body, timeout=60)
+        done.set()
+
+    threading.Thread(target=long_request, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while httpx.get(sim.url + "/get_load").json()[0]["num_reqs"] == 0:
+        assert time.monotonic() < deadline
+    assert httpx.post(sim.url + "/flush_cache").status_code == 400
+    assert done.wait(60)
+    r = httpx.post(sim.url + "/flush_cache")
+    assert r.status_code == 200 and r.text.startswith("Cache flushed.")
+    assert "avg_spec_accept_length" not in httpx.get(sim.url + "/server_info").json()["internal_states"][0]
+
+
+def test_api_key_guards_all_but_health_and_metrics() -> None:
+    with running_sim([*FAST, "--api-key", "s3cret", "--enable-metrics"]) as s:
+        assert http_status(s.url + "/health") == 200
+        assert http_status(s.url + "/metrics") == 200
+        r = httpx.get(s.url + "/server_info")
+        assert r.status_code == 401 and r.json() == {"error": "Unauthorized"}
+        ok = httpx.get(s.url + "/server_info", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200 and "s3cret" not in ok.text
+        assert "/get_load" and http_status(s.url + "/get_load", headers={"Authorization": "Bearer s3cret"}) == 404
+        assert "s3cret" not in s.output()
+
+
+def test_port_refused_then_503_then_200_while_starting() -> None:
+    sim = start_sim(["--sim-profile", "tiny-test", "--sim-time-scale", "1.0"])
+    try:
+        sim.wait_for("Load weight begin")
+        assert http_status(sim.url + "/health") is None  # not listening while weights load
+        seen: list[int | None] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not seen or seen[-1] != 200):
+            status = http_status(sim.url + "/health", timeout=1)
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            time.sleep(0.005)
+        assert seen[-1] == 200
+        assert 503 in seen and seen.index(503) < seen.index(200)
+        assert "Capture cuda graph end" in "".join(sim.lines[: len(sim.lines)])
+    finally:
+        assert sim.stop() == 0
+
+
+def test_sigterm_drains_running_requests_and_exits_zero() -> None:
+    sim = start_sim([*FAST, "--sim-speedup", "0.02"])  # slow decoding: the request outlives the SIGTERM
+    try:
+        sim.wait_healthy()
+        result: dict[str, Any] = {}
+
+        def request() -> None:
+            body = {"text": "ba", "sampling_params": {"max_new_tokens": 20, "ignore_eos": True}}
+            result["r"] = httpx.post(sim.url + "/generate", json=body, timeout=60)
+
+        t = threading.Thread(target=request)
+        t.start()
+        deadline = time.monotonic() + 10
+        while httpx.get(sim.url + "/v1/loads").json()["loads"][0]["num_running_reqs"] == 0:
+            assert time.monotonic() < deadline
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        sim.wait_for("Gracefully exiting")
+        assert http_status(sim.url + "/health") == 503
+        t.join(60)
+        assert result["r"].status_code == 200
+        assert result["r"].json()["meta_info"]["completion_tokens"] == 20
+        assert sim.proc.wait(30) == 0
+    finally:
+        sim.stop()
+
+
+def run_sim_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "console.sim", "--sim-profile", "tiny-test", "--sim-time-scale", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_spec_v2_with_topk_2_fails_like_sglang_0_5_9() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "console.sim",
+            "--sim-sglang-version",
+            "0.5.9",
+            "--model-path",
+            "a/b",
+            "--speculative-algorithm",
+            "EAGLE",
+            "--speculative-num-steps",
+            "2",
+            "--speculative-eagle-topk",
+            "2",
+            "--speculative-num-draft-tokens",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SGLANG_ENABLE_SPEC_V2": "1"},
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.rstrip().splitlines()[-1] == (
+        "ValueError: Spec v2 currently only supports topk = 1 for speculative decoding."
+    )
+
+
+def test_unknown_flag_is_an_argparse_usage_error() -> None:
+    done = run_sim_cli("--model-path", "a/b", "--no-such-flag", "3")
+    assert done.returncode == 2
+    assert "error: unrecognized arguments: --no-such-flag 3" in done.stderr
+
+
+def test_missing_local_draft_model_fails_like_a_missing_model(tmp_path: Any) -> None:
+    done = run_sim_cli("--model-path", "a/b", *SPEC, "--speculative-draft-model-path", str(tmp_path / "nope"))
+    assert done.returncode == 1
+    assert "HFValidationError" in done.stderr.splitlines()[-1] and str(tmp_path / "nope") in done.stderr
