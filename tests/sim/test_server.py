@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -82,11 +83,11 @@ def test_generate_stream_is_cumulative_with_spec_meta_info(sim: SimProcess) -> N
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
     texts = [c["text"] for c in chunks]
-    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:], strict=False))
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts))
     counts = [c["meta_info"]["completion_tokens"] for c in chunks]
     assert counts[-1] == 40 and counts == sorted(counts)
     # Speculation: some chunks carry several tokens (1 + accepted drafts per verify round).
-    assert max(b - a for a, b in zip(counts, counts[1:], strict=False)) > 1
+    assert max(b - a for a, b in itertools.pairwise(counts)) > 1
     final = chunks[-1]["meta_info"]
     assert final["finish_reason"] == {"type": "length", "length": 40}
     assert final["prompt_tokens"] == 3
