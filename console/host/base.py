@@ -125,3 +125,10 @@ class ServiceManager(Protocol):
     def journal(
         self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None
     ) -> AsyncIterator[JournalEntry]: ...
+
+
+class ConnectionDropped(HostError):
+    """The connection to the host died while a command or stream was running on it.
+
+    Whether the command took effect on the host is unknown; streams catch this and resume.
+    """

@@ -1,0 +1,41 @@
+"""The audit log: one JSON line per remote command (time, host, command, exit status, duration).
+
+Commands are redacted before they are written, and stdin (where unit texts travel) is never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from console.host.commands import redact
+
+AUDIT_FILE_NAME = "audit.jsonl"
+
+
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    @classmethod
+    def in_logs(cls, logs_dir: Path) -> AuditLog:
+        return cls(logs_dir / AUDIT_FILE_NAME)
+
+    def record(self, *, host: str, command: str, exit_status: int | None, duration_s: float, note: str = "") -> None:
+        entry = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "host": host,
+            "command": redact(command),
+            "exit_status": exit_status,
+            "duration_s": round(duration_s, 4),
+        }
+        if note:
+            entry["note"] = note
+        line = json.dumps(entry, sort_keys=False) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)

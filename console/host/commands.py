@@ -1,0 +1,70 @@
+"""Turning argv lists into remote shell command lines, and keeping secrets out of what gets logged.
+
+Every value that reaches a remote shell goes through `shell_command`: each argument is checked and
+quoted with shlex.join, so a unit name or flag value can never be interpreted by the remote shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+
+from console.host.base import HostError, SudoPasswordRequired
+
+SUDO_PREFIX = ("sudo", "-n", "--")
+_SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--password", "--token", "--hf-token"})
+_SECRET_ASSIGNMENT = re.compile(r"(?i)(\b[A-Z0-9_]*(?:KEY|TOKEN|PASSWORD|SECRET)[A-Z0-9_]*=)(\S+)")
+_SECRET_FLAG_EQ = re.compile(r"(--(?:admin-)?api-key=|--password=|--token=|--hf-token=)(\S+)")
+REDACTED = "***"
+
+
+def shell_command(argv: Sequence[str], *, sudo: bool = False) -> str:
+    """One command line for a POSIX shell; `sudo -n` (never a password prompt) when root is needed."""
+    if not argv:
+        raise HostError("empty command")
+    for arg in argv:
+        if not isinstance(arg, str):
+            raise HostError(f"command argument {arg!r} is not a string")
+        if "\x00" in arg:
+            raise HostError("command argument contains a NUL byte")
+    return shlex.join([*SUDO_PREFIX, *argv] if sudo else list(argv))
+
+
+def redact(command: str) -> str:
+    """The command with secret values masked: used for the audit log and error messages."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    masked: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            masked.append(REDACTED)
+            hide_next = False
+            continue
+        if word in _SECRET_FLAGS:
+            hide_next = True
+            masked.append(word)
+            continue
+        word = _SECRET_FLAG_EQ.sub(lambda m: m.group(1) + REDACTED, word)
+        word = _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, word)
+        masked.append(word)
+    return shlex.join(masked)
+
+
+def sudo_wants_password(stderr: str) -> bool:
+    text = stderr.lower()
+    return "sudo:" in text and ("password is required" in text or "a terminal is required" in text)
+
+
+def sudo_error(host: str, user: str | None, argv: Sequence[str]) -> SudoPasswordRequired:
+    who = user or "YOUR_USER"
+    program = argv[0] if argv else "systemctl"
+    return SudoPasswordRequired(
+        f"sudo on {host} asked for a password to run `{redact(shlex.join(argv))}`. opsconsole only uses "
+        f"sudo non-interactively (sudo -n). Add a rule on the host with `visudo -f /etc/sudoers.d/opsconsole`, "
+        f"for example:\n  {who} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, /usr/bin/sh, "
+        f"/usr/bin/{program}\nor set sudo = false in the profile if the user can do this without root."
+    )

@@ -1,0 +1,147 @@
+"""The SSH transport against a real OpenSSH sshd on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from console.host.audit import AuditLog
+from console.host.base import SudoPasswordRequired
+from console.host.knownhosts import HostKeyRefused
+from console.host.ssh import ConnectionState, SshTransport
+from console.host.targets import resolve_target
+from tests.host.conftest import ClientSide, Sshd
+
+
+def make_transport(client: ClientSide, **kwargs: object) -> SshTransport:
+    target = resolve_target(client.alias, profiles_dir=client.dir / "profiles", ssh_config=str(client.config))
+    return SshTransport(target, audit=AuditLog(client.dir / "logs" / "audit.jsonl"), **kwargs)  # type: ignore[arg-type]
+
+
+async def test_runs_a_command_with_quoted_arguments(client: ClientSide) -> None:
+    transport = make_transport(client)
+    try:
+        result = await transport.run(["printf", "%s|", "a b", "$HOME", "'q'"])
+        assert result.ok
+        assert result.stdout == "a b|$HOME|'q'|"
+        assert transport.state.phase == "connected"
+        failed = await transport.run(["sh", "-c", "echo oops >&2; exit 3"])
+        assert (failed.exit_status, failed.stderr.strip()) == (3, "oops")
+    finally:
+        await transport.close()
+
+
+async def test_unknown_host_key_is_refused_with_its_fingerprint(client: ClientSide, sshd: Sshd) -> None:
+    client.known_hosts.write_text("")
+    transport = make_transport(client)
+    with pytest.raises(HostKeyRefused) as refused:
+        await transport.run(["true"])
+    fingerprint = (await transport.server_host_key()).get_fingerprint("sha256")
+    assert fingerprint in str(refused.value)
+    assert "opsconsole trust lab" in str(refused.value)
+    assert "not in known_hosts" in str(refused.value)
+    await transport.close()
+
+
+async def test_changed_host_key_is_refused(client: ClientSide, sshd: Sshd, tmp_path: Path) -> None:
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    other = (tmp_path / "other.pub").read_text().strip()
+    client.known_hosts.write_text(f"[127.0.0.1]:{sshd.port} {other}\n")
+    transport = make_transport(client)
+    with pytest.raises(HostKeyRefused, match="CHANGED"):
+        await transport.run(["true"])
+    await transport.close()
+
+
+async def test_more_concurrent_commands_than_max_sessions_all_succeed(client: ClientSide) -> None:
+    transport = make_transport(client)
+    try:
+        results = await asyncio.gather(*(transport.run(["echo", str(i)]) for i in range(40)))
+        assert [r.stdout.strip() for r in results] == [str(i) for i in range(40)]
+    finally:
+        await transport.close()
+
+
+async def test_reconnects_after_the_sshd_is_killed(client: ClientSide, sshd: Sshd) -> None:
+    states: list[ConnectionState] = []
+    transport = make_transport(client, on_state=states.append)
+    try:
+        assert (await transport.run(["echo", "before"])).stdout.strip() == "before"
+        sshd.stop()
+        deadline = asyncio.get_running_loop().time() + 5
+        while transport.state.phase == "connected":  # the drop is noticed without any command
+            assert asyncio.get_running_loop().time() < deadline, "drop not noticed"
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(sshd.start)
+        assert (await transport.run(["echo", "after"])).stdout.strip() == "after"
+        phases = [s.phase for s in states]
+        assert "reconnecting" in phases
+        assert phases[-1] == "connected"
+        assert any(s.phase == "reconnecting" and s.last_error for s in states)
+    finally:
+        await transport.close()
+        if sshd.process is None:
+            sshd.start()
+
+
+async def test_port_forward_reaches_a_server_on_the_host(client: ClientSide) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = make_transport(client)
+    try:
+        local = await transport.forward_port("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", local)
+        writer.write(b"GET / HTTP/1.0\r\n\r\n")
+        body = await reader.read()
+        writer.close()
+        assert body.endswith(b"ok")
+        assert await transport.forward_port("127.0.0.1", port) == local
+    finally:
+        await transport.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_audit_log_records_commands_without_secrets(client: ClientSide) -> None:
+    transport = make_transport(client)
+    try:
+        await transport.run(["echo", "--api-key", "sk-very-secret", "HF_TOKEN=hf_secret"])
+        await transport.run(["sh", "-c", "cat >/dev/null"], input="--api-key sk-in-stdin")
+    finally:
+        await transport.close()
+    text = (client.dir / "logs" / "audit.jsonl").read_text()
+    assert "sk-very-secret" not in text and "hf_secret" not in text and "sk-in-stdin" not in text
+    entries = [json.loads(line) for line in text.splitlines()]
+    assert entries[0]["host"] == "lab"
+    assert entries[0]["exit_status"] == 0
+    assert entries[0]["command"].startswith("echo --api-key '***'") or "***" in entries[0]["command"]
+    assert {"time", "host", "command", "exit_status", "duration_s"} <= entries[0].keys()
+
+
+async def test_sudo_password_prompt_becomes_a_clear_error(client: ClientSide) -> None:
+    transport = make_transport(client)
+    try:
+        with pytest.raises(SudoPasswordRequired, match="NOPASSWD"):
+            await transport.run(["true"], sudo=True)
+    finally:
+        await transport.close()
+
+
+async def test_stream_yields_lines_as_they_come(client: ClientSide) -> None:
+    transport = make_transport(client)
+    try:
+        lines = [line async for line in transport.stream(["sh", "-c", "for i in 1 2 3; do echo $i; done"])]
+        assert lines == ["1", "2", "3"]
+    finally:
+        await transport.close()
