@@ -290,7 +290,10 @@ class BenchEngine:
 
     async def _send(self, workload: WorkloadSpec, req: PreparedRequest) -> RequestResult:
         timeout = min(self.config.request_timeout, max(0.001, self._sweep_deadline - time.perf_counter()))
-        return await self.client.stream(workload.api, req.body, req.prompt_len, timeout)
+        result = await self.client.stream(workload.api, req.body, req.prompt_len, timeout)
+        if not result.success and time.perf_counter() >= self._sweep_deadline:
+            result.error = f"cut by the hard time cap of {self.config.time_cap:g} s"
+        return result
 
     async def _drive(
         self,
@@ -334,6 +337,8 @@ class BenchEngine:
             completed = len(results) - state.failed
             self._emit(RequestDone(level, result, completed, state.failed))
             finished = len(results)
+            if not stop_reason and time.perf_counter() >= self._sweep_deadline:
+                stop_reason.append(f"hard time cap of {cfg.time_cap:g} s reached")
             if state.failed and not stop_reason:
                 rate = state.failed / finished
                 if rate > cfg.max_error_rate and (finished >= ERROR_RATE_MIN_SAMPLE or rate == 1.0):

@@ -1,0 +1,85 @@
+"""Guard rails and load modes against the real known-schedule server: failures counted (never dropped),
+error-rate stop, per-request timeout, hard time cap, duration mode, open-loop Poisson rates, progress events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from console.bench.client import BenchClient
+from console.bench.engine import BenchEngine, SweepConfig
+from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, SweepDone, SweepStarted
+from console.bench.workloads import WorkloadSpec
+from tests.bench.conftest import ScheduleServer
+
+SMALL = WorkloadSpec(input_len=8, output_len=8)
+
+
+async def _run(url: str, config: SweepConfig, events: list[BenchEvent] | None = None) -> object:
+    async with BenchClient(url) as client:
+        return await BenchEngine(client, config, on_event=events.append if events is not None else None).run()
+
+
+async def test_failed_requests_are_counted_and_shown(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=1, fail_every=4)
+    events: list[BenchEvent] = []
+    sweep = await _run(server.url, SweepConfig(SMALL, concurrencies=[2], requests=20, warmup=0), events)
+    level = sweep.levels[0]  # type: ignore[attr-defined]
+    assert level.stopped is None
+    assert level.metrics["completed"] + level.metrics["failed"] == 20
+    assert level.metrics["failed"] == 5
+    assert any("HTTP 500" in e for e in level.metrics["errors"])
+    kinds = [type(e) for e in events]
+    assert kinds[0] is SweepStarted and kinds[1] is LevelStarted and kinds[-2] is LevelDone and kinds[-1] is SweepDone
+    assert sum(isinstance(e, RequestDone) for e in events) == 20
+
+
+async def test_error_rate_over_threshold_stops_the_sweep(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=1, fail_every=2)
+    config = SweepConfig(SMALL, concurrencies=[1, 4], requests=40, warmup=0, max_error_rate=0.3)
+    sweep = await _run(server.url, config)
+    assert len(sweep.levels) == 1  # type: ignore[attr-defined]
+    assert "error rate" in sweep.stopped  # type: ignore[attr-defined]
+    assert sweep.levels[0].metrics["failed"] >= 3  # type: ignore[attr-defined]
+
+
+async def test_request_timeout_fails_slow_requests(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=200)
+    config = SweepConfig(WorkloadSpec(input_len=8, output_len=64), concurrencies=[2], requests=4, warmup=0)
+    config.request_timeout = 0.3
+    sweep = await _run(server.url, config)
+    level = sweep.levels[0]  # type: ignore[attr-defined]
+    assert level.metrics["failed"] >= 1 and level.metrics["completed"] == 0
+    assert all("timed out after 0.3 s" in r.error for r in level.results)
+
+
+async def test_hard_time_cap_ends_the_sweep(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=50)
+    config = SweepConfig(
+        WorkloadSpec(input_len=8, output_len=32), concurrencies=[2, 4], duration=30, warmup=0, time_cap=1.0
+    )
+    sweep = await _run(server.url, config)
+    assert "hard time cap" in sweep.stopped  # type: ignore[attr-defined]
+    assert len(sweep.levels) == 1  # type: ignore[attr-defined]
+
+
+async def test_duration_mode_keeps_sending_until_the_deadline(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=2, interval_ms=2)
+    sweep = await _run(server.url, SweepConfig(SMALL, concurrencies=[4], duration=0.6, warmup=1))
+    m = sweep.levels[0].metrics  # type: ignore[attr-defined]
+    # Each request takes ~16 ms: far more than one wave of 4 fits into 0.6 s.
+    assert m["completed"] > 40 and m["failed"] == 0 and m["duration"] >= 0.6
+
+
+async def test_open_loop_poisson_rate(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=2, interval_ms=2)
+    sweep = await _run(server.url, SweepConfig(SMALL, request_rates=[100.0], requests=50, warmup=0))
+    level = sweep.levels[0]  # type: ignore[attr-defined]
+    assert level.level.request_rate == 100.0 and level.metrics["completed"] == 50
+    # 50 arrivals at 100/s take about 0.5 s; seeded, so the same every run.
+    assert 0.2 < level.metrics["duration"] < 1.5
+    assert level.metrics["request_throughput"] > 30
+
+
+async def test_unreachable_server_fails_the_warmup_not_silently() -> None:
+    sweep = await _run("http://127.0.0.1:9", SweepConfig(SMALL, concurrencies=[1], requests=2, warmup=1))
+    assert "every warm-up request failed" in sweep.stopped  # type: ignore[attr-defined]
