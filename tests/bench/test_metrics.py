@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -125,7 +124,8 @@ def test_chat_parser_uses_continuous_usage_for_per_token_itl() -> None:
     parser.feed(chunk("", 0), 0.05)  # role-only chunk: not a token
     parser.feed(chunk("a b", 2), 0.1)
     parser.feed(chunk("c d e", 5, "length"), 0.4)
-    parser.feed(b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 5}}\n\ndata: [DONE]\n\n', 0.5)
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 5}}\n\n'
+    parser.feed(usage + b"data: [DONE]\n\n", 0.5)
     r = parser.finish()
     assert r.success and r.output_len == 5 and r.prompt_len == 5 and r.ttft == 0.1 and r.latency == 0.5
     assert [round(x, 9) for x in r.itl] == [0.1, 0.1, 0.1]
