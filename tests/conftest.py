@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.testbed import cache, recipe, resources
-from tests.testbed.host import TRIVIAL_EXEC_START, GpuHost
+from tests.testbed import cache, resources
+from tests.testbed.host import GpuHost
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +35,9 @@ def testbed_ready() -> None:
     cache.ensure_site()
 
 
-def _service_unit() -> str | None:
-    """The simulator's unit; a trivial HTTP server while the simulator has no CLI yet (TEMPORARY)."""
-    if (cache.REPO_ROOT / "console/sim/__main__.py").exists():
-        return None
-    return recipe.sglang_unit(TRIVIAL_EXEC_START, description="trivial stand-in until console.sim has a CLI")
-
-
 @pytest.fixture(scope="session")
 def gpu_host(testbed_ready: None) -> Iterator[GpuHost]:
-    host = GpuHost.boot("gpu1", unit_text=_service_unit())
+    host = GpuHost.boot("gpu1")
     try:
         yield host
     finally:
@@ -67,7 +60,7 @@ def pristine_gpu_host(gpu_host: GpuHost) -> Iterator[GpuHost]:
 
 @pytest.fixture(scope="session")
 def _unknown_gpu_host_session(testbed_ready: None) -> Iterator[GpuHost]:
-    host = GpuHost.boot("gpu2", trusted=False, unit_text=_service_unit())
+    host = GpuHost.boot("gpu2", trusted=False)
     try:
         yield host
     finally:
