@@ -698,8 +698,8 @@ def rule_rejection_sampling(launch: _Launch) -> None:
 
 def rule_ngram(launch: _Launch) -> None:
     """NGRAM: DP attention raises ValueError; max running requests 48; mixed chunk off; topk :=
-    `--speculative-ngram-max-bfs-breadth`; draft tokens default = max match window (12) in 0.5.6–0.5.12, 12 from
-    0.5.14 (with steps := draft // topk); the overlap scheduler forced off up to 0.5.12; topk > 1 with
+    `--speculative-ngram-max-bfs-breadth`; draft tokens default = max match window (12) in 0.5.6–0.5.9, 12 with a
+    warning from 0.5.12 (0.5.14+: steps := draft // topk); the overlap scheduler forced off up to 0.5.12; topk > 1 with
     page_size > 1 needs flashinfer up to 0.5.12. [0.5.6 server_args.py:1828-1867], [0.5.14 speculative_hook.py:408-440],
     [0.5.23 :1285-1371]"""
     rule_max_running_requests(launch)
@@ -720,7 +720,7 @@ def rule_ngram(launch: _Launch) -> None:
     breadth = launch.get("speculative_ngram_max_bfs_breadth")
     launch.adjust("speculative_eagle_topk", breadth, "NGRAM sets topk to --speculative-ngram-max-bfs-breadth")
     if launch.get("speculative_num_draft_tokens") is None:
-        if legacy:
+        if not launch.at_least("0.5.12"):
             window = launch.get("speculative_ngram_max_match_window_size")
             launch.adjust("speculative_num_draft_tokens", window, "NGRAM default: the max match window size")
         else:
