@@ -29,10 +29,12 @@ from console.core.phases import PhaseEvent, PhaseTracker
 from console.core.rollout import (
     ApplyState,
     EditError,
+    EditRequest,
     FlagKind,
     Plan,
     Rollout,
     Verification,
+    VersionSource,
     adjustment_from,
     build_plan,
     choose_version,
@@ -527,7 +529,7 @@ def render_plan(plan: Plan, out: TextIO) -> None:
         print(f"warning [{warning.code}]: {warning.message}", file=out)
     for adjustment in report.adjustments:
         print(
-            f"adjusted by SGLang: {adjustment.flag} {adjustment_from(adjustment)!r} -> {adjustment.to!r} "
+            f"adjusted by SGLang: {adjustment.flag} {adjustment_from(adjustment)!r} -> {adjustment.to_value!r} "
             f"({adjustment.reason})",
             file=out,
         )
@@ -596,8 +598,7 @@ async def _apply(
     args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO, open_host: OpenHost
 ) -> int:
     from console.sglang.flags import NEWEST_VERSION, UnsupportedVersionError, flag_table
-    from console.sglang.rules import check_launch
-    from console.sglang.unit import UnitFile
+    from console.sglang.unit import UnitError
     from console.workspace import Workspace
 
     human = stderr if args.json else stdout
@@ -625,15 +626,11 @@ async def _apply(
         except EditError as exc:
             raise _Usage(str(exc)) from exc
         unit_text = await host.service.read_unit()
-        plan = build_plan(
-            unit_text,
-            edits,
-            unit_name=host.service.unit,
-            version=version,
-            version_source=source,
-            parse_unit=UnitFile.parse,
-            check=lambda argv, env, v: check_launch(argv, env, v),
-        )
+        try:
+            plan = _plan(unit_text, edits, host.service.unit, version, source)
+        except UnitError as exc:
+            print(f"opsconsole apply: {host.label}: {exc}; the unit was not touched", file=stderr)
+            return EXIT_FAILED
         if not args.json:
             render_plan(plan, human)
         progress = None if args.json else HumanProgress(human)
@@ -654,6 +651,21 @@ async def _apply(
         return EXIT_FAILED
     finally:
         await host.close()
+
+
+def _plan(unit_text: str, edits: EditRequest, unit_name: str, version: str, source: VersionSource) -> Plan:
+    from console.sglang.rules import check_launch
+    from console.sglang.unit import UnitFile
+
+    return build_plan(
+        unit_text,
+        edits,
+        unit_name=unit_name,
+        version=version,
+        version_source=source,
+        parse_unit=lambda text: UnitFile.parse(text, version),
+        check=lambda argv, env, v: check_launch(argv, env, v),
+    )
 
 
 def _is_tty(stream: TextIO) -> bool:
