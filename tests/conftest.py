@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -22,12 +23,18 @@ from tests.testbed.host import GpuHost
 
 log = logging.getLogger(__name__)
 
+TESTBED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen", "chroot")
+TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
 
 @pytest.fixture(scope="session")
 def testbed_ready() -> None:
     """Root, the tools, the cached tree; and no leftovers of a crashed run. Fails (never skips) without them."""
     if os.geteuid() != 0:
         pytest.fail("the GPU-host testbed needs root (network namespaces, systemd-nspawn); run the tests as root")
+    missing = [tool for tool in TESTBED_TOOLS if shutil.which(tool, path=TOOL_PATH) is None]
+    if missing:
+        pytest.fail(f"the GPU-host testbed needs {', '.join(missing)}: run `make system-deps` (scripts/system-deps.sh)")
     removed = resources.cleanup_leftovers()
     if removed:
         log.warning("removed testbed leftovers of an earlier run: %s", ", ".join(removed))
