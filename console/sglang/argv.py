@@ -64,11 +64,13 @@ class _Option:
 
 
 def _classify(token: str, table: FlagTable) -> _Option | ArgvProblem | None:
-    """argparse `_parse_optional`: None for a value token, an _Option, or the ambiguity error."""
-    if not is_option_like(token):
+    """argparse `_parse_optional`, step by step: None for a value token, an _Option, or the ambiguity error."""
+    if not token or token[0] != "-":
         return None
     if token in table.by_option:
         return _Option(table.by_option[token], token, None)
+    if len(token) == 1:
+        return None
     if "=" in token:
         head, _, tail = token.partition("=")
         if head in table.by_option:
@@ -82,7 +84,14 @@ def _classify(token: str, table: FlagTable) -> _Option | ArgvProblem | None:
             )
         if len(matches) == 1:
             return _Option(table.by_option[matches[0]], matches[0], tail if sep else None)
+    if _NEGATIVE_NUMBER.match(token) or " " in token:
+        return None
     return _Option(None, token, None)
+
+
+def is_option_token(token: str, table: FlagTable) -> bool:
+    """Would SGLang's parser read `token` as an option (known, unknown or ambiguous) rather than a value?"""
+    return _classify(token, table) is not None
 
 
 def _action_name(spec: FlagSpec) -> str:
@@ -139,6 +148,8 @@ def parse_argv(argv: Sequence[str], table: FlagTable) -> ParsedArgs:
     i = 0
     while i < len(argv):
         token, kind = argv[i], classified[i]
+        if token == "--":
+            kind = None
         i += 1
         if isinstance(kind, ArgvProblem):
             # Already reported; its values belong to it, not to "unrecognized arguments".

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from console.sglang.argv import is_option_like
+from console.sglang.argv import is_option_token
 from console.sglang.flags import FlagSpec, FlagTable, flag_table
 
 FlagValue = str | list[str] | bool
@@ -355,11 +355,11 @@ class UnitFile:
         while i < len(tokens):
             token = tokens[i]
             i += 1
-            if not is_option_like(token.value):
+            if not is_option_token(token.value, self._table):
                 continue  # a stray word; stays where it is, owned by nobody
             spec = None if token.value.startswith(_SIM_PREFIX) else self._table.lookup(token.value.partition("=")[0])
             start = i
-            while i < len(tokens) and not is_option_like(tokens[i].value):
+            while i < len(tokens) and not is_option_token(tokens[i].value, self._table):
                 i += 1
             following = tokens[start:i]
             if "=" in token.value or (spec is not None and spec.is_boolean):

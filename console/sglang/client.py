@@ -1,0 +1,266 @@
+"""The SGLang HTTP API, as an operator console polls it (httpx).
+
+Version first (`/server_info` `version`, falling back to the deprecated `/get_server_info`), then the
+endpoints that version has: `/v1/loads` (0.5.9+) or `/get_load` (up to 0.5.14), `/model_info` or
+`/get_model_info`. `/metrics` is parsed with prometheus_client's parser. The API key, when configured,
+goes in `Authorization: Bearer`; it is never logged or included in an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+HEALTH_POLL_INTERVAL_S = 0.1  # readiness noticed within 0.5 s of /health turning 200, even with a slow RTT
+
+
+class SglangError(Exception):
+    """The SGLang API could not be reached or answered something unusable."""
+
+
+def parse_version(text: str | None) -> tuple[int, ...]:
+    """'0.5.9' / '0.5.23.post1' / 'v0.5.6rc2' -> (0, 5, 9) ...; unknown -> ()."""
+    if not text:
+        return ()
+    parts: list[int] = []
+    for piece in text.lstrip("v").split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if digits != piece:
+            break
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Which routes a given SGLang version serves."""
+
+    server_info: str = "/server_info"
+    model_info: str = "/model_info"
+    load: str = "/v1/loads"
+
+    @classmethod
+    def for_version(cls, version: str | None) -> Endpoints:
+        v = parse_version(version)
+        if v and v < (0, 5, 9):
+            return cls(load="/get_load")
+        return cls()
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {sample name: value}, summing samples across label sets except histogram buckets.
+
+    Gauges such as sglang:num_running_reqs are reported per TP/DP rank; the sum is the host's total.
+    Histogram and summary detail (_bucket/_sum/_count) is kept by name too, which is enough for a status line.
+    """
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                continue
+            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+    return values
+
+
+def _first_state(server_info: dict[str, Any]) -> dict[str, Any]:
+    states = server_info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        return states[0]
+    return {}
+
+
+SPECULATIVE_KEYS = (
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "disable_overlap_schedule",
+)
+
+
+def summarize(
+    server_info: dict[str, Any] | None,
+    model_info: dict[str, Any] | None = None,
+    load: Any = None,
+    metrics: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The fields `status` shows, under SGLang's own names, from whatever endpoints answered. Pure."""
+    info = dict(server_info or {})
+    if isinstance(info.get("decode"), list) and info["decode"]:  # PD router wraps per role
+        info = dict(info["decode"][0])
+    state = _first_state(info)
+    out: dict[str, Any] = {"version": info.get("version")}
+    model = model_info or {}
+    out["model_path"] = model.get("model_path") or info.get("model_path")
+    out["served_model_name"] = model.get("served_model_name") or info.get("served_model_name")
+    for key in SPECULATIVE_KEYS:
+        out[key] = state.get(key, info.get(key))
+    out["max_running_requests"] = info.get("max_running_requests")
+    out["effective_max_running_requests_per_dp"] = state.get("effective_max_running_requests_per_dp")
+    out["max_total_num_tokens"] = info.get("max_total_num_tokens")
+    out["avg_spec_accept_length"] = state.get("avg_spec_accept_length")
+    out["last_gen_throughput"] = state.get("last_gen_throughput")
+    running, queued, throughput = _load_figures(load)
+    m = metrics or {}
+    out["num_running_reqs"] = running if running is not None else _metric(m, "sglang:num_running_reqs")
+    out["num_queue_reqs"] = queued if queued is not None else _metric(m, "sglang:num_queue_reqs")
+    out["gen_throughput"] = throughput if throughput is not None else _metric(m, "sglang:gen_throughput")
+    out["spec_accept_length"] = _metric(m, "sglang:spec_accept_length")
+    out["spec_accept_rate"] = _metric(m, "sglang:spec_accept_rate")
+    out["token_usage"] = _metric(m, "sglang:token_usage")
+    return out
+
+
+def _metric(metrics: dict[str, float], name: str) -> float | None:
+    return metrics.get(name)
+
+
+def _load_figures(load: Any) -> tuple[int | None, int | None, float | None]:
+    """Running, queued, gen throughput summed over DP ranks, from /v1/loads or /get_load."""
+    ranks: list[dict[str, Any]] = []
+    if isinstance(load, dict) and isinstance(load.get("loads"), list):
+        ranks = [r for r in load["loads"] if isinstance(r, dict)]
+    elif isinstance(load, list):
+        ranks = [r for r in load if isinstance(r, dict)]
+    if not ranks:
+        return None, None, None
+
+    def total(*keys: str) -> float | None:
+        found = [float(r[k]) for r in ranks for k in keys[:1] if isinstance(r.get(k), int | float)]
+        if not found:
+            found = [float(r[k]) for r in ranks for k in keys[1:] if isinstance(r.get(k), int | float)]
+        return sum(found) if found else None
+
+    running = total("num_running_reqs", "num_reqs")
+    queued = total("num_waiting_reqs")
+    throughput = total("gen_throughput")
+    return (
+        int(running) if running is not None else None,
+        int(queued) if queued is not None else None,
+        throughput,
+    )
+
+
+@dataclass
+class SglangClient:
+    """One SGLang server. `base_url` is usually http://127.0.0.1:LOCAL_PORT through the SSH forward."""
+
+    base_url: str
+    api_key: str | None = None
+    timeout_s: float = 10.0
+    version: str | None = None
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    _http: httpx.AsyncClient | None = None
+
+    def __post_init__(self) -> None:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self.timeout_s)
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        assert self._http is not None
+        return self._http
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> SglangClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _get_json(self, path: str) -> Any:
+        try:
+            response = await self.http.get(path)
+        except httpx.HTTPError as exc:
+            raise SglangError(f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from None
+        if response.status_code == 401:
+            raise SglangError(f"{path}: 401 Unauthorized; set the API key (api_key_env in the profile)")
+        if response.status_code != 200:
+            raise SglangError(f"{path}: HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise SglangError(f"{path}: the answer is not JSON") from None
+
+    async def detect_version(self) -> str | None:
+        """Read the version and choose the endpoints that version has."""
+        try:
+            info = await self._get_json("/server_info")
+            path = "/server_info"
+        except SglangError:
+            info = await self._get_json("/get_server_info")
+            path = "/get_server_info"
+        self.version = info.get("version") if isinstance(info, dict) else None
+        self.endpoints = Endpoints.for_version(self.version)
+        if path == "/get_server_info":
+            self.endpoints = Endpoints(server_info=path, model_info="/get_model_info", load="/get_load")
+        return self.version
+
+    async def healthy(self) -> bool:
+        """GET /health: 200 = ready; 503 (starting) or connection refused (still loading) = not yet."""
+        try:
+            response = await self.http.get("/health")
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def server_info(self) -> dict[str, Any]:
+        data = await self._get_json(self.endpoints.server_info)
+        if not isinstance(data, dict):
+            raise SglangError(f"{self.endpoints.server_info}: expected a JSON object")
+        return data
+
+    async def model_info(self) -> dict[str, Any]:
+        data = await self._get_json(self.endpoints.model_info)
+        return data if isinstance(data, dict) else {}
+
+    async def load(self) -> Any:
+        return await self._get_json(self.endpoints.load)
+
+    async def metrics(self) -> dict[str, float] | None:
+        """/metrics parsed, or None when the server runs without --enable-metrics."""
+        try:
+            response = await self.http.get("/metrics")
+        except httpx.HTTPError as exc:
+            raise SglangError(f"/metrics: {type(exc).__name__}") from None
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise SglangError(f"/metrics: HTTP {response.status_code}")
+        try:
+            return parse_metrics(response.text)
+        except ValueError as exc:
+            raise SglangError(f"/metrics: not Prometheus text ({exc})") from None
+
+    async def flush_cache(self) -> bool:
+        """True when the cache was flushed (the server refuses while requests are running)."""
+        try:
+            response = await self.http.post("/flush_cache")
+        except httpx.HTTPError as exc:
+            raise SglangError(f"/flush_cache: {type(exc).__name__}") from None
+        return response.status_code == 200
+
+    async def wait_until_healthy(self, deadline_s: float, *, interval_s: float = HEALTH_POLL_INTERVAL_S) -> bool:
+        """Poll /health until 200 or the deadline (seconds from now); True when healthy."""
+        end = time.monotonic() + deadline_s
+        while True:
+            started = time.monotonic()
+            if await self.healthy():
+                return True
+            if time.monotonic() >= end:
+                return False
+            await asyncio.sleep(max(0.0, min(interval_s - (time.monotonic() - started), end - time.monotonic())))

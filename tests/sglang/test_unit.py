@@ -1,0 +1,325 @@
+"""The systemd unit model: parse, byte-identical render, minimal edits (examples and properties)."""
+
+import difflib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.sglang.unit import UnitError, UnitFile, quote_word, tokenize
+
+UNIT = """\
+[Unit]
+Description=SGLang (Qwen3.5-122B)
+After=network-online.target
+
+[Service]
+# tuned 2026-11
+User=sglang
+WorkingDirectory=/opt/sglang
+Environment="SGLANG_ENABLE_SPEC_V2=1" CUDA_VISIBLE_DEVICES=0,1,2,3
+Environment=HF_HOME=/data/hf "NCCL_SOCKET_IFNAME=eth0"
+EnvironmentFile=-/etc/sglang.env
+ExecStart=/opt/venv/bin/python -m sglang.launch_server \\
+    --model-path /models/Qwen3.5-122B-A10B-FP8 \\
+    --tp 4 \\
+    --speculative-algo EAGLE \\
+    --speculative-num-st 2 --speculative-eagle-topk=1 \\
+    --cuda-graph-bs-decode 1 2 4 8 \\
+    --enable-metrics \\
+    --served-model-name "qwen 122b"
+Restart=on-failure
+TimeoutStartSec=1800
+TimeoutStopSec=600
+SomethingUnknown=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    """Removed (-) then added (+) lines, each group in file order."""
+    return sorted(
+        [
+            line
+            for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ],
+        key=lambda line: line[0] == "+",
+    )
+
+
+def test_parse_reads_every_part() -> None:
+    unit = UnitFile.parse(UNIT)
+    assert unit.render() == UNIT
+    assert unit.user == "sglang" and unit.working_directory == "/opt/sglang" and unit.restart == "on-failure"
+    assert unit.directive("TimeoutStartSec") == "1800" and unit.directive("TimeoutStopSec") == "600"
+    assert unit.environment_files() == ["-/etc/sglang.env"]
+    assert unit.environment() == {
+        "SGLANG_ENABLE_SPEC_V2": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "HF_HOME": "/data/hf",
+        "NCCL_SOCKET_IFNAME": "eth0",
+    }
+    launch = unit.launch
+    assert launch.launcher == ("/opt/venv/bin/python", "-m", "sglang.launch_server") and launch.kind == "sglang"
+    assert unit.flags() == [
+        "--model-path",
+        "/models/Qwen3.5-122B-A10B-FP8",
+        "--tp",
+        "4",
+        "--speculative-algo",
+        "EAGLE",
+        "--speculative-num-st",
+        "2",
+        "--speculative-eagle-topk=1",
+        "--cuda-graph-bs-decode",
+        "1",
+        "2",
+        "4",
+        "8",
+        "--enable-metrics",
+        "--served-model-name",
+        "qwen 122b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("exec_start", "launcher", "kind"),
+    [
+        ("python -m sglang.launch_server --model-path m", ("python", "-m", "sglang.launch_server"), "sglang"),
+        (
+            "/usr/bin/python3 -m sglang.launch_server --model-path m",
+            ("/usr/bin/python3", "-m", "sglang.launch_server"),
+            "sglang",
+        ),
+        (
+            "python3.11 -u -m sglang.launch_server --model-path m",
+            ("python3.11", "-u", "-m", "sglang.launch_server"),
+            "sglang",
+        ),
+        ("/srv/venv/bin/sglang serve --model-path m", ("/srv/venv/bin/sglang", "serve"), "sglang"),
+        ("-/srv/v/bin/python -m console.sim --model-path m", ("-/srv/v/bin/python", "-m", "console.sim"), "sim"),
+    ],
+)
+def test_launchers(exec_start: str, launcher: tuple[str, ...], kind: str) -> None:
+    unit = UnitFile.parse(f"[Service]\nExecStart={exec_start}\n")
+    assert unit.launch.launcher == launcher and unit.launch.kind == kind
+    assert unit.flags() == ["--model-path", "m"]
+
+
+def test_simulator_options_are_kept_but_are_not_sglang_flags() -> None:
+    text = "[Service]\nExecStart=python -m console.sim --sim-time-scale 0.01 --model-path m --sim-profile p --tp 2\n"
+    unit = UnitFile.parse(text)
+    assert unit.flags() == ["--model-path", "m", "--tp", "2"]
+    assert unit.launch.sim_flags == ("--sim-time-scale", "0.01", "--sim-profile", "p")
+    unit.set_flag("--sim-time-scale", "0.5")
+    unit.set_flag("--tp-size", "4")
+    assert unit.render() == text.replace("0.01", "0.5").replace("--tp 2", "--tp 4")
+
+
+def test_edit_existing_flags_in_place_through_aliases_and_prefixes() -> None:
+    unit = UnitFile.parse(UNIT)
+    unit.set_flag("--speculative-num-steps", "3")  # written as the prefix --speculative-num-st
+    unit.set_flag("--tensor-parallel-size", "8")  # written as --tp
+    unit.set_flag("speculative_eagle_topk", "2")  # by dest; written as --flag=value
+    unit.set_flag("--cuda-graph-bs-decode", ["1", "2"])
+    assert changed_lines(UNIT, unit.render()) == [
+        "-    --tp 4 \\",
+        "-    --speculative-num-st 2 --speculative-eagle-topk=1 \\",
+        "-    --cuda-graph-bs-decode 1 2 4 8 \\",
+        "+    --tp 8 \\",
+        "+    --speculative-num-st 3 --speculative-eagle-topk=2 \\",
+        "+    --cuda-graph-bs-decode 1 2 \\",
+    ]
+
+
+def test_new_flags_are_appended_in_the_same_style() -> None:
+    unit = UnitFile.parse(UNIT)
+    unit.set_flag("--max-running-requests", "64")
+    unit.set_flag("--disable-overlap-schedule", True)
+    assert unit.render() == UNIT.replace(
+        '"qwen 122b"\n', '"qwen 122b" \\\n    --max-running-requests 64 \\\n    --disable-overlap-schedule\n'
+    )
+    one_line = "[Service]\nExecStart=python3 -m sglang.launch_server --model-path m\nRestart=always\n"
+    unit = UnitFile.parse(one_line)
+    unit.set_flag("--served-model-name", "a b%c$d")
+    assert unit.render() == one_line.replace(" m\n", ' m --served-model-name "a b%%c$$d"\n')
+    assert unit.flags()[-1] == "a b%c$d"
+
+
+def test_unset_removes_the_flag_and_its_line() -> None:
+    unit = UnitFile.parse(UNIT)
+    assert unit.unset_flag("--enable-metrics") is True
+    assert unit.unset_flag("--served-model") is True  # prefix of --served-model-name, the last line
+    assert unit.unset_flag("--max-running-requests") is False
+    assert changed_lines(UNIT, unit.render()) == [
+        "-    --cuda-graph-bs-decode 1 2 4 8 \\",
+        "-    --enable-metrics \\",
+        '-    --served-model-name "qwen 122b"',
+        "+    --cuda-graph-bs-decode 1 2 4 8",
+    ]
+    assert UnitFile.parse(unit.render()).flags()[-1] == "8"
+
+
+def test_booleans() -> None:
+    unit = UnitFile.parse("[Service]\nExecStart=python -m sglang.launch_server --model m --no-lora-strict-loading\n")
+    unit.set_flag("--lora-strict-loading", True)
+    assert unit.flags() == ["--model", "m", "--lora-strict-loading"]
+    unit.set_flag("--enable-metrics", True)
+    unit.set_flag("--enable-metrics", True)  # already there: no change
+    assert unit.flags().count("--enable-metrics") == 1
+    unit.set_flag("--enable-metrics", False)
+    assert "--enable-metrics" not in unit.flags()
+    with pytest.raises(UnitError, match="on/off flag"):
+        unit.set_flag("--enable-metrics", "yes")
+    with pytest.raises(UnitError, match="takes a value"):
+        unit.set_flag("--port", True)
+
+
+def test_environment_edits() -> None:
+    unit = UnitFile.parse(UNIT)
+    unit.set_env("SGLANG_ENABLE_SPEC_V2", "0")
+    unit.set_env("NEW_VAR", "a b")
+    unit.unset_env("HF_HOME")
+    assert changed_lines(UNIT, unit.render()) == [
+        '-Environment="SGLANG_ENABLE_SPEC_V2=1" CUDA_VISIBLE_DEVICES=0,1,2,3',
+        '-Environment=HF_HOME=/data/hf "NCCL_SOCKET_IFNAME=eth0"',
+        '+Environment="SGLANG_ENABLE_SPEC_V2=0" CUDA_VISIBLE_DEVICES=0,1,2,3',
+        '+Environment="NCCL_SOCKET_IFNAME=eth0"',
+        '+Environment="NEW_VAR=a b"',
+    ]
+    unit.unset_env("NCCL_SOCKET_IFNAME")
+    assert "Environment=\n" not in unit.render() and "NCCL" not in unit.render()
+    assert unit.environment() == {"SGLANG_ENABLE_SPEC_V2": "0", "CUDA_VISIBLE_DEVICES": "0,1,2,3", "NEW_VAR": "a b"}
+    with pytest.raises(UnitError, match="environment variable name"):
+        unit.set_env("BAD-NAME", "1")
+
+
+def test_first_environment_line_goes_before_exec_start() -> None:
+    text = "[Service]\nUser=x\nExecStart=python -m sglang.launch_server --model m\n"
+    unit = UnitFile.parse(text)
+    unit.set_env("A", "1")
+    assert unit.render() == '[Service]\nUser=x\nEnvironment="A=1"\nExecStart=python -m sglang.launch_server --model m\n'
+
+
+def test_units_that_do_not_start_sglang() -> None:
+    with pytest.raises(UnitError, match="no ExecStart"):
+        UnitFile.parse("[Service]\nUser=x\n").flags()
+    with pytest.raises(UnitError, match="not SGLang"):
+        UnitFile.parse("[Service]\nExecStart=/usr/bin/nginx -g daemon\n").flags()
+    with pytest.raises(UnitError, match="unbalanced"):
+        UnitFile.parse('[Service]\nExecStart=python -m sglang.launch_server --model "m\n').flags()
+
+
+# ---- properties ---------------------------------------------------------------------------------------
+
+WORD = st.text(alphabet=st.sampled_from("ab/.:%$ \"'\\=-_09"), min_size=1, max_size=12)
+ENV_KEYS = st.sampled_from(["A", "HF_HOME", "SGLANG_ENABLE_SPEC_V2", "CUDA_VISIBLE_DEVICES", "X_1"])
+VALUE_FLAGS = ["--model-path", "--served-model-name", "--port", "--tp-size", "--api-key", "--tool-call-parser"]
+BOOL_FLAGS = ["--enable-metrics", "--trust-remote-code", "--skip-server-warmup"]
+OTHER_LINES = st.sampled_from(
+    ["# a comment\n", "\n", "SomethingUnknown=yes\n", "; old style comment\n", "Restart=always\n"]
+)
+
+
+@st.composite
+def units(draw: st.DrawFn) -> tuple[str, list[str], dict[str, str]]:
+    env_lines = draw(st.lists(st.lists(st.tuples(ENV_KEYS, WORD), min_size=1, max_size=3), max_size=3))
+    flags: list[str] = []
+    pieces: list[str] = []
+    for name in draw(st.lists(st.sampled_from(VALUE_FLAGS + BOOL_FLAGS), min_size=1, max_size=5, unique=True)):
+        if name in BOOL_FLAGS:
+            flags.append(name)
+            pieces.append(name)
+        else:
+            value = draw(WORD)
+            flags += [name, value]
+            joiner = "=" if draw(st.booleans()) else " "
+            pieces.append(name + joiner + quote_word(value, exec_escapes=True))
+    separator = " \\\n    " if draw(st.booleans()) else " "
+    lines = ["[Unit]\n", "Description=x\n", "[Service]\n"]
+    env: dict[str, str] = {}
+    for assignments in env_lines:
+        lines.append(
+            "Environment=" + " ".join(quote_word(f"{k}={v}", exec_escapes=False) for k, v in assignments) + "\n"
+        )
+        env.update(assignments)
+    lines += draw(st.lists(OTHER_LINES, max_size=3))
+    lines.append("ExecStart=python3 -m sglang.launch_server" + separator + separator.join(pieces) + "\n")
+    lines += draw(st.lists(OTHER_LINES, max_size=3))
+    return "".join(lines), [f.split("=")[0] if f.startswith("--") else f for f in flags], env
+
+
+def canonical(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for word in argv:
+        if word.startswith("--") and "=" in word:
+            out += word.split("=", 1)
+        else:
+            out.append(word)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(units())
+def test_round_trip_is_byte_identical_and_reads_back_the_values(case: tuple[str, list[str], dict[str, str]]) -> None:
+    text, flags, env = case
+    unit = UnitFile.parse(text)
+    assert unit.render() == text
+    assert canonical(unit.flags()) == flags
+    assert unit.environment() == env
+
+
+@settings(max_examples=150, deadline=None)
+@given(units(), st.sampled_from(VALUE_FLAGS), WORD)
+def test_set_flag_changes_only_that_flag(case: tuple[str, list[str], dict[str, str]], name: str, value: str) -> None:
+    text, flags, env = case
+    unit = UnitFile.parse(text)
+    unit.set_flag(name, value)
+    after = unit.render()
+    reread = UnitFile.parse(after)
+    expected = list(flags)
+    if name in expected:
+        expected[expected.index(name) + 1] = value
+    else:
+        expected += [name, value]
+    assert canonical(reread.flags()) == expected
+    assert reread.environment() == env
+    outside = [line for line in text.splitlines() if not line.startswith(("ExecStart", "    ", "--"))]
+    assert [line for line in after.splitlines() if not line.startswith(("ExecStart", "    ", "--"))] == outside
+
+
+@settings(max_examples=150, deadline=None)
+@given(units(), ENV_KEYS, WORD)
+def test_set_env_changes_only_that_variable(case: tuple[str, list[str], dict[str, str]], key: str, value: str) -> None:
+    text, flags, env = case
+    unit = UnitFile.parse(text)
+    unit.set_env(key, value)
+    reread = UnitFile.parse(unit.render())
+    assert reread.environment() == {**env, key: value}
+    assert canonical(reread.flags()) == flags
+    kept = [line for line in text.splitlines() if not line.startswith("Environment=")]
+    assert [line for line in unit.render().splitlines() if not line.startswith("Environment=")] == kept
+
+
+@settings(max_examples=100, deadline=None)
+@given(units(), st.sampled_from(VALUE_FLAGS + BOOL_FLAGS))
+def test_unset_then_reparse(case: tuple[str, list[str], dict[str, str]], name: str) -> None:
+    text, flags, _ = case
+    unit = UnitFile.parse(text)
+    was_there = unit.unset_flag(name)
+    assert was_there == (name in flags)
+    expected = list(flags)
+    if name in expected:
+        i = expected.index(name)
+        del expected[i : i + (1 if name in BOOL_FLAGS else 2)]
+    assert canonical(UnitFile.parse(unit.render()).flags()) == expected
+
+
+@given(WORD)
+def test_quote_word_round_trips(word: str) -> None:
+    for exec_escapes in (True, False):
+        tokens = tokenize(quote_word(word, exec_escapes=exec_escapes), exec_escapes=exec_escapes)
+        assert [t.value for t in tokens] == [word]
