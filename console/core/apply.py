@@ -500,11 +500,14 @@ def _profile_sglang_version(profile_path: Any) -> str | None:
 
 async def _server_version(probe: ServerProbe) -> str | None:
     """The running server's version from /server_info, or None when it does not answer (it may be down)."""
+    detect = getattr(probe, "detect_version", None)  # SglangClient: also picks that version's endpoints
     try:
-        info = await asyncio.wait_for(probe.server_info(), timeout=10.0)
+        if detect is not None:
+            version = await asyncio.wait_for(detect(), timeout=10.0)
+        else:
+            version = (await asyncio.wait_for(probe.server_info(), timeout=10.0)).get("version")
     except Exception:
         return None
-    version = info.get("version")
     return str(version) if version else None
 
 
@@ -675,39 +678,12 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
-class HttpProbe:
-    """/health and /server_info over HTTP (through the SSH forward for remote hosts)."""
-
-    def __init__(self, base_url: str, api_key: str | None = None) -> None:
-        import httpx
-
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # /health answers fast or not at all while the server starts; keep each probe short.
-        self._client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=5.0)
-
-    async def healthy(self) -> bool:
-        response = await self._client.get("/health")
-        return response.status_code == 200
-
-    async def server_info(self) -> dict[str, Any]:
-        response = await self._client.get("/server_info")
-        if response.status_code == 404:  # before /server_info existed: the deprecated name
-            response = await self._client.get("/get_server_info")
-        response.raise_for_status()
-        info = response.json()
-        if not isinstance(info, dict):
-            raise HostError(f"/server_info returned {type(info).__name__}, not an object")
-        return info
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
 async def open_host_for(args: argparse.Namespace, workspace: Any) -> HostHandle:
     """TARGET -> the host's service manager and SGLang probe, through the host layer."""
     from console.host.audit import AuditLog
     from console.host.systemd import SystemdService
     from console.host.targets import resolve_target
+    from console.sglang.client import SglangClient
 
     target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
     version = _profile_sglang_version(target.profile_path)
@@ -716,10 +692,10 @@ async def open_host_for(args: argparse.Namespace, workspace: Any) -> HostHandle:
         from console.sim.supervisor import DemoServiceManager
 
         demo = DemoServiceManager.from_target(target)
-        probe = HttpProbe(f"http://127.0.0.1:{target.sglang.port}", api_key)
+        probe = SglangClient(f"http://127.0.0.1:{target.sglang.port}", api_key)
 
         async def close_demo() -> None:
-            await probe.aclose()
+            await probe.close()
 
         return HostHandle(target.label, demo, probe, close_demo, version)
     audit = AuditLog.in_logs(workspace.logs)
@@ -734,10 +710,10 @@ async def open_host_for(args: argparse.Namespace, workspace: Any) -> HostHandle:
 
         transport = SshTransport(target, audit=audit)
         port = await transport.forward_port(target.sglang.host, target.sglang.port)
-    probe = HttpProbe(f"http://127.0.0.1:{port}", api_key)
+    probe = SglangClient(f"http://127.0.0.1:{port}", api_key)
 
     async def close() -> None:
-        await probe.aclose()
+        await probe.close()
         await transport.close()
 
     return HostHandle(target.label, SystemdService(transport, target.unit, sudo=target.sudo), probe, close, version)

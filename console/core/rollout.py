@@ -179,9 +179,12 @@ class Plan:
         """What the restarted server should report, for the values this edit changes or the rules adjust."""
         new, old = self.report.resolved, self.old_report.resolved
         adjusted = {a.flag: a for a in self.report.adjustments}
+        # An adjustment the old unit got too (max running requests := 48 with speculation) is not this edit's.
+        old_adjusted = {a.flag: (adjustment_from(a), a.to_value) for a in self.old_report.adjustments}
+        fresh = {dest for dest, a in adjusted.items() if old_adjusted.get(dest) != (adjustment_from(a), a.to_value)}
         out: dict[str, Expectation] = {}
         for dest in sorted(new):
-            if dest in adjusted or not values_equal(new.get(dest), old.get(dest)):
+            if dest in fresh or not values_equal(new.get(dest), old.get(dest)):
                 adjustment = adjusted.get(dest)
                 requested = adjustment_from(adjustment) if adjustment is not None else new[dest]
                 reason = adjustment.reason if adjustment is not None else None

@@ -166,6 +166,7 @@ def test_failure_signatures() -> None:
         "sglang.service: Main process exited, code=killed, status=9/KILL",
         "sglang.service: Failed with result 'exit-code'.",
         "Failed to start sglang.service - SGLang server.",
+        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name': '/models/missing-draft'.",
         "sglang.service: Start request repeated too quickly.",
     ]
     benign = [

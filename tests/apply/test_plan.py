@@ -165,3 +165,10 @@ def test_empty_edit_request_is_unchanged() -> None:
         check=lambda argv, env, v: check_launch(argv, env, v),
     )
     assert not plan.changed and plan.ok
+
+
+def test_adjustments_the_old_unit_already_had_are_not_this_edits() -> None:
+    # "max running requests := 48 with speculation" applies before and after: it is reported, not verified.
+    plan = plan_for("0.5.9", "--speculative-num-steps=3", "--speculative-num-draft-tokens=4")
+    assert any(a.flag == "max_running_requests" for a in plan.report.adjustments)
+    assert "max_running_requests" not in plan.expectations()
