@@ -1,0 +1,44 @@
+"""`opsconsole logs TARGET [-f] [-n N]`: the service journal, followed across reconnects without duplicates."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TextIO
+
+from console.host.base import HostError, JournalEntry
+from console.host.connect import open_host
+from console.host.targets import resolve_target
+from console.workspace import Workspace
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def format_entry(entry: JournalEntry) -> str:
+    stamp = entry.timestamp.strftime("%Y-%m-%d %H:%M:%S")
+    pid = f"[{entry.pid}]" if entry.pid else ""
+    return f"{stamp} {pid} {entry.message}".replace("  ", " ")
+
+
+async def logs_main(args: argparse.Namespace, out: TextIO) -> int:
+    if args.lines < 0:
+        print("opsconsole logs: -n must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    workspace = Workspace.resolve(args.workspace)
+    target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
+    session = await open_host(target, logs_dir=workspace.logs)
+    try:
+        async for entry in session.service.journal(lines=args.lines, follow=args.follow):
+            print(format_entry(entry), file=out, flush=True)
+    finally:
+        await session.close()
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(logs_main(args, sys.stdout))
+    except HostError as exc:
+        print(f"opsconsole logs: {exc}", file=sys.stderr)
+        return EXIT_FAILED

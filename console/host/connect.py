@@ -1,0 +1,105 @@
+"""Open a host for the verbs: TARGET -> transport + service manager + SGLang client.
+
+    session = await open_host(target, logs_dir=workspace.logs)
+    state = await session.service.state()
+    client = await session.sglang()          # through a port forward on the same SSH connection
+    await session.close()
+
+`ssh` targets get an SshTransport and SystemdService; `local` a LocalTransport and SystemdService
+(GPU telemetry through NVML when available); `demo` the embedded demo host's supervisor, imported
+lazily from console.sim.supervisor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.host.audit import AuditLog
+from console.host.base import HostError, ServiceManager, Transport
+from console.host.gpu import GpuSnapshot, NvmlUnavailable, read_gpus, read_nvml
+from console.host.local import LocalTransport
+from console.host.ssh import ConnectionState, SshTransport
+from console.host.systemd import SystemdService
+from console.host.targets import Target
+from console.sglang.client import SglangClient
+
+
+@dataclass
+class HostSession:
+    target: Target
+    transport: Transport
+    service: ServiceManager
+    _clients: list[SglangClient] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+    @property
+    def connection(self) -> ConnectionState:
+        if isinstance(self.transport, SshTransport):
+            return self.transport.state
+        return ConnectionState("local")
+
+    async def sglang_url(self) -> str:
+        endpoint = self.target.sglang
+        port = await self.transport.forward_port(endpoint.host, endpoint.port)
+        return f"http://127.0.0.1:{port}"
+
+    async def sglang(self, *, timeout_s: float = 10.0) -> SglangClient:
+        """A client for the host's SGLang API (closed with the session)."""
+        client = SglangClient(await self.sglang_url(), api_key=self.target.sglang.api_key(), timeout_s=timeout_s)
+        self._clients.append(client)
+        return client
+
+    async def gpus(self) -> GpuSnapshot:
+        if self.target.transport == "local" and self.target.gpu_command is None:
+            try:
+                return read_nvml()
+            except NvmlUnavailable:
+                pass  # no NVML library here: nvidia-smi (or its stand-in) instead
+        return await read_gpus(self.transport, self.target.gpu_command)
+
+    async def close(self) -> None:
+        for client in self._clients:
+            await client.close()
+        self._clients.clear()
+        await self.transport.close()
+
+
+async def open_host(
+    target: Target,
+    *,
+    logs_dir: Path | None = None,
+    on_state: Callable[[ConnectionState], None] | None = None,
+    connect: bool = True,
+) -> HostSession:
+    """Build the session; with connect, open the SSH connection now so host-key problems surface first."""
+    audit = AuditLog.in_logs(logs_dir) if logs_dir is not None else None
+    transport: Any
+    if target.transport == "ssh":
+        transport = SshTransport(target, audit=audit, on_state=on_state)
+        if connect:
+            await transport.connect()
+        service: ServiceManager = SystemdService(transport, target.unit, sudo=target.sudo)
+    elif target.transport == "local":
+        transport = LocalTransport(target.label, audit=audit)
+        service = SystemdService(transport, target.unit, sudo=target.sudo)
+    elif target.transport == "demo":
+        transport = LocalTransport(target.label, audit=audit)
+        service = _demo_service(target)
+    else:
+        raise HostError(f"unknown transport {target.transport!r}")
+    return HostSession(target=target, transport=transport, service=service)
+
+
+def _demo_service(target: Target) -> ServiceManager:
+    try:
+        from console.sim.supervisor import DemoServiceManager  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise HostError(f"{target.label}: the demo host is not available in this build ({exc})") from None
+    manager: ServiceManager = DemoServiceManager(target.control)
+    return manager

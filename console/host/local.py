@@ -1,0 +1,105 @@
+"""The local transport: the console runs on the GPU host itself (TARGET `local` / `localhost`).
+
+Same commands as over SSH, run with asyncio subprocesses (argv, no shell); sudo is `sudo -n` unless
+the console already runs as root. The SGLang port is reached directly, without a forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from console.host.audit import AuditLog
+from console.host.base import CommandResult, HostError
+from console.host.commands import SUDO_PREFIX, shell_command, sudo_error, sudo_wants_password
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+
+
+class LocalTransport:
+    """console.host.base.Transport for this machine."""
+
+    def __init__(self, label: str = "local", *, audit: AuditLog | None = None) -> None:
+        self.label = label
+        self.audit = audit
+
+    def _argv(self, argv: Sequence[str], sudo: bool) -> list[str]:
+        shell_command(argv)  # the same validation as over SSH
+        needs_sudo = sudo and os.geteuid() != 0
+        return [*SUDO_PREFIX, *argv] if needs_sudo else list(argv)
+
+    def _audit(self, argv: Sequence[str], exit_status: int | None, started: float, note: str = "") -> None:
+        if self.audit is not None:
+            self.audit.record(
+                host=self.label,
+                command=shlex.join(argv),
+                exit_status=exit_status,
+                duration_s=time.monotonic() - started,
+                note=note,
+            )
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        sudo: bool = False,
+        timeout: float | None = None,
+        input: str | None = None,
+    ) -> CommandResult:
+        full = self._argv(argv, sudo)
+        started = time.monotonic()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *full,
+                stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            self._audit(full, 127, started, note="not found")
+            return CommandResult(shlex.join(full), 127, "", f"{full[0]}: command not found", 0.0)
+        try:
+            out, err = await asyncio.wait_for(
+                process.communicate(input.encode() if input is not None else None), timeout
+            )
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            self._audit(full, None, started, note="timeout")
+            raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
+        status = process.returncode if process.returncode is not None else 255
+        self._audit(full, status, started)
+        stderr = err.decode("utf-8", "replace")
+        if full[:1] == ["sudo"] and status != 0 and sudo_wants_password(stderr):
+            raise sudo_error(self.label, os.environ.get("USER"), argv)
+        return CommandResult(
+            shlex.join(full), status, out.decode("utf-8", "replace"), stderr, time.monotonic() - started
+        )
+
+    async def stream(self, argv: Sequence[str], *, sudo: bool = False) -> AsyncIterator[str]:
+        full = self._argv(argv, sudo)
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *full, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        )
+        assert process.stdout is not None
+        try:
+            async for raw in process.stdout:
+                yield raw.decode("utf-8", "replace").rstrip("\n")
+            await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            self._audit(full, process.returncode, started)
+
+    async def forward_port(self, remote_host: str, remote_port: int) -> int:
+        if remote_host not in _LOOPBACK:
+            raise HostError(f"the local transport reaches only this machine, not {remote_host}")
+        return remote_port
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,179 @@
+"""systemd over a Transport: `SystemdService` implements console.host.base.ServiceManager.
+
+Reads state with `systemctl show` (parsed by the pure `parse_show`), writes the unit atomically
+(temp file in the unit's directory + rename, one remote command, with a timestamped backup next to it),
+and follows the journal through console.host.journal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+from console.host.base import HostError, JournalEntry, ServiceState, Transport, UnitBackup
+from console.host.journal import follow_journal
+from console.host.targets import validate_unit
+
+SHOW_PROPERTIES = (
+    "Id",
+    "ActiveState",
+    "SubState",
+    "MainPID",
+    "ExecMainStartTimestamp",
+    "NRestarts",
+    "Result",
+    "UnitFileState",
+    "NeedDaemonReload",
+    "FragmentPath",
+    "LoadState",
+)
+_BACKUP_SUFFIX = ".bak-"
+
+# Written as one `sh -c` so that backup, write and rename happen on one channel: a dropped connection
+# leaves either the old unit or the new one, never a half-written file.
+_WRITE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; cat > "$3"; chmod --reference="$1" -- "$3"; mv -f -- "$3" "$1"'
+_RESTORE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; mv -f -- "$2" "$3"'
+
+
+def parse_show(text: str, unit: str) -> ServiceState:
+    """`systemctl show` output (KEY=VALUE lines; values may contain '=') -> ServiceState. Pure."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and " " not in key:
+            props[key] = value
+    if props.get("LoadState") == "not-found":
+        raise HostError(f"unit {unit} does not exist on the host (systemctl show says LoadState=not-found)")
+    main_pid = _int(props.get("MainPID"))
+    return ServiceState(
+        unit=unit,
+        active_state=props.get("ActiveState", "unknown"),
+        sub_state=props.get("SubState", "unknown"),
+        main_pid=main_pid if main_pid else None,
+        started_at=parse_systemd_timestamp(props.get("ExecMainStartTimestamp", "")),
+        n_restarts=_int(props.get("NRestarts")) or 0,
+        result=props.get("Result", ""),
+        unit_file_state=props.get("UnitFileState", ""),
+        need_daemon_reload=props.get("NeedDaemonReload", "no") == "yes",
+        fragment_path=props.get("FragmentPath") or None,
+        properties=props,
+    )
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+_TIMESTAMP = re.compile(r"^\w{3} (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (\S+)$")
+
+
+def parse_systemd_timestamp(text: str) -> datetime | None:
+    """'Mon 2026-11-30 04:25:00 UTC' -> aware datetime; '' or 'n/a' -> None.
+
+    Callers run systemctl with TZ=UTC so the zone is UTC; other zone names are read as UTC offsets
+    only when numeric, otherwise the value is dropped rather than guessed.
+    """
+    match = _TIMESTAMP.match(text.strip())
+    if not match:
+        return None
+    stamp, zone = match.groups()
+    naive = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S")
+    if zone in {"UTC", "GMT", "Z"}:
+        return naive.replace(tzinfo=UTC)
+    offset = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", zone)
+    if offset:
+        from datetime import timedelta, timezone
+
+        sign = 1 if offset.group(1) == "+" else -1
+        delta = timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3)))
+        return naive.replace(tzinfo=timezone(sign * delta))
+    return None
+
+
+def backup_path(fragment_path: str, now: datetime) -> str:
+    return f"{fragment_path}{_BACKUP_SUFFIX}{now.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+class SystemdService:
+    """The SGLang unit on a host, managed with systemctl/journalctl over a Transport."""
+
+    def __init__(self, transport: Transport, unit: str, *, sudo: bool = True) -> None:
+        self.transport = transport
+        self.unit = validate_unit(unit)
+        self.sudo = sudo
+
+    async def _systemctl(self, *args: str, root: bool = False, check: bool = True) -> str:
+        argv = ["env", "TZ=UTC", "SYSTEMD_PAGER=", "systemctl", "--no-pager", *args]
+        result = await self.transport.run(argv, sudo=root and self.sudo, timeout=120)
+        if check and not result.ok:
+            detail = (result.stderr or result.stdout).strip()
+            raise HostError(f"{self.transport.label}: `systemctl {' '.join(args)}` failed: {detail}")
+        return result.stdout
+
+    async def state(self) -> ServiceState:
+        text = await self._systemctl("show", self.unit, "-p", ",".join(SHOW_PROPERTIES))
+        return parse_show(text, self.unit)
+
+    async def cat(self) -> str:
+        return await self._systemctl("cat", self.unit)
+
+    async def is_enabled(self) -> str:
+        return (await self._systemctl("is-enabled", self.unit, check=False)).strip()
+
+    async def _fragment_path(self) -> str:
+        state = await self.state()
+        if not state.fragment_path:
+            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
+        return state.fragment_path
+
+    async def read_unit(self) -> str:
+        path = await self._fragment_path()
+        result = await self.transport.run(["cat", "--", path], sudo=self.sudo, timeout=30)
+        if not result.ok:
+            raise HostError(f"{self.transport.label}: cannot read {path}: {result.stderr.strip()}")
+        return result.stdout
+
+    async def write_unit(self, text: str) -> UnitBackup:
+        path = await self._fragment_path()
+        backup = backup_path(path, datetime.now(UTC))
+        tmp = f"{path}.opsconsole-tmp"
+        result = await self.transport.run(
+            ["sh", "-c", _WRITE_SCRIPT, "sh", path, backup, tmp], sudo=self.sudo, input=text, timeout=60
+        )
+        if not result.ok:
+            raise HostError(f"{self.transport.label}: writing {path} failed: {result.stderr.strip()}")
+        return UnitBackup(path=backup)
+
+    async def restore_unit(self, backup: UnitBackup) -> None:
+        if _BACKUP_SUFFIX not in backup.path:
+            raise HostError(f"{backup.path} is not an opsconsole unit backup")
+        path = backup.path.split(_BACKUP_SUFFIX)[0]
+        tmp = f"{path}.opsconsole-tmp"
+        result = await self.transport.run(
+            ["sh", "-c", _RESTORE_SCRIPT, "sh", backup.path, tmp, path], sudo=self.sudo, timeout=60
+        )
+        if not result.ok:
+            raise HostError(f"{self.transport.label}: restoring {path} from {backup.path} failed: {result.stderr}")
+
+    async def daemon_reload(self) -> None:
+        await self._systemctl("daemon-reload", root=True)
+
+    async def restart(self) -> None:
+        await self._systemctl("restart", self.unit, root=True)
+
+    async def stop(self) -> None:
+        await self._systemctl("stop", self.unit, root=True)
+
+    async def enable(self) -> None:
+        await self._systemctl("enable", self.unit, root=True)
+
+    def journal(
+        self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None
+    ) -> AsyncIterator[JournalEntry]:
+        return follow_journal(
+            self.transport, self.unit, sudo=self.sudo, lines=lines, follow=follow, after_cursor=after_cursor
+        )
