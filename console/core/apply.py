@@ -197,26 +197,25 @@ class Applier:
         cursor = await self._journal_cursor()
         if not await self._write():
             return self.result
+        # From here on the new unit is on the host: every way out either verifies it or rolls it back.
         try:
             await self._retrying("daemon-reload", self.service.daemon_reload)
             self._advance(ApplyState.DAEMON_RELOADED)
             self._advance(ApplyState.RESTARTING)
             await self._restart(before)
+            self._advance(ApplyState.STARTING)
+            watch = await self._watch_start(cursor)
+            self.result.start = watch
+            if watch.healthy:
+                self._advance(ApplyState.HEALTHY)
+                await self._verify()
+                return self.result
+            failure = watch.reason
         except HostError as exc:
-            self.result.error = str(exc)
-            self._advance(ApplyState.FAILED, str(exc))
-            await self._roll_back()
-            return self.result
-        self._advance(ApplyState.STARTING)
-        watch = await self._watch_start(cursor)
-        self.result.start = watch
-        if not watch.healthy:
-            self.result.error = watch.reason
-            self._advance(ApplyState.FAILED, watch.reason)
-            await self._roll_back()
-            return self.result
-        self._advance(ApplyState.HEALTHY)
-        await self._verify()
+            failure = str(exc)
+        self.result.error = failure
+        self._advance(ApplyState.FAILED, failure)
+        await self._roll_back()
         return self.result
 
     async def _journal_cursor(self) -> str | None:
@@ -305,8 +304,9 @@ class Applier:
         while loop.time() < deadline:
             try:
                 state = await self.service.state()
-            except ConnectionDropped as exc:
+            except HostError as exc:  # a dropped connection being re-established: keep watching until the deadline
                 self._emit("reconnecting", {"operation": "watch the start", "error": str(exc)})
+                last_state = f"unknown ({exc})"
                 state = None
             if state is not None:
                 last_state = f"{state.active_state}/{state.sub_state}"
