@@ -320,6 +320,8 @@ class SshTransport:
             try:
                 try:
                     async for line in process.stdout:
+                        if not line:  # asyncssh yields '' at EOF
+                            break
                         yield line.rstrip("\n")
                 except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                     note = f"connection lost: {_describe(exc)}"
