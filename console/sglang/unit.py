@@ -421,8 +421,16 @@ def _words(value: FlagValue) -> list[str]:
     return list(value) if isinstance(value, list) else [str(value)]
 
 
+def _looks_like_option(word: str) -> bool:
+    """argparse would read a separate word like `-x` as an option, so such a value needs `--flag=-x`."""
+    return word.startswith("-") and not re.match(r"^-\d+$|^-\d*\.\d+$", word)
+
+
 def _render_new(option: str, value: FlagValue) -> str:
-    return " ".join([option, *(quote_word(w, exec_escapes=True) for w in _words(value))])
+    words = _words(value)
+    if len(words) == 1 and _looks_like_option(words[0]):
+        return f"{option}={quote_word(words[0], exec_escapes=True)}"
+    return " ".join([option, *(quote_word(w, exec_escapes=True) for w in words)])
 
 
 def _edit_item(text: str, item: _Item, option: str, value: FlagValue) -> str:
@@ -434,8 +442,8 @@ def _edit_item(text: str, item: _Item, option: str, value: FlagValue) -> str:
             return text
         return text[: item.option.start] + option + text[item.end :]
     words = [quote_word(w, exec_escapes=True) for w in _words(value)]
-    if "=" in item.option.value and len(words) == 1:
-        return text[: item.option.start] + f"{head}={words[0]}" + text[item.option.end :]
+    if len(words) == 1 and ("=" in item.option.value or _looks_like_option(_words(value)[0])):
+        return text[: item.option.start] + f"{head}={words[0]}" + text[item.end :]
     if len(item.values) == 1 and len(words) == 1:
         value_token = item.values[0]
         return text[: value_token.start] + words[0] + text[value_token.end :]

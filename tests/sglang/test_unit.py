@@ -236,7 +236,7 @@ def units(draw: st.DrawFn) -> tuple[str, list[str], dict[str, str]]:
         else:
             value = draw(WORD)
             flags += [name, value]
-            joiner = "=" if draw(st.booleans()) else " "
+            joiner = "=" if draw(st.booleans()) or value.startswith("-") else " "  # argparse needs = for "-x"
             pieces.append(name + joiner + quote_word(value, exec_escapes=True))
     separator = " \\\n    " if draw(st.booleans()) else " "
     lines = ["[Unit]\n", "Description=x\n", "[Service]\n"]
@@ -323,3 +323,10 @@ def test_quote_word_round_trips(word: str) -> None:
     for exec_escapes in (True, False):
         tokens = tokenize(quote_word(word, exec_escapes=exec_escapes), exec_escapes=exec_escapes)
         assert [t.value for t in tokens] == [word]
+
+
+def test_a_value_that_looks_like_an_option_is_written_with_equals() -> None:
+    unit = UnitFile.parse("[Service]\nExecStart=python -m sglang.launch_server --model m --served-model-name a\n")
+    unit.set_flag("--served-model-name", "-x")
+    unit.set_flag("--chunked-prefill-size", "-1")  # a negative number is a plain value for argparse
+    assert unit.render().endswith("--model m --served-model-name=-x --chunked-prefill-size -1\n")
