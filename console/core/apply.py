@@ -204,7 +204,7 @@ class Applier:
             self._advance(ApplyState.RESTARTING)
             await self._restart(before)
             self._advance(ApplyState.STARTING)
-            watch = await self._watch_start(cursor)
+            watch = await self._watch_start(cursor, before)
             self.result.start = watch
             if watch.healthy:
                 self._advance(ApplyState.HEALTHY)
@@ -260,13 +260,17 @@ class Applier:
             await self.service.restart()
         except ConnectionDropped:
             now = await self._retrying("read the service state", self.service.state)
-            if now.main_pid == before.main_pid and now.started_at == before.started_at:
+            if not is_new_start(before, now):
                 await self._retrying("restart", self.service.restart)
         except HostError as exc:
-            # systemctl restart reports a start job that failed; the watch sees the failed state and explains it.
+            # systemctl restart also fails when the start job fails: then a new process was tried and the
+            # watch explains it. If nothing changed at all, the restart itself was refused.
             self._emit("warning", {"message": f"restart reported: {exc}"})
+            now = await self._retrying("read the service state", self.service.state)
+            if not is_new_start(before, now) and now.active_state not in ("failed", "activating"):
+                raise
 
-    async def _watch_start(self, cursor: str | None) -> StartWatch:
+    async def _watch_start(self, cursor: str | None, before: ServiceState) -> StartWatch:
         """Follow the journal and poll state and /health until healthy, failed, or out of time."""
         plan = self.plan
         tracker = PhaseTracker.for_start(speculative=plan.speculative, cuda_graph=plan.cuda_graph)
@@ -283,7 +287,7 @@ class Applier:
 
         follower = asyncio.create_task(self._follow_journal(cursor, take))
         try:
-            watch.healthy, watch.reason = await self._poll_until_healthy()
+            watch.healthy, watch.reason = await self._poll_until_healthy(before)
         finally:
             if not watch.healthy:
                 await self._settle_journal(cursor, take, tracker)
@@ -294,7 +298,8 @@ class Applier:
             tracker.mark_ready(_now())
         return watch
 
-    async def _poll_until_healthy(self) -> tuple[bool, str]:
+    async def _poll_until_healthy(self, before: ServiceState) -> tuple[bool, str]:
+        """Healthy counts only for a process started after `before` (the old one may answer until it stops)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         baseline: int | None = None
@@ -316,7 +321,7 @@ class Applier:
                 failure = start_failure(state, baseline, seen_running=seen_running)
                 if failure:
                     return False, failure
-                if state.active_state == "active" and await self._healthy():
+                if state.active_state == "active" and is_new_start(before, state) and await self._healthy():
                     return True, ""
             await asyncio.sleep(POLL_INTERVAL_S)
         return False, f"not healthy within {self.timeout_s:g} s (service {last_state})"
@@ -399,12 +404,19 @@ class Applier:
             self._advance(ApplyState.ROLLBACK_FAILED, f"could not restore the old unit: {exc}")
             return
         self._advance(ApplyState.RESTORED)
-        watch = await self._watch_start(cursor)
+        watch = await self._watch_start(cursor, before)
         self.result.rollback = watch
         if watch.healthy:
             self._advance(ApplyState.HEALTHY_ON_OLD)
         else:
             self._advance(ApplyState.ROLLBACK_FAILED, f"the old unit did not come back: {watch.reason}")
+
+
+def is_new_start(before: ServiceState, now: ServiceState) -> bool:
+    """Whether `now` describes a different process than `before` (a restart took place)."""
+    if now.main_pid is not None and now.main_pid != before.main_pid:
+        return True
+    return now.started_at is not None and now.started_at != before.started_at
 
 
 def start_failure(state: ServiceState, baseline_restarts: int, *, seen_running: bool = True) -> str:

@@ -42,3 +42,18 @@ def test_stopped() -> None:
 
 def test_inactive_right_after_restart_is_not_yet_a_failure() -> None:
     assert start_failure(state("inactive", "dead"), 0, seen_running=False) == ""
+
+
+def test_a_new_start_is_a_new_pid_or_a_new_start_time() -> None:
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from console.core.apply import is_new_start
+
+    old = replace(state("active", "running"), main_pid=100, started_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert not is_new_start(old, old)
+    assert is_new_start(old, replace(old, main_pid=101))
+    assert is_new_start(old, replace(old, started_at=datetime(2026, 1, 2, tzinfo=UTC)))
+    assert not is_new_start(old, replace(old, main_pid=None, started_at=None))
+    stopped = replace(old, main_pid=None, started_at=None)
+    assert is_new_start(stopped, old)
