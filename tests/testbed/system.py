@@ -13,6 +13,8 @@ T = TypeVar("T")
 class TestbedError(Exception):
     """The testbed could not be built, booted or torn down; the message says what failed and what to check."""
 
+    __test__ = False  # not a test class, though its name starts with "Test"
+
 
 def run(
     argv: Sequence[str],

@@ -1,0 +1,50 @@
+"""Running the real `opsconsole` CLI as a subprocess against testbed hosts, and reading hosts independently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.testbed.host import GpuHost
+
+OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
+
+
+def opsconsole(
+    host: GpuHost, *args: str, input: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """`opsconsole --workspace WS ARGS` with the host's client HOME (its ssh_config, known_hosts, key)."""
+    argv = [str(OPSCONSOLE), "--workspace", str(host.workspace), *args]
+    return subprocess.run(
+        argv, input=input, capture_output=True, text=True, timeout=timeout, env=host.client_env(), cwd=host.home
+    )
+
+
+def json_output(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The one JSON object a --json verb prints on stdout (fails with the CLI's stderr if there is none)."""
+    try:
+        parsed = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise AssertionError(f"not one JSON object on stdout ({exc}):\n{done.stdout}\nstderr:\n{done.stderr}") from exc
+    assert isinstance(parsed, dict), parsed
+    return parsed
+
+
+def server_info(host: GpuHost) -> dict[str, Any]:
+    """/server_info as the server itself answers it on the host's loopback (independent of the console)."""
+    probe = (
+        "import urllib.request, sys; "
+        f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{host.sglang_port}/server_info', timeout=5)"
+        ".read().decode())"
+    )
+    info = json.loads(host.root_run(["python3", "-c", probe]).stdout)
+    assert isinstance(info, dict)
+    return info
+
+
+def unit_dir_listing(host: GpuHost) -> list[str]:
+    """Files next to the unit on the host: a half-written temp file would show up here."""
+    return sorted(host.root_run(["ls", "-A", str(Path(host.unit_path).parent)]).stdout.split())

@@ -1,0 +1,155 @@
+"""`opsconsole apply` end to end: real CLI -> real sshd -> real systemd -> the simulator, and back."""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+from collections.abc import Callable
+
+import pytest
+
+from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole, server_info, unit_dir_listing
+from tests.testbed.host import GpuHost
+from tests.testbed.system import TestbedError, poll_until
+
+pytestmark = pytest.mark.testbed
+
+APPLY_TIMEOUT = "120"  # seconds the CLI waits for readiness; the simulator starts in about a second
+STEPS_3 = ("--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
+# The longest the link stays down: it comes back as soon as the host finished restarting on its own.
+MAX_OUTAGE_S = 8.0
+
+
+def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: GpuHost) -> None:
+    host = pristine_gpu_host
+    before = host.service_properties("MainPID")
+    done = opsconsole(host, "apply", host.name, *STEPS_3, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
+    result = json_output(done)
+    assert done.returncode == 0, done.stderr
+    assert result["ok"] is True and result["rolled_back"] is False
+    # The unit on the host: exactly the two flag lines changed, everything else byte-identical.
+    new_unit = host.unit_file_text()
+    changed = [line for line in difflib.ndiff(host.unit_text.splitlines(), new_unit.splitlines()) if line[:1] in "+-"]
+    assert sorted(changed) == sorted(
+        [
+            "-     --speculative-num-steps 2 \\",
+            "+     --speculative-num-steps 3 \\",
+            "-     --speculative-num-draft-tokens 3 \\",
+            "+     --speculative-num-draft-tokens 4 \\",
+        ]
+    ), "\n".join(changed)
+    # The server restarted and resolved the new values.
+    assert host.service_properties("MainPID")["MainPID"] != before["MainPID"]
+    info = server_info(host)
+    assert info["speculative_num_steps"] == 3
+    assert info["speculative_num_draft_tokens"] == 4
+    # A backup of the old unit stays on the host, and no temp file is left next to the unit.
+    assert result["backup"]
+    assert host.root_run(["cat", result["backup"]]).stdout == host.unit_text
+    assert [name for name in unit_dir_listing(host) if name.startswith("sglang.service") and "tmp" in name] == []
+
+
+def test_a_change_the_rules_refuse_leaves_the_host_untouched(pristine_gpu_host: GpuHost) -> None:
+    host = pristine_gpu_host
+    before_sha = host.unit_sha256()
+    before = host.service_properties("MainPID", "NRestarts", "ExecMainStartTimestampMonotonic")
+    listing = unit_dir_listing(host)
+    done = opsconsole(host, "apply", host.name, "--set", "speculative-num-steps=two", "--yes", "--json")
+    result = json_output(done)
+    assert done.returncode == 1, done.stderr
+    assert result["ok"] is False and result["state"] == "refused"
+    assert any("speculative" in " ".join(error["flags"]) for error in result["report"]["errors"]), result["report"]
+    assert host.unit_sha256() == before_sha
+    assert host.service_properties("MainPID", "NRestarts", "ExecMainStartTimestampMonotonic") == before
+    assert unit_dir_listing(host) == listing  # not even a backup
+
+
+def test_a_change_that_fails_at_startup_is_rolled_back(pristine_gpu_host: GpuHost) -> None:
+    """The rules cannot know the host's disks: a missing draft model only fails when the server starts."""
+    host = pristine_gpu_host
+    before_sha = host.unit_sha256()
+    before_pid = host.service_properties("MainPID")["MainPID"]
+    done = opsconsole(host, "apply", host.name, "--set", "speculative-draft-model-path=/models/missing-draft",
+                      "--yes", "--json", "--timeout", APPLY_TIMEOUT)  # fmt: skip
+    result = json_output(done)
+    assert done.returncode == 1, done.stderr
+    assert result["ok"] is False and result["rolled_back"] is True
+    assert any("missing-draft" in line for line in result["journal_excerpt"]), result["journal_excerpt"]
+    # Back on the old unit, running and healthy, on a fresh process.
+    assert host.unit_sha256() == before_sha
+    props = host.service_properties("ActiveState", "SubState", "MainPID")
+    assert props["ActiveState"] == "active" and props["SubState"] == "running"
+    assert props["MainPID"] != before_pid
+    host.wait_healthy(timeout=10)
+    assert server_info(host)["speculative_draft_model_path"] is None
+
+
+@pytest.mark.parametrize("cut_when", ["unit_written", "restart_issued"])
+def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_written(
+    pristine_gpu_host: GpuHost, cut_when: str
+) -> None:
+    """The link goes down right after the new unit lands (before or after the console's restart reaches the
+    host); the host carries on alone and the link returns once its server is healthy, or after MAX_OUTAGE_S."""
+    host = pristine_gpu_host
+    original = host.unit_text
+    before_pid = host.service_properties("MainPID")["MainPID"]
+    apply = subprocess.Popen(
+        [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3, "--yes", "--json",
+         "--timeout", APPLY_TIMEOUT],
+        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        poll_until(lambda: host.unit_file_text() != original or apply.poll() is not None, timeout=60,
+                   what="apply to write the unit")  # fmt: skip
+        if cut_when == "restart_issued":
+            poll_until(lambda: _main_pid(host) != before_pid or apply.poll() is not None, timeout=60,
+                       what="apply to restart the service")  # fmt: skip
+        assert apply.poll() is None, f"apply ended before the link was cut: {apply.communicate()}"
+        host.link_down()
+        _wait_for(lambda: _restarted_and_healthy(host, before_pid), timeout=MAX_OUTAGE_S)
+        host.link_up()
+        stdout, stderr = apply.communicate(timeout=180)
+    finally:
+        host.link_up()
+        if apply.poll() is None:
+            apply.kill()
+            apply.wait()
+    result = json_output(subprocess.CompletedProcess(apply.args, apply.returncode, stdout, stderr))
+    unit = host.unit_file_text()
+    assert apply.returncode in (0, 1), stderr
+    assert result["state"] in ("verified", "healthy_on_old"), result["history"]
+    assert [name for name in unit_dir_listing(host) if name.startswith("sglang.service") and "tmp" in name] == []
+    if apply.returncode == 0:
+        assert result["ok"] is True
+        assert "--speculative-num-steps 3" in unit and "--speculative-num-draft-tokens 4" in unit
+        assert server_info(host)["speculative_num_steps"] == 3
+    else:
+        assert result["rolled_back"] is True
+        assert unit == original
+        assert server_info(host)["speculative_num_steps"] == 2
+    props = host.service_properties("ActiveState", "SubState")
+    assert props == {"ActiveState": "active", "SubState": "running"}
+
+
+def _main_pid(host: GpuHost) -> str:
+    return host.service_properties("MainPID")["MainPID"]
+
+
+def _restarted_and_healthy(host: GpuHost, before_pid: str) -> bool:
+    props = host.service_properties("MainPID", "SubState")
+    if props["MainPID"] in (before_pid, "0") or props["SubState"] != "running":
+        return False
+    try:
+        host.wait_healthy(timeout=0.2)
+    except TestbedError:
+        return False
+    return True
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
+    """Like poll_until, but running out of time is an outcome here, not a failure."""
+    try:
+        poll_until(condition, timeout=timeout, what="", interval=0.05)
+    except TestbedError:
+        return False
+    return True
