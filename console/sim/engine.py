@@ -30,6 +30,9 @@ from console.sim.perf import GpuLoad, PerfModel
 from console.sim.profiles import SimProfile
 
 _NATURAL_LENGTH_SIGMA = 0.7  # spread (lognormal) of natural output lengths around the profile mean
+# SGLang admits a request if its prompt plus its *estimated* output fits the KV cache; the estimate clips
+# max_new_tokens at SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (default 4096).
+_CLIP_MAX_NEW_TOKENS_ESTIMATION = 4096
 
 
 @dataclass(slots=True)
@@ -76,6 +79,10 @@ class _Request:
         self.context = prompt_tokens
 
 
+def _reservation(request: _Request) -> int:
+    return request.prompt_tokens + min(request.max_new_tokens, _CLIP_MAX_NEW_TOKENS_ESTIMATION)
+
+
 class Engine:
     """Continuous batching over a `PerfModel`; see the module docstring."""
 
@@ -88,6 +95,7 @@ class Engine:
         self._waiting_ids: dict[str, _Request] = {}
         self._running: dict[str, _Request] = {}
         self._tokens_in_use = 0  # prompt + generated tokens of the running requests (KV slots)
+        self._reserved = 0  # KV the running requests were admitted against (prompt + clipped output)
         self.clock_s = 0.0  # virtual time: the sum of every step's duration
         self._reset_lifetime()
         self._reset_window()
@@ -122,7 +130,9 @@ class Engine:
 
     @property
     def token_usage(self) -> float:
-        return self._tokens_in_use / self.perf.max_total_num_tokens if self.perf.max_total_num_tokens else 0.0
+        capacity = self.perf.max_total_num_tokens
+        # Without retraction modelled, outputs past the admission estimate could overrun: report at most full.
+        return min(1.0, self._tokens_in_use / capacity) if capacity else 0.0
 
     @property
     def speculative(self) -> bool:
@@ -190,6 +200,7 @@ class Engine:
         if request is None:
             return False
         self._tokens_in_use -= request.context
+        self._reserved -= _reservation(request)
         return True
 
     def flush(self) -> bool:
@@ -217,14 +228,17 @@ class Engine:
         perf = self.perf
         budget = perf.chunked_prefill_size
         room = perf.max_running_requests - len(self._running)
-        free_kv = perf.max_total_num_tokens - self._tokens_in_use
+        free_kv = perf.max_total_num_tokens - self._reserved
         batch: list[_Request] = []
         tokens = 0
         while self._waiting and len(batch) < room:
             request = self._waiting[0]
-            reserve = request.prompt_tokens + request.limit
-            alone = not batch and not self._running  # never deadlock on one oversized request
-            if not alone and (tokens + request.prompt_tokens > budget or reserve > free_kv):
+            reserve = _reservation(request)
+            # A prompt longer than the chunked-prefill budget goes alone (SGLang prefills it chunk by chunk,
+            # one prefill step after another; modelled as one step of the same total cost).
+            if batch and tokens + request.prompt_tokens > budget:
+                break
+            if reserve > free_kv and (batch or self._running):  # alone it is admitted: never deadlock
                 break
             self._waiting.popleft()
             del self._waiting_ids[request.rid]
@@ -239,6 +253,7 @@ class Engine:
             request.generated = 1  # the prefill samples the first token
             request.context = request.prompt_tokens + 1
             self._tokens_in_use += request.context
+            self._reserved += _reservation(request)
             step.emitted[request.rid] = 1
             if request.limit <= 1:
                 self._finish(request, step)
@@ -297,6 +312,7 @@ class Engine:
     def _finish(self, request: _Request, step: Step) -> None:
         self._running.pop(request.rid, None)
         self._tokens_in_use -= request.context  # its KV slots are freed (no prefix cache is modelled)
+        self._reserved -= _reservation(request)
         step.finished.add(request.rid)
         step.finish_reasons[request.rid] = "length" if request.generated >= request.max_new_tokens else "stop"
         step.verify_ct[request.rid] = request.verify_ct

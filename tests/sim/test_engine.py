@@ -73,6 +73,22 @@ def test_requests_past_the_running_limit_queue_and_all_finish() -> None:
     assert peak == 4 and finished == {f"r{i}" for i in range(10)}
 
 
+def test_admission_waits_for_kv_cache_room() -> None:
+    engine = Engine(TINY, {})
+    prompt = engine.max_total_num_tokens // 3 - 5000  # three fit with their output estimate, a fourth does not
+    for i in range(4):
+        engine.add(f"r{i}", prompt, 20, ignore_eos=True)
+    for _ in range(3):
+        step = engine.next_step()
+        assert step is not None and step.kind == "prefill"
+    step = engine.next_step()
+    assert step is not None and step.kind == "decode"
+    assert engine.num_running == 3 and engine.num_queued == 1
+    assert 0.9 < engine.token_usage <= 1.0
+    finished = {rid for s in drain(engine) for rid in s.finished}
+    assert finished == {"r0", "r1", "r2", "r3"}
+
+
 def test_prefill_respects_the_chunked_prefill_budget() -> None:
     engine = Engine(TINY, {"chunked_prefill_size": 1000})
     for i in range(5):
