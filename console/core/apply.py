@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO, TypeVar
 
-from console.core.phases import PhaseEvent, PhaseTracker
+from console.core.phases import PhaseEvent, PhaseTracker, exception_line
 from console.core.rollout import (
     ApplyState,
     EditError,
@@ -210,7 +210,8 @@ class Applier:
                 self._advance(ApplyState.HEALTHY)
                 await self._verify()
                 return self.result
-            failure = watch.reason
+            cause = exception_line(watch.tracker.failure_lines) if watch.tracker else None
+            failure = f"{watch.reason}: {cause}" if cause else watch.reason
         except HostError as exc:
             failure = str(exc)
         self.result.error = failure
