@@ -1,0 +1,135 @@
+"""The SGLang client against real HTTP servers on ephemeral ports (aiohttp), shaped like SGLang 0.5.6/0.5.23."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from console.sglang.client import Endpoints, SglangClient, parse_metrics, parse_version, summarize
+
+METRICS = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="0"} 3.0
+sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="1"} 2.0
+# HELP sglang:spec_accept_length Accept length.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="m"} 2.75
+"""
+
+
+async def serve(routes: list[web.RouteDef]) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.add_routes(routes)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def old_server() -> AsyncIterator[tuple[str, list[str]]]:
+    """SGLang 0.5.6-like: only the deprecated /get_server_info answers here, /get_load, an API key."""
+    auth: list[str] = []
+
+    def guarded(payload: Any) -> Callable[[web.Request], Any]:
+        async def handler(request: web.Request) -> web.Response:
+            auth.append(request.headers.get("Authorization", ""))
+            if request.headers.get("Authorization") != "Bearer sk-test":
+                return web.json_response({"error": "Unauthorized"}, status=401)
+            return web.json_response(payload)
+
+        return handler
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=METRICS)
+
+    info = {"version": "0.5.6", "max_running_requests": 48, "speculative_num_steps": 3, "internal_states": []}
+    runner, url = await serve(
+        [
+            web.get("/get_server_info", guarded(info)),
+            web.get("/get_model_info", guarded({"model_path": "/models/q"})),
+            web.get("/get_load", guarded([{"dp_rank": 0, "num_reqs": 4, "num_waiting_reqs": 1, "num_tokens": 9}])),
+            web.get("/metrics", metrics),
+        ]
+    )
+    yield url, auth
+    await runner.cleanup()
+
+
+async def test_old_version_uses_old_endpoints_and_the_key(old_server: tuple[str, list[str]]) -> None:
+    url, auth = old_server
+    async with SglangClient(url, api_key="sk-test") as client:
+        assert await client.detect_version() == "0.5.6"
+        assert client.endpoints.load == "/get_load"
+        summary = summarize(await client.server_info(), await client.model_info(), await client.load())
+    assert summary["num_running_reqs"] == 4 and summary["num_queue_reqs"] == 1
+    assert summary["speculative_num_steps"] == 3 and summary["model_path"] == "/models/q"
+    assert all(a == "Bearer sk-test" for a in auth)
+
+
+async def test_wrong_key_is_a_clear_error(old_server: tuple[str, list[str]]) -> None:
+    url, _ = old_server
+    async with SglangClient(url, api_key="wrong") as client:
+        with pytest.raises(Exception, match="401") as raised:
+            await client.detect_version()
+        assert "wrong" not in str(raised.value)
+
+
+async def test_notices_health_turning_200_within_half_a_second() -> None:
+    ready_at: list[float] = []
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(status=200 if ready_at else 503)
+
+    runner, url = await serve([web.get("/health", health)])
+    try:
+        async with SglangClient(url) as client:
+            waiter = asyncio.create_task(client.wait_until_healthy(10))
+            await asyncio.sleep(0.7)  # the server is "starting" for a while: 503s
+            assert not waiter.done()
+            ready_at.append(time.monotonic())
+            assert await waiter
+            noticed = time.monotonic() - ready_at[0]
+        assert noticed < 0.5, f"readiness noticed after {noticed:.3f} s"
+    finally:
+        await runner.cleanup()
+
+
+async def test_connection_refused_is_not_healthy_and_deadline_holds() -> None:
+    async with SglangClient("http://127.0.0.1:9") as client:
+        started = time.monotonic()
+        assert not await client.wait_until_healthy(0.3)
+        assert time.monotonic() - started < 1.0
+
+
+def test_metrics_sum_ranks() -> None:
+    values = parse_metrics(METRICS)
+    assert values["sglang:num_running_reqs"] == 5.0 and values["sglang:spec_accept_length"] == 2.75
+
+
+def test_versions_and_endpoints() -> None:
+    assert parse_version("0.5.23.post1") == (0, 5, 23) and parse_version("v0.5.6rc2") == (0, 5, 6)
+    assert parse_version(None) == ()
+    assert Endpoints.for_version("0.5.6").load == "/get_load"
+    assert Endpoints.for_version("0.5.9").load == "/v1/loads"
+
+
+def test_summary_prefers_internal_state_and_v1_loads() -> None:
+    info = {
+        "version": "0.5.23",
+        "speculative_num_steps": 2,
+        "max_running_requests": 48,
+        "internal_states": [{"speculative_num_steps": 3, "avg_spec_accept_length": 2.4}],
+    }
+    loads = {"loads": [{"num_running_reqs": 7, "num_waiting_reqs": 2, "gen_throughput": 500.0}]}
+    summary = summarize(info, None, loads, {"sglang:spec_accept_rate": 0.6})
+    assert summary["speculative_num_steps"] == 3 and summary["avg_spec_accept_length"] == 2.4
+    assert (summary["num_running_reqs"], summary["num_queue_reqs"], summary["gen_throughput"]) == (7, 2, 500.0)
+    assert summary["spec_accept_rate"] == 0.6
