@@ -249,7 +249,7 @@ def units(draw: st.DrawFn) -> tuple[str, list[str], dict[str, str]]:
     lines += draw(st.lists(OTHER_LINES, max_size=3))
     lines.append("ExecStart=python3 -m sglang.launch_server" + separator + separator.join(pieces) + "\n")
     lines += draw(st.lists(OTHER_LINES, max_size=3))
-    return "".join(lines), [f.split("=")[0] if f.startswith("--") else f for f in flags], env
+    return "".join(lines), flags, env
 
 
 def canonical(argv: list[str]) -> list[str]:
