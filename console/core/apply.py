@@ -54,6 +54,10 @@ POLL_INTERVAL_S = 0.2
 RECONNECT_GRACE_S = 60.0
 # After a failed start, how long to wait for journald to hand over the lines that explain it.
 JOURNAL_SETTLE_S = 2.0
+# One /health probe; SGLang's own health check gives a generation 20 s, a start needs far less to answer.
+HEALTH_PROBE_TIMEOUT_S = 5.0
+# The old unit gets longer to come back than the new one got: a rollback must not give up early.
+ROLLBACK_TIMEOUT_FACTOR = 2.0
 # A service still inactive this long after a restart returned did not start at all.
 INACTIVE_GRACE_S = 5.0
 
@@ -271,7 +275,9 @@ class Applier:
             if not is_new_start(before, now) and now.active_state not in ("failed", "activating"):
                 raise
 
-    async def _watch_start(self, cursor: str | None, before: ServiceState) -> StartWatch:
+    async def _watch_start(
+        self, cursor: str | None, before: ServiceState, *, timeout_s: float | None = None
+    ) -> StartWatch:
         """Follow the journal and poll state and /health until healthy, failed, or out of time."""
         plan = self.plan
         tracker = PhaseTracker.for_start(speculative=plan.speculative, cuda_graph=plan.cuda_graph)
@@ -288,10 +294,11 @@ class Applier:
 
         follower = asyncio.create_task(self._follow_journal(cursor, take))
         try:
-            watch.healthy, watch.reason = await self._poll_until_healthy(before)
+            watch.healthy, watch.reason, crashed = await self._poll_until_healthy(before, timeout_s or self.timeout_s)
         finally:
             if not watch.healthy:
-                await self._settle_journal(cursor, take, tracker)
+                # A crash is explained by lines journald may not have handed over yet: wait for them a little.
+                await self._settle_journal(cursor, take, tracker, JOURNAL_SETTLE_S if crashed else 0.0)
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError, HostError):
                 await follower
@@ -299,10 +306,11 @@ class Applier:
             tracker.mark_ready(_now())
         return watch
 
-    async def _poll_until_healthy(self, before: ServiceState) -> tuple[bool, str]:
-        """Healthy counts only for a process started after `before` (the old one may answer until it stops)."""
+    async def _poll_until_healthy(self, before: ServiceState, timeout_s: float) -> tuple[bool, str, bool]:
+        """(healthy, why not, crashed). Healthy counts only for a process started after `before` (the old one
+        may answer until it stops)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        deadline = loop.time() + timeout_s
         baseline: int | None = None
         last_state = "unknown"
         seen_running = False
@@ -321,15 +329,16 @@ class Applier:
                 seen_running = seen_running or state.running or loop.time() > grace_until
                 failure = start_failure(state, baseline, seen_running=seen_running)
                 if failure:
-                    return False, failure
+                    return False, failure, True
                 if state.active_state == "active" and is_new_start(before, state) and await self._healthy():
-                    return True, ""
+                    return True, "", False
             await asyncio.sleep(POLL_INTERVAL_S)
-        return False, f"not healthy within {self.timeout_s:g} s (service {last_state})"
+        return False, f"not healthy within {timeout_s:g} s (service {last_state})", False
 
     async def _healthy(self) -> bool:
         try:
-            return await self.probe.healthy()
+            # SGLang's /health runs a real generation and may hang while the server is busy: bound each probe.
+            return await asyncio.wait_for(self.probe.healthy(), timeout=HEALTH_PROBE_TIMEOUT_S)
         except Exception:  # connection refused while uvicorn is not up yet, a forward being rebuilt, ...
             return False
 
@@ -347,11 +356,11 @@ class Applier:
                 await asyncio.sleep(POLL_INTERVAL_S)  # the transport reconnects; resume from the last cursor
 
     async def _settle_journal(
-        self, cursor: str | None, take: Callable[[JournalEntry], None], tracker: PhaseTracker
+        self, cursor: str | None, take: Callable[[JournalEntry], None], tracker: PhaseTracker, wait_s: float
     ) -> None:
         """A start failed: read the journal's backlog until it explains why (or briefly, if it never does)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + JOURNAL_SETTLE_S
+        deadline = loop.time() + wait_s
         while True:
             with contextlib.suppress(HostError):
                 async for entry in self.service.journal(lines=1000, after_cursor=cursor):
@@ -405,7 +414,7 @@ class Applier:
             self._advance(ApplyState.ROLLBACK_FAILED, f"could not restore the old unit: {exc}")
             return
         self._advance(ApplyState.RESTORED)
-        watch = await self._watch_start(cursor, before)
+        watch = await self._watch_start(cursor, before, timeout_s=self.timeout_s * ROLLBACK_TIMEOUT_FACTOR)
         self.result.rollback = watch
         if watch.healthy:
             self._advance(ApplyState.HEALTHY_ON_OLD)
