@@ -64,6 +64,37 @@ def test_a_change_the_rules_refuse_leaves_the_host_untouched(pristine_gpu_host: 
     assert unit_dir_listing(host) == listing  # not even a backup
 
 
+def test_a_value_the_server_adjusts_silently_is_reported(pristine_gpu_host: GpuHost) -> None:
+    """With topk 1 SGLang sets draft tokens to steps + 1 whatever was asked: apply says so and keeps the change."""
+    host = pristine_gpu_host
+    done = opsconsole(host, "apply", host.name, "--set", "speculative-num-draft-tokens=5", "--yes", "--json",
+                      "--timeout", APPLY_TIMEOUT)  # fmt: skip
+    result = json_output(done)
+    assert done.returncode == 0, done.stderr
+    draft = result["verified"]["values"]["speculative_num_draft_tokens"]
+    assert (draft["requested"], draft["actual"], draft["status"]) == (5, 3, "adjusted")
+    assert "--speculative-num-draft-tokens 5 \\\n" in host.unit_file_text()
+    assert server_info(host)["speculative_num_draft_tokens"] == 3
+
+
+def test_spec_v2_with_topk_2_is_refused_for_the_version_the_server_runs(pristine_gpu_host: GpuHost) -> None:
+    """The operators' real trap: SGLang 0.5.9 refuses spec v2 with topk > 1 only at startup."""
+    host = pristine_gpu_host
+    host.install_unit(
+        host.unit_text.replace("--sim-time-scale 0.01", "--sim-time-scale 0.01 --sim-sglang-version 0.5.9")
+    )
+    before_sha = host.unit_sha256()
+    before = host.service_properties("MainPID", "NRestarts")
+    done = opsconsole(host, "apply", host.name, "--set", "speculative-eagle-topk=2",
+                      "--set", "speculative-num-draft-tokens=4", "--yes", "--json")  # fmt: skip
+    result = json_output(done)
+    assert done.returncode == 1, done.stderr
+    assert (result["state"], result["sglang_version"]) == ("refused", "0.5.9")
+    assert [e["code"] for e in result["report"]["errors"]] == ["spec-v2-topk"]
+    assert host.unit_sha256() == before_sha
+    assert host.service_properties("MainPID", "NRestarts") == before
+
+
 def test_a_change_that_fails_at_startup_is_rolled_back(pristine_gpu_host: GpuHost) -> None:
     """The rules cannot know the host's disks: a missing draft model only fails when the server starts."""
     host = pristine_gpu_host

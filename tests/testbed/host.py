@@ -294,11 +294,16 @@ class GpuHost:
     def restore(self, *, wait_healthy: bool = True) -> None:
         """Put sglang.service back to the unit it booted with and restart it (after tests that change it)."""
         self.link_up()
+        self.root_run(["rm", "-rf", f"{self.unit_path}.d"])
+        self.install_unit(self.unit_text, wait_healthy=wait_healthy)
+
+    def install_unit(self, text: str, *, wait_healthy: bool = True) -> None:
+        """Replace sglang.service behind the console's back (atomically), daemon-reload and restart it."""
         self.root_run(
-            f"rm -rf {self.unit_path}.d && cat > {self.unit_path}.restore && mv {self.unit_path}.restore "
-            f"{self.unit_path} && systemctl daemon-reload && systemctl reset-failed {self.unit} ; "
+            f"cat > {self.unit_path}.testbed && mv {self.unit_path}.testbed {self.unit_path} && "
+            f"systemctl daemon-reload && systemctl reset-failed {self.unit} ; "
             f"systemctl enable --quiet {self.unit} && systemctl restart {self.unit}",
-            input=self.unit_text,
+            input=text,
         )
         if wait_healthy:
             self.wait_healthy()
