@@ -15,12 +15,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 SUPPORTED_VERSIONS: tuple[str, ...] = ("0.5.6", "0.5.9", "0.5.12", "0.5.14", "0.5.23")
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 
+_FLAGDATA = Path(__file__).resolve().parent / "flagdata"
 _VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?([.\-+]?[A-Za-z0-9.+\-]*)?\s*$")
 
 
@@ -173,7 +174,8 @@ def _spec_from_row(row: dict[str, Any]) -> FlagSpec:
 def flag_table(version: str | None = None) -> FlagTable:
     """The flags of the supported release that applies to `version` (None = newest)."""
     resolved = resolve_version(version)
-    text = resources.files("console.sglang.flagdata").joinpath(f"sglang-{resolved}.json").read_text("utf-8")
+    # A plain path next to this module: importlib.resources would cost more import time than the whole check.
+    text = (_FLAGDATA / f"sglang-{resolved}.json").read_text("utf-8")
     rows = json.loads(text)["flags"]
     return FlagTable(version=resolved, flags=tuple(_spec_from_row(r) for r in rows), prog=_prog_for(resolved))
 

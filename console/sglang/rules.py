@@ -13,7 +13,6 @@ logger warning), so the simulator can fail and log exactly like the real server.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,6 +197,8 @@ def _unknown_flag_hint(table: FlagTable, option: str) -> str:
         if name == "--cuda-graph-max-bs":
             hint += " Use --cuda-graph-max-bs-decode there."
         return hint
+    import difflib  # only when there is an unknown flag to explain
+
     close = difflib.get_close_matches(name, list(table.by_option), n=1, cutoff=0.8)
     return f"Did you mean {close[0]}?" if close else ""
 
