@@ -56,6 +56,8 @@ RECONNECT_GRACE_S = 60.0
 JOURNAL_SETTLE_S = 2.0
 # One /health probe; SGLang's own health check gives a generation 20 s, a start needs far less to answer.
 HEALTH_PROBE_TIMEOUT_S = 5.0
+# How long a healthy server may fail to answer /server_info before the apply reports it.
+SERVER_INFO_GRACE_S = 15.0
 # The old unit gets longer to come back than the new one got: a rollback must not give up early.
 ROLLBACK_TIMEOUT_FACTOR = 2.0
 # A service still inactive this long after a restart returned did not start at all.
@@ -384,7 +386,7 @@ class Applier:
 
     async def _verify(self) -> None:
         try:
-            info = await self._retrying("read /server_info", self.probe.server_info)
+            info = await self._server_info()
         except Exception as exc:
             self.result.error = f"healthy, but /server_info could not be read: {exc}"
             self._advance(ApplyState.MISMATCH, self.result.error)
@@ -397,6 +399,18 @@ class Applier:
         wrong = ", ".join(f"{v.dest}={v.actual!r} (expected {v.expected!r})" for v in verification.mismatches)
         self.result.error = f"the server runs the new unit but resolved {wrong}"
         self._advance(ApplyState.MISMATCH, self.result.error)
+
+    async def _server_info(self) -> dict[str, Any]:
+        """/server_info, retried for a while: the port forward may be being rebuilt after a reconnect."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SERVER_INFO_GRACE_S
+        while True:
+            try:
+                return await asyncio.wait_for(self.probe.server_info(), timeout=HEALTH_PROBE_TIMEOUT_S)
+            except Exception:
+                if loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(POLL_INTERVAL_S)
 
     async def _roll_back(self) -> None:
         self._advance(ApplyState.ROLLING_BACK)
