@@ -1,0 +1,183 @@
+"""Run SGLang's own benchmark client (`bench_serving.py` from the released sglang wheel) against a URL.
+
+    result = run_bench_serving("http://127.0.0.1:30000", backend="sglang", num_prompts=16, max_concurrency=4)
+    result.record["output_throughput"], result.record["accept_length"], result.stdout
+
+Where the script comes from: $SGLANG_BENCH_SERVING (a path to bench_serving.py), else a cached copy in
+$OPSCONSOLE_CACHE (default ~/.cache/opsconsole)/sglang-<ver>/bench_serving.py, else it is extracted from the
+wheel that `pip download sglang==<ver> --no-deps` fetches (once).
+
+What it needs to run: aiohttp, numpy, requests, tqdm, pillow and transformers (AutoTokenizer only, no
+torch) in the running interpreter. Its top-level imports of datasets and pybase64 serve datasets we do not
+use (sharegpt, images); small stand-ins for those two are put first on its PYTHONPATH so that the heavy
+datasets package (pyarrow, pandas) need not be installed. The tokenizer is the simulator's own, written as a Hugging Face folder
+(console.sim.tokenizer.write_model_dir), so bench_serving counts exactly the tokens the server counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.sim.tokenizer import write_model_dir
+
+SGLANG_VERSION = "0.5.6.post2"
+NEEDED = ("aiohttp", "numpy", "requests", "tqdm", "transformers", "PIL")
+
+_SHIMS = {
+    "datasets.py": "def load_dataset(*args, **kwargs):\n"
+    "    raise RuntimeError('datasets is not installed: use --dataset-name random-ids')\n",
+    "pybase64.py": "from base64 import b64decode, b64encode  # noqa: F401\n",
+}
+
+
+class BenchUnavailable(RuntimeError):
+    """bench_serving cannot run here; the message says what to install or set."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("OPSCONSOLE_CACHE") or Path.home() / ".cache" / "opsconsole")
+
+
+def bench_serving_script(version: str = SGLANG_VERSION) -> Path:
+    explicit = os.environ.get("SGLANG_BENCH_SERVING")
+    if explicit:
+        return Path(explicit)
+    target = cache_root() / f"sglang-{version}" / "bench_serving.py"
+    if target.exists():
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", f"sglang=={version}", "--no-deps", "-q", "-d", tmp],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        wheels = list(Path(tmp).glob("sglang-*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise BenchUnavailable(
+                f"could not download the sglang {version} wheel to get bench_serving.py "
+                f"(pip said: {done.stderr.strip()[-400:]}); set SGLANG_BENCH_SERVING=/path/to/bench_serving.py"
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            names = [n for n in wheel.namelist() if n.endswith("sglang/bench_serving.py")]
+            if not names:
+                raise BenchUnavailable(f"{wheels[0].name} has no sglang/bench_serving.py")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(wheel.read(names[0]))
+    return target
+
+
+def shim_dir() -> Path:
+    root = cache_root() / "bench-shims"
+    for name, text in _SHIMS.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+    return root
+
+
+def check_requirements() -> None:
+    missing = []
+    for module in NEEDED:
+        probe = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+        if probe.returncode != 0:
+            missing.append(module)
+    if missing:
+        raise BenchUnavailable(f"bench_serving needs {', '.join(missing)}: .venv/bin/pip install {' '.join(missing)}")
+
+
+def tokenizer_dir(architecture: str = "LlamaForCausalLM", context_length: int = 32768) -> Path:
+    """The simulator's tokenizer as a Hugging Face folder (cached; identical for every profile)."""
+    return write_model_dir(
+        cache_root() / "sim-tokenizer",
+        architecture=architecture,
+        context_length=context_length,
+        served_model_name="opsconsole-sim",
+    )
+
+
+@dataclass
+class BenchResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    record: dict[str, Any]  # the JSONL record bench_serving appended (its own field names)
+
+    @property
+    def accept_length(self) -> float | None:
+        value = self.record.get("accept_length")
+        return float(value) if value is not None else None
+
+
+def run_bench_serving(
+    base_url: str,
+    *,
+    backend: str = "sglang",
+    num_prompts: int = 16,
+    input_len: int = 64,
+    output_len: int = 64,
+    max_concurrency: int | None = None,
+    model: str | None = None,
+    extra_args: list[str] | None = None,
+    api_key: str | None = None,
+    timeout: float = 300.0,
+) -> BenchResult:
+    """Run bench_serving (dataset random-ids, exact lengths) and return its printed report and JSONL record."""
+    check_requirements()
+    script = bench_serving_script()
+    with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
+        out_file = Path(tmp) / "result.jsonl"
+        argv = [
+            sys.executable,
+            str(script),
+            "--backend",
+            backend,
+            "--base-url",
+            base_url,
+            "--dataset-name",
+            "random-ids",
+            "--tokenizer",
+            str(tokenizer_dir()),
+            "--random-input-len",
+            str(input_len),
+            "--random-output-len",
+            str(output_len),
+            "--random-range-ratio",
+            "1.0",
+            "--num-prompts",
+            str(num_prompts),
+            "--output-file",
+            str(out_file),
+            "--seed",
+            "1",
+        ]
+        if model:
+            argv += ["--model", model]
+        if max_concurrency:
+            argv += ["--max-concurrency", str(max_concurrency)]
+        argv += extra_args or []
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim_dir()), os.environ.get("PYTHONPATH", "")])}
+        env.pop("OPENAI_API_KEY", None)
+        env.pop("API_KEY", None)
+        if api_key:
+            env["OPENAI_API_KEY"] = api_key  # sent as "Authorization: Bearer <key>"
+        env["TRANSFORMERS_VERBOSITY"] = "error"
+        # It looks the served model name up on the Hub (config, processor); nothing is fetched from there.
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        record: dict[str, Any] = {}
+        if out_file.exists():
+            lines = out_file.read_text().strip().splitlines()
+            if lines:
+                record = json.loads(lines[-1])
+        return BenchResult(done.returncode, done.stdout, done.stderr, record)
