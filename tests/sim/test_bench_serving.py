@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.simproc import SimProcess, running_sim
 from tests.support.sglang_bench import run_bench_serving
+from tests.support.simproc import SimProcess, running_sim
 
 SPEC = [
     "--speculative-algorithm",

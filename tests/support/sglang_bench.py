@@ -10,8 +10,9 @@ wheel that `pip download sglang==<ver> --no-deps` fetches (once).
 What it needs to run: aiohttp, numpy, requests, tqdm, pillow and transformers (AutoTokenizer only, no
 torch) in the running interpreter. Its top-level imports of datasets and pybase64 serve datasets we do not
 use (sharegpt, images); small stand-ins for those two are put first on its PYTHONPATH so that the heavy
-datasets package (pyarrow, pandas) need not be installed. The tokenizer is the simulator's own, written as a Hugging Face folder
-(console.sim.tokenizer.write_model_dir), so bench_serving counts exactly the tokens the server counts.
+datasets package (pyarrow, pandas) need not be installed. The tokenizer is the simulator's own, written
+as a Hugging Face folder (console.sim.tokenizer.write_model_dir), so bench_serving counts exactly the
+tokens the server counts.
 """
 
 from __future__ import annotations
