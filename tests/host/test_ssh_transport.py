@@ -13,7 +13,7 @@ from console.host.base import SudoPasswordRequired
 from console.host.knownhosts import HostKeyRefused
 from console.host.ssh import ConnectionState, SshTransport
 from console.host.targets import resolve_target
-from tests.host.conftest import ClientSide, Sshd
+from tests.host.sshd_lab import ClientSide, Sshd
 
 
 def make_transport(client: ClientSide, **kwargs: object) -> SshTransport:

@@ -9,73 +9,26 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from console.cli import main
-from tests.host.conftest import ClientSide, Sshd
-
-# The busy H200 capture (tests/fixtures/gpu/h200-live/busy-*), in the field order console.host.gpu asks for.
-GPU_STUB = """#!/bin/sh
-case "$*" in
-  *--query-gpu=*) echo "0, GPU-bc85baf0-ecd5-5da4-fbbb-2762b72465a0, NVIDIA H200, P0, 100, 25, 143771, 24029, \
-60, 692.56, 700.00, 1485, 3201, 0x0000000000000004" ;;
-  *--query-compute-apps=*) echo "GPU-bc85baf0-ecd5-5da4-fbbb-2762b72465a0, 538, /opt/torch/.venv/bin/python3, 24020" ;;
-  *) echo "unexpected arguments: $*" >&2; exit 2 ;;
-esac
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.host.sshd_lab import ClientSide, Sshd, install_gpu_stub, simulator
 
 
 @pytest.fixture(scope="module")
 def sim_port() -> Iterator[int]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "console.sim", "--model-path", "Qwen/Qwen3-8B", "--host", "127.0.0.1"),
-            *("--port", str(port), "--sim-profile", "tiny-test", "--sim-time-scale", "0.001", "--enable-metrics"),
-            *("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, "the simulator exited"
-            assert time.monotonic() < deadline, "the simulator did not become healthy in 30 s"
-            time.sleep(0.05)
+    with simulator() as port:
         yield port
-    finally:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture
 def workspace(tmp_path: Path, client: ClientSide, sshd: Sshd, sim_port: int) -> Path:
-    stub_dir = sshd.root / "bin"
-    stub_dir.mkdir(exist_ok=True)
-    stub = stub_dir / "nvidia-smi"
-    stub.write_text(GPU_STUB)
-    os.chmod(stub, 0o755)
+    stub = install_gpu_stub(sshd)
     (tmp_path / "ws" / "profiles").mkdir(parents=True)
     (tmp_path / "ws" / "profiles" / "labgpu.toml").write_text(
         f'[host]\nssh = "lab"\nunit = "sglang.service"\ngpu_command = ["{stub}"]\n'

@@ -1,0 +1,97 @@
+"""A full `status` refresh over the open SSH connection vs the naive way (a new `ssh host CMD` per read).
+
+Against a real OpenSSH sshd on loopback (tests/host/sshd_lab.py: a clean non-root user), the SGLang
+simulator on the "host" and an nvidia-smi stand-in. The refresh reads everything `opsconsole status`
+shows: systemctl show, both nvidia-smi queries, /health, /server_info, /model_info, /v1/loads, /metrics.
+The naive way runs the same reads one after another, each with a fresh `ssh -F cfg lab CMD` (the real
+OpenSSH client; SGLang reached with curl on the host). Needs root (creates the test user) and sshd.
+
+    .venv/bin/python benchmarks/status_refresh.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from console.core.status import collect_status
+from console.host.connect import open_host
+from console.host.gpu import gpu_poll_argv
+from console.host.systemd import SHOW_PROPERTIES
+from console.host.targets import resolve_target
+from tests.host.sshd_lab import install_gpu_stub, simulator, sshd_lab, write_client
+
+
+def naive_commands(sim_port: int, stub: Path) -> list[list[str]]:
+    api = f"http://127.0.0.1:{sim_port}"
+    curls = [["curl", "-s", f"{api}{path}"] for path in ("/health", "/server_info", "/model_info", "/v1/loads")]
+    return [
+        ["systemctl", "show", "sglang.service", "-p", ",".join(SHOW_PROPERTIES)],
+        gpu_poll_argv([str(stub)]),
+        *curls,
+        ["curl", "-s", f"{api}/metrics"],
+    ]
+
+
+def naive_refresh(config: Path, commands: list[list[str]]) -> float:
+    started = time.perf_counter()
+    for argv in commands:
+        subprocess.run(["ssh", "-F", str(config), "lab", shlex.join(argv)], capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
+async def open_refreshes(workspace: Path, config: Path, rounds: int) -> tuple[float, list[float]]:
+    target = resolve_target("labgpu", profiles_dir=workspace / "profiles", ssh_config=str(config))
+    started = time.perf_counter()
+    session = await open_host(target)
+    try:
+        first = await collect_status(session)  # includes opening the port forward
+        connect_s = time.perf_counter() - started
+        assert first["sglang"]["healthy"], first
+        timings = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            await collect_status(session)
+            timings.append(time.perf_counter() - t0)
+        return connect_s, timings
+    finally:
+        await session.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+    with sshd_lab() as server, simulator() as sim_port, tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        client = write_client(directory, server)
+        stub = install_gpu_stub(server)
+        (directory / "profiles").mkdir()
+        (directory / "profiles" / "labgpu.toml").write_text(
+            f'[host]\nssh = "lab"\ngpu_command = ["{stub}"]\n[sglang]\nport = {sim_port}\n'
+        )
+        connect_s, open_timings = asyncio.run(open_refreshes(directory, client.config, args.rounds))
+        commands = naive_commands(sim_port, stub)
+        naive_timings = [naive_refresh(client.config, commands) for _ in range(max(3, args.rounds // 4))]
+    open_ms = statistics.median(open_timings) * 1000
+    naive_ms = statistics.median(naive_timings) * 1000
+    print(f"status refresh, open connection  : {open_ms:7.1f} ms (median of {len(open_timings)})")
+    print(f"  first refresh incl. SSH connect : {connect_s * 1000:7.1f} ms")
+    print(
+        f"status refresh, naive ssh per read: {naive_ms:7.1f} ms (median of {len(naive_timings)}, {len(commands)} ssh)"
+    )
+    print(f"speed-up: {naive_ms / open_ms:.1f}x (aim >= 20x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""A real OpenSSH sshd on loopback, shared by the host-layer tests and benchmarks/status_refresh.py.
+
+Throwaway host and client keys, a dedicated non-root user with a clean shell (/bin/sh, no rc files:
+root's .bashrc costs ~100 ms per command), a private sshd_config, and `sshd -D -e` on an ephemeral port.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TEST_USER = "opsct-test"
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        found.append(child)
+        found.extend(_descendants(child))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running and not a zombie (killed sessions are reparented to an init that may reap them late)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(pid: int, deadline_s: float = 5.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end and _alive(pid):
+        time.sleep(0.01)
+
+
+@dataclass
+class Sshd:
+    """One sshd on 127.0.0.1:port; stop() kills the listener and every session it forked."""
+
+    root: Path
+    port: int
+    host_key: Path
+    client_key: Path
+    process: subprocess.Popen[bytes] | None = None
+    _log: Any = None
+
+    @property
+    def host_public_key(self) -> str:
+        return (self.root / "host_key.pub").read_text().strip()
+
+    def start(self) -> None:
+        self._log = (self.root / "sshd.log").open("ab")
+        self.process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # listening = a TCP connect succeeds
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"sshd exited with {self.process.returncode}: {(self.root / 'sshd.log').read_text()}"
+                )
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError("sshd did not start listening within 10 s")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        sessions = _descendants(self.process.pid)
+        self.process.kill()
+        self.process.wait()
+        for pid in sessions:  # per-connection sshd processes outlive the listener unless killed
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            _wait_gone(pid)
+        self._log.close()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def _ensure_user() -> bool:
+    try:
+        pwd.getpwnam(TEST_USER)
+        return False
+    except KeyError:
+        subprocess.run(["useradd", "-m", "-s", "/bin/sh", TEST_USER], check=True)
+        subprocess.run(["usermod", "-p", "*", TEST_USER], check=True)  # unlocked, but no password login
+        return True
+
+
+@dataclass
+class ClientSide:
+    """The operator's side: an ssh_config (`Host lab`) and a known_hosts file, both private to one test."""
+
+    dir: Path
+    config: Path
+    known_hosts: Path
+    alias: str = "lab"
+
+
+def write_client(directory: Path, server: Sshd, *, trusted: bool = True) -> ClientSide:
+    known_hosts = directory / "known_hosts"
+    config = directory / "ssh_config"
+    config.write_text(
+        f"Host lab\n  Hostname 127.0.0.1\n  Port {server.port}\n  User {TEST_USER}\n"
+        f"  IdentityFile {server.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known_hosts}\n"
+    )
+    known_hosts.write_text(f"[127.0.0.1]:{server.port} {server.host_public_key}\n" if trusted else "")
+    return ClientSide(dir=directory, config=config, known_hosts=known_hosts)
+
+
+@contextmanager
+def sshd_lab() -> Iterator[Sshd]:
+    """A running sshd for the test user; everything it created is removed afterwards."""
+    Path("/run/sshd").mkdir(exist_ok=True)
+    created = _ensure_user()
+    root = Path(tempfile.mkdtemp(prefix="opsct-sshd-"))
+    os.chmod(root, 0o755)  # sshd reads authorized_keys as the test user
+    try:
+        for name in ("host_key", "client_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True)
+        shutil.copy(root / "client_key.pub", root / "authorized_keys")
+        os.chmod(root / "authorized_keys", 0o644)
+        port = _free_port()
+        (root / "sshd_config").write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile none\n"
+            f"AuthorizedKeysFile {root / 'authorized_keys'}\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 10\n"
+            f"AllowUsers {TEST_USER}\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+        )
+        subprocess.run([SSHD, "-t", "-f", str(root / "sshd_config")], check=True)
+        server = Sshd(root=root, port=port, host_key=root / "host_key", client_key=root / "client_key")
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if created:
+            subprocess.run(["userdel", "-r", TEST_USER], check=False, capture_output=True)
+
+
+# The busy H200 capture (tests/fixtures/gpu/h200-live/busy-*), in the field order console.host.gpu asks for.
+GPU_STUB = """#!/bin/sh
+case "$*" in
+  *--query-gpu=*) echo "0, GPU-bc85baf0-ecd5-5da4-fbbb-2762b72465a0, NVIDIA H200, P0, 100, 25, 143771, 24029, \
+60, 692.56, 700.00, 1485, 3201, 0x0000000000000004" ;;
+  *--query-compute-apps=*) echo "GPU-bc85baf0-ecd5-5da4-fbbb-2762b72465a0, 538, /opt/torch/.venv/bin/python3, 24020" ;;
+  *) echo "unexpected arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def install_gpu_stub(server: Sshd) -> Path:
+    """An nvidia-smi stand-in the test user can run (the project's venv is not readable by that user)."""
+    stub_dir = server.root / "bin"
+    stub_dir.mkdir(exist_ok=True)
+    stub = stub_dir / "nvidia-smi"
+    stub.write_text(GPU_STUB)
+    os.chmod(stub, 0o755)
+    return stub
+
+
+@contextmanager
+def simulator() -> Iterator[int]:
+    """The project's SGLang stand-in on 127.0.0.1:PORT (EAGLE, steps 2, topk 1, metrics on), healthy."""
+    import httpx
+
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "console.sim", "--model-path", "Qwen/Qwen3-8B", "--host", "127.0.0.1"),
+            *("--port", str(port), "--sim-profile", "tiny-test", "--sim-time-scale", "0.001", "--enable-metrics"),
+            *("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None:
+                raise RuntimeError("the simulator exited")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulator did not become healthy in 30 s")
+            time.sleep(0.05)
+        yield port
+    finally:
+        process.kill()
+        process.wait()
