@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="environment variable the server would see (repeatable)",
     )
     p.add_argument("--unit", metavar="FILE", help="read flags and Environment= from a systemd unit file")
+    p.add_argument(
+        "--architecture",
+        metavar="ARCH",
+        help="the model's HF architecture (config.json architectures[0], e.g. LlamaForCausalLM); "
+        "SGLang auto-chooses the speculative steps/topk/draft tokens from it",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("flags", nargs=argparse.REMAINDER, metavar="-- FLAG", help="launch flags, after --")
 

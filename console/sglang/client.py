@@ -162,6 +162,7 @@ class SglangClient:
     timeout_s: float = 10.0
     version: str | None = None
     endpoints: Endpoints = field(default_factory=Endpoints)
+    last_server_info: dict[str, Any] | None = None
     _http: httpx.AsyncClient | None = None
 
     def __post_init__(self) -> None:
@@ -197,13 +198,14 @@ class SglangClient:
             raise SglangError(f"{path}: the answer is not JSON") from None
 
     async def detect_version(self) -> str | None:
-        """Read the version and choose the endpoints that version has."""
+        """Read the version and choose the endpoints that version has (the payload stays in last_server_info)."""
         try:
             info = await self._get_json("/server_info")
             path = "/server_info"
         except SglangError:
             info = await self._get_json("/get_server_info")
             path = "/get_server_info"
+        self.last_server_info = info if isinstance(info, dict) else None
         self.version = info.get("version") if isinstance(info, dict) else None
         self.endpoints = Endpoints.for_version(self.version)
         if path == "/get_server_info":

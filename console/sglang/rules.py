@@ -410,11 +410,17 @@ def rule_mixed_chunk_off(launch: _Launch) -> None:
     """All versions, EAGLE family and NGRAM: `--enable-mixed-chunk` is turned off with a warning (and
     check_server_args asserts it is off). [0.5.6 server_args.py:1760-1765, 1840-1841, 4120-4124]"""
     if launch.get("enable_mixed_chunk"):
+        algorithm = launch.get("speculative_algorithm")
+        log = (
+            f"Mixed chunked prefill is disabled: {algorithm} speculative decoding does not support it."
+            if launch.at_least("0.5.23")  # [0.5.23 speculative_hook.py:1114-1118]
+            else "Mixed chunked prefill is disabled because of using eagle speculative decoding."
+        )
         launch.adjust(
             "enable_mixed_chunk",
             False,
             "mixed chunked prefill cannot run with speculative decoding; SGLang turns it off",
-            "Mixed chunked prefill is disabled because of using eagle speculative decoding.",
+            log,
         )
 
 
@@ -519,7 +525,7 @@ def rule_spec_triple(launch: _Launch, architecture: str | None) -> None:
                 "auto-choice-architecture-unknown",
                 f"The speculative triple is auto-chosen from the model's architecture, which check-args cannot "
                 f"read; assumed a generic one -> {chosen}. Llama and Grok models get (5, 4, 8), DeepSeek/GLM/"
-                "GPT-OSS (3, 1, 4). Set all three flags explicitly to be sure.",
+                "GPT-OSS (3, 1, 4). Pass the architecture (check-args --architecture) or set all three flags.",
                 SPEC_TRIPLE,
             )
         return

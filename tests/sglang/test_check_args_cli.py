@@ -156,3 +156,11 @@ def test_help_does_not_import_heavy_packages(argv: list[str]) -> None:
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in result.stderr.splitlines()[1:]}
     assert "console" in imported  # the import log is really there
     assert not imported & HEAVY
+
+
+def test_architecture_drives_the_auto_choice() -> None:
+    flags = ["--", "--model-path", "m", "--speculative-algorithm", "EAGLE"]
+    llama = json.loads(opsconsole("--json", "--architecture", "LlamaForCausalLM", *flags).stdout)
+    generic = json.loads(opsconsole("--json", *flags).stdout)
+    assert llama["resolved"]["speculative_eagle_topk"] == 4 and generic["resolved"]["speculative_eagle_topk"] == 1
+    assert "auto-choice-architecture-unknown" in [w["code"] for w in generic["warnings"]]

@@ -3,6 +3,8 @@
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.sglang.flags import SUPPORTED_VERSIONS, flag_table
 from console.sglang.rules import CheckReport, auto_speculative_params, check_launch
@@ -331,3 +333,55 @@ def test_every_error_names_flags_and_says_what_to_change() -> None:
             assert error.flags and all(f in error.message for f in error.flags)
             assert any(word in error.message for word in ("Set ", "Use ", "Remove", "remove", "set ", "use "))
             assert error.sglang_log
+
+
+SPEC_WORDS = [
+    "--speculative-algorithm",
+    "--speculative-algo",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-adaptive",
+    "--speculative-use-rejection-sampling",
+    "--speculative-ngram-max-bfs-breadth",
+    "--enable-dp-attention",
+    "--enable-mixed-chunk",
+    "--disable-overlap-schedule",
+    "--page-size",
+    "--attention-backend",
+    "--max-running-requests",
+    "--pp-size",
+    "--cuda-graph-max-bs",
+    "--model-path",
+    "--bogus",
+]
+SPEC_VALUES = [
+    "EAGLE",
+    "EAGLE3",
+    "NEXTN",
+    "STANDALONE",
+    "NGRAM",
+    "eagle",
+    "0",
+    "1",
+    "2",
+    "4",
+    "-1",
+    "x",
+    "trtllm_mha",
+    "fa3",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(SPEC_WORDS + SPEC_VALUES), max_size=14),
+    st.sampled_from(SUPPORTED_VERSIONS),
+    st.sampled_from([{}, {"SGLANG_ENABLE_SPEC_V2": "1"}, {"SGLANG_ENABLE_SPEC_V2": "false"}]),
+)
+def test_any_argv_gives_a_report_never_an_exception(argv: list[str], version: str, env: dict[str, str]) -> None:
+    r = check_launch(argv, env, version)
+    assert set(flag_table(version).by_dest) <= set(r.resolved)
+    assert r.ok == (not r.errors)
+    for finding in r.errors:
+        assert finding.message and finding.sglang_log
