@@ -84,23 +84,39 @@ def service_json(state: ServiceState, now: datetime) -> dict[str, Any]:
 
 
 async def read_sglang(client: SglangClient) -> dict[str, Any]:
-    healthy, version = await asyncio.gather(client.healthy(), _version_or_error(client))
-    out: dict[str, Any] = {"url": client.base_url, "healthy": healthy}
-    if isinstance(version, SglangError):
-        return {**out, **summarize(None), "error": str(version)}
-    info, model, load, metrics = await asyncio.gather(
-        client.server_info(), client.model_info(), client.load(), client.metrics(), return_exceptions=True
-    )
-    errors = [str(e) for e in (info, model, load, metrics) if isinstance(e, Exception)]
+    """Health, version-dependent endpoints, metrics; the first call detects the version (and reuses that
+    /server_info payload), later calls read everything in one concurrent round."""
+    out: dict[str, Any] = {"url": client.base_url}
+    info: Any
+    if client.version is None:
+        healthy, version = await asyncio.gather(client.healthy(), _version_or_error(client))
+        out["healthy"] = healthy
+        if isinstance(version, SglangError):
+            return {**out, **summarize(None), "error": str(version)}
+        info = client.last_server_info
+        model, load, metrics = await asyncio.gather(
+            client.model_info(), client.load(), client.metrics(), return_exceptions=True
+        )
+    else:
+        out["healthy"], info, model, load, metrics = await asyncio.gather(
+            client.healthy(),
+            client.server_info(),
+            client.model_info(),
+            client.load(),
+            client.metrics(),
+            return_exceptions=True,
+        )
+        if isinstance(out["healthy"], BaseException):
+            out["healthy"] = False
     summary = summarize(
         info if isinstance(info, dict) else None,
         model if isinstance(model, dict) else None,
-        None if isinstance(load, Exception) else load,
+        None if isinstance(load, BaseException) else load,
         metrics if isinstance(metrics, dict) else None,
     )
     out.update(summary)
-    if isinstance(info, Exception):  # /metrics missing or /v1/loads absent are normal; server_info is not
-        out["error"] = "; ".join(errors)
+    if isinstance(info, BaseException):  # /metrics missing or an absent load route are normal; server_info is not
+        out["error"] = str(info)
     return out
 
 

@@ -50,7 +50,11 @@ class HostSession:
         return f"http://127.0.0.1:{port}"
 
     async def sglang(self, *, timeout_s: float = 10.0) -> SglangClient:
-        """A client for the host's SGLang API (closed with the session)."""
+        """The session's client for the host's SGLang API (one per session, closed with it).
+
+        The local port of the forward survives reconnects, so the client's URL stays valid."""
+        if self._clients:
+            return self._clients[0]
         client = SglangClient(await self.sglang_url(), api_key=self.target.sglang.api_key(), timeout_s=timeout_s)
         self._clients.append(client)
         return client

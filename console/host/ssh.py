@@ -179,10 +179,13 @@ class SshTransport:
             keepalive_count_max=3,
             connect_timeout=self._connect_timeout,
         )
-        for (remote_host, remote_port), local_port in self._forward_ports.items():
-            self._listeners[(remote_host, remote_port)] = await conn.forward_local_port(
-                "127.0.0.1", local_port, remote_host, remote_port
-            )
+        for (remote_host, remote_port), local_port in list(self._forward_ports.items()):
+            try:  # same local port as before the drop, so clients holding the URL keep working
+                self._listeners[(remote_host, remote_port)] = await conn.forward_local_port(
+                    "127.0.0.1", local_port, remote_host, remote_port
+                )
+            except (OSError, asyncssh.Error):
+                del self._forward_ports[(remote_host, remote_port)]  # forward_port() picks a new one
         return conn
 
     async def _connection(self) -> asyncssh.SSHClientConnection:
