@@ -796,18 +796,27 @@ def rule_spec_flags_without_algorithm(launch: _Launch) -> None:
 
 
 def rule_deprecated_flags(launch: _Launch, argv: Sequence[str]) -> None:
-    """Deprecated spellings still work but print a warning ('<flag>' is deprecated ...). [0.5.14+
-    arg_groups/argparse_actions.py]"""
+    """Deprecated spellings still work but print a warning: 0.5.9-0.5.12 "The command line argument '<flag>' is
+    deprecated and will be removed in future versions." [0.5.9 server_args.py:5729-5738]; 0.5.14+ "'<flag>' is
+    deprecated and will be removed in a future release. Use '<new>' instead." [0.5.14 arg_groups/argparse_actions.py]
+    (the replacement flag is not in our tables, so the log line stops before it)."""
     for token in argv:
-        spec = launch.table.lookup(token.partition("=")[0]) if token.startswith("--") else None
-        if spec is not None and spec.deprecated:
-            launch.warn(
-                "deprecated-flag",
-                f"{token.partition('=')[0]} is deprecated in SGLang {launch.version} and will be removed; "
-                f"see `--help` for its replacement.",
-                [spec.dest],
-                f"'{spec.options[0]}' is deprecated and will be removed in a future release.",
-            )
+        head = token.partition("=")[0]
+        spec = launch.table.lookup(head) if token.startswith("--") else None
+        if spec is None or not spec.deprecated:
+            continue
+        matched = head if head in launch.table.by_option else launch.table.prefix_matches(head)[0]
+        log = (
+            f"'{matched}' is deprecated and will be removed in a future release."
+            if launch.at_least("0.5.14")
+            else f"The command line argument '{matched}' is deprecated and will be removed in future versions."
+        )
+        launch.warn(
+            "deprecated-flag",
+            f"{matched} is deprecated in SGLang {launch.version} and will be removed; see --help for its replacement.",
+            [spec.dest],
+            log,
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
