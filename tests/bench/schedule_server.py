@@ -83,7 +83,9 @@ def _generate_events(schedule: Schedule, prompt_tokens: int, total: int, rid: st
         yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _chat_events(schedule: Schedule, prompt_tokens: int, total: int, rid: str, continuous: bool) -> Any:
+def _chat_events(
+    schedule: Schedule, prompt_tokens: int, total: int, rid: str, continuous: bool, include_usage: bool
+) -> Any:
     sizes = schedule.chunk_sizes(total)
     base = {"id": rid, "object": "chat.completion.chunk", "created": 0, "model": MODEL}
     sent = 0
@@ -98,7 +100,7 @@ def _chat_events(schedule: Schedule, prompt_tokens: int, total: int, rid: str, c
         if continuous:
             chunk["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent, "total_tokens": 0}
         payload = b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
-        if last:  # the include_usage chunk goes out with the last content chunk
+        if last and include_usage:  # the include_usage chunk goes out with the last content chunk
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": total, "total_tokens": prompt_tokens + total}
             payload += b"data: " + json.dumps({**base, "choices": [], "usage": usage}).encode() + b"\n\n"
         yield payload
@@ -121,12 +123,14 @@ def build_app(schedule: Schedule) -> web.Application:
         body = await request.json()
         total = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-        continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
+        options = body.get("stream_options") or {}
+        continuous = bool(options.get("continuous_usage_stats"))
+        include_usage = bool(options.get("include_usage"))
         counter["n"] += 1
         if schedule.fail_every and counter["n"] % schedule.fail_every == 0:
             return web.json_response({"error": {"message": "injected failure"}}, status=500)
         rid = f"c{counter['n']}"
-        return await _emit(request, schedule, _chat_events(schedule, prompt, total, rid, continuous))
+        return await _emit(request, schedule, _chat_events(schedule, prompt, total, rid, continuous, include_usage))
 
     async def server_info(_request: web.Request) -> web.Response:
         info = {"model_path": MODEL, "version": "0.5.9", "speculative_algorithm": "EAGLE" if schedule.spec else None}
