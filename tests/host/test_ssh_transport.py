@@ -145,3 +145,60 @@ async def test_stream_yields_lines_as_they_come(client: ClientSide) -> None:
         assert lines == ["1", "2", "3"]
     finally:
         await transport.close()
+
+
+async def test_port_forward_keeps_its_local_port_across_a_reconnect(client: ClientSide, sshd: Sshd) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"hello")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = make_transport(client)
+    try:
+        local = await transport.forward_port("127.0.0.1", port)
+        sshd.stop()
+        await asyncio.to_thread(sshd.start)
+        assert (await transport.run(["true"])).ok  # reconnected (waits for the background reconnect)
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", local)
+                data = await reader.read()
+                writer.close()
+                if data == b"hello":
+                    break
+            except OSError:
+                pass
+            assert asyncio.get_running_loop().time() < deadline, "the forward did not come back"
+            await asyncio.sleep(0.02)
+        assert await transport.forward_port("127.0.0.1", port) == local
+    finally:
+        await transport.close()
+        server.close()
+        await server.wait_closed()
+        if sshd.process is None:
+            sshd.start()
+
+
+def test_known_hosts_none_in_ssh_config_is_refused(client: ClientSide) -> None:
+    from console.host.base import HostError
+
+    client.config.write_text(
+        client.config.read_text().replace(f"UserKnownHostsFile {client.known_hosts}", "UserKnownHostsFile none")
+    )
+    transport = make_transport(client)
+    with pytest.raises(HostError, match="always verifies"):
+        _ = transport.known_hosts
+
+
+async def test_command_timeout_is_reported(client: ClientSide) -> None:
+    from console.host.base import HostError
+
+    transport = make_transport(client)
+    try:
+        with pytest.raises(HostError, match=r"did not finish within 0\.2 s"):
+            await transport.run(["sleep", "5"], timeout=0.2)
+    finally:
+        await transport.close()

@@ -1,0 +1,58 @@
+"""The local transport (the console on the GPU host itself): real subprocesses, same contract as SSH."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.host.audit import AuditLog
+from console.host.base import HostError
+from console.host.connect import open_host
+from console.host.gpu import NvmlUnavailable, read_nvml
+from console.host.local import LocalTransport
+from console.host.targets import Target
+
+
+async def test_run_stream_and_audit(tmp_path: Path) -> None:
+    transport = LocalTransport(audit=AuditLog(tmp_path / "audit.jsonl"))
+    result = await transport.run(["sh", "-c", 'cat; echo " $1"', "sh", "a b"], input="in")
+    assert result.ok and result.stdout == "in a b\n"
+    assert [line async for line in transport.stream(["printf", "x\\ny\\n"])] == ["x", "y"]
+    missing = await transport.run(["definitely-not-a-command-opsct"])
+    assert missing.exit_status == 127
+    with pytest.raises(HostError, match="did not finish"):
+        await transport.run(["sleep", "5"], timeout=0.1)
+    entries = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [e["exit_status"] for e in entries] == [0, 0, 127, None]
+    assert await transport.forward_port("127.0.0.1", 30000) == 30000
+    with pytest.raises(HostError):
+        await transport.forward_port("10.0.0.1", 30000)
+
+
+HAS_GPU = Path("/dev/nvidiactl").exists()
+
+
+def test_nvml_reads_gpus_or_says_why_not() -> None:
+    if HAS_GPU:  # the H200 machine: every GPU with its name, memory and power
+        snapshot = read_nvml()
+        assert snapshot.source == "nvml" and snapshot.gpus
+        assert all(g.name and g.memory_total_mib and g.power_limit_w for g in snapshot.gpus)
+        return
+    # No NVIDIA driver (CI): NVML must fail cleanly so that the caller falls back to nvidia-smi.
+    with pytest.raises(NvmlUnavailable, match="NVML"):
+        read_nvml()
+
+
+async def test_local_session_falls_back_to_nvidia_smi(tmp_path: Path) -> None:
+    session = await open_host(Target(label="local", transport="local"), logs_dir=tmp_path)
+    try:
+        snapshot = await session.gpus()
+    finally:
+        await session.close()
+    if HAS_GPU:
+        assert snapshot.source == "nvml" and snapshot.gpus and snapshot.error is None
+    else:
+        assert snapshot.source == "nvidia-smi" and snapshot.gpus == []
+        assert snapshot.error is not None and "nvidia-smi" in snapshot.error
