@@ -715,41 +715,17 @@ def _is_tty(stream: TextIO) -> bool:
 
 
 async def open_host_for(args: argparse.Namespace, workspace: Any) -> HostHandle:
-    """TARGET -> the host's service manager and SGLang probe, through the host layer."""
-    from console.host.audit import AuditLog
-    from console.host.systemd import SystemdService
+    """TARGET -> the host's service manager and SGLang client, through the host layer's session."""
+    from console.host.connect import open_host
     from console.host.targets import resolve_target
-    from console.sglang.client import SglangClient
 
     target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
-    version = _profile_sglang_version(target.profile_path)
-    api_key = target.sglang.api_key()
-    if target.transport == "demo":
-        from console.sim.supervisor import DemoServiceManager
-
-        demo = DemoServiceManager.from_target(target)
-        probe = SglangClient(f"http://127.0.0.1:{target.sglang.port}", api_key)
-
-        async def close_demo() -> None:
-            await probe.close()
-
-        return HostHandle(target.label, demo, probe, close_demo, version)
-    audit = AuditLog.in_logs(workspace.logs)
-    transport: Any
-    if target.transport == "local":
-        from console.host.local import LocalTransport
-
-        transport = LocalTransport(target.label, audit=audit)
-        port = target.sglang.port
-    else:
-        from console.host.ssh import SshTransport
-
-        transport = SshTransport(target, audit=audit)
-        port = await transport.forward_port(target.sglang.host, target.sglang.port)
-    probe = SglangClient(f"http://127.0.0.1:{port}", api_key)
-
-    async def close() -> None:
-        await probe.close()
-        await transport.close()
-
-    return HostHandle(target.label, SystemdService(transport, target.unit, sudo=target.sudo), probe, close, version)
+    session = await open_host(target, logs_dir=workspace.logs)
+    try:
+        client = await session.sglang()
+    except BaseException:
+        await session.close()
+        raise
+    return HostHandle(
+        target.label, session.service, client, session.close, _profile_sglang_version(target.profile_path)
+    )
