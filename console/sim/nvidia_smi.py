@@ -230,12 +230,18 @@ def render(argv: Sequence[str], host: HostGpus, now: float | None = None) -> str
     return table(host, now)
 
 
+def _is_state_dir_arg(args: Sequence[str], i: int) -> bool:
+    return args[i].startswith("--sim-state-dir") or (i > 0 and args[i - 1] == "--sim-state-dir")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from console.sim.profiles import DEFAULT_PROFILE, get_profile
 
     args = list(sys.argv[1:] if argv is None else argv)
+    explicit_dir = _option(args, "--sim-state-dir")  # the demo's profile points its gpu_command here
+    args = [a for i, a in enumerate(args) if not _is_state_dir_arg(args, i)]
     profile = get_profile(DEFAULT_PROFILE)
-    host = read_state(state_dir(), profile.gpu, profile.gpu_count, profile.name)
+    host = read_state(state_dir(explicit_dir), profile.gpu, profile.gpu_count, profile.name)
     try:
         sys.stdout.write(render(args, host))
     except UsageError as e:

@@ -1,0 +1,202 @@
+"""`opsconsole demo`: the embedded simulated GPU host.
+
+Starts the SGLang stand-in as the unit `sglang-demo.service` under the demo supervisor (a real
+systemd-style unit file that `apply` and `freeze` edit with the same unit model as on a GPU host),
+writes `profiles/demo.toml` so that any other `opsconsole` process reaches it (`status demo`,
+`apply demo ...`, `bench demo ...`, `logs demo -f`), prints how to reach it and keeps it running until
+Ctrl-C, then stops everything it started and removes its runtime folder.
+
+Files: <workspace>/.demo/ holds the unit, its backups and the GPU state (kept between runs so edits
+survive a restart of the demo); the control socket lives in a short temporary folder (unix socket
+paths are limited to ~100 characters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from console.sim.supervisor import UnitSupervisor, serve_control
+from console.workspace import Workspace
+
+UNIT = "sglang-demo.service"
+PROFILE_NAME = "demo"
+
+
+def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_dir: Path, workdir: Path) -> str:
+    """The demo's unit: what an operator's SGLang unit looks like, with the stand-in as the launcher."""
+    flags = [
+        "--model-path Qwen/Qwen3.5-122B-A10B-FP8",
+        "--served-model-name qwen3.5-122b",
+        "--host 127.0.0.1",
+        f"--port {port}",
+        "--tp-size 4",
+        "--speculative-algorithm NEXTN",
+        "--speculative-num-steps 1",
+        "--speculative-eagle-topk 1",
+        "--speculative-num-draft-tokens 2",
+        "--enable-metrics",
+        f"--sim-profile {shlex.quote(profile)}",
+        "--sim-sglang-version 0.5.9",
+        f"--sim-time-scale {time_scale:g}",
+        f"--sim-state-dir {shlex.quote(str(state_dir))}",
+    ]
+    exec_start = f"ExecStart={shlex.quote(python)} -m console.sim \\\n    " + " \\\n    ".join(flags)
+    return (
+        "# opsconsole demo host: the SGLang stand-in run like an SGLang systemd service\n"
+        "[Unit]\n"
+        "Description=SGLang server (opsconsole demo, simulated GPUs)\n"
+        "After=network-online.target\n"
+        "\n"
+        "[Service]\n"
+        "Type=simple\n"
+        f"WorkingDirectory={workdir}\n"
+        'Environment="SGLANG_ENABLE_SPEC_V2=False"\n'
+        f"{exec_start}\n"
+        "Restart=no\n"
+        "TimeoutStartSec=900\n"
+        "TimeoutStopSec=30\n"
+        "KillMode=control-group\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def profile_toml(*, control: Path, port: int, gpu_command: list[str]) -> str:
+    gpu = ", ".join(f'"{a}"' for a in gpu_command)
+    return (
+        "# Written by `opsconsole demo`: reach the demo host while that process runs.\n"
+        "[host]\n"
+        'transport = "demo"\n'
+        f'control = "{control}"\n'
+        f'unit = "{UNIT}"\n'
+        f"gpu_command = [{gpu}]\n"
+        "\n"
+        "[sglang]\n"
+        f"port = {port}\n"
+    )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_ready(sup: UnitSupervisor, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        for entry in sup.entries(0, seen):
+            seen = entry.seq
+            if "The server is fired up and ready to roll!" in entry.message:
+                return True
+        if sup.active_state == "failed":
+            return False
+        await sup.wait_for_entries(seen, 0.5)
+    return False
+
+
+async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None) -> int:
+    workspace = Workspace.resolve(getattr(args, "workspace", None)).ensure()
+    home = workspace.root / ".demo"
+    state_dir = home / "gpu-state"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    runtime = Path(tempfile.mkdtemp(prefix="opsconsole-demo-"))
+    control = runtime / "control.sock"
+    port = args.port or _free_port()
+    unit_path = home / UNIT
+    # The unit is rewritten each run (new port, this interpreter); edits made through the console during
+    # a run are kept in backups/ like on a real host.
+    unit_path.write_text(
+        unit_text(
+            python=sys.executable,
+            port=port,
+            profile=args.profile,
+            time_scale=args.time_scale,
+            state_dir=state_dir,
+            workdir=Path(__file__).resolve().parents[2],
+        )
+    )
+    sup = UnitSupervisor(UNIT, unit_path, home / "backups")
+    runner = await serve_control(sup, control)
+    profile_path = workspace.profiles / f"{PROFILE_NAME}.toml"
+    gpu_command = [sys.executable, "-m", "console.sim.nvidia_smi", "--sim-state-dir", str(state_dir)]
+    profile_path.write_text(profile_toml(control=control, port=port, gpu_command=gpu_command))
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        sup.daemon_reload()
+        await sup.start()
+        print(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...", flush=True)
+        up = asyncio.create_task(_wait_ready(sup, 900))
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not stop.is_set():
+            if not up.result():
+                print(f"The demo server did not come up; its journal: opsconsole logs {PROFILE_NAME}", flush=True)
+            _print_howto(port, profile_path, unit_path, state_dir, workspace)
+            if ready is not None:
+                ready.set()
+            await stop.wait()
+        up.cancel()
+        stopper.cancel()
+    finally:
+        print("Stopping the demo host ...", flush=True)
+        await sup.stop()
+        await runner.cleanup()
+        shutil.rmtree(runtime, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            profile_path.unlink()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    print("Demo host stopped.", flush=True)
+    return 0
+
+
+def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path, workspace: Workspace) -> None:
+    ws = "" if workspace.root == Path.cwd() else f" --workspace {shlex.quote(str(workspace.root))}"
+    print(
+        "\n".join(
+            [
+                "",
+                "The demo GPU host is up (simulated GPUs, SGLang stand-in under a local service manager).",
+                f"  SGLang API    http://127.0.0.1:{port}   (/health, /server_info, /generate, /v1/chat/completions)",
+                f"  profile       {profile_path}",
+                f"  unit file     {unit_path}",
+                f"  nvidia-smi    OPSCONSOLE_SIM_STATE_DIR={state_dir} python -m console.sim.nvidia_smi",
+                "",
+                "Try, from another terminal:",
+                f"  opsconsole{ws} status {PROFILE_NAME}",
+                f"  opsconsole{ws} apply {PROFILE_NAME} --set speculative-num-steps=2 "
+                "--set speculative-num-draft-tokens=3",
+                f"  opsconsole{ws} bench {PROFILE_NAME} --concurrency 1,8,32",
+                f"  opsconsole{ws} logs {PROFILE_NAME} -f",
+                "",
+                "Ctrl-C stops the demo host.",
+            ]
+        ),
+        flush=True,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """`opsconsole demo`. The TUI does not exist yet, so this always runs headless (as with --no-ui)."""
+    try:
+        return asyncio.run(run_demo(args))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
+        return 1
