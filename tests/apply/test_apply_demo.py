@@ -1,0 +1,272 @@
+"""`opsconsole apply` end to end on the demo host: the real CLI, the demo's supervisor, the simulator.
+
+Everything here is a real process: `opsconsole demo --no-ui` runs the supervisor and the SGLang stand-in,
+`opsconsole apply` is run as a subprocess against it, and the host is read back independently through the
+supervisor's own client (the unit text, MainPID) and the server's /server_info.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.core.apply import HostHandle, open_host_for
+from console.workspace import Workspace
+
+OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
+TIME_SCALE = "0.001"  # a simulated large-model start takes about a second
+APPLY_TIMEOUT = "60"
+
+
+@dataclass
+class Demo:
+    workspace: Path
+    proc: subprocess.Popen[str]
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(OPSCONSOLE), "--workspace", str(self.workspace), *args],
+            input=stdin if stdin is not None else "",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def apply(self, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        done = self.run("apply", "demo", *args, "--json", "--timeout", APPLY_TIMEOUT)
+        assert done.stdout.strip(), done.stderr
+        return done, json.loads(done.stdout)
+
+    def host(self) -> _HostReader:
+        return _HostReader(self.workspace)
+
+
+class _HostReader:
+    """Reads the demo host the way apply does not: one short-lived connection per question."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+
+    async def _with_host(self, what: str) -> Any:
+        args = argparse.Namespace(target="demo", ssh_config=None)
+        host: HostHandle = await open_host_for(args, Workspace.resolve(self.workspace))
+        try:
+            if what == "unit":
+                return await host.service.read_unit()
+            if what == "pid":
+                return (await host.service.state()).main_pid
+            if what == "state":
+                state = await host.service.state()
+                return state.active_state, state.sub_state
+            if what == "healthy":
+                return await host.probe.healthy()
+            return await host.probe.server_info()
+        finally:
+            await host.close()
+
+    def unit(self) -> str:
+        return str(asyncio.run(self._with_host("unit")))
+
+    def main_pid(self) -> int | None:
+        pid = asyncio.run(self._with_host("pid"))
+        return int(pid) if pid else None
+
+    def state(self) -> tuple[str, str]:
+        active, sub = asyncio.run(self._with_host("state"))
+        return str(active), str(sub)
+
+    def healthy(self) -> bool:
+        try:
+            return bool(asyncio.run(self._with_host("healthy")))
+        except Exception:
+            return False
+
+    def server_info(self) -> dict[str, Any]:
+        info = asyncio.run(self._with_host("server_info"))
+        assert isinstance(info, dict)
+        return info
+
+
+def poll(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    """A fresh demo host per test (each test changes its unit)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    proc = subprocess.Popen(
+        [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", "--time-scale", TIME_SCALE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # the demo's own children go with it on teardown
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    demo = Demo(workspace, proc)
+    try:
+        poll(lambda: (workspace / "profiles" / "demo.toml").is_file() or proc.poll() is not None, 60, "the demo")
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        reader = demo.host()
+        poll(reader.healthy, 60, "the demo server to be healthy")
+        yield demo
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the demo stops what it started
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def _spec_settings(info: dict[str, Any]) -> tuple[int, int]:
+    return int(info["speculative_num_steps"]), int(info["speculative_num_draft_tokens"])
+
+
+def test_a_valid_change_is_written_restarted_and_verified(demo: Demo) -> None:
+    host = demo.host()
+    unit_before, pid_before = host.unit(), host.main_pid()
+    steps, _ = _spec_settings(host.server_info())
+    new_steps = 3 if steps != 3 else 2
+    done, result = demo.apply(
+        "--set", f"speculative-num-steps={new_steps}", "--set", f"speculative-num-draft-tokens={new_steps + 1}",
+        "--set", "speculative-eagle-topk=1", "--yes",
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stderr, result.get("error"), result.get("journal_excerpt"))
+    assert result["ok"] is True and result["state"] == "verified" and result["rolled_back"] is False
+    assert result["verified"]["ok"] is True
+    assert result["verified"]["values"]["speculative_num_steps"]["actual"] == new_steps
+    # The unit on the host is the planned one: the diff's lines and nothing else.
+    unit_after = host.unit()
+    assert unit_after != unit_before
+    assert f"{new_steps}" in unit_after and result["diff"]
+    assert result["backup"]
+    # A new process serves the new values.
+    assert host.main_pid() != pid_before
+    assert _spec_settings(host.server_info()) == (new_steps, new_steps + 1)
+    # The startup was followed phase by phase, up to ready.
+    phases = {p["name"]: p for p in result["phases"]}
+    assert phases["load_weights"]["state"] == "done" and phases["load_weights"]["started_at"]
+    assert all(p["state"] in ("done", "skipped") for p in result["phases"])
+    states = [h["state"] for h in result["history"]]
+    assert states == [
+        "validated", "backed_up", "written", "daemon_reloaded", "restarting", "starting", "healthy", "verified",
+    ]  # fmt: skip
+
+
+def test_a_change_the_rules_refuse_leaves_the_host_untouched(demo: Demo) -> None:
+    host = demo.host()
+    unit_before, pid_before = host.unit(), host.main_pid()
+    done, result = demo.apply("--set", "speculative-num-steps=two", "--yes")
+    assert done.returncode == 1
+    assert result["ok"] is False and result["state"] == "refused" and result["backup"] is None
+    assert any("--speculative-num-steps" in " ".join(e["flags"]) for e in result["report"]["errors"])
+    assert host.unit() == unit_before
+    assert host.main_pid() == pid_before
+
+
+def test_a_change_that_fails_at_startup_is_rolled_back(demo: Demo) -> None:
+    host = demo.host()
+    unit_before = host.unit()
+    info_before = host.server_info()
+    done, result = demo.apply("--set", "speculative-draft-model-path=/models/missing-draft", "--yes")
+    assert done.returncode == 1, done.stderr
+    assert result["ok"] is False and result["rolled_back"] is True
+    assert result["state"] == "healthy_on_old"
+    assert any("missing-draft" in line for line in result["journal_excerpt"]), result["journal_excerpt"]
+    assert host.unit() == unit_before
+    assert host.state() == ("active", "running")
+    assert host.healthy()
+    assert _spec_settings(host.server_info()) == _spec_settings(info_before)
+
+
+def test_without_a_terminal_it_asks_for_yes_and_changes_nothing(demo: Demo) -> None:
+    host = demo.host()
+    unit_before, pid_before = host.unit(), host.main_pid()
+    done, result = demo.apply("--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
+    assert done.returncode == 1
+    assert result["state"] == "aborted" and "--yes" in result["error"]
+    assert host.unit() == unit_before and host.main_pid() == pid_before
+
+
+def test_human_output_shows_diff_report_and_phases(demo: Demo) -> None:
+    done = demo.run("apply", "demo", "--set", "speculative-num-steps=2", "--set", "speculative-num-draft-tokens=3",
+                    "--set", "speculative-eagle-topk=1", "--yes", "--timeout", APPLY_TIMEOUT)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "+++ " in out and "+    --speculative-num-steps 2" in out
+    assert "loading weights" in out and "ready" in out and "verified" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--env", "NOT A PAIR"],
+        ["--set", "speculative-num-steps=2", "--unset", "speculative-num-steps"],
+        ["--set", "speculative-num-steps=2", "--timeout", "0"],
+    ],
+)
+def test_usage_errors_exit_2_before_touching_anything(tmp_path: Path, args: list[str]) -> None:
+    done = subprocess.run(
+        [str(OPSCONSOLE), "--workspace", str(tmp_path), "apply", "nowhere-host", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "opsconsole apply:" in done.stderr
+
+
+def test_an_unknown_target_fails_clearly(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(OPSCONSOLE), "--workspace", str(tmp_path), "apply", "bad host!", "--set", "speculative-num-steps=2",
+         "--yes"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "invalid host" in done.stderr
+
+
+def test_on_a_terminal_it_asks_and_no_means_nothing_changes(demo: Demo) -> None:
+    import pty
+
+    host = demo.host()
+    unit_before, pid_before = host.unit(), host.main_pid()
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=3",
+             "--set", "speculative-num-draft-tokens=4", "--json"],
+            stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        os.write(primary, b"n\n")
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert proc.returncode == 1
+    assert "[y/N]" in stderr
+    result = json.loads(stdout)
+    assert result["state"] == "aborted" and "not confirmed" in result["error"]
+    assert host.unit() == unit_before and host.main_pid() == pid_before
