@@ -1,0 +1,187 @@
+"""The demo supervisor behaves like systemd for one unit: real processes, real signals, a real socket."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console.host.base import HostError, ServiceManager
+from console.sim.supervisor import DemoServiceManager, UnitSupervisor, parse_exec, serve_control
+
+SERVICE = """\
+import signal, sys, time
+print("service starting", flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+def bye(*_):
+    print("got SIGTERM", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, {handler})
+while True:
+    time.sleep(0.05)
+"""
+
+
+def unit(script: Path, *, extra: str = "", env: str = 'Environment="GREETING=hello world" MODE=test') -> str:
+    return (
+        "[Unit]\nDescription=test\n\n[Service]\n"
+        f"{env}\n"
+        f"ExecStart={sys.executable} -u \\\n    {script}\n"
+        f"TimeoutStopSec=0.5\n{extra}\n[Install]\nWantedBy=multi-user.target\n"
+    )
+
+
+@pytest.fixture
+async def manager(tmp_path: Path) -> AsyncIterator[tuple[DemoServiceManager, UnitSupervisor, Path]]:
+    script = tmp_path / "service.py"
+    script.write_text(SERVICE.format(handler="bye"))
+    unit_path = tmp_path / "demo.service"
+    unit_path.write_text(unit(script))
+    sup = UnitSupervisor("demo.service", unit_path, tmp_path / "backups")
+    sock = tmp_path / "c.sock"
+    runner = await serve_control(sup, sock)
+    client = DemoServiceManager(sock, "demo.service")
+    try:
+        yield client, sup, tmp_path
+    finally:
+        await sup.stop()
+        await runner.cleanup()
+
+
+async def wait_state(client: DemoServiceManager, active: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (await client.state()).active_state != active:
+        assert time.monotonic() < deadline, f"never reached {active}: {await client.state()}"
+        await _tick()
+
+
+async def _tick() -> None:
+    import asyncio
+
+    await asyncio.sleep(0.02)
+
+
+async def journal_messages(client: DemoServiceManager) -> list[str]:
+    return [e.message async for e in client.journal(lines=1000)]
+
+
+def test_parse_exec_reads_continuations_environment_and_timeouts() -> None:
+    spec = parse_exec(unit(Path("/x/y.py"), extra="Restart=on-failure\nRestartSec=2s"))
+    assert spec.argv == [sys.executable, "-u", "/x/y.py"]
+    assert spec.env == {"GREETING": "hello world", "MODE": "test"}
+    assert spec.timeout_stop_s == 0.5 and spec.restart == "on-failure" and spec.restart_s == 2.0
+    with pytest.raises(HostError, match="ExecStart"):
+        parse_exec("[Service]\nType=simple\n")
+
+
+async def test_start_stop_state_and_journal(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:
+    client, sup, _ = manager
+    assert isinstance(client, ServiceManager)
+    assert (await client.state()).active_state == "inactive"
+    await client.daemon_reload()
+    await sup.start()
+    state = await client.state()
+    assert state.active_state == "active" and state.sub_state == "running" and state.main_pid
+    assert state.started_at is not None and state.fragment_path.endswith("demo.service")
+    deadline = time.monotonic() + 10
+    while "service starting" not in await journal_messages(client):
+        assert time.monotonic() < deadline
+        await _tick()
+    assert "to stderr" in await journal_messages(client)
+    pid = state.main_pid
+    await client.stop()
+    state = await client.state()
+    assert (state.active_state, state.sub_state, state.result, state.main_pid) == ("inactive", "dead", "success", None)
+    assert "got SIGTERM" in await journal_messages(client)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_environment_reaches_the_process(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:
+    client, _sup, tmp = manager
+    script = tmp / "env.py"
+    script.write_text("import os\nprint('GREETING=' + os.environ['GREETING'], flush=True)\n")
+    await client.write_unit(unit(script))
+    await client.daemon_reload()
+    await client.restart()
+    await wait_state(client, "inactive")
+    assert "GREETING=hello world" in await journal_messages(client)
+
+
+async def test_sigkill_after_timeout_stop_sec(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:
+    client, _sup, tmp = manager
+    stubborn = tmp / "stubborn.py"
+    stubborn.write_text(SERVICE.format(handler="signal.SIG_IGN"))
+    await client.write_unit(unit(stubborn))
+    await client.daemon_reload()
+    await client.restart()
+    await wait_state(client, "active")
+    # Wait until the script has installed its handler, or SIGTERM would kill it at once.
+    deadline = time.monotonic() + 10
+    while "service starting" not in await journal_messages(client):
+        assert time.monotonic() < deadline
+        await _tick()
+    started = time.monotonic()
+    await client.stop()
+    assert time.monotonic() - started >= 0.5
+    assert any("timed out. Killing." in m for m in await journal_messages(client))
+    assert (await client.state()).active_state == "inactive"
+
+
+async def test_failure_is_reported_like_systemd(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:
+    client, _sup, tmp = manager
+    failing = tmp / "fail.py"
+    failing.write_text("import sys\nprint('ValueError: boom', flush=True)\nsys.exit(1)\n")
+    await client.write_unit(unit(failing))
+    await client.daemon_reload()
+    await client.restart()
+    await wait_state(client, "failed")
+    state = await client.state()
+    assert state.sub_state == "failed" and state.result == "exit-code"
+    messages = await journal_messages(client)
+    assert "ValueError: boom" in messages
+    assert any("status=1/FAILURE" in m for m in messages)
+
+
+async def test_write_unit_backs_up_and_needs_reload_then_restore(
+    manager: tuple[DemoServiceManager, UnitSupervisor, Path],
+) -> None:
+    client, _sup, tmp = manager
+    await client.daemon_reload()
+    original = await client.read_unit()
+    backup = await client.write_unit(original.replace("MODE=test", "MODE=changed"))
+    assert Path(backup.path).read_text() == original
+    assert "MODE=changed" in await client.read_unit()
+    assert (await client.state()).need_daemon_reload is True
+    await client.daemon_reload()
+    assert (await client.state()).need_daemon_reload is False
+    await client.restore_unit(backup)
+    assert await client.read_unit() == original
+    with pytest.raises(HostError, match="not a backup"):
+        await client.restore_unit(type(backup)(str(tmp / "service.py")))
+    await client.enable()
+    assert (await client.state()).unit_file_state == "enabled"
+
+
+async def test_journal_follow_resumes_after_cursor(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:
+    client, sup, _ = manager
+    await client.daemon_reload()
+    entries = [e async for e in client.journal(lines=10)]
+    assert entries and entries[-1].message == "Reloading."
+    cursor = entries[-1].cursor
+    await sup.start()
+    seen: list[str] = []
+    async for entry in client.journal(follow=True, after_cursor=cursor):
+        seen.append(entry.message)
+        if entry.message == "service starting":
+            break
+    assert "Reloading." not in seen and seen[0].startswith("Started demo.service")
+
+
+async def test_client_explains_a_demo_that_is_not_running(tmp_path: Path) -> None:
+    with pytest.raises(HostError, match="opsconsole demo"):
+        await DemoServiceManager(tmp_path / "nope.sock").state()
