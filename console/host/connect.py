@@ -102,8 +102,8 @@ async def open_host(
 
 def _demo_service(target: Target) -> ServiceManager:
     try:
-        from console.sim.supervisor import DemoServiceManager  # type: ignore[import-not-found,unused-ignore]
+        from console.sim.supervisor import DemoServiceManager
     except ImportError as exc:
         raise HostError(f"{target.label}: the demo host is not available in this build ({exc})") from None
-    manager: ServiceManager = DemoServiceManager(target.control)
+    manager: ServiceManager = DemoServiceManager.from_target(target)
     return manager

@@ -202,3 +202,22 @@ async def test_command_timeout_is_reported(client: ClientSide) -> None:
             await transport.run(["sleep", "5"], timeout=0.2)
     finally:
         await transport.close()
+
+
+async def test_a_stream_cut_by_a_drop_raises_connection_dropped(client: ClientSide, sshd: Sshd) -> None:
+    from console.host.base import ConnectionDropped
+
+    transport = make_transport(client)
+    try:
+        lines = transport.stream(["sh", "-c", "echo first; exec sleep 30"])
+        assert await anext(lines) == "first"
+        sshd.stop()
+        with pytest.raises(ConnectionDropped):
+            await asyncio.wait_for(anext(lines), 10)
+        await asyncio.to_thread(sshd.start)
+        resumed = [line async for line in transport.stream(["echo", "again"])]
+        assert resumed == ["again"]
+    finally:
+        await transport.close()
+        if sshd.process is None:
+            sshd.start()
