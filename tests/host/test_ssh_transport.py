@@ -221,3 +221,47 @@ async def test_a_stream_cut_by_a_drop_raises_connection_dropped(client: ClientSi
         await transport.close()
         if sshd.process is None:
             sshd.start()
+
+
+async def test_proxyjump_from_ssh_config_is_honoured(client: ClientSide, sshd: Sshd) -> None:
+    # `jumped` is reached through `lab` (a direct-tcpip channel from the sshd to itself): ProxyJump works
+    # and both hops verify their host keys against the same known_hosts.
+    client.config.write_text(
+        client.config.read_text()
+        + f"Host jumped\n  Hostname 127.0.0.1\n  Port {sshd.port}\n  User opsct-test\n  ProxyJump lab\n"
+        + f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {client.known_hosts}\n"
+    )
+    target = resolve_target("jumped", profiles_dir=client.dir, ssh_config=str(client.config))
+    transport = SshTransport(target)
+    try:
+        assert transport.options.tunnel == "lab"
+        assert (await transport.run(["echo", "via-jump"])).stdout.strip() == "via-jump"
+    finally:
+        await transport.close()
+
+
+async def test_keys_from_the_ssh_agent(client: ClientSide, sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    socket_path = client.dir / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = asyncio.get_running_loop().time() + 5
+        while not socket_path.exists():
+            assert asyncio.get_running_loop().time() < deadline, "ssh-agent did not start"
+            await asyncio.sleep(0.01)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        subprocess.run(["ssh-add", "-q", str(sshd.client_key)], check=True, env={"SSH_AUTH_SOCK": str(socket_path)})
+        client.config.write_text(
+            f"Host agentlab\n  Hostname 127.0.0.1\n  Port {sshd.port}\n  User opsct-test\n"
+            f"  UserKnownHostsFile {client.known_hosts}\n"
+        )
+        target = resolve_target("agentlab", profiles_dir=client.dir, ssh_config=str(client.config))
+        transport = SshTransport(target)
+        try:
+            assert (await transport.run(["echo", "agent"])).stdout.strip() == "agent"
+        finally:
+            await transport.close()
+    finally:
+        agent.kill()
+        agent.wait()
