@@ -220,6 +220,13 @@ class Applier:
             failure = f"{watch.reason}: {cause}" if cause else watch.reason
         except HostError as exc:
             failure = str(exc)
+        except asyncio.CancelledError:
+            # Ctrl-C while the new unit starts: the operator gave up on it, so the last good unit goes back.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            failure = "interrupted before the new unit was verified"
+            self._emit("warning", {"message": "interrupted: rolling back to the previous unit (Ctrl-C again abandons)"})
         self.result.error = failure
         self._advance(ApplyState.FAILED, failure)
         await self._roll_back()

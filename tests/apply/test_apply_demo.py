@@ -270,3 +270,30 @@ def test_on_a_terminal_it_asks_and_no_means_nothing_changes(demo: Demo) -> None:
     result = json.loads(stdout)
     assert result["state"] == "aborted" and "not confirmed" in result["error"]
     assert host.unit() == unit_before and host.main_pid() == pid_before
+
+
+def test_ctrl_c_while_the_new_unit_starts_rolls_back(demo: Demo) -> None:
+    host = demo.host()
+    unit_before = host.unit()
+    # The new unit starts slowly (a simulated start 50 times longer), so there is time to interrupt it.
+    proc = subprocess.Popen(
+        [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=3",
+         "--set", "speculative-num-draft-tokens=4", "--set", "sim-time-scale=0.05", "--yes", "--json",
+         "--timeout", APPLY_TIMEOUT],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        poll(lambda: host.unit() != unit_before or proc.poll() is not None, 30, "apply to write the unit")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    result = json.loads(stdout)
+    assert result["rolled_back"] is True and result["state"] == "healthy_on_old"
+    assert "interrupted" in result["error"]
+    assert host.unit() == unit_before
+    assert host.healthy()
