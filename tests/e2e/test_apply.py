@@ -17,7 +17,7 @@ pytestmark = pytest.mark.testbed
 APPLY_TIMEOUT = "120"  # seconds the CLI waits for readiness; the simulator starts in about a second
 STEPS_3 = ("--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
 # The longest the link stays down: it comes back as soon as the host finished restarting on its own.
-MAX_OUTAGE_S = 8.0
+MAX_OUTAGE_S = 5.0
 
 
 def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: GpuHost) -> None:

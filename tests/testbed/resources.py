@@ -254,13 +254,16 @@ def _stop_process(pid: int, timeout: float) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
+    killed = False
     while is_alive(pid):
         _reap(pid)
         if time.monotonic() >= deadline:
+            if killed:
+                raise TestbedError(f"systemd-nspawn {pid} survived SIGKILL for 5 s")
             log.warning("nspawn %d ignored SIGTERM for %.0f s: killing it", pid, timeout)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
+            killed, deadline = True, time.monotonic() + 5
         time.sleep(0.02)
     _reap(pid)
 
