@@ -61,10 +61,10 @@ def sudo_wants_password(stderr: str) -> bool:
 
 def sudo_error(host: str, user: str | None, argv: Sequence[str]) -> SudoPasswordRequired:
     who = user or "YOUR_USER"
-    program = argv[0] if argv else "systemctl"
     return SudoPasswordRequired(
         f"sudo on {host} asked for a password to run `{redact(shlex.join(argv))}`. opsconsole only uses "
-        f"sudo non-interactively (sudo -n). Add a rule on the host with `visudo -f /etc/sudoers.d/opsconsole`, "
-        f"for example:\n  {who} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, /usr/bin/sh, "
-        f"/usr/bin/{program}\nor set sudo = false in the profile if the user can do this without root."
+        f"sudo non-interactively (sudo -n). Add a rule on the host with `visudo -f /etc/sudoers.d/opsconsole`:\n"
+        f"  {who} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, /usr/bin/sh, /usr/bin/cat\n"
+        f"(sh writes the unit file atomically with its backup; cat reads a unit that is not world-readable), "
+        f"or set sudo = false in the profile if {who} can do this without root."
     )

@@ -91,7 +91,7 @@ class SshTransport:
         *,
         audit: AuditLog | None = None,
         channel_budget: int = DEFAULT_CHANNEL_BUDGET,
-        keepalive_interval_s: float = 15.0,
+        keepalive_interval_s: float = 5.0,  # a dead link is noticed within ~15 s (3 missed)
         connect_timeout_s: float = 15.0,
         reconnect: ReconnectPolicy | None = None,
         on_state: Callable[[ConnectionState], None] | None = None,

@@ -107,7 +107,9 @@ class SystemdService:
         self.sudo = sudo
 
     async def _systemctl(self, *args: str, root: bool = False, check: bool = True) -> str:
-        argv = ["env", "TZ=UTC", "SYSTEMD_PAGER=", "systemctl", "--no-pager", *args]
+        # Root commands run as plain `sudo -n -- systemctl ...` so that a sudoers rule naming
+        # /usr/bin/systemctl matches; reads get TZ=UTC so that timestamps parse without guessing zones.
+        argv = ["systemctl", "--no-pager", *args] if root else ["env", "TZ=UTC", "systemctl", "--no-pager", *args]
         result = await self.transport.run(argv, sudo=root and self.sudo, timeout=120)
         if check and not result.ok:
             detail = (result.stderr or result.stdout).strip()
@@ -132,7 +134,9 @@ class SystemdService:
 
     async def read_unit(self) -> str:
         path = await self._fragment_path()
-        result = await self.transport.run(["cat", "--", path], sudo=self.sudo, timeout=30)
+        result = await self.transport.run(["cat", "--", path], timeout=30)
+        if not result.ok and self.sudo:  # unit files are usually world-readable; some sites lock them down
+            result = await self.transport.run(["cat", "--", path], sudo=True, timeout=30)
         if not result.ok:
             raise HostError(f"{self.transport.label}: cannot read {path}: {result.stderr.strip()}")
         return result.stdout
