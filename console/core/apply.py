@@ -201,10 +201,21 @@ class Applier:
             return self.result
         before = await self._retrying("read the service state", self.service.state)
         cursor = await self._journal_cursor()
-        if not await self._write():
+        # The write runs to its end even through Ctrl-C: only then is it known whether the unit changed.
+        write = asyncio.ensure_future(self._write())
+        interrupted = False
+        try:
+            written = await asyncio.shield(write)
+        except asyncio.CancelledError:
+            self._uncancel()
+            interrupted = True
+            written = await write
+        if not written:
             return self.result
         # From here on the new unit is on the host: every way out either verifies it or rolls it back.
         try:
+            if interrupted:
+                raise asyncio.CancelledError
             await self._retrying("daemon-reload", self.service.daemon_reload)
             self._advance(ApplyState.DAEMON_RELOADED)
             self._advance(ApplyState.RESTARTING)
@@ -222,15 +233,21 @@ class Applier:
             failure = str(exc)
         except asyncio.CancelledError:
             # Ctrl-C while the new unit starts: the operator gave up on it, so the last good unit goes back.
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
+            if not interrupted:
+                self._uncancel()
             failure = "interrupted before the new unit was verified"
             self._emit("warning", {"message": "interrupted: rolling back to the previous unit (Ctrl-C again abandons)"})
         self.result.error = failure
         self._advance(ApplyState.FAILED, failure)
         await self._roll_back()
         return self.result
+
+    @staticmethod
+    def _uncancel() -> None:
+        """Take back a Ctrl-C's cancellation so the rollback's own waits work normally."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
 
     async def _journal_cursor(self) -> str | None:
         """The journal's newest cursor now: everything after it belongs to the restart we are about to do."""
