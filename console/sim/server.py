@@ -526,8 +526,9 @@ class Api:
             return _error(400, "The request body is not valid JSON.")
         if not isinstance(body, dict):
             return _error(400, "The request body must be a JSON object.")
-        if self.sim.status != "Up" and not request.get("warmup"):
-            return _error(503, "The server is not ready yet.", "ServiceUnavailableError")
+        if self.sim.status == "Terminating":
+            # Requests already running drain; new ones are turned away while the server shuts down.
+            return _error(503, "The server is shutting down.", "ServiceUnavailableError")
         return body
 
     def _start(self, prompt_tokens: int, max_new: int, sampling: dict[str, Any]) -> Live:
