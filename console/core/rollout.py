@@ -318,6 +318,8 @@ def values_equal(a: Any, b: Any) -> bool:
     """Equal as SGLang values: "3" == 3 == 3.0, lists elementwise, None only equals None (or "None")."""
     if a is None or b is None:
         return (a is None or a == "None") and (b is None or b == "None")
+    if isinstance(a, str) and isinstance(b, str) and a == b:
+        return True  # also "nan" == "nan", which as floats would differ
     if isinstance(a, bool) or isinstance(b, bool):
         return _as_bool(a) is not None and _as_bool(a) == _as_bool(b)
     if isinstance(a, list | tuple) or isinstance(b, list | tuple):
