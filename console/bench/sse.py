@@ -118,15 +118,61 @@ class GenerateStreamParser(StreamParser):
     def __init__(self, result: RequestResult, start: float) -> None:
         super().__init__(result, start)
         self._last_payload = b""
+        self._last_body: tuple[int, int] | None = None  # the last event's payload span in the current buffer
 
-    def _on_event(self, payload: bytes, now: float) -> None:
-        if payload.startswith(b'{"error"'):
-            self._fail(_error_message(json.loads(payload)))
-            return
-        total = _int_after(payload, _COMPLETION_KEY)
-        if total is not None:
-            self._on_tokens(total, now)
-        self._last_payload = payload
+    def feed(self, data: bytes, now: float) -> None:
+        # The hot loop of the whole client (one pass per SSE event): inlined, locals only.
+        buf = self._buf + data if self._buf else data
+        result = self.result
+        pos = 0
+        find = buf.find
+        rfind = buf.rfind
+        key_len = len(_COMPLETION_KEY)
+        while True:
+            end = find(b"\n\n", pos)
+            if end < 0:
+                break
+            start = pos
+            pos = end + 2
+            if not buf.startswith(b"data:", start):
+                continue
+            result.events += 1
+            result.latency = now - self.start
+            body = start + 5
+            if buf[body] == 0x20:
+                body += 1
+            if buf.startswith(b"[DONE]", body):
+                self.done = True
+                continue
+            if buf.startswith(b'{"error"', body):
+                self._fail(_error_message(json.loads(buf[body:end])))
+                continue
+            key = rfind(_COMPLETION_KEY, body, end)
+            if key >= 0:
+                i = key + key_len
+                while buf[i] == 0x20:
+                    i += 1
+                j = i
+                while 0x30 <= buf[j] <= 0x39:
+                    j += 1
+                if j > i:
+                    total = int(buf[i:j])
+                    new = total - self._tokens
+                    if new > 0:
+                        if self._tokens == 0:
+                            result.ttft = now - self.start
+                        else:
+                            result.itl.extend([(now - self._last_token_time) / new] * new)
+                        self._tokens = total
+                        self._last_token_time = now
+            self._last_body = (body, end)
+        if self._last_body is not None and self._last_body[1] <= pos:
+            self._last_payload = buf[self._last_body[0] : self._last_body[1]]
+            self._last_body = None
+        self._buf = buf[pos:]
+
+    def _on_event(self, payload: bytes, now: float) -> None:  # pragma: no cover - feed() handles events
+        raise AssertionError("GenerateStreamParser.feed parses events itself")
 
     def finish(self) -> RequestResult:
         if self._last_payload and not self.result.error:

@@ -13,7 +13,7 @@ from console.bench.workloads import WorkloadSpec
 from tests.bench.conftest import ScheduleServer
 
 OUTPUT_LEN = 64
-REQUESTS = 16
+REQUESTS = 8
 
 
 def within(measured: float, truth: float, pct: float) -> bool:
@@ -25,7 +25,11 @@ def within(measured: float, truth: float, pct: float) -> bool:
 async def test_metrics_match_the_known_schedule(
     schedule_server: Callable[..., ScheduleServer], api: str, tokens_per_chunk: int
 ) -> None:
-    server = schedule_server(ttft_ms=40, interval_ms=15, tokens_per_chunk=tokens_per_chunk, spec=True)
+    # Requests of about 1 s, so that the few ms a request costs outside the schedule (HTTP, JSON, a busy
+    # 2-core CI machine) stay well inside 1 % of the throughput.
+    server = schedule_server(
+        ttft_ms=40, interval_ms=15 * tokens_per_chunk, tokens_per_chunk=tokens_per_chunk, spec=True
+    )
     truth = server.truth(OUTPUT_LEN)
     config = SweepConfig(
         WorkloadSpec(api=api, input_len=16, output_len=OUTPUT_LEN),  # type: ignore[arg-type]
@@ -43,12 +47,12 @@ async def test_metrics_match_the_known_schedule(
     assert within(m["mean_itl_ms"], truth["itl_ms"], 1), (m["mean_itl_ms"], truth)
     # Every token after the first chunk has its own ITL entry, even when chunks carry several tokens.
     assert sum(len(r.itl) for r in sweep.levels[0].results) == REQUESTS * (OUTPUT_LEN - tokens_per_chunk)
-    # Closed loop at C=4 with 16 equal requests: 4 waves of one request latency each.
+    # Closed loop at C=4 with 8 equal requests: 2 waves of one request latency each.
     expected_throughput = REQUESTS * OUTPUT_LEN / (REQUESTS / 4 * truth["latency_ms"] / 1000)
     assert within(m["output_throughput"], expected_throughput, 1), (m["output_throughput"], expected_throughput)
     assert within(m["mean_e2e_latency_ms"], truth["latency_ms"], 1)
-    # TTFT carries the HTTP round trip on top of the schedule: a few ms at most on loopback.
-    assert truth["ttft_ms"] <= m["mean_ttft_ms"] < truth["ttft_ms"] + 5
+    # TTFT carries the HTTP round trip on top of the schedule: a few ms on loopback, more on a busy machine.
+    assert truth["ttft_ms"] <= m["mean_ttft_ms"] < truth["ttft_ms"] + 15
     assert within(m["concurrency"], 4, 1)
     if api == "generate":  # from the requests' own spec_verify_ct
         assert m["accept_length"] == pytest.approx(truth["accept_length"])
