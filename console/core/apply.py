@@ -668,15 +668,13 @@ async def _apply(
     try:
         host = await open_host(args, Workspace.resolve(args.workspace))
     except HostError as exc:
-        print(f"opsconsole apply: {exc}", file=stderr)
-        return EXIT_FAILED
+        return _early_failure(args, stdout, stderr, str(exc))
     try:
         version, source = choose_version(await _server_version(host.probe), host.profile_sglang_version, NEWEST_VERSION)
         try:
             table = flag_table(version)
         except UnsupportedVersionError as exc:
-            print(f"opsconsole apply: {exc}", file=stderr)
-            return EXIT_FAILED
+            return _early_failure(args, stdout, stderr, str(exc))
 
         def kind(flag: str) -> FlagKind | None:
             spec = table.lookup(flag)
@@ -692,8 +690,7 @@ async def _apply(
         try:
             plan = _plan(unit_text, edits, host.service.unit, version, source)
         except UnitError as exc:
-            print(f"opsconsole apply: {host.label}: {exc}; the unit was not touched", file=stderr)
-            return EXIT_FAILED
+            return _early_failure(args, stdout, stderr, f"{host.label}: {exc}; the unit was not touched")
         if not args.json:
             render_plan(plan, human)
         progress = None if args.json else HumanProgress(human)
@@ -710,10 +707,18 @@ async def _apply(
             render_result(result, human)
         return result.rollout.exit_code
     except HostError as exc:
-        print(f"opsconsole apply: {exc}", file=stderr)
-        return EXIT_FAILED
+        return _early_failure(args, stdout, stderr, str(exc))
     finally:
         await host.close()
+
+
+def _early_failure(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str) -> int:
+    """Nothing was changed: say why (with --json, still as the one JSON object)."""
+    print(f"opsconsole apply: {message}", file=stderr)
+    if args.json:
+        doc = {"ok": False, "target": args.target, "state": "error", "rolled_back": False, "error": message}
+        print(json.dumps(doc), file=stdout)
+    return EXIT_FAILED
 
 
 def _plan(unit_text: str, edits: EditRequest, unit_name: str, version: str, source: VersionSource) -> Plan:

@@ -248,6 +248,17 @@ def test_an_unknown_target_fails_clearly(tmp_path: Path) -> None:
     assert "invalid host" in done.stderr
 
 
+def test_an_unreachable_host_with_json_still_prints_one_object(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(OPSCONSOLE), "--workspace", str(tmp_path), "apply", "bad host!", "--set", "speculative-num-steps=2",
+         "--yes", "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["ok"] is False and result["state"] == "error" and "invalid host" in result["error"]
+
+
 def test_on_a_terminal_it_asks_and_no_means_nothing_changes(demo: Demo) -> None:
     import pty
 
