@@ -179,6 +179,7 @@ def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path
                 f"  profile       {profile_path}",
                 f"  unit file     {unit_path}",
                 f"  nvidia-smi    OPSCONSOLE_SIM_STATE_DIR={state_dir} python -m console.sim.nvidia_smi",
+                f"  tokenizer     {state_dir / 'tokenizer'}   (for bench_serving --tokenizer)",
                 "",
                 "Try, from another terminal:",
                 f"  opsconsole{ws} status {PROFILE_NAME}",

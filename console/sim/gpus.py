@@ -4,6 +4,8 @@ The running simulator writes `gpus.json` into the state folder every fraction of
   $OPSCONSOLE_SIM_STATE_DIR if set, else /run/opsconsole-sim when it can be created, else
   <tempdir>/opsconsole-sim. The file is world-readable so that any user's nvidia-smi sees it.
 When no simulator is running (no file, or its PID is gone) the stand-in shows the GPUs idle.
+The running simulator also writes `tokenizer/` there: its tokenizer as a Hugging Face folder, for
+clients such as SGLang's bench_serving (`--tokenizer <state dir>/tokenizer`).
 """
 
 from __future__ import annotations

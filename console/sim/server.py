@@ -26,7 +26,7 @@ from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
 from console.sim import shapes
 from console.sim.metrics import SimMetrics
-from console.sim.tokenizer import SimTokenizer, chat_prompt_text, output_token_ids
+from console.sim.tokenizer import SimTokenizer, chat_prompt_text, output_token_ids, write_model_dir
 
 SECRET_DESTS = ("api_key", "admin_api_key")
 
@@ -284,6 +284,16 @@ class SimServer:
 
     async def publish_gpus(self) -> None:
         directory = gpu_model.state_dir(self.config.state_dir)
+        try:
+            # Clients that count tokens with transformers (SGLang's bench_serving --tokenizer DIR) load this.
+            write_model_dir(
+                directory / "tokenizer",
+                architecture=self.config.profile.architecture,
+                context_length=self.config.profile.context_length,
+                served_model_name=self.config.served_model_name,
+            )
+        except OSError as e:
+            self.log(f"could not write the tokenizer folder to {directory}: {e}", rank="")
         while True:
             try:
                 gpus = self.update_gpus()

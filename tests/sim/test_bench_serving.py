@@ -39,6 +39,7 @@ def test_bench_serving_runs_clean_and_reports_accept_length(sim: SimProcess, bac
         output_len=48,
         max_concurrency=8,
         extra_args=["--flush-cache"] if backend == "sglang" else [],
+        tokenizer=sim.state_dir / "tokenizer",  # the folder the simulator ships for its clients
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = result.record

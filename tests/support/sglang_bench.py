@@ -130,9 +130,13 @@ def run_bench_serving(
     model: str | None = None,
     extra_args: list[str] | None = None,
     api_key: str | None = None,
+    tokenizer: Path | None = None,
     timeout: float = 300.0,
 ) -> BenchResult:
-    """Run bench_serving (dataset random-ids, exact lengths) and return its printed report and JSONL record."""
+    """Run bench_serving (dataset random-ids, exact lengths) and return its printed report and JSONL record.
+
+    `tokenizer`: a Hugging Face tokenizer folder; default the simulator's (the same one a running simulator
+    writes to <state dir>/tokenizer)."""
     check_requirements()
     script = bench_serving_script()
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
@@ -147,7 +151,7 @@ def run_bench_serving(
             "--dataset-name",
             "random-ids",
             "--tokenizer",
-            str(tokenizer_dir()),
+            str(tokenizer or tokenizer_dir()),
             "--random-input-len",
             str(input_len),
             "--random-output-len",
