@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shlex
 import time
@@ -32,6 +33,7 @@ from console.host.knownhosts import HostIdentity, HostKeyStatus, key_status, kno
 from console.host.targets import Target
 
 DEFAULT_CHANNEL_BUDGET = 6  # sshd's MaxSessions defaults to 10; leave room for the operator's own ssh
+_CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError)
 _RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, TimeoutError)
 
 
@@ -75,6 +77,11 @@ class _Watcher(asyncssh.SSHClient):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:
             self._on_lost(self._conn, exc)
+
+
+def _default_ssh_config() -> list[str]:
+    path = Path("~/.ssh/config").expanduser()
+    return [str(path)] if os.access(path, os.R_OK) else []
 
 
 def _describe(exc: BaseException) -> str:
@@ -125,8 +132,9 @@ class SshTransport:
             kwargs["port"] = self.target.ssh_port
         if self.target.ssh_user is not None:
             kwargs["username"] = self.target.ssh_user
-        if self.target.ssh_config:
-            kwargs["config"] = list(self.target.ssh_config)
+        # Always explicit: asyncssh.connect() reads ~/.ssh/config by itself, but SSHClientConnectionOptions
+        # (used here to find HostName and UserKnownHostsFile for host-key checks and `trust`) does not.
+        kwargs["config"] = list(self.target.ssh_config) or _default_ssh_config()
         return kwargs
 
     def _resolve_options(self) -> asyncssh.SSHClientConnectionOptions:
@@ -278,35 +286,47 @@ class SshTransport:
         started = time.monotonic()
         for attempt in (1, 2):
             conn = await self._connection()
-            try:
-                async with self._channels:
-                    completed = await conn.run(
-                        command, check=False, timeout=timeout, input=input, encoding="utf-8", errors="replace"
-                    )
-            except asyncssh.ChannelOpenError as exc:
-                if attempt == 1 and self._conn is not conn:
-                    continue  # the connection was already gone; the command never started
-                self._audit(command, None, started, note=f"channel open failed: {_describe(exc)}")
-                raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
-            except asyncssh.TimeoutError:
-                self._audit(command, None, started, note="timeout")
-                raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
-            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
-                self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
-                raise ConnectionDropped(
-                    f"the connection to {self.label} dropped while running `{shlex.join(argv)}`"
-                ) from None
-            if completed.exit_status is None and completed.exit_signal is None and self._conn is not conn:
+            async with self._channels:
+                try:
+                    process = await conn.create_process(command, encoding="utf-8", errors="replace")
+                except _CHANNEL_FAILURES as exc:
+                    # The channel never opened (typically: the link died and the drop is not noticed yet),
+                    # so the command did not run: retry once on a fresh connection.
+                    self._forget(conn)
+                    if attempt == 1:
+                        continue
+                    self._audit(command, None, started, note=f"channel open failed: {_describe(exc)}")
+                    raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
+                try:
+                    stdout, stderr = await asyncio.wait_for(process.communicate(input), timeout)
+                except TimeoutError:
+                    process.close()
+                    self._audit(command, None, started, note="timeout")
+                    raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
+                except _CHANNEL_FAILURES as exc:
+                    self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
+                    raise ConnectionDropped(
+                        f"the connection to {self.label} dropped while running `{shlex.join(argv)}`"
+                    ) from None
+            if process.exit_status is None and process.exit_signal is None:
                 self._audit(command, None, started, note="connection lost")
                 raise ConnectionDropped(f"the connection to {self.label} dropped while running `{shlex.join(argv)}`")
-            exit_status = completed.exit_status if completed.exit_status is not None else 255
-            stdout = _text(completed.stdout)
-            stderr = _text(completed.stderr)
+            exit_status = process.exit_status if process.exit_status is not None else 255
             self._audit(command, exit_status, started)
-            if sudo and exit_status != 0 and sudo_wants_password(stderr):
+            stderr_text = _text(stderr)
+            if sudo and exit_status != 0 and sudo_wants_password(stderr_text):
                 raise sudo_error(self.label, self.options.username, argv)
-            return CommandResult(command, exit_status, stdout, stderr, time.monotonic() - started)
+            return CommandResult(command, exit_status, _text(stdout), stderr_text, time.monotonic() - started)
         raise AssertionError("unreachable")
+
+    def _forget(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Stop using a connection that failed to open a channel; the next call reconnects."""
+        if conn is self._conn:
+            self._conn = None
+            self._listeners.clear()
+            conn.abort()
+            if not self._closed:
+                self._set_state(ConnectionState("reconnecting", 0, "the connection stopped opening channels"))
 
     async def stream(self, argv: Sequence[str], *, sudo: bool = False) -> AsyncIterator[str]:
         command = shell_command(argv, sudo=sudo)

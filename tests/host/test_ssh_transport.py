@@ -30,6 +30,8 @@ async def test_runs_a_command_with_quoted_arguments(client: ClientSide) -> None:
         assert transport.state.phase == "connected"
         failed = await transport.run(["sh", "-c", "echo oops >&2; exit 3"])
         assert (failed.exit_status, failed.stderr.strip()) == (3, "oops")
+        assert (await transport.run(["cat"], timeout=5)).stdout == ""  # stdin is closed when there is no input
+        assert (await transport.run(["cat"], input="unit text\n")).stdout == "unit text\n"
     finally:
         await transport.close()
 
@@ -265,3 +267,20 @@ async def test_keys_from_the_ssh_agent(client: ClientSide, sshd: Sshd, monkeypat
     finally:
         agent.kill()
         agent.wait()
+
+
+async def test_default_ssh_config_in_home_is_read(
+    client: ClientSide, sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No --ssh-config: ~/.ssh/config (HOME is the test's tmp dir) gives HostName, Port and UserKnownHostsFile,
+    # and the host key is checked under the HostName, not the alias.
+    (client.dir / ".ssh").mkdir(exist_ok=True)
+    (client.dir / ".ssh" / "config").write_text(client.config.read_text())
+    target = resolve_target("lab", profiles_dir=client.dir / "profiles")
+    transport = SshTransport(target)
+    try:
+        assert transport.identity.name == f"[127.0.0.1]:{sshd.port}"
+        assert transport.known_hosts == [str(client.known_hosts)]
+        assert (await transport.run(["echo", "home"])).stdout.strip() == "home"
+    finally:
+        await transport.close()
