@@ -115,6 +115,21 @@ def test_a_change_that_fails_at_startup_is_rolled_back(pristine_gpu_host: GpuHos
     assert server_info(host)["speculative_draft_model_path"] is None
 
 
+def test_a_start_slower_than_the_timeout_is_rolled_back(pristine_gpu_host: GpuHost) -> None:
+    """--sim-time-scale 1 makes the simulator start like a real 122B model (minutes): apply gives up after
+    --timeout and goes back to the old unit, which starts in about a second."""
+    host = pristine_gpu_host
+    before_sha = host.unit_sha256()
+    done = opsconsole(host, "apply", host.name, "--set", "sim-time-scale=1", "--yes", "--json", "--timeout", "4")
+    result = json_output(done)
+    assert done.returncode == 1, done.stderr
+    assert (result["state"], result["rolled_back"]) == ("healthy_on_old", True), result["history"]
+    assert "not healthy within 4 s" in result["error"]
+    assert host.unit_sha256() == before_sha
+    assert host.service_properties("ActiveState")["ActiveState"] == "active"
+    host.wait_healthy(timeout=10)
+
+
 @pytest.mark.parametrize("cut_when", ["unit_written", "restart_issued"])
 def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_written(
     pristine_gpu_host: GpuHost, cut_when: str
