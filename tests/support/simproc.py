@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -134,6 +135,4 @@ def running_sim(args: Sequence[str], *, healthy: bool = True, **kwargs: object) 
     finally:
         sim.stop()
         if kwargs.get("state_dir") is None:
-            for f in sim.state_dir.glob("*"):
-                f.unlink()
-            sim.state_dir.rmdir()
+            shutil.rmtree(sim.state_dir, ignore_errors=True)
