@@ -298,7 +298,9 @@ class SshTransport:
                     self._audit(command, None, started, note=f"channel open failed: {_describe(exc)}")
                     raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
                 try:
-                    stdout, stderr = await asyncio.wait_for(process.communicate(input), timeout)
+                    if not input:
+                        process.stdin.write_eof()  # communicate() closes stdin only after writing input
+                    stdout, stderr = await asyncio.wait_for(process.communicate(input or None), timeout)
                 except TimeoutError:
                     process.close()
                     self._audit(command, None, started, note="timeout")
@@ -340,6 +342,7 @@ class SshTransport:
             except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                 self._audit(command, None, started, note=f"stream not started: {_describe(exc)}")
                 raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
+            process.stdin.write_eof()  # streams take no input; a reader of stdin must not wait forever
             try:
                 try:
                     async for line in process.stdout:
