@@ -1,13 +1,16 @@
 """`opsconsole bench`: run a sweep, show progress, append the records to logs/, print a summary or JSON.
 
-The base URL is `--url`, or (for an SSH TARGET) the host layer's port forward. The API key, when the
-server needs one, comes from $OPSCONSOLE_API_KEY and is never printed or logged.
+The base URL is `--url`, or for a TARGET the host layer's port forward on the SSH connection (a `local`
+target: the server directly), with GPU telemetry from the host and the unit file's hash in every record.
+The API key, when the server needs one, comes from $OPSCONSOLE_API_KEY with --url, or from the profile's
+api_key_env for a TARGET; it is never printed or logged.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -25,6 +28,7 @@ from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDon
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
 from console.bench.telemetry import GpuSampler
 from console.bench.workloads import WorkloadSpec
+from console.host.base import HostError
 from console.workspace import Workspace
 
 API_KEY_ENV = "OPSCONSOLE_API_KEY"
@@ -184,6 +188,54 @@ async def run_bench(
     return records
 
 
+def unit_hash(unit_text: str) -> str:
+    """Short content hash of the unit file, so a record says exactly which setup it measured."""
+    return "sha256:" + hashlib.sha256(unit_text.encode()).hexdigest()[:16]
+
+
+async def bench_target(
+    target_text: str,
+    config: SweepConfig,
+    *,
+    label: str,
+    workspace: Workspace,
+    ssh_config: str | None = None,
+    on_event: Any = None,
+) -> list[BenchRecord]:
+    """Benchmark a TARGET through the host layer: SGLang via the SSH port forward (or directly for a local
+    target), GPU telemetry from the host's nvidia-smi/NVML once a second, the unit's hash as provenance."""
+    from console.host.connect import open_host
+    from console.host.targets import resolve_target
+
+    target = resolve_target(target_text, profiles_dir=workspace.profiles, ssh_config=ssh_config)
+    session = await open_host(target, logs_dir=workspace.logs)
+    try:
+        base_url = await session.sglang_url()
+        try:
+            hashed: str | None = unit_hash(await session.service.read_unit())
+        except Exception:
+            hashed = None  # provenance is best effort; the benchmark does not need the unit
+
+        async def sampler() -> list[Any]:
+            return list((await session.gpus()).gpus)
+
+        location: ClientLocation = "console" if target.transport == "ssh" else "on-host"
+        return await run_bench(
+            base_url,
+            config,
+            label=label,
+            target=target.label,
+            client_location=location,
+            workspace=workspace,
+            on_event=on_event,
+            gpu_sampler=sampler,
+            unit_hash=hashed,
+            api_key=target.sglang.api_key(),
+        )
+    finally:
+        await session.close()
+
+
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
@@ -191,44 +243,51 @@ def run(args: argparse.Namespace) -> int:
         if args.url:
             base_url = _check_url(args.url)
             target = args.target or base_url
-        elif args.target:
-            raise UsageError(
-                f"benchmarking an SSH target needs its port forward, not wired yet: "
-                f"open one (ssh -L 30000:127.0.0.1:30000 {args.target}) and pass --url http://127.0.0.1:30000"
-            )
-        else:
+        elif not args.target:
             raise UsageError("give a TARGET or --url http://HOST:PORT")
         if args.on_host:
-            raise UsageError("--on-host needs an SSH TARGET; with --url the client already runs where you are")
+            raise UsageError(
+                "--on-host (the load generator on the GPU host) is not built: the SSH forward's cost was not "
+                "measured above 2 %; run without it"
+            )
     except UsageError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
     workspace = Workspace.resolve(args.workspace).ensure()
-    label = args.label or f"{urlparse(base_url).netloc}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    where = urlparse(base_url).netloc if args.url else args.target
+    label = args.label or f"{where}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     show_progress = not args.json and sys.stderr.isatty()
     renderer = ProgressRenderer(err) if show_progress else None
-    coro = run_bench(
-        base_url,
-        config,
-        label=label,
-        target=target,
-        workspace=workspace,
-        on_event=renderer,
-        api_key=os.environ.get(API_KEY_ENV) or None,
-    )
+    if args.url:
+        coro = run_bench(
+            base_url,
+            config,
+            label=label,
+            target=target,
+            workspace=workspace,
+            on_event=renderer,
+            api_key=os.environ.get(API_KEY_ENV) or None,
+        )
+    else:
+        coro = bench_target(
+            args.target, config, label=label, workspace=workspace, ssh_config=args.ssh_config, on_event=renderer
+        )
     try:
         if renderer:
             with renderer.progress:
                 records = asyncio.run(coro)
         else:
             records = asyncio.run(coro)
+    except HostError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 1
     except OSError as exc:
-        err.print(f"[red]error:[/red] cannot reach {base_url}: {exc}")
+        err.print(f"[red]error:[/red] cannot reach the server: {exc}")
         return 1
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
     else:
-        Console().print(summary_table(records))
+        Console(width=None if sys.stdout.isatty() else 160).print(summary_table(records))
         if records:
             err.print(f"records appended to {workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl")
     if not records or any(r.stopped for r in records):
