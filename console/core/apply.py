@@ -11,6 +11,27 @@ A start that fails (ActiveState failed, the unit restarting in a loop, the proce
 within --timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.
 A dropped SSH connection (ConnectionDropped) is survived: the transport reconnects, reads are retried, and a
 write whose outcome is unknown is settled by reading the unit back (write_unit is atomic: old or new, never half).
+Ctrl-C while the new unit starts rolls back too.
+
+`--json` prints exactly one object (exit 0 = verified or nothing to change, 1 = refused / failed / rolled back):
+
+    ok               true when the new unit runs and /server_info shows what the rules predicted
+    target, unit     the host as named on the command line, and the unit that was edited
+    state            final state: verified | unchanged | refused | aborted | write_failed | mismatch |
+                     healthy_on_old (rolled back, old unit healthy) | rollback_failed | error (host unreachable)
+    changed          whether the edit changes the unit text at all
+    sglang_version   the version the rules checked against; version_source: server | profile | newest
+    diff             unified diff of the unit (old -> new)
+    report           the rules' report for the new unit, in `check-args --json` shape
+    backup           path of the unit backup on the host (null when nothing was written)
+    history          [{state, at, detail}] every step with its UTC time
+    phases           [{name, label, state, started_at, ended_at, duration_s, progress}] of the new unit's start:
+                     load_weights, kv_cache, cuda_graph, draft_cuda_graph, draft_extend_cuda_graph, warmup
+    verified         {ok, values: {DEST: {requested, expected, actual, status, reason}}} with status
+                     as_requested | adjusted (SGLang changed it silently, as predicted) | mismatch | not_reported
+    rolled_back      whether the old unit was put back; rollback_phases: the old unit's start
+    error            why it failed (with the exception line from the journal), else null
+    journal_excerpt  the journal lines that explain a failure (traceback, exception, systemd exit lines)
 """
 
 from __future__ import annotations
