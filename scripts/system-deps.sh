@@ -7,6 +7,8 @@ command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-serve
 command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
+# tests/host: the sudo-password test runs `sudo -n` as an unprivileged user over the loopback sshd
+command -v sudo >/dev/null 2>&1 || need+=(sudo)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "the testbed needs: ${need[*]} (run as root, or install them with apt)" >&2
