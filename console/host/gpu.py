@@ -8,7 +8,6 @@ driver failures all end up as None values or an `error` text instead of an excep
 from __future__ import annotations
 
 import csv
-import io
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -112,7 +111,14 @@ def decode_throttle_reasons(value: str | None) -> list[str]:
 
 
 def _rows(text: str) -> list[list[str]]:
-    return [row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if row]
+    """CSV rows, one per line; a line csv cannot read (stray CR, broken quoting) comes back as one cell."""
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        try:
+            rows.extend(row for row in csv.reader([line], skipinitialspace=True) if row)
+        except csv.Error:
+            rows.append([line])
+    return rows
 
 
 def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[list[GpuSample], list[str]]:
