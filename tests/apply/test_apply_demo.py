@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -108,10 +109,9 @@ def poll(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Demo]:
-    """A fresh demo host per test (each test changes its unit)."""
-    workspace = tmp_path / "ws"
+@contextlib.contextmanager
+def running_demo(workspace: Path) -> Iterator[Demo]:
+    """`opsconsole demo --no-ui` in its own session, healthy; stopped with Ctrl-C (by PID) afterwards."""
     workspace.mkdir()
     proc = subprocess.Popen(
         [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", "--time-scale", TIME_SCALE],
@@ -138,6 +138,20 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
                 proc.wait()
         if proc.stdout:
             proc.stdout.close()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    """A fresh demo host for a test that changes it."""
+    with running_demo(tmp_path / "ws") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def untouched_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """One demo host shared by the tests that must leave it exactly as it was (they check that they do)."""
+    with running_demo(tmp_path_factory.mktemp("untouched") / "ws") as running:
+        yield running
 
 
 def _spec_settings(info: dict[str, Any]) -> tuple[int, int]:
@@ -180,7 +194,8 @@ def test_a_valid_change_is_written_restarted_and_verified(demo: Demo) -> None:
     ]  # fmt: skip
 
 
-def test_a_change_the_rules_refuse_leaves_the_host_untouched(demo: Demo) -> None:
+def test_a_change_the_rules_refuse_leaves_the_host_untouched(untouched_demo: Demo) -> None:
+    demo = untouched_demo
     host = demo.host()
     unit_before, pid_before = host.unit(), host.main_pid()
     done, result = demo.apply("--set", "speculative-num-steps=two", "--yes")
@@ -206,7 +221,8 @@ def test_a_change_that_fails_at_startup_is_rolled_back(demo: Demo) -> None:
     assert _spec_settings(host.server_info()) == _spec_settings(info_before)
 
 
-def test_without_a_terminal_it_asks_for_yes_and_changes_nothing(demo: Demo) -> None:
+def test_without_a_terminal_it_asks_for_yes_and_changes_nothing(untouched_demo: Demo) -> None:
+    demo = untouched_demo
     host = demo.host()
     unit_before, pid_before = host.unit(), host.main_pid()
     done, result = demo.apply("--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
@@ -265,9 +281,10 @@ def test_an_unreachable_host_with_json_still_prints_one_object(tmp_path: Path) -
     assert result["ok"] is False and result["state"] == "error" and "invalid host" in result["error"]
 
 
-def test_on_a_terminal_it_asks_and_no_means_nothing_changes(demo: Demo) -> None:
+def test_on_a_terminal_it_asks_and_no_means_nothing_changes(untouched_demo: Demo) -> None:
     import pty
 
+    demo = untouched_demo
     host = demo.host()
     unit_before, pid_before = host.unit(), host.main_pid()
     primary, secondary = pty.openpty()
