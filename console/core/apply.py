@@ -32,6 +32,7 @@ Ctrl-C while the new unit starts rolls back too.
     rolled_back      whether the old unit was put back; rollback_phases: the old unit's start
     error            why it failed (with the exception line from the journal), else null
     journal_excerpt  the journal lines that explain a failure (traceback, exception, systemd exit lines)
+    rollback_journal_excerpt  the same for the old unit's start, when the rollback did not come up
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO, TypeVar
 
@@ -104,7 +105,6 @@ class StartWatch:
     healthy: bool
     reason: str = ""
     tracker: PhaseTracker | None = None
-    journal: list[JournalEntry] = field(default_factory=list)
 
 
 @dataclass
@@ -123,13 +123,12 @@ class ApplyResult:
     def ok(self) -> bool:
         return self.rollout.ok
 
-    def journal_excerpt(self, limit: int = 20) -> list[str]:
-        watch = self.start
-        if watch is None or watch.tracker is None:
+    def journal_excerpt(self, limit: int = 20, *, rollback: bool = False) -> list[str]:
+        """The journal lines that explain why the new unit's start (or, with rollback, the old one's) failed."""
+        watch = self.rollback if rollback else self.start
+        if watch is None or watch.tracker is None or watch.healthy:
             return []
-        if not self.ok:
-            return watch.tracker.explanation(limit)
-        return []
+        return watch.tracker.explanation(limit)
 
     def to_json(self) -> dict[str, Any]:
         plan = self.plan
@@ -151,6 +150,7 @@ class ApplyResult:
             "rollback_phases": _phases_json(self.rollback),
             "error": self.error,
             "journal_excerpt": self.journal_excerpt(),
+            "rollback_journal_excerpt": self.journal_excerpt(rollback=True),
         }
 
 
@@ -335,7 +335,6 @@ class Applier:
             if entry.cursor in seen:
                 return
             seen.add(entry.cursor)
-            watch.journal.append(entry)
             for event in tracker.feed(entry.message, entry.timestamp):
                 self._emit_phase(event, tracker)
 
@@ -632,11 +631,14 @@ def render_result(result: ApplyResult, out: TextIO) -> None:
     if result.rollout.rolled_back:
         outcome = "healthy on the old unit" if state is ApplyState.HEALTHY_ON_OLD else "NOT healthy"
         print(f"rolled back to the previous unit; the service is {outcome}", file=out)
-    excerpt = result.journal_excerpt()
-    if excerpt:
-        print("journal lines that explain it:", file=out)
-        for line in excerpt:
-            print(f"  {line}", file=out)
+    for title, excerpt in (
+        ("journal lines that explain it:", result.journal_excerpt()),
+        ("why the old unit did not come back:", result.journal_excerpt(rollback=True)),
+    ):
+        if excerpt:
+            print(title, file=out)
+            for line in excerpt:
+                print(f"  {line}", file=out)
 
 
 OpenHost = Callable[[argparse.Namespace, Any], Awaitable[HostHandle]]
