@@ -172,8 +172,11 @@ def sshd_lab() -> Iterator[Sshd]:
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 10\n"
             f"AllowUsers {TEST_USER}\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+            # stand-ins (journalctl) in ROOT/bin come first on the test user's PATH
+            f"SetEnv PATH={root / 'bin'}:/usr/local/bin:/usr/bin:/bin\n"
         )
         subprocess.run([SSHD, "-t", "-f", str(root / "sshd_config")], check=True)
+        (root / "bin").mkdir(mode=0o755)
         server = Sshd(root=root, port=port, host_key=root / "host_key", client_key=root / "client_key")
         server.start()
         try:
@@ -205,9 +208,7 @@ def _free_port() -> int:
 
 def install_gpu_stub(server: Sshd) -> Path:
     """An nvidia-smi stand-in the test user can run (the project's venv is not readable by that user)."""
-    stub_dir = server.root / "bin"
-    stub_dir.mkdir(exist_ok=True)
-    stub = stub_dir / "nvidia-smi"
+    stub = server.root / "bin" / "nvidia-smi"
     stub.write_text(GPU_STUB)
     os.chmod(stub, 0o755)
     return stub
@@ -245,3 +246,43 @@ def simulator() -> Iterator[int]:
     finally:
         process.kill()
         process.wait()
+
+
+JOURNALCTL_STUB = r"""#!/bin/sh
+# journalctl stand-in: the entries of $0.jsonl (one `journalctl -o json` object per line, cursors cN).
+# Honours -n N, --after-cursor=C and -f (new lines appended to the file are printed as they come).
+entries="$0.jsonl"; n=10; after=""; follow=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) n="$2"; shift ;;
+    --after-cursor=*) after="${1#--after-cursor=}" ;;
+    -f) follow=1 ;;
+  esac
+  shift
+done
+total=$(wc -l < "$entries")
+if [ -n "$after" ]; then
+  start=$(grep -n "\"__CURSOR\": \"$after\"" "$entries" | cut -d: -f1)
+  start=$(( ${start:-0} + 1 ))
+else
+  start=$(( total - n + 1 )); [ "$start" -lt 1 ] && start=1
+fi
+[ "$start" -le "$total" ] && sed -n "${start},${total}p" "$entries"
+printed=$total
+while [ "$follow" = 1 ]; do
+  total=$(wc -l < "$entries")
+  if [ "$total" -gt "$printed" ]; then sed -n "$((printed + 1)),${total}p" "$entries"; printed=$total; fi
+  sleep 0.05
+done
+"""
+
+
+def install_journal_stub(server: Sshd) -> Path:
+    """A journalctl on the test user's PATH; append entries to the returned .jsonl file."""
+    stub = server.root / "bin" / "journalctl"
+    stub.write_text(JOURNALCTL_STUB)
+    os.chmod(stub, 0o755)
+    entries = stub.with_name("journalctl.jsonl")
+    entries.write_text("")
+    os.chmod(entries, 0o644)
+    return entries
