@@ -17,8 +17,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def format_entry(entry: JournalEntry) -> str:
     stamp = entry.timestamp.strftime("%Y-%m-%d %H:%M:%S")
-    pid = f"[{entry.pid}]" if entry.pid else ""
-    return f"{stamp} {pid} {entry.message}".replace("  ", " ")
+    return f"{stamp} [{entry.pid}] {entry.message}" if entry.pid else f"{stamp} {entry.message}"
 
 
 async def logs_main(args: argparse.Namespace, out: TextIO) -> int:

@@ -42,6 +42,9 @@ JSON keys (stable; SGLang's own names where they exist):
     gpu_processes[]             gpu_uuid, pid, process_name, used_memory_mib
     gpu_error                   nvidia-smi / NVML failure text, or null
     refresh_ms                  how long the refresh took
+
+Exit status: 0 when the service could be read and SGLang answers /health with 200, else 1 (the JSON
+is still printed); 1 without output when the host cannot be reached (the reason on stderr).
 """
 
 from __future__ import annotations
