@@ -74,12 +74,18 @@ class _HostReader:
                 return state.active_state, state.sub_state
             if what == "healthy":
                 return await host.probe.healthy()
+            if what.startswith("write:"):
+                return await host.service.write_unit(what.removeprefix("write:"))
             return await host.probe.server_info()
         finally:
             await host.close()
 
     def unit(self) -> str:
         return str(asyncio.run(self._with_host("unit")))
+
+    def write_unit_behind_its_back(self, text: str) -> None:
+        """Change the unit on the host without restarting: the running server still runs the old one."""
+        asyncio.run(self._with_host("write:" + text))
 
     def main_pid(self) -> int | None:
         pid = asyncio.run(self._with_host("pid"))
@@ -331,3 +337,16 @@ def test_ctrl_c_while_the_new_unit_starts_rolls_back(demo: Demo) -> None:
     assert "interrupted" in result["error"]
     assert host.unit() == unit_before
     assert host.healthy()
+
+
+def test_when_the_old_unit_does_not_come_back_either_the_rollback_fails_loudly(demo: Demo) -> None:
+    host = demo.host()
+    # Someone left a unit on the host that cannot start; the server still runs from before.
+    broken = host.unit().replace("--enable-metrics", "--enable-metrics --speculative-draft-model-path /models/gone")
+    host.write_unit_behind_its_back(broken)
+    done, result = demo.apply("--set", "speculative-num-steps=2", "--set", "speculative-num-draft-tokens=3", "--yes")
+    assert done.returncode == 1
+    assert result["state"] == "rollback_failed" and result["rolled_back"] is True
+    assert any("/models/gone" in line for line in result["journal_excerpt"])
+    assert any("/models/gone" in line for line in result["rollback_journal_excerpt"])
+    assert host.unit() == broken  # the unit as it was before apply, exactly
