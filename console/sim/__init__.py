@@ -1,0 +1,12 @@
+"""The embedded SGLang stand-in and its simulated GPUs.
+
+    python -m console.sim --model-path M [SGLang flags] [--sim-* options]   the server (see __main__)
+    python -m console.sim.nvidia_smi [nvidia-smi options]                   the GPUs it drives
+    opsconsole demo                                                         both, under a local unit supervisor
+
+Modules: __main__ (flags, SGLang's refusals), server (startup, real-time engine driver, HTTP API),
+shapes (JSON shapes per SGLang version), sglang_log (SGLang's log lines), metrics (/metrics),
+tokenizer (deterministic tokenizer + its Hugging Face folder), gpus / nvidia_smi (simulated GPUs and the
+nvidia-smi formats), supervisor (systemd-like unit runner, control socket, DemoServiceManager), demo
+(`opsconsole demo`); profiles / perf / engine (the performance model).
+"""

@@ -48,6 +48,7 @@ class SimProcess:
     proc: subprocess.Popen[str]
     port: int
     state_dir: Path
+    owns_state_dir: bool = False  # created for this process: removed by stop()
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -87,6 +88,8 @@ class SimProcess:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        if self.owns_state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
         return int(self.proc.returncode)
 
 
@@ -114,7 +117,7 @@ def start_sim(
         env={**os.environ, **(env or {})},
         cwd=Path(__file__).resolve().parents[2],
     )
-    sim = SimProcess(proc, port, state)
+    sim = SimProcess(proc, port, state, owns_state_dir=state_dir is None)
 
     def pump() -> None:
         assert proc.stdout is not None
@@ -134,5 +137,3 @@ def running_sim(args: Sequence[str], *, healthy: bool = True, **kwargs: object) 
         yield sim
     finally:
         sim.stop()
-        if kwargs.get("state_dir") is None:
-            shutil.rmtree(sim.state_dir, ignore_errors=True)
