@@ -418,7 +418,12 @@ class Api:
         protected = self.api_key and not request.path.startswith(("/health", "/metrics"))
         if protected and request.headers.get("Authorization", "") != f"Bearer {self.api_key}":
             return web.json_response({"error": "Unauthorized"}, status=401)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPException as e:  # unknown route or method: FastAPI's JSON, as SGLang answers
+            if e.status in (404, 405):
+                return web.json_response({"detail": e.reason}, status=e.status)
+            raise
 
     # --- read-only endpoints -----------------------------------------------------------------------
 
@@ -482,7 +487,7 @@ class Api:
 
     async def metrics(self, request: web.Request) -> web.Response:
         if self.sim.metrics is None:
-            return web.Response(status=404, text="Not Found")
+            return web.json_response({"detail": "Not Found"}, status=404)  # not mounted without --enable-metrics
         body, content_type = self.sim.metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
