@@ -12,6 +12,7 @@ lazily from console.sim.supervisor.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,10 @@ class HostSession:
                 return read_nvml()
             except NvmlUnavailable:
                 pass  # no NVML library here: nvidia-smi (or its stand-in) instead
-        return await read_gpus(self.transport, self.target.gpu_command)
+        command = self.target.gpu_command
+        if command is None and self.target.transport == "demo":  # the demo's simulated GPUs
+            command = (sys.executable, "-m", "console.sim.nvidia_smi")
+        return await read_gpus(self.transport, command)
 
     async def close(self) -> None:
         for client in self._clients:

@@ -72,3 +72,15 @@ async def test_streamed_samples_are_grouped_per_round(tmp_path: Path) -> None:
     stub.chmod(0o755)
     got = [r async for r in stream_gpus(LocalTransport(), interval_ms=250, gpu_command=[str(stub)])]
     assert [[(g.index, g.utilization_gpu) for g in r] for r in got] == [[(0, 5), (1, 5)], [(0, 90), (1, 90)]]
+
+
+async def test_demo_target_reads_the_simulated_gpus_and_explains_a_stopped_demo(tmp_path: Path) -> None:
+    session = await open_host(Target(label="demo", transport="demo", control=str(tmp_path / "missing.sock")))
+    try:
+        snapshot = await session.gpus()
+        assert snapshot.error is None and snapshot.gpus
+        assert all(g.memory_total_mib and g.power_limit_w for g in snapshot.gpus)
+        with pytest.raises(HostError, match="opsconsole demo"):
+            await session.service.state()
+    finally:
+        await session.close()
