@@ -174,6 +174,15 @@ def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
     return f"{value}{unit}"
 
 
+def format_uptime(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours:02d}:{minutes:02d}:{secs:02d}" if days else f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
 def render_text(status: dict[str, Any]) -> str:
     lines = [f"{status['target']}  [{status['connection']['detail']}]"]
     svc = status["service"]
@@ -182,7 +191,7 @@ def render_text(status: dict[str, Any]) -> str:
     else:
         lines.append(
             f"  service  {svc['unit']} {svc['active_state']}/{svc['sub_state']} pid {_fmt(svc['main_pid'])} "
-            f"up {_fmt(svc['uptime_s'], ' s')} restarts {svc['n_restarts']} {svc['unit_file_state']}"
+            f"up {format_uptime(svc['uptime_s'])} restarts {svc['n_restarts']} {svc['unit_file_state']}"
             + (" (needs daemon-reload)" if svc["need_daemon_reload"] else "")
         )
     sg = status["sglang"]

@@ -159,3 +159,10 @@ def test_known_hosts_none_is_refused() -> None:
     with pytest.raises(HostError, match="always verifies"):
         known_hosts_files(None)
     assert HostIdentity("h", 22).name == "h" and HostIdentity("h", 2222).name == "[h]:2222"
+
+
+def test_uptime_format() -> None:
+    from console.core.status import format_uptime
+
+    assert format_uptime(None) == "–" and format_uptime(3725.4) == "01:02:05"
+    assert format_uptime(2 * 86400 + 61) == "2d 00:01:01"
