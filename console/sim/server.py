@@ -638,6 +638,7 @@ class Api:
         resp = await self._open_sse(request)
         tok = self.sim.tokenizer
         text = ""
+        ids_csv = ""
         sent = 0
         incremental = bool(
             self.cfg.resolved.get("stream_output") or self.cfg.resolved.get("incremental_streaming_output")
@@ -648,19 +649,27 @@ class Api:
                 while not req.queue.empty():
                     req.queue.get_nowait()
                 new_ids = req.ids[sent:]
-                piece = " ".join(tok.token_text(i, True) for i in new_ids)
-                piece = piece if not text else " " + piece
+                words = " ".join(tok.token_text(i, True) for i in new_ids)
+                piece = words if not text else " " + words
                 text += piece
+                new_csv = ",".join(map(str, new_ids))
+                ids_csv = new_csv if not ids_csv else ids_csv + "," + new_csv
                 sent = len(req.ids)
                 final = req.finish is not None
                 if final:
                     self._observe_done(req)
-                chunk = {
-                    "text": piece if incremental else text,
-                    "output_ids": new_ids if incremental else req.ids,
-                    "meta_info": self._meta(req, rid, final),
-                }
-                await resp.write(_sse(chunk))
+                # Cumulative text and ids grow with every chunk; they are appended to as strings instead of
+                # re-encoding the whole list each time. Token texts are JSON-safe (letters and <unk>/<eos>).
+                chunk = (
+                    b'data: {"text":"'
+                    + (piece if incremental else text).encode()
+                    + b'","output_ids":['
+                    + (new_csv if incremental else ids_csv).encode()
+                    + b'],"meta_info":'
+                    + json.dumps(self._meta(req, rid, final), separators=(",", ":")).encode()
+                    + b"}\n\n"
+                )
+                await resp.write(chunk)
                 if final:
                     break
             await resp.write(DONE)
