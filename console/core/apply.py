@@ -252,6 +252,8 @@ class Applier:
             failure = f"{watch.reason}: {cause}" if cause else watch.reason
         except HostError as exc:
             failure = str(exc)
+        except Exception as exc:  # a bug or an unforeseen error must not leave an unverified unit behind
+            failure = f"unexpected error: {type(exc).__name__}: {exc}"
         except asyncio.CancelledError:
             # Ctrl-C while the new unit starts: the operator gave up on it, so the last good unit goes back.
             if not interrupted:
@@ -364,7 +366,7 @@ class Applier:
         while loop.time() < deadline:
             try:
                 state = await self.service.state()
-            except HostError as exc:  # a dropped connection being re-established: keep watching until the deadline
+            except Exception as exc:  # a dropped connection being re-established: keep watching until the deadline
                 self._emit("reconnecting", {"operation": "watch the start", "error": str(exc)})
                 last_state = f"unknown ({exc})"
                 state = None
@@ -400,6 +402,9 @@ class Applier:
                 return
             except ConnectionDropped:
                 await asyncio.sleep(POLL_INTERVAL_S)  # the transport reconnects; resume from the last cursor
+            except Exception as exc:  # phases are a nicety: the start is judged by state and /health
+                self._emit("warning", {"message": f"stopped following the journal: {exc}"})
+                return
 
     async def _settle_journal(
         self, cursor: str | None, take: Callable[[JournalEntry], None], tracker: PhaseTracker, wait_s: float
@@ -408,7 +413,7 @@ class Applier:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
-            with contextlib.suppress(HostError):
+            with contextlib.suppress(Exception):
                 async for entry in self.service.journal(lines=1000, after_cursor=cursor):
                     take(entry)
             if tracker.failed or loop.time() >= deadline:
