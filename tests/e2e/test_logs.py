@@ -88,8 +88,7 @@ def _count(lines: list[str], text: str) -> int:
 
 def _message(entry: dict[str, object]) -> str:
     message = entry.get("MESSAGE")
-    text = bytes(message).decode(errors="replace") if isinstance(message, list) else str(message)
-    return text.replace("  ", " ")
+    return bytes(message).decode(errors="replace") if isinstance(message, list) else str(message)
 
 
 def _strip_prefix(line: str) -> str:
