@@ -135,24 +135,38 @@ class ProgressRenderer:
             p.console.print(f"[red]stopped: {event.stopped}[/red]")
 
 
+# (title, record field, format) of the summary's rows; one column per level, so it fits 80 columns.
+_SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("completed", "completed", "{:,.0f}"),
+    ("failed", "failed", "{:,.0f}"),
+    ("output tok/s", "output_throughput", "{:,.1f}"),
+    ("tok/s per request", "mean_request_output_throughput", "{:,.1f}"),
+    ("median TTFT ms", "median_ttft_ms", "{:,.1f}"),
+    ("p99 TTFT ms", "p99_ttft_ms", "{:,.1f}"),
+    ("median TPOT ms", "median_tpot_ms", "{:,.2f}"),
+    ("p99 TPOT ms", "p99_tpot_ms", "{:,.2f}"),
+    ("p99 ITL ms", "p99_itl_ms", "{:,.2f}"),
+    ("median E2E ms", "median_e2e_latency_ms", "{:,.0f}"),
+    ("accept length", "accept_length", "{:.2f}"),
+    ("concurrency", "concurrency", "{:.1f}"),
+    ("mean power W", "mean_power_w", "{:,.0f}"),
+    ("tokens/J", "tokens_per_joule", "{:.2f}"),
+)
+
+
 def summary_table(records: list[BenchRecord]) -> Table:
     table = Table(title=f"bench {records[0].label}" if records else "bench", header_style="bold")
-    for title in ("level", "ok/failed", "out tok/s", "tok/s/req", "TTFT med/p99 ms", "TPOT med/p99 ms",
-                  "ITL p99 ms", "E2E med ms", "accept", "conc"):  # fmt: skip
-        table.add_column(title, justify="right")
+    table.add_column("")
     for r in records:
-        table.add_row(
-            r.level_key + (f" #{r.repeat_index + 1}" if r.repeat_index else ""),
-            f"{r.completed}/[red]{r.failed}[/red]" if r.failed else f"{r.completed}/0",
-            f"{r.output_throughput:,.1f}",
-            f"{r.mean_request_output_throughput:,.1f}",
-            f"{r.median_ttft_ms:,.1f} / {r.p99_ttft_ms:,.1f}",
-            f"{r.median_tpot_ms:,.2f} / {r.p99_tpot_ms:,.2f}",
-            f"{r.p99_itl_ms:,.2f}",
-            f"{r.median_e2e_latency_ms:,.0f}",
-            f"{r.accept_length:.2f}" if r.accept_length is not None else "-",
-            f"{r.concurrency:.1f}",
-        )
+        table.add_column(r.level_key + (f" #{r.repeat_index + 1}" if r.repeat_index else ""), justify="right")
+    for title, key, fmt in _SUMMARY_ROWS:
+        values = [getattr(r, key) for r in records]
+        if all(v is None for v in values):
+            continue
+        cells = ["-" if v is None else fmt.format(v) for v in values]
+        if key == "failed":
+            cells = [f"[red]{c}[/red]" if v else c for c, v in zip(cells, values, strict=True)]
+        table.add_row(title, *cells)
     return table
 
 
@@ -253,6 +267,11 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
+    if config.requests is not None and not config.request_rates and config.requests < max(config.concurrencies):
+        err.print(
+            f"[yellow]note: --requests {config.requests} is below the highest concurrency "
+            f"{max(config.concurrencies)}: that level cannot reach it (see 'concurrency' in the results)[/yellow]"
+        )
     workspace = Workspace.resolve(args.workspace).ensure()
     where = urlparse(base_url).netloc if args.url else args.target
     label = args.label or f"{where}-{datetime.now(UTC):%Y%m%d-%H%M%S}"

@@ -35,7 +35,7 @@ def _delta(cell: Cell) -> Text:
         return Text("")
     arrow = {"better": "▲", "worse": "▼"}.get(cell.verdict, "=")
     body = f" {cell.delta_pct:+.1f}% {arrow}"
-    if cell.within_noise:
+    if cell.within_noise and cell.verdict != "same":
         return Text(body + " noise", style="yellow")
     style = {"better": "green", "worse": "red"}.get(cell.verdict, "dim")
     return Text(body, style=style)
