@@ -316,16 +316,19 @@ class UnitSupervisor:
             self._set("inactive", "dead", result)
             self._system(f"{self.unit}: Deactivated successfully." if result == "success" else f"Stopped {self.unit}.")
         else:
-            self._set("failed", "failed", result)
             self._system(f"{self.unit}: Failed with result '{result}'.")
             if spec.restart in ("on-failure", "always", "on-abnormal"):
+                # systemd waits RestartSec in activating/auto-restart, then starts it again.
+                self._set("activating", "auto-restart", result)
                 await self._notify()
                 await asyncio.sleep(spec.restart_s)
-                if not self._stopping:
-                    self.n_restarts += 1
-                    self._set("activating", "auto-restart")
-                    async with self._lock:
+                async with self._lock:
+                    if not self._stopping:  # checked under the lock: a stop in between cancels the restart
+                        self.n_restarts += 1
+                        self._system(f"{self.unit}: Scheduled restart job, restart counter is at {self.n_restarts}.")
                         await self._start_locked()
+            else:
+                self._set("failed", "failed", result)
         await self._notify()
 
     async def stop(self) -> None:
@@ -335,8 +338,11 @@ class UnitSupervisor:
 
     async def _stop_locked(self) -> None:
         proc = self.process
+        self._stopping = True  # also cancels a pending automatic restart
         if proc is None or proc.returncode is not None:
-            return  # like systemctl stop on a dead or failed unit: nothing to do, state kept
+            if self.sub_state == "auto-restart":
+                self._set("inactive", "dead")
+            return  # like systemctl stop on a dead or failed unit: nothing else to do, state kept
         timeout = parse_exec(self.loaded_text or self.read_unit()).timeout_stop_s
         self._stopping = True
         self._set("deactivating", "stop-sigterm")

@@ -185,3 +185,26 @@ async def test_journal_follow_resumes_after_cursor(manager: tuple[DemoServiceMan
 async def test_client_explains_a_demo_that_is_not_running(tmp_path: Path) -> None:
     with pytest.raises(HostError, match="opsconsole demo"):
         await DemoServiceManager(tmp_path / "nope.sock").state()
+
+
+async def test_restart_on_failure_counts_restarts_until_stopped(
+    manager: tuple[DemoServiceManager, UnitSupervisor, Path],
+) -> None:
+    client, _sup, tmp = manager
+    failing = tmp / "crash.py"
+    failing.write_text("import sys\nsys.exit(2)\n")
+    await client.write_unit(unit(failing, extra="Restart=on-failure\nRestartSec=50ms"))
+    await client.daemon_reload()
+    await client.restart()
+    deadline = time.monotonic() + 20
+    while (await client.state()).n_restarts < 2:
+        assert time.monotonic() < deadline
+        await _tick()
+    await client.stop()
+    stopped = await client.state()
+    assert stopped.active_state in ("inactive", "failed") and stopped.sub_state != "auto-restart"
+    count = stopped.n_restarts
+    await _tick()
+    await _tick()
+    assert (await client.state()).n_restarts == count  # no restart after stop
+    assert any("Scheduled restart job, restart counter is at 1." in m for m in await journal_messages(client))
