@@ -123,6 +123,25 @@ class Sshd:
         self.start()
 
 
+def _end_test_user_processes() -> None:
+    """Kill (by PID) whatever the tests left running as the dedicated test user, so userdel can work."""
+    try:
+        uid = pwd.getpwnam(TEST_USER).pw_uid
+    except KeyError:
+        return
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                owner = entry.stat().st_uid
+            except OSError:
+                continue
+            if owner == uid:
+                try:
+                    os.kill(int(entry.name), 9)
+                except ProcessLookupError:
+                    pass
+
+
 def _ensure_user() -> bool:
     try:
         pwd.getpwnam(TEST_USER)
@@ -185,6 +204,7 @@ def sshd_lab() -> Iterator[Sshd]:
             server.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        _end_test_user_processes()
         if created:
             subprocess.run(["userdel", "-r", TEST_USER], check=False, capture_output=True)
 
@@ -269,7 +289,8 @@ else
 fi
 [ "$start" -le "$total" ] && sed -n "${start},${total}p" "$entries"
 printed=$total
-while [ "$follow" = 1 ]; do
+parent=$PPID
+while [ "$follow" = 1 ] && kill -0 "$parent" 2>/dev/null; do  # ends with its SSH session, like journalctl -f
   total=$(wc -l < "$entries")
   if [ "$total" -gt "$printed" ]; then sed -n "$((printed + 1)),${total}p" "$entries"; printed=$total; fi
   sleep 0.05
