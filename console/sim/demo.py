@@ -94,6 +94,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _running_demo(profile_path: Path) -> str | None:
+    """The control socket of a live demo that wrote this profile, or None (stale or absent)."""
+    import socket
+    import tomllib
+
+    try:
+        control = tomllib.loads(profile_path.read_text())["host"]["control"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(control))
+        except OSError:
+            return None
+    return str(control)
+
+
 async def _wait_ready(sup: UnitSupervisor, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     seen = 0
@@ -110,6 +127,14 @@ async def _wait_ready(sup: UnitSupervisor, timeout: float) -> bool:
 
 async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None) -> int:
     workspace = Workspace.resolve(getattr(args, "workspace", None)).ensure()
+    running = _running_demo(workspace.profiles / f"{PROFILE_NAME}.toml")
+    if running:
+        print(
+            f"A demo host is already running for this workspace (control socket {running}); "
+            f"stop it with Ctrl-C in its terminal, or use another --workspace.",
+            file=sys.stderr,
+        )
+        return 1
     home = workspace.root / ".demo"
     state_dir = home / "gpu-state"
     state_dir.mkdir(parents=True, exist_ok=True)

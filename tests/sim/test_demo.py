@@ -49,6 +49,10 @@ async def test_demo_runs_the_stand_in_under_the_supervisor_until_ctrl_c(tmp_path
         port = profile["sglang"]["port"]
         assert f"http://127.0.0.1:{port}" in out.read_text()
         assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        second = subprocess.run(
+            [*OPSCONSOLE, "--workspace", str(tmp_path), "demo", "--no-ui"], capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 1 and "already running" in second.stderr
 
         manager = DemoServiceManager(profile["host"]["control"], profile["host"]["unit"])
         state = await manager.state()
