@@ -48,6 +48,8 @@ GPU_FIELDS: dict[str, Field] = {
     "temperature.gpu": Field("temperature.gpu", "", lambda g, h: str(g.temperature_c)),
     "temperature.memory": Field("temperature.memory", "", lambda g, h: str(g.memory_temperature_c)),
     "power.draw": Field("power.draw [W]", " W", lambda g, h: _f2(g.power_draw_w)),
+    "power.draw.instant": Field("power.draw.instant [W]", " W", lambda g, h: _f2(g.power_draw_w)),
+    "clocks.current.sm": Field("clocks.current.sm [MHz]", " MHz", lambda g, h: str(g.sm_clock_mhz)),
     "power.limit": Field("power.limit [W]", " W", lambda g, h: _f2(g.power_limit_w)),
     "enforced.power.limit": Field("enforced.power.limit [W]", " W", lambda g, h: _f2(g.power_limit_w)),
     "clocks.sm": Field("clocks.current.sm [MHz]", " MHz", lambda g, h: str(g.sm_clock_mhz)),
@@ -67,12 +69,10 @@ _ALIASES = {
     "gpu_name": "name",
     "gpu_uuid": "uuid",
     "gpu_bus_id": "pci.bus_id",
-    "clocks.current.sm": "clocks.sm",
     "clocks.current.memory": "clocks.mem",
     "clocks.current.graphics": "clocks.gr",
     "clocks.max.memory": "clocks.max.mem",
     "clocks_throttle_reasons.active": "clocks_event_reasons.active",
-    "power.draw.instant": "power.draw",
 }
 
 
@@ -96,15 +96,24 @@ APP_FIELDS: dict[str, AppField] = {
 
 
 class UsageError(Exception):
-    pass
+    """What nvidia-smi prints (on stdout) and its exit status for a bad invocation (checked on an H200)."""
+
+    def __init__(self, output: str, exit_status: int) -> None:
+        super().__init__(output.strip())
+        self.output = output
+        self.exit_status = exit_status
+
+
+def _invalid_field(name: str) -> UsageError:
+    return UsageError(f'Field "{name}" is not a valid field to query.\n\n', 2)
 
 
 def _csv_options(fmt: str | None) -> tuple[bool, bool]:
-    if fmt is None:
-        raise UsageError('Missing "--format" option.')
+    if fmt is None:  # nvidia-smi defaults to csv with header and units
+        return False, False
     parts = [p.strip() for p in fmt.split(",")]
-    if not parts or parts[0] != "csv" or any(p not in {"csv", "noheader", "nounits"} for p in parts):
-        raise UsageError(f'"{fmt}" is not a valid format.')
+    if not parts or any(p not in {"csv", "noheader", "nounits"} for p in parts):
+        raise UsageError("Format modifier is not recognized.\n", 2)
     return "noheader" in parts, "nounits" in parts
 
 
@@ -115,7 +124,7 @@ def query_gpu(host: HostGpus, fields: str, fmt: str | None) -> str:
         name = raw.strip()
         key = _ALIASES.get(name, name)
         if key not in GPU_FIELDS:
-            raise UsageError(f'Field "{name}" is not a valid field to query.')
+            raise _invalid_field(name)
         chosen.append(GPU_FIELDS[key])
     lines = [] if noheader else [", ".join(f.header for f in chosen)]
     for g in host.gpus:
@@ -133,7 +142,7 @@ def query_apps(host: HostGpus, fields: str, fmt: str | None) -> str:
     for raw in fields.split(","):
         name = raw.strip()
         if name not in APP_FIELDS:
-            raise UsageError(f'Field "{name}" is not a valid field to query.')
+            raise _invalid_field(name)
         chosen.append(APP_FIELDS[name])
     lines = [] if noheader else [", ".join(f.header for f in chosen)]
     for g in host.gpus:
@@ -197,6 +206,9 @@ def table(host: HostGpus, now: float | None = None) -> str:
     return "".join(line + "\n" for line in out)
 
 
+KNOWN_OPTIONS = {"-i", "--id", "--query-gpu", "--query-compute-apps", "--format", "-L", "--list-gpus"}
+
+
 def _option(argv: Sequence[str], name: str) -> str | None:
     for i, a in enumerate(argv):
         if a == name and i + 1 < len(argv):
@@ -208,12 +220,16 @@ def _option(argv: Sequence[str], name: str) -> str | None:
 
 def render(argv: Sequence[str], host: HostGpus, now: float | None = None) -> str:
     """The output for one nvidia-smi invocation (raises UsageError on bad options)."""
+    unknown = [a for a in argv if a.startswith("-") and a.split("=")[0] not in KNOWN_OPTIONS]
+    if unknown:
+        option = unknown[0].split("=")[0]
+        raise UsageError(f"ERROR: Option {option} is not recognized. Please run 'nvidia-smi -h'.\n\n", 255)
     index = _option(argv, "-i") or _option(argv, "--id")
     if index is not None:
         wanted = {int(x) for x in index.split(",") if x.strip().isdigit()}
         host = HostGpus([g for g in host.gpus if g.index in wanted], host.driver_version, host.cuda_version)
         if not host.gpus:
-            raise UsageError(f"No devices were found matching the id {index!r}.")
+            raise UsageError("No devices were found\n", 6)
     fmt = _option(argv, "--format")
     gpu_q = _option(argv, "--query-gpu")
     if gpu_q is not None:
@@ -223,10 +239,6 @@ def render(argv: Sequence[str], host: HostGpus, now: float | None = None) -> str
         return query_apps(host, apps_q, fmt)
     if "-L" in argv or "--list-gpus" in argv:
         return list_gpus(host)
-    known = {"-i", "--id"}
-    unknown = [a for a in argv if a.startswith("-") and a.split("=")[0] not in known]
-    if unknown:
-        raise UsageError(f"Invalid combination of input arguments: {' '.join(unknown)}")
     return table(host, now)
 
 
@@ -245,8 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sys.stdout.write(render(args, host))
     except UsageError as e:
-        sys.stdout.write(f"{e}\nPlease run 'nvidia-smi -h' for help.\n\n")
-        return 2
+        sys.stdout.write(e.output)
+        return e.exit_status
     return 0
 
 

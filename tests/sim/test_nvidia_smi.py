@@ -10,8 +10,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from console.sim.gpus import GpuProcess, GpuState, HostGpus, idle_gpus, read_state, write_state
 from console.sim.nvidia_smi import UsageError, render
 
@@ -104,11 +102,42 @@ def test_plain_table_busy_with_process_matches_real_capture() -> None:
     assert render([], HostGpus([busy]), now=_fixture_time(lines[0])) == "".join(lines)
 
 
-def test_unknown_field_is_refused_like_nvidia_smi() -> None:
-    with pytest.raises(UsageError, match=r'Field "bogus" is not a valid field to query\.'):
-        render(["--query-gpu=index,bogus", "--format=csv"], HostGpus([h200()]))
-    with pytest.raises(UsageError):
-        render(["--query-gpu=index"], HostGpus([h200()]))
+def real_invocations() -> list[tuple[list[str], int, str]]:
+    """(argv, exit status, stdout) of real nvidia-smi calls on an H200 (`cat -A` capture, idle GPU)."""
+    out = []
+    for block in (FIXTURES / "h200-smi-variants.txt").read_text().split("=== nvidia-smi")[1:]:
+        head, rest = block.split("\n", 1)
+        status = int(rest.split("\n", 1)[0].removeprefix("rc="))
+        stdout = rest.split("--- stdout\n", 1)[1].split("--- stderr", 1)[0]
+        out.append((head.split(), status, stdout.replace("$\n", "\n")))
+    return out
+
+
+def stand_in(argv: list[str]) -> tuple[int, str]:
+    try:
+        return 0, render(argv, HostGpus([h200()]))
+    except UsageError as e:
+        return e.exit_status, e.output
+
+
+def test_refusals_match_the_real_tool_text_and_exit_status() -> None:
+    checked = 0
+    for argv, status, stdout in real_invocations():
+        if status != 0:
+            assert stand_in(argv) == (status, stdout), argv
+            checked += 1
+    assert checked == 5
+
+
+def test_headers_and_empty_answers_match_the_real_tool() -> None:
+    for argv, status, stdout in real_invocations():
+        if status != 0 or argv == ["-i", "0"] or argv == ["-L"]:
+            continue
+        got_status, got = stand_in(argv)
+        assert got_status == 0
+        # Values differ (another board, another moment); the header line and the row count must not.
+        assert got.splitlines()[:1] == stdout.splitlines()[:1] or "noheader" in " ".join(argv), argv
+        assert len(got.splitlines()) == len(stdout.splitlines()), argv
 
 
 def test_multi_gpu_table_keeps_the_layout() -> None:
