@@ -64,6 +64,7 @@ from console.core.rollout import (
     verify_resolved,
 )
 from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
+from console.secrets import RedactingWriter, secret_values
 
 T = TypeVar("T")
 
@@ -719,6 +720,9 @@ async def _apply(
             plan = _plan(unit_text, edits, host.service.unit, version, source)
         except UnitError as exc:
             return _early_failure(args, stdout, stderr, f"{host.label}: {exc}; the unit was not touched")
+        # From here on everything printed may quote the unit (diff, journal lines): mask its secrets.
+        secrets = _unit_secrets(plan)
+        stdout, stderr, human = (RedactingWriter(s, secrets) for s in (stdout, stderr, human))  # type: ignore[assignment]
         if not args.json:
             render_plan(plan, human)
         progress = None if args.json else HumanProgress(human)
@@ -762,6 +766,17 @@ def _plan(unit_text: str, edits: EditRequest, unit_name: str, version: str, sour
         parse_unit=lambda text: UnitFile.parse(text, version),
         check=lambda argv, env, v: check_launch(argv, env, v),
     )
+
+
+def _unit_secrets(plan: Plan) -> set[str]:
+    """Secret values (API keys, tokens) in the unit before and after the edit."""
+    from console.sglang.unit import UnitFile
+
+    found: set[str] = set()
+    for text in (plan.old_text, plan.new_text):
+        unit = UnitFile.parse(text, plan.sglang_version)
+        found |= secret_values(unit.flags(), unit.environment())
+    return found
 
 
 def _is_tty(stream: TextIO) -> bool:

@@ -15,17 +15,15 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, TextIO
 
+from console.secrets import redact, secret_values
 from console.sglang.flags import UnsupportedVersionError, resolve_version
 from console.sglang.rules import CheckReport, Finding, check_launch
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-# api_key, admin_api_key, HF_TOKEN, --hf-token, *_PASSWORD, *_SECRET — but not speculative_num_draft_tokens.
-_SECRET_NAME = re.compile(r"(api[-_]?key|(^|[-_])token$|password|passwd|secret)", re.IGNORECASE)
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-REDACTED = "***"
 # Shown in the human report even when not set explicitly: what speculative tuning is about.
 _KEY_DESTS = (
     "speculative_algorithm",
@@ -53,37 +51,6 @@ def parse_env(pairs: Iterable[str]) -> dict[str, str]:
             raise UsageError(f"--env expects KEY=VALUE (for example --env SGLANG_ENABLE_SPEC_V2=1), got {pair!r}")
         env[key] = value
     return env
-
-
-def secrets_in(argv: Iterable[str], env: Mapping[str, str]) -> set[str]:
-    """Values that must never be printed: those of secret-looking flags and environment variables."""
-    secrets = {v for k, v in env.items() if _SECRET_NAME.search(k) and v}
-    words = list(argv)
-    for i, word in enumerate(words):
-        name, sep, inline = word.partition("=")
-        if not name.startswith("-") or not _SECRET_NAME.search(name.lstrip("-")):
-            continue
-        if sep and inline:
-            secrets.add(inline)
-        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-            secrets.add(words[i + 1])
-    return secrets
-
-
-def redact(value: Any, secrets: set[str]) -> Any:
-    """Replace every secret (and every secret-named field's value) in strings, lists and dicts."""
-    if isinstance(value, str):
-        for secret in sorted(secrets, key=len, reverse=True):
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, list):
-        return [redact(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if _SECRET_NAME.search(str(k)) and v not in (None, "") else redact(v, secrets))
-            for k, v in value.items()
-        }
-    return value
 
 
 def _load_unit(path: str, extra_env: dict[str, str]) -> tuple[list[str], dict[str, str], str | None, list[Finding]]:
@@ -163,7 +130,7 @@ def _check(args: argparse.Namespace) -> tuple[CheckReport, set[str]]:
         raise UsageError(f"--sglang-version: {exc}") from exc
     report = check_launch(flags, env, version, architecture=getattr(args, "architecture", None))
     report.warnings.extend(notes)
-    return report, secrets_in(flags, env)
+    return report, secret_values(flags, env)
 
 
 def _show(value: Any) -> str:

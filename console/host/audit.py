@@ -10,7 +10,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from console.host.commands import redact
+from console.secrets import redact_command
 
 AUDIT_FILE_NAME = "audit.jsonl"
 
@@ -28,7 +28,7 @@ class AuditLog:
         entry = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "host": host,
-            "command": redact(command),
+            "command": redact_command(command),
             "exit_status": exit_status,
             "duration_s": round(duration_s, 4),
         }

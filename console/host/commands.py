@@ -6,17 +6,13 @@ quoted with shlex.join, so a unit name or flag value can never be interpreted by
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 
 from console.host.base import HostError, SudoPasswordRequired
+from console.secrets import redact_command
 
 SUDO_PREFIX = ("sudo", "-n", "--")
-_SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--password", "--token", "--hf-token"})
-_SECRET_ASSIGNMENT = re.compile(r"(?i)(\b[A-Z0-9_]*(?:KEY|TOKEN|PASSWORD|SECRET)[A-Z0-9_]*=)(\S+)")
-_SECRET_FLAG_EQ = re.compile(r"(--(?:admin-)?api-key=|--password=|--token=|--hf-token=)(\S+)")
-REDACTED = "***"
 
 
 def shell_command(argv: Sequence[str], *, sudo: bool = False) -> str:
@@ -31,29 +27,6 @@ def shell_command(argv: Sequence[str], *, sudo: bool = False) -> str:
     return shlex.join([*SUDO_PREFIX, *argv] if sudo else list(argv))
 
 
-def redact(command: str) -> str:
-    """The command with secret values masked: used for the audit log and error messages."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    masked: list[str] = []
-    hide_next = False
-    for word in words:
-        if hide_next:
-            masked.append(REDACTED)
-            hide_next = False
-            continue
-        if word in _SECRET_FLAGS:
-            hide_next = True
-            masked.append(word)
-            continue
-        word = _SECRET_FLAG_EQ.sub(lambda m: m.group(1) + REDACTED, word)
-        word = _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, word)
-        masked.append(word)
-    return shlex.join(masked)
-
-
 def sudo_wants_password(stderr: str) -> bool:
     text = stderr.lower()
     return "sudo:" in text and ("password is required" in text or "a terminal is required" in text)
@@ -62,7 +35,7 @@ def sudo_wants_password(stderr: str) -> bool:
 def sudo_error(host: str, user: str | None, argv: Sequence[str]) -> SudoPasswordRequired:
     who = user or "YOUR_USER"
     return SudoPasswordRequired(
-        f"sudo on {host} asked for a password to run `{redact(shlex.join(argv))}`. opsconsole only uses "
+        f"sudo on {host} asked for a password to run `{redact_command(shlex.join(argv))}`. opsconsole only uses "
         f"sudo non-interactively (sudo -n). Add a rule on the host with `visudo -f /etc/sudoers.d/opsconsole`:\n"
         f"  {who} ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/journalctl, /usr/bin/sh, /usr/bin/cat\n"
         f"(sh writes the unit file atomically with its backup; cat reads a unit that is not world-readable), "

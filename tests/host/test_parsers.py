@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from console.host.base import HostError
-from console.host.commands import redact, shell_command, sudo_wants_password
+from console.host.commands import shell_command, sudo_wants_password
 from console.host.journal import CursorDeduplicator, decode_field, journalctl_argv, parse_journal_line
 from console.host.knownhosts import HostIdentity, known_hosts_files
 from console.host.ssh import ReconnectPolicy
 from console.host.systemd import backup_path, parse_show, parse_systemd_timestamp
 from console.host.targets import TargetError, parse_destination, resolve_target
+from console.secrets import redact_command as redact
 
 SHOW = """Id=sglang.service
 ActiveState=active

@@ -7,9 +7,10 @@ import shlex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.host.commands import redact, shell_command
+from console.host.commands import shell_command
 from console.host.gpu import parse_snapshot
 from console.host.journal import parse_journal_line
+from console.secrets import redact_command as redact
 
 ARG = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30)
 

@@ -1,0 +1,105 @@
+"""Keeping secrets (API keys, tokens, passwords) off the screen, out of logs and out of the workspace.
+
+One place decides what a secret is: a flag or environment variable whose name looks like one
+(`--api-key`, `--admin-api-key`, `HF_TOKEN`, `*_PASSWORD`, `*_SECRET`; not `--speculative-num-draft-tokens`).
+Pure code, stdlib only: check-args imports it on its fast path.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+REDACTED = "***"
+SECRET_NAME = re.compile(r"(api[-_]?key|(^|[-_])token$|password|passwd|secret)", re.IGNORECASE)
+# Values shorter than this are not searched for in free text: masking every "1" in the output would
+# destroy it, and so short a key is no secret worth the name.
+_MIN_SECRET_LEN = 3
+_ASSIGNMENT = re.compile(r"^(-{0,2}[A-Za-z0-9_.-]+)=(.*)$", re.DOTALL)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a flag (with or without dashes) or an environment variable name holds a secret."""
+    return bool(SECRET_NAME.search(name.lstrip("-")))
+
+
+def secret_values(argv: Iterable[str], env: Mapping[str, str] | None = None) -> set[str]:
+    """The values of secret-named flags in argv and secret-named variables in env."""
+    secrets = {v for k, v in (env or {}).items() if is_secret_name(k) and v}
+    words = list(argv)
+    for i, word in enumerate(words):
+        name, sep, inline = word.partition("=")
+        if not name.startswith("-") or not is_secret_name(name):
+            continue
+        if sep and inline:
+            secrets.add(inline)
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            secrets.add(words[i + 1])
+    return secrets
+
+
+def redact(value: Any, secrets: set[str]) -> Any:
+    """Replace every secret in strings, lists and dicts, and the value of every secret-named dict key."""
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            if len(secret) >= _MIN_SECRET_LEN:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list | tuple):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if is_secret_name(str(k)) and v not in (None, "") else redact(v, secrets))
+            for k, v in value.items()
+        }
+    return value
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """argv with the values of secret flags (`--api-key K`, `--api-key=K`) and assignments (`HF_TOKEN=K`) masked."""
+    masked: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            masked.append(REDACTED)
+            hide_next = False
+            continue
+        match = _ASSIGNMENT.match(word)
+        if match and is_secret_name(match.group(1)):
+            masked.append(f"{match.group(1)}={REDACTED}")
+        else:
+            masked.append(word)
+            hide_next = word.startswith("-") and is_secret_name(word)
+    return masked
+
+
+def redact_command(command: str) -> str:
+    """A shell command line with secret values masked (for the audit log and error messages)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return shlex.join(redact_argv(words))
+
+
+class RedactingWriter:
+    """A text stream that masks known secret values before they reach the wrapped stream."""
+
+    def __init__(self, stream: TextIO, secrets: set[str]) -> None:
+        self._stream = stream
+        self.secrets = secrets
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text, self.secrets))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
