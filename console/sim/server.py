@@ -586,11 +586,11 @@ class Api:
 
     async def _generate_batch(
         self, request: web.Request, prompts: list[int], sampling: dict[str, Any], body: dict[str, Any]
-    ) -> web.Response:
-        if body.get("stream"):
-            return _error(400, "The simulator streams single requests only; send one request per prompt.")
+    ) -> web.StreamResponse:
         max_new = int(sampling.get("max_new_tokens") or 128)  # SGLang's default
         reqs = [self._start(p, max_new, sampling) for p in prompts]
+        if body.get("stream"):
+            return await self._stream_batch(request, reqs)
         try:
             for req in reqs:
                 await self._wait(req)
@@ -598,6 +598,51 @@ class Api:
             for req in reqs:
                 self.sim.live.pop(req.rid, None)
         return web.json_response([self._generate_result(r, r.rid) for r in reqs])
+
+    async def _stream_batch(self, request: web.Request, reqs: list[Live]) -> web.StreamResponse:
+        """A batch on one stream (bench_one_batch_server): each chunk is one request's, with its "index"."""
+        resp = await self._open_sse(request)
+        ready: asyncio.Queue[int] = asyncio.Queue()
+
+        async def forward(i: int, req: Live) -> None:
+            while True:
+                await req.queue.get()
+                ready.put_nowait(i)
+                if req.finish is not None:
+                    return
+
+        forwarders = [asyncio.create_task(forward(i, r)) for i, r in enumerate(reqs)]
+        sent = [0] * len(reqs)
+        done: set[int] = set()
+        try:
+            while len(done) < len(reqs):
+                i = await ready.get()
+                req = reqs[i]
+                if i in done or (len(req.ids) == sent[i] and req.finish is None):
+                    continue
+                sent[i] = len(req.ids)
+                final = req.finish is not None
+                if final:
+                    done.add(i)
+                    self._observe_done(req)
+                chunk = {
+                    "text": self.sim.tokenizer.decode(req.ids),
+                    "output_ids": req.ids,
+                    "meta_info": self._meta(req, req.rid, final),
+                    "index": i,
+                }
+                await resp.write(_sse(chunk))
+            await resp.write(DONE)
+        except (ConnectionResetError, asyncio.CancelledError):
+            for req in reqs:
+                self.sim.forget(req)
+            raise
+        finally:
+            for task in forwarders:
+                task.cancel()
+            for req in reqs:
+                self.sim.live.pop(req.rid, None)
+        return resp
 
     async def _wait(self, req: Live) -> None:
         while req.finish is None:

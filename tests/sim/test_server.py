@@ -393,3 +393,20 @@ def test_single_stream_speed_matches_the_profile_through_http(args: list[str], e
         assert first is not None
         tok_s = 249 / (latency - (first - start))  # bench_serving's per-request decode speed
         assert tok_s == pytest.approx(expected_tok_s, rel=0.10)
+
+
+def test_batch_generate_streams_each_request_with_its_index(sim: SimProcess) -> None:
+    """The shape bench_one_batch_server reads: one stream, chunks tagged with the request's index."""
+    body = {
+        "input_ids": [[5, 6, 7], [8, 9], [10]],
+        "sampling_params": {"max_new_tokens": 12, "ignore_eos": True, "temperature": 0},
+        "stream": True,
+    }
+    with httpx.stream("POST", sim.url + "/generate", json=body, timeout=30) as r:
+        events = sse_events(r)
+    assert events[-1] == "[DONE]"
+    finals = {e["index"]: e["meta_info"] for e in events[:-1] if e["meta_info"]["finish_reason"] is not None}
+    assert sorted(finals) == [0, 1, 2]
+    assert [finals[i]["prompt_tokens"] for i in range(3)] == [3, 2, 1]
+    assert all(m["completion_tokens"] == 12 for m in finals.values())
+    assert any(e["meta_info"]["completion_tokens"] == 1 for e in events[:-1])  # the TTFT marker it looks for
