@@ -37,7 +37,9 @@ def cores() -> tuple[int, int | None]:
     return available[0], (available[1] if len(available) > 1 else None)
 
 
-async def opsconsole_events_per_s(url: str, requests: int, output_len: int) -> tuple[float, int, float]:
+async def opsconsole_events_per_s(
+    url: str, requests: int, output_len: int, http_client: str = "raw"
+) -> tuple[float, int, float]:
     config = SweepConfig(
         WorkloadSpec(input_len=32, output_len=output_len),
         concurrencies=[CONCURRENCY],
@@ -45,7 +47,7 @@ async def opsconsole_events_per_s(url: str, requests: int, output_len: int) -> t
         warmup=0,
         flush_cache=False,
     )
-    async with BenchClient(url) as client:
+    async with BenchClient(url, http_client=http_client) as client:  # type: ignore[arg-type]
         sweep = await BenchEngine(client, config).run()
     level = sweep.levels[0]
     events = sum(r.events for r in level.results)
@@ -90,33 +92,49 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2048)
     parser.add_argument("--output-len", type=int, default=256)
+    parser.add_argument(
+        "--events-per-write", type=int, default=16, help="server side: SSE events per socket write (1 = like SGLang)"
+    )
     args = parser.parse_args()
     client_core, server_core = cores()
-    proc, port = start_schedule_server("--ttft-ms", "0", "--interval-ms", "0", cpu=server_core)
+    proc, port = start_schedule_server(
+        "--ttft-ms", "0", "--interval-ms", "0", "--events-per-write", str(args.events_per_write), cpu=server_core
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         os.sched_setaffinity(0, {client_core})
-        start, cpu = time.perf_counter(), time.process_time()
-        ours, events, _throughput = asyncio.run(opsconsole_events_per_s(url, args.requests, args.output_len))
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        ours_per_cpu = events / cpu
-        # Wall-clock events/s depends on what else the machine runs (and on the server); events per CPU
-        # second is what the client would sustain with a core of its own.
-        print(f"opsconsole engine : {ours:>10,.0f} events/s wall, {ours_per_cpu:>10,.0f} events per CPU-second "
-              f"({events:,} events, {wall:.1f} s, client CPU {cpu / wall:.0%})")  # fmt: skip
+        per_cpu: dict[str, float] = {}
+        wall_rate: dict[str, float] = {}
+        for http_client in ("raw", "aiohttp"):
+            start, cpu = time.perf_counter(), time.process_time()
+            rate, events, _throughput = asyncio.run(
+                opsconsole_events_per_s(url, args.requests, args.output_len, http_client)
+            )
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            per_cpu[http_client], wall_rate[http_client] = events / cpu, rate
+            # Wall-clock events/s depends on what else the machine runs (and on the server); events per CPU
+            # second is what the client would sustain with a core of its own.
+            print(f"opsconsole ({http_client:<7}): {rate:>10,.0f} events/s wall, {events / cpu:>10,.0f} events per "
+                  f"CPU-second ({events:,} events, {wall:.1f} s, client CPU {cpu / wall:.0%})")  # fmt: skip
+        ours, ours_per_cpu = wall_rate["raw"], per_cpu["raw"]
         theirs, their_cpu, name = bench_serving_run(url, args.requests, args.output_len)
         if theirs:
             # Its start-up (imports, tokenizer, prompts) is measured on a one-request run and taken out.
             _, startup_cpu, _ = bench_serving_run(url, 1, args.output_len)
             their_events = args.requests * (args.output_len + 1)
             theirs_per_cpu = their_events / max(1e-9, their_cpu - startup_cpu)
-            print(f"bench_serving     : {theirs:>10,.0f} events/s wall, {theirs_per_cpu:>10,.0f} events per CPU-second "
-                  f"({name})")  # fmt: skip
-            print(f"ratio             : {ours / theirs:.2f}x wall, {ours_per_cpu / theirs_per_cpu:.2f}x per CPU-second")
-            figures = {"bench_serving_events_per_s": theirs, "bench_serving_events_per_cpu_s": theirs_per_cpu}
+            print(f"bench_serving       : {theirs:>10,.0f} events/s wall, {theirs_per_cpu:>10,.0f} events per "
+                  f"CPU-second ({name})")  # fmt: skip
+            print(f"ratio (raw / bench_serving): {ours / theirs:.2f}x wall, "
+                  f"{ours_per_cpu / theirs_per_cpu:.2f}x per CPU-second")  # fmt: skip
+            figures: dict[str, float] = {
+                "bench_serving_events_per_s": theirs,
+                "bench_serving_events_per_cpu_s": theirs_per_cpu,
+            }
         else:
             print(name)
             figures = {}
+        figures["opsconsole_aiohttp_events_per_cpu_s"] = per_cpu["aiohttp"]
         print(json.dumps({"opsconsole_events_per_s": ours, "opsconsole_events_per_cpu_s": ours_per_cpu, **figures}))
     finally:
         stop_process(proc)

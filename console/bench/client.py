@@ -1,8 +1,10 @@
 """The load client's HTTP side: one streamed request → one RequestResult.
 
-aiohttp with a large connection pool, reading the body with `iter_any()` (whatever the socket gave, no
-per-line coroutine) and handing the bytes to the parsers in console.bench.sse. The API key only goes into
-the Authorization header; it is never part of an error message.
+Streamed requests go through console.bench.rawhttp (a lean asyncio HTTP/1.1 client: one Python call per
+socket read) by default, or through aiohttp (`http_client="aiohttp"`, reading with `iter_any()`); both hand
+the body bytes to the parsers in console.bench.sse. benchmarks/bench_client_events.py measures the two.
+The small control calls (/server_info, /flush_cache) use aiohttp. The API key only goes into the
+Authorization header; it is never part of an error message.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from typing import Any, Literal
 import aiohttp
 
 from console.bench.metrics import RequestResult
+from console.bench.rawhttp import HttpError, RawHttpPool
 from console.bench.sse import ChatStreamParser, GenerateStreamParser, StreamParser
 
 ApiPath = {"generate": "/generate", "chat": "/v1/chat/completions"}
 
 
 class BenchClient:
-    def __init__(self, base_url: str, api_key: str | None = None, max_connections: int = 0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        max_connections: int = 0,
+        http_client: Literal["raw", "aiohttp"] = "raw",
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.http_client = http_client
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -33,8 +43,10 @@ class BenchClient:
             timeout=aiohttp.ClientTimeout(total=None),
             auto_decompress=False,
         )
+        self._raw = RawHttpPool(self.base_url, self._headers)
 
     async def close(self) -> None:
+        self._raw.close()
         await self._session.close()
 
     async def __aenter__(self) -> BenchClient:
@@ -55,21 +67,29 @@ class BenchClient:
         )
         try:
             async with asyncio.timeout(timeout):
-                async with self._session.post(self.base_url + ApiPath[api], data=body) as resp:
-                    if resp.status != 200:
-                        text = (await resp.read())[:200].decode("utf-8", "replace").strip()
-                        result.error = f"HTTP {resp.status}: {text}"
+                if self.http_client == "raw":
+                    status, error_body = await self._raw.post_stream(ApiPath[api], body, parser.feed)
+                    if status != 200:
+                        text = error_body[:200].decode("utf-8", "replace").strip()
+                        result.error = f"HTTP {status}: {text}"
                         result.latency = time.perf_counter() - start
                         return result
-                    perf_counter = time.perf_counter
-                    feed = parser.feed
-                    async for data in resp.content.iter_any():
-                        feed(data, perf_counter())
+                else:
+                    async with self._session.post(self.base_url + ApiPath[api], data=body) as resp:
+                        if resp.status != 200:
+                            text = (await resp.read())[:200].decode("utf-8", "replace").strip()
+                            result.error = f"HTTP {resp.status}: {text}"
+                            result.latency = time.perf_counter() - start
+                            return result
+                        perf_counter = time.perf_counter
+                        feed = parser.feed
+                        async for data in resp.content.iter_any():
+                            feed(data, perf_counter())
         except TimeoutError:
             result.error = f"timed out after {timeout:g} s"
             result.latency = time.perf_counter() - start
             return result
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
+        except (aiohttp.ClientError, HttpError, OSError, ValueError) as exc:
             result.error = f"{type(exc).__name__}: {exc}"[:300]
             result.latency = time.perf_counter() - start
             return result

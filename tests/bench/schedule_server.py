@@ -30,8 +30,15 @@ FAST_BATCH = 16
 
 class Schedule:
     def __init__(
-        self, ttft_ms: float, interval_ms: float, tokens_per_chunk: int, spec: bool, fail_every: int = 0
+        self,
+        ttft_ms: float,
+        interval_ms: float,
+        tokens_per_chunk: int,
+        spec: bool,
+        fail_every: int = 0,
+        events_per_write: int = FAST_BATCH,
     ) -> None:
+        self.events_per_write = events_per_write
         self.fail_every = fail_every  # every k-th request answers HTTP 500 (guard-rail tests); 0: never
         self.ttft = ttft_ms / 1000.0
         self.interval = interval_ms / 1000.0
@@ -51,13 +58,13 @@ async def _emit(request: web.Request, schedule: Schedule, events: Any) -> web.St
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     if schedule.interval <= 0:
-        # As fast as possible: after the first token, events leave in batches of FAST_BATCH per write, so
+        # As fast as possible: after the first token, events leave in batches of events_per_write, so
         # that the server is not what limits a client-speed measurement. Each event stays its own SSE event.
         events = iter(events)
         first = next(events, None)
         rest = list(events)
         events = ([first] if first is not None else []) + [
-            b"".join(rest[i : i + FAST_BATCH]) for i in range(0, len(rest), FAST_BATCH)
+            b"".join(rest[i : i + schedule.events_per_write]) for i in range(0, len(rest), schedule.events_per_write)
         ]
     for i, event in enumerate(events):
         if schedule.interval > 0 or i == 0:
@@ -170,7 +177,9 @@ def build_app(schedule: Schedule) -> web.Application:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    schedule = Schedule(args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.spec, args.fail_every)
+    schedule = Schedule(
+        args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.spec, args.fail_every, args.events_per_write
+    )
     runner = web.AppRunner(build_app(schedule), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
@@ -188,6 +197,7 @@ def main() -> None:
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--spec", action="store_true", help="report spec_verify_ct like a speculative server")
     parser.add_argument("--fail-every", type=int, default=0, help="every k-th request fails with HTTP 500")
+    parser.add_argument("--events-per-write", type=int, default=FAST_BATCH, help="with --interval-ms 0")
     parser.add_argument("--cpu", type=int, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:

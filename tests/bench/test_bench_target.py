@@ -26,7 +26,7 @@ def test_bench_a_host_through_its_ssh_forward(gpu_host: GpuHost) -> None:
         assert r["target"] == host.name and r["client_location"] == "console"
         assert r["completed"] == 8 and r["failed"] == 0 and r["total_output_tokens"] == 8 * 32
         assert r["unit_hash"] == "sha256:" + host.unit_sha256()[:16]
-        assert r["sglang_version"] and list(r["server_args"])[0] == "speculative_algorithm"
+        assert r["sglang_version"] and next(iter(r["server_args"])) == "speculative_algorithm"
         assert r["gpu_samples"] >= 1 and r["mean_power_w"] > 0 and len(r["gpus"]) == 4
         assert r["tokens_per_joule"] > 0
         assert r["accept_length"] is not None
