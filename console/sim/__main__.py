@@ -152,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if kwargs is None:
         return code
     from console.sim.engine import Engine
-    from console.sim.server import SimConfig, serve
+    from console.sim.lifecycle import serve
+    from console.sim.server import SimConfig
 
     startup_logs = kwargs.pop("startup_logs")
     config = SimConfig(**kwargs)

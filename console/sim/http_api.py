@@ -1,0 +1,519 @@
+"""The stand-in's HTTP API: SGLang's routes and JSON/SSE shapes over a running SimServer.
+
+Route set and shapes follow the emulated version (console.sim.shapes). `--api-key` guards every route
+except /health* and /metrics, with SGLang's 401 body; unknown routes answer FastAPI's JSON 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from console.sim import shapes
+from console.sim.server import Live, SimServer
+from console.sim.tokenizer import chat_prompt_text
+
+SECRET_DESTS = ("api_key", "admin_api_key")
+
+
+def redact(argv: list[str]) -> list[str]:
+    """argv with the values of --api-key/--admin-api-key replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for token in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif token.startswith(("--api-key=", "--admin-api-key=")):
+            out.append(token.split("=", 1)[0] + "=***")
+        else:
+            out.append(token)
+            hide_next = token in ("--api-key", "--admin-api-key")
+    return out
+
+
+def _sse(payload: dict[str, Any] | list[Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
+    return web.json_response(
+        {"object": "error", "message": message, "type": kind, "param": None, "code": status}, status=status
+    )
+
+
+class Api:
+    def __init__(self, sim: SimServer) -> None:
+        self.sim = sim
+        self.cfg = sim.config
+        self.api_key = self.cfg.resolved.get("api_key")
+        self.created = int(time.time())
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self.auth], client_max_size=64 * 1024**2)
+        r = app.router
+        for path in ("/health", "/health_generate"):
+            r.add_get(path, self.health)
+        for path in ("/server_info", "/get_server_info"):
+            r.add_get(path, self.server_info)
+        for path in ("/model_info", "/get_model_info"):
+            r.add_get(path, self.model_info)
+        r.add_get("/v1/models", self.models)
+        r.add_get("/metrics", self.metrics)
+        r.add_route("*", "/flush_cache", self.flush_cache)
+        if shapes.has_get_load(self.cfg.version):
+            r.add_get("/get_load", self.get_load)
+        if shapes.has_v1_loads(self.cfg.version):
+            r.add_get("/v1/loads", self.v1_loads)
+        r.add_post("/generate", self.generate)
+        r.add_post("/v1/chat/completions", self.chat)
+        r.add_post("/v1/completions", self.completions)
+        return app
+
+    @web.middleware
+    async def auth(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        protected = self.api_key and not request.path.startswith(("/health", "/metrics"))
+        if protected and request.headers.get("Authorization", "") != f"Bearer {self.api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        try:
+            return await handler(request)
+        except web.HTTPException as e:  # unknown route or method: FastAPI's JSON, as SGLang answers
+            if e.status in (404, 405):
+                return web.json_response({"detail": e.reason}, status=e.status)
+            raise
+
+    # --- read-only endpoints -----------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.sim.status == "Up" else 503)
+
+    def internal_state(self) -> dict[str, Any]:
+        s = self.sim
+        state: dict[str, Any] = {
+            "last_gen_throughput": s.last_gen_throughput,
+            "memory_usage": {
+                "weight": round(s.memory_split["weight"], 2),
+                "kvcache": round(s.memory_split["kvcache"], 2),
+                "token_capacity": s.max_total_num_tokens,
+                "graph": round(s.memory_split["graph"], 2),
+            },
+        }
+        if shapes.at_least(self.cfg.version, "0.5.9"):
+            state["effective_max_running_requests_per_dp"] = s.max_running_requests
+        if shapes.at_least(self.cfg.version, "0.5.23"):
+            state["world_size"] = int(self.cfg.resolved.get("tp_size") or 1)
+            state["startup_time"] = s.startup_time
+        accept = s.avg_spec_accept_length
+        if accept is not None:
+            state["avg_spec_accept_length"] = accept
+        return state
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        s = self.sim
+        info = shapes.server_info(
+            version=self.cfg.version,
+            resolved=self.cfg.resolved,
+            launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *redact(self.cfg.argv)]),
+            max_total_num_tokens=s.max_total_num_tokens,
+            context_length=self.cfg.profile.context_length,
+            internal_state=self.internal_state(),
+            startup_time=s.startup_time,
+        )
+        for d in (info, info["internal_states"][0]):  # never hand a key out
+            for key in SECRET_DESTS:
+                if d.get(key):
+                    d[key] = "***"
+        return web.json_response(info, dumps=lambda o: json.dumps(o, default=str))
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        path = str(self.cfg.resolved.get("model_path"))
+        tok = str(self.cfg.resolved.get("tokenizer_path") or path)
+        return web.json_response(
+            shapes.model_info(self.cfg.version, path, tok, self.cfg.profile.architecture, self.cfg.served_model_name)
+        )
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            shapes.models_list(
+                self.cfg.served_model_name,
+                str(self.cfg.resolved.get("model_path")),
+                self.cfg.profile.context_length,
+                self.created,
+            )
+        )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if self.sim.metrics is None:
+            return web.json_response({"detail": "Not Found"}, status=404)  # not mounted without --enable-metrics
+        body, content_type = self.sim.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        if not self.sim.flush():
+            return web.Response(
+                status=400,
+                text="Cache not flushed. Please check backend logs for more details. "
+                "(When there are running or waiting requests, the operation will not be performed.)\n",
+            )
+        return web.Response(
+            text="Cache flushed.\nPlease check backend logs for more details. "
+            "(When there are running or waiting requests, the operation will not be performed.)\n"
+        )
+
+    async def get_load(self, request: web.Request) -> web.Response:
+        s = self.sim
+        return web.json_response(shapes.get_load(s.num_running, s.num_queued, s.used_tokens))
+
+    async def v1_loads(self, request: web.Request) -> web.Response:
+        s = self.sim
+        accept = s.window_accept_length if self.cfg.speculative else None
+        memory = {
+            "weight_gb": round(s.memory_split["weight"], 2),
+            "kv_cache_gb": round(s.memory_split["kvcache"], 2),
+            "graph_gb": round(s.memory_split["graph"], 2),
+            "token_capacity": s.max_total_num_tokens,
+        }
+        return web.json_response(
+            shapes.v1_loads(
+                version=self.cfg.version,
+                running=s.num_running,
+                waiting=s.num_queued,
+                used_tokens=s.used_tokens,
+                max_total_num_tokens=s.max_total_num_tokens,
+                max_running_requests=s.max_running_requests,
+                gen_throughput=s.last_gen_throughput,
+                memory=memory,
+                accept_length=accept,
+                accept_rate=s.window_accept_rate if accept is not None else None,
+                gpu_count=len(s.gpus),
+            )
+        )
+
+    # --- generation --------------------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return _error(400, "The request body is not valid JSON.")
+        if not isinstance(body, dict):
+            return _error(400, "The request body must be a JSON object.")
+        if self.sim.status == "Terminating":
+            # Requests already running drain; new ones are turned away while the server shuts down.
+            return _error(503, "The server is shutting down.", "ServiceUnavailableError")
+        return body
+
+    def _start(self, prompt_tokens: int, max_new: int, sampling: dict[str, Any]) -> Live:
+        return self.sim.submit(
+            prompt_tokens,
+            max_new,
+            float(sampling.get("temperature", 1.0) if sampling.get("temperature") is not None else 1.0),
+            bool(sampling.get("ignore_eos", False)),
+        )
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
+        sampling = dict(body.get("sampling_params") or {})
+        if "input_ids" in body and body["input_ids"] is not None:
+            ids = body["input_ids"]
+            if ids and isinstance(ids[0], list):
+                return await self._generate_batch(request, [len(x) for x in ids], sampling, body)
+            prompt = len(ids)
+        else:
+            text = body.get("text")
+            if isinstance(text, list):
+                return await self._generate_batch(request, [self.sim.tokenizer.count(t) for t in text], sampling, body)
+            if not isinstance(text, str):
+                return _error(400, "Either text or input_ids should be provided.")
+            prompt = self.sim.tokenizer.count(text)
+        max_new_raw = sampling.get("max_new_tokens")
+        max_new = int(max_new_raw) if max_new_raw is not None else 128  # SGLang's default
+        sampling.setdefault("temperature", 1.0)
+        req = self._start(prompt, max_new, sampling)
+        rid = str(body.get("rid") or req.rid)
+        if body.get("stream"):
+            return await self._stream_generate(request, req, rid)
+        try:
+            await self._wait(req)
+        finally:
+            self.sim.live.pop(req.rid, None)
+        return web.json_response(self._generate_result(req, rid))
+
+    async def _generate_batch(
+        self, request: web.Request, prompts: list[int], sampling: dict[str, Any], body: dict[str, Any]
+    ) -> web.StreamResponse:
+        max_new = int(sampling.get("max_new_tokens") or 128)  # SGLang's default
+        reqs = [self._start(p, max_new, sampling) for p in prompts]
+        if body.get("stream"):
+            return await self._stream_batch(request, reqs)
+        try:
+            for req in reqs:
+                await self._wait(req)
+        finally:
+            for req in reqs:
+                self.sim.live.pop(req.rid, None)
+        return web.json_response([self._generate_result(r, r.rid) for r in reqs])
+
+    async def _stream_batch(self, request: web.Request, reqs: list[Live]) -> web.StreamResponse:
+        """A batch on one stream (bench_one_batch_server): each chunk is one request's, with its "index"."""
+        resp = await self._open_sse(request)
+        ready: asyncio.Queue[int] = asyncio.Queue()
+
+        async def forward(i: int, req: Live) -> None:
+            while True:
+                await req.queue.get()
+                ready.put_nowait(i)
+                if req.finish is not None:
+                    return
+
+        forwarders = [asyncio.create_task(forward(i, r)) for i, r in enumerate(reqs)]
+        sent = [0] * len(reqs)
+        done: set[int] = set()
+        try:
+            while len(done) < len(reqs):
+                i = await ready.get()
+                req = reqs[i]
+                if i in done or (len(req.ids) == sent[i] and req.finish is None):
+                    continue
+                sent[i] = len(req.ids)
+                final = req.finish is not None
+                if final:
+                    done.add(i)
+                    self._observe_done(req)
+                chunk = {
+                    "text": self.sim.tokenizer.decode(req.ids),
+                    "output_ids": req.ids,
+                    "meta_info": self._meta(req, req.rid, final),
+                    "index": i,
+                }
+                await resp.write(_sse(chunk))
+            await resp.write(DONE)
+        except (ConnectionResetError, asyncio.CancelledError):
+            for req in reqs:
+                self.sim.forget(req)
+            raise
+        finally:
+            for task in forwarders:
+                task.cancel()
+            for req in reqs:
+                self.sim.live.pop(req.rid, None)
+        return resp
+
+    async def _wait(self, req: Live) -> None:
+        while req.finish is None:
+            await req.queue.get()
+
+    def _meta(self, req: Live, rid: str, final: bool) -> dict[str, Any]:
+        return shapes.meta_info(
+            version=self.cfg.version,
+            rid=rid,
+            finish=req.finish if final else None,
+            prompt_tokens=req.prompt_tokens,
+            completion_tokens=len(req.ids),
+            spec=self.cfg.speculative,
+            verify_ct=req.verify_ct,
+            num_draft_tokens=self.sim.num_draft_tokens,
+            e2e_latency=time.time() - req.started,
+        )
+
+    def _generate_result(self, req: Live, rid: str) -> dict[str, Any]:
+        self._observe_done(req)
+        return {
+            "text": self.sim.tokenizer.decode(req.ids),
+            "output_ids": req.ids,
+            "meta_info": self._meta(req, rid, True),
+        }
+
+    def _observe_done(self, req: Live) -> None:
+        if self.sim.metrics:
+            ttft = (req.first_token_at or time.time()) - req.started
+            self.sim.metrics.on_finish(len(req.ids), ttft, time.time() - req.started)
+
+    async def _open_sse(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        return resp
+
+    async def _stream_generate(self, request: web.Request, req: Live, rid: str) -> web.StreamResponse:
+        resp = await self._open_sse(request)
+        tok = self.sim.tokenizer
+        text = ""
+        ids_csv = ""
+        sent = 0
+        incremental = bool(
+            self.cfg.resolved.get("stream_output") or self.cfg.resolved.get("incremental_streaming_output")
+        )
+        try:
+            while True:
+                await req.queue.get()
+                while not req.queue.empty():
+                    req.queue.get_nowait()
+                new_ids = req.ids[sent:]
+                words = " ".join(tok.token_text(i, True) for i in new_ids)
+                piece = words if not text else " " + words
+                text += piece
+                new_csv = ",".join(map(str, new_ids))
+                ids_csv = new_csv if not ids_csv else ids_csv + "," + new_csv
+                sent = len(req.ids)
+                final = req.finish is not None
+                if final:
+                    self._observe_done(req)
+                # Cumulative text and ids grow with every chunk; they are appended to as strings instead of
+                # re-encoding the whole list each time. Token texts are JSON-safe (letters and <unk>/<eos>).
+                chunk = (
+                    b'data: {"text":"'
+                    + (piece if incremental else text).encode()
+                    + b'","output_ids":['
+                    + (new_csv if incremental else ids_csv).encode()
+                    + b'],"meta_info":'
+                    + json.dumps(self._meta(req, rid, final), separators=(",", ":")).encode()
+                    + b"}\n\n"
+                )
+                await resp.write(chunk)
+                if final:
+                    break
+            await resp.write(DONE)
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.sim.forget(req)
+            raise
+        finally:
+            self.sim.live.pop(req.rid, None)
+        return resp
+
+    def _openai_max_tokens(self, body: dict[str, Any], prompt: int) -> int:
+        for key in ("max_completion_tokens", "max_tokens"):
+            if body.get(key) is not None:
+                return int(body[key])
+        return max(1, self.cfg.profile.context_length - prompt)
+
+    def _openai_sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"temperature": body.get("temperature", 1.0), "ignore_eos": body.get("ignore_eos", False)}
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return _error(400, "messages must be a non-empty list.")
+        prompt = self.sim.tokenizer.count(chat_prompt_text(messages))
+        return await self._openai(request, body, prompt, chat=True)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
+        p = body.get("prompt")
+        if isinstance(p, list) and p and isinstance(p[0], int):
+            prompt = len(p)
+        elif isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
+            prompt = self.sim.tokenizer.count(p[0])
+        elif isinstance(p, str):
+            prompt = self.sim.tokenizer.count(p)
+        else:
+            return _error(400, "prompt must be a string or a list of token ids.")
+        return await self._openai(request, body, prompt, chat=False)
+
+    async def _openai(self, request: web.Request, body: dict[str, Any], prompt: int, chat: bool) -> web.StreamResponse:
+        req = self._start(prompt, self._openai_max_tokens(body, prompt), self._openai_sampling(body))
+        model = str(body.get("model") or self.cfg.served_model_name)
+        cid = uuid.uuid4().hex
+        created = int(time.time())
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            include_usage = bool(options.get("include_usage")) or bool(
+                self.cfg.resolved.get("stream_response_default_include_usage")
+            )
+            return await self._openai_stream(request, req, cid, created, model, chat, include_usage)
+        try:
+            await self._wait(req)
+        finally:
+            self.sim.live.pop(req.rid, None)
+        self._observe_done(req)
+        text = self.sim.tokenizer.decode(req.ids)
+        finish = "length" if req.finish == "length" else "stop"
+        if chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": None},
+                "logprobs": None,
+                "finish_reason": finish,
+                "matched_stop": None if finish == "length" else 1,
+            }
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        return web.json_response(
+            {
+                "id": cid,
+                "object": "chat.completion" if chat else "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [choice],
+                "usage": shapes.usage(req.prompt_tokens, len(req.ids)),
+                "metadata": {"weight_version": "default"},
+            }
+        )
+
+    async def _openai_stream(
+        self, request: web.Request, req: Live, cid: str, created: int, model: str, chat: bool, include_usage: bool
+    ) -> web.StreamResponse:
+        resp = await self._open_sse(request)
+        tok = self.sim.tokenizer
+        sent = 0
+        try:
+            if chat:
+                await resp.write(
+                    _sse(shapes.chat_chunk(cid, created, model, {"role": "assistant", "content": ""}, None))
+                )
+            while True:
+                await req.queue.get()
+                while not req.queue.empty():
+                    req.queue.get_nowait()
+                new_ids = req.ids[sent:]
+                piece = "".join(tok.token_text(i, first=(sent == 0 and k == 0)) for k, i in enumerate(new_ids))
+                sent = len(req.ids)
+                if new_ids:
+                    if chat:
+                        chunk = shapes.chat_chunk(cid, created, model, {"role": None, "content": piece}, None)
+                    else:
+                        chunk = shapes.completion_chunk(cid, created, model, piece, None)
+                    await resp.write(_sse(chunk))
+                if req.finish is not None:
+                    break
+            self._observe_done(req)
+            finish = "length" if req.finish == "length" else "stop"
+            if chat:
+                await resp.write(_sse(shapes.chat_chunk(cid, created, model, {}, finish)))
+            else:
+                await resp.write(_sse(shapes.completion_chunk(cid, created, model, "", finish)))
+            if include_usage:
+                usage_chunk: dict[str, Any] = {
+                    "id": cid,
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": shapes.usage(req.prompt_tokens, len(req.ids)),
+                }
+                await resp.write(_sse(usage_chunk))
+            await resp.write(DONE)
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.sim.forget(req)
+            raise
+        finally:
+            self.sim.live.pop(req.rid, None)
+        return resp
