@@ -21,22 +21,6 @@ _COMPLETION_KEY = b'"completion_tokens":'
 _DONE = b"[DONE]"
 
 
-def _int_after(event: bytes, key: bytes) -> int | None:
-    """The integer that follows `key` in a JSON event, or None. A key inside a JSON string cannot match:
-    its quotes would be escaped."""
-    pos = event.rfind(key)
-    if pos < 0:
-        return None
-    pos += len(key)
-    end = len(event)
-    while pos < end and event[pos] == 0x20:
-        pos += 1
-    start = pos
-    while pos < end and 0x30 <= event[pos] <= 0x39:
-        pos += 1
-    return int(event[start:pos]) if pos > start else None
-
-
 class StreamParser:
     """Common framing: SSE events separated by a blank line, each `data: <payload>`."""
 
