@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from tests.testbed import recipe
 from tests.testbed.host import GpuHost
 
 OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
@@ -21,6 +23,35 @@ def opsconsole(
     return subprocess.run(
         argv, input=input, capture_output=True, text=True, timeout=timeout, env=host.client_env(), cwd=host.home
     )
+
+
+def opsconsole_on_host(
+    host: GpuHost, *args: str, user: str = recipe.SUDO_USER, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """The console run on the GPU host itself (TARGET `local`): the host's python3, the bound-in repo."""
+    home = f"/home/{user}"
+    argv = [
+        "runuser",
+        "-u",
+        user,
+        "--",
+        "env",
+        f"HOME={home}",
+        f"PYTHONPATH={recipe.PYTHONPATH}",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "python3",
+        "-m",
+        "console",
+        "--workspace",
+        f"{home}/workspace",
+        *args,
+    ]
+    try:
+        return host.root_run(argv, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"`opsconsole {shlex.join(args)}` on the host ran past {timeout:.0f} s:\n{exc.stdout}"
+        ) from exc
 
 
 def json_output(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

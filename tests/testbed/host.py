@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
@@ -230,14 +231,25 @@ class GpuHost:
         leader = self.leader_pid()
         env = {"PATH": CONTAINER_PATH, "LANG": "C.UTF-8", "HOME": "/root", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
         full = ["nsenter", f"--target={leader}", "--mount", "--uts", "--ipc", "--net", "--pid", "--", *argv]
-        try:
-            return subprocess.run(
-                full, input=input, capture_output=True, text=True, timeout=timeout, env=env, check=check
-            )
-        except subprocess.CalledProcessError as exc:
+        with subprocess.Popen(
+            full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                # nsenter forks the command into the host's PID namespace: killing nsenter alone would leave it
+                # running inside the host (and slow the host's halt), so kill the whole subtree.
+                for pid in [*reversed(_descendants(process.pid)), process.pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                process.communicate()
+                raise
+        done = subprocess.CompletedProcess(full, process.returncode, stdout, stderr)
+        if check and done.returncode != 0:
             raise TestbedError(
-                f"on {self.machine}: {shlex.join(argv)} exited {exc.returncode}\n{exc.stderr.strip()[-2000:]}"
-            ) from exc
+                f"on {self.machine}: {shlex.join(argv)} exited {done.returncode}\n{done.stderr.strip()[-2000:]}"
+            )
+        return done
 
     def leader_pid(self) -> int:
         """The host PID of the container's PID 1 (systemd), found by its place in our cgroup tree."""
