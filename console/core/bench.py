@@ -207,6 +207,17 @@ def unit_hash(unit_text: str) -> str:
     return "sha256:" + hashlib.sha256(unit_text.encode()).hexdigest()[:16]
 
 
+async def _driver_version(transport: Any, gpu_command: tuple[str, ...] | None) -> str | None:
+    """The NVIDIA driver version on the host (one nvidia-smi query), or None when it cannot be read."""
+    argv = [*(gpu_command or ("nvidia-smi",)), "--query-gpu=driver_version", "--format=csv,noheader"]
+    try:
+        result = await transport.run(argv, timeout=20)
+    except Exception:
+        return None
+    lines = [line.strip() for line in (result.stdout or "").splitlines() if line.strip()]
+    return lines[0] if result.exit_status == 0 and lines else None
+
+
 async def bench_target(
     target_text: str,
     config: SweepConfig,
@@ -230,8 +241,11 @@ async def bench_target(
         except Exception:
             hashed = None  # provenance is best effort; the benchmark does not need the unit
 
+        driver = await _driver_version(session.transport, target.gpu_command)
+
         async def sampler() -> list[Any]:
-            return list((await session.gpus()).gpus)
+            # The driver version rides along on each sample, for the records' provenance.
+            return [{**gpu.model_dump(), "driver_version": driver} for gpu in (await session.gpus()).gpus]
 
         location: ClientLocation = "console" if target.transport == "ssh" else "on-host"
         return await run_bench(

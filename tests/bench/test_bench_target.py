@@ -21,6 +21,7 @@ def test_bench_a_host_through_its_ssh_forward(gpu_host: GpuHost) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     records = json.loads(done.stdout)
+    driver = host.root_run("nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split()[0]
     assert [r["max_concurrency"] for r in records] == [1, 4]
     for r in records:
         assert r["target"] == host.name and r["client_location"] == "console"
@@ -29,6 +30,7 @@ def test_bench_a_host_through_its_ssh_forward(gpu_host: GpuHost) -> None:
         assert r["sglang_version"] and next(iter(r["server_args"])) == "speculative_algorithm"
         assert r["gpu_samples"] >= 1 and r["mean_power_w"] > 0 and len(r["gpus"]) == 4
         assert r["tokens_per_joule"] > 0
+        assert r["driver_version"] == driver
         assert r["accept_length"] is not None
     logged = (host.workspace / "logs").glob("bench-*.jsonl")
     assert any("testbed" in path.read_text() for path in logged)
