@@ -2,8 +2,8 @@
 
 No UI: progress goes out as events (console.bench.events); results come back as LevelResult, which
 console.bench.records turns into log records. Protocol per level (design.md §6):
-1. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
-2. warm-up requests, excluded from every figure;
+1. warm-up requests, excluded from every figure;
+2. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
 3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;
 4. metrics with bench_serving's definitions; acceptance length from these requests' own meta_info
    (Σ completion_tokens / Σ spec_verify_ct), else from /server_info right after the level — valid
@@ -233,7 +233,6 @@ class BenchEngine:
         pool = build_requests(workload, planned if planned is not None else DURATION_POOL, offset)
         warm = build_requests(workload, cfg.warmup, offset + 900_000) if cfg.warmup else []
 
-        flushed = await self.client.flush_cache() if cfg.flush_cache else False
         if warm:
             warm_results = await asyncio.gather(
                 *(self._send(workload, req) for req in warm[: max(1, level.concurrency or cfg.warmup)])
@@ -246,8 +245,11 @@ class BenchEngine:
                 started = datetime.now(UTC)
                 return LevelResult(
                     level, repeat_index, started, started, compute_metrics(warm_results[:0], 0.0), {},
-                    [], None, flushed, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}",
+                    [], None, False, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}",
                 )  # fmt: skip
+        # After the warm-up (like bench_serving): the measured requests start on an empty cache, and the
+        # server's accept-length counters cover them only.
+        flushed = await self.client.flush_cache() if cfg.flush_cache else False
 
         self._emit(LevelStarted(level, repeat_index, planned, cfg.duration))
         polls: list[list[Any]] = []
