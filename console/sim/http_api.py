@@ -16,27 +16,12 @@ from typing import Any
 
 from aiohttp import web
 
+from console.secrets import redact_argv
 from console.sim import shapes
 from console.sim.server import Live, SimServer
 from console.sim.tokenizer import chat_prompt_text
 
 SECRET_DESTS = ("api_key", "admin_api_key")
-
-
-def redact(argv: list[str]) -> list[str]:
-    """argv with the values of --api-key/--admin-api-key replaced by ***."""
-    out: list[str] = []
-    hide_next = False
-    for token in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-        elif token.startswith(("--api-key=", "--admin-api-key=")):
-            out.append(token.split("=", 1)[0] + "=***")
-        else:
-            out.append(token)
-            hide_next = token in ("--api-key", "--admin-api-key")
-    return out
 
 
 def _sse(payload: dict[str, Any] | list[Any]) -> bytes:
@@ -125,7 +110,7 @@ class Api:
         info = shapes.server_info(
             version=self.cfg.version,
             resolved=self.cfg.resolved,
-            launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *redact(self.cfg.argv)]),
+            launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *redact_argv(self.cfg.argv)]),
             max_total_num_tokens=s.max_total_num_tokens,
             context_length=self.cfg.profile.context_length,
             internal_state=self.internal_state(),
