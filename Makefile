@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_SERVING := $(HOME)/.cache/opsconsole/sglang-0.5.6.post2/bench_serving.py
 
 .PHONY: demo test lint typecheck unit system-deps clean bench
 
@@ -12,6 +13,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# SGLang's own bench_serving.py, taken from the released wheel, for the tests that run it next to ours.
+$(BENCH_SERVING): $(STAMP)
+	$(BIN)/python -c "from tests.support.sglang_bench import bench_serving_script as f; print(f())"
 
 demo: $(STAMP)
 	$(BIN)/opsconsole demo
@@ -27,7 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: $(STAMP) system-deps lint typecheck
+test: $(STAMP) $(BENCH_SERVING) system-deps lint typecheck
 	$(BIN)/pytest tests
 
 bench: $(STAMP)
