@@ -29,28 +29,14 @@ def opsconsole_on_host(
     host: GpuHost, *args: str, user: str = recipe.SUDO_USER, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     """The console run on the GPU host itself (TARGET `local`): the host's python3, the bound-in repo."""
-    home = f"/home/{user}"
-    argv = [
-        "runuser",
-        "-u",
-        user,
-        "--",
-        "env",
-        f"HOME={home}",
-        f"PYTHONPATH={recipe.PYTHONPATH}",
-        "PYTHONDONTWRITEBYTECODE=1",
-        "python3",
-        "-m",
-        "console",
-        "--workspace",
-        f"{home}/workspace",
-        *args,
-    ]
+    home = f"/home/{user}" if user != "root" else "/root"
+    env = [f"HOME={home}", f"PYTHONPATH={recipe.PYTHONPATH}", "PYTHONDONTWRITEBYTECODE=1"]
+    console = ["python3", "-m", "console", "--workspace", f"{home}/workspace", *args]
     try:
-        return host.root_run(argv, timeout=timeout, check=False)
+        return host.root_run(["runuser", "-u", user, "--", "env", *env, *console], timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(
-            f"`opsconsole {shlex.join(args)}` on the host ran past {timeout:.0f} s:\n{exc.stdout}"
+            f"`opsconsole {shlex.join(args)}` on the host ran past {timeout:.0f} s:\n{exc.stdout}\n{exc.stderr}"
         ) from exc
 
 

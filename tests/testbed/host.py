@@ -236,13 +236,13 @@ class GpuHost:
         ) as process:
             try:
                 stdout, stderr = process.communicate(input, timeout=timeout)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired as exc:
                 # nsenter forks the command into the host's PID namespace: killing nsenter alone would leave it
                 # running inside the host (and slow the host's halt), so kill the whole subtree.
                 for pid in [*reversed(_descendants(process.pid)), process.pid]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                process.communicate()
+                exc.stdout, exc.stderr = process.communicate()  # what it printed before it was killed
                 raise
         done = subprocess.CompletedProcess(full, process.returncode, stdout, stderr)
         if check and done.returncode != 0:
