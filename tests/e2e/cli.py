@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.testbed import recipe
 from tests.testbed.host import GpuHost
+from tests.testbed.system import CommandTimedOut
 
 OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
 
@@ -34,7 +35,7 @@ def opsconsole_on_host(
     console = ["python3", "-m", "console", "--workspace", f"{home}/workspace", *args]
     try:
         return host.root_run(["runuser", "-u", user, "--", "env", *env, *console], timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
+    except CommandTimedOut as exc:
         raise AssertionError(
             f"`opsconsole {shlex.join(args)}` on the host ran past {timeout:.0f} s:\n{exc.stdout}\n{exc.stderr}"
         ) from exc

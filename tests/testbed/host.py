@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.testbed import cache, recipe, resources
-from tests.testbed.system import TestbedError, poll_until, run
+from tests.testbed.system import CommandTimedOut, TestbedError, poll_until, run
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,8 @@ class GpuHost:
     ) -> subprocess.CompletedProcess[str]:
         """Run a command as root inside the host (nsenter; independent of sshd and of the link state).
 
-        A string runs through /bin/sh -c; a list is an argv.
+        A string runs through /bin/sh -c; a list is an argv. Past timeout the command and everything it started
+        are killed and CommandTimedOut carries what they printed.
         """
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         return self._nsenter(argv, input=input, timeout=timeout, check=check)
@@ -242,8 +243,10 @@ class GpuHost:
                 for pid in [*reversed(_descendants(process.pid)), process.pid]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                exc.stdout, exc.stderr = process.communicate()  # what it printed before it was killed
-                raise
+                stdout, stderr = process.communicate()  # what it printed before it was killed
+                raise CommandTimedOut(
+                    f"on {self.machine}: {shlex.join(argv)} ran past {timeout:.0f} s", stdout, stderr
+                ) from exc
         done = subprocess.CompletedProcess(full, process.returncode, stdout, stderr)
         if check and done.returncode != 0:
             raise TestbedError(

@@ -16,6 +16,15 @@ class TestbedError(Exception):
     __test__ = False  # not a test class, though its name starts with "Test"
 
 
+class CommandTimedOut(TestbedError):
+    """A command inside a host ran past its timeout and was killed; carries what it printed until then."""
+
+    def __init__(self, message: str, stdout: str, stderr: str) -> None:
+        super().__init__(message)
+        self.stdout = stdout
+        self.stderr = stderr
+
+
 def run(
     argv: Sequence[str],
     *,
