@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import json
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
@@ -43,6 +45,9 @@ def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: Gpu
     info = server_info(host)
     assert info["speculative_num_steps"] == 3
     assert info["speculative_num_draft_tokens"] == 4
+    # The console noticed readiness promptly: within 0.5 s of the server's "ready to roll" line (issue 4).
+    healthy_at = datetime.fromisoformat(next(t["at"] for t in result["history"] if t["state"] == "healthy"))
+    assert (healthy_at - _ready_line_time(host)).total_seconds() < 0.5
     # A backup of the old unit stays on the host, and no temp file is left next to the unit.
     assert result["backup"]
     assert host.root_run(["cat", result["backup"]]).stdout == host.unit_text
@@ -175,6 +180,13 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
         assert server_info(host)["speculative_num_steps"] == 2
     props = host.service_properties("ActiveState", "SubState")
     assert props == {"ActiveState": "active", "SubState": "running"}
+
+
+def _ready_line_time(host: GpuHost) -> datetime:
+    """When the server's latest start logged that it is ready (/health turns 200 with that line)."""
+    journal = host.root_run(["journalctl", "-u", host.unit, "-o", "json", "-n", "500"]).stdout.splitlines()
+    ready = [json.loads(line) for line in journal if "The server is fired up and ready to roll!" in line][-1]
+    return datetime.fromtimestamp(int(ready["__REALTIME_TIMESTAMP"]) / 1e6, UTC)
 
 
 def _main_pid(host: GpuHost) -> str:
