@@ -69,6 +69,23 @@ def test_a_change_the_rules_refuse_leaves_the_host_untouched(pristine_gpu_host: 
     assert unit_dir_listing(host) == listing  # not even a backup
 
 
+def test_a_user_whose_sudo_wants_a_password_gets_told_and_nothing_changes(pristine_gpu_host: GpuHost) -> None:
+    host = pristine_gpu_host
+    (host.workspace / "profiles" / "gpu1-nosudo.toml").write_text(f'[host]\nssh = "nosudo@{host.name}"\nsudo = true\n')
+    before_sha, listing = host.unit_sha256(), unit_dir_listing(host)
+    before = host.service_properties("MainPID", "NRestarts")
+    try:
+        done = opsconsole(host, "apply", "gpu1-nosudo", *STEPS_3, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
+    finally:
+        (host.workspace / "profiles" / "gpu1-nosudo.toml").unlink()
+    result = json_output(done)
+    assert done.returncode == 1
+    assert "asked for a password" in result["error"] and "sudo -n" in result["error"], result["error"]
+    assert host.unit_sha256() == before_sha
+    assert unit_dir_listing(host) == listing
+    assert host.service_properties("MainPID", "NRestarts") == before
+
+
 def test_a_value_the_server_adjusts_silently_is_reported(pristine_gpu_host: GpuHost) -> None:
     """With topk 1 SGLang sets draft tokens to steps + 1 whatever was asked: apply says so and keeps the change."""
     host = pristine_gpu_host
