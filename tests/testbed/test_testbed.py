@@ -129,8 +129,11 @@ def test_teardown_leaves_no_namespace_process_cgroup_or_file(testbed_ready: None
     host = GpuHost.boot("gpu9", unit_text=TRIVIAL_UNIT, wait_healthy=False)
     traces = _traces(host)
     assert all(traces.values()), traces
+    container_pids = [host.leader_pid(), *_pids_of_cgroups(host)]
+    assert len(container_pids) > 3  # systemd, journald, sshd, ... all seen from outside
     seconds = host.teardown()
     assert _traces(host) == dict.fromkeys(traces, False)
+    assert [pid for pid in container_pids if resources.is_alive(pid)] == []
     assert seconds < 20
 
 
@@ -172,6 +175,14 @@ def _traces(host: GpuHost) -> dict[str, bool]:
         "state": host.res.state_file.exists(),
         "temp_dir": host.temp_dir.exists(),
     }
+
+
+def _pids_of_cgroups(host: GpuHost) -> list[int]:
+    pids: list[int] = []
+    for top in resources.launcher_cgroups(host.machine):
+        for procs in top.rglob("cgroup.procs"):
+            pids += [int(p) for p in procs.read_text().split()]
+    return pids
 
 
 def _tcp_open(address: str, port: int) -> bool:
