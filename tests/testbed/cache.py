@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 CACHE_ROOT = Path(os.environ.get("OPSCONSOLE_TESTBED_CACHE", "/var/tmp/opsconsole-testbed"))
 COMPLETE_MARKER = ".opsconsole-testbed-complete"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PRUNE_AFTER_S = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,16 @@ def project_requirements() -> list[str]:
 
 
 def _ensure(final: Path, root: Path, build: Callable[[Path], None]) -> BuildReport:
-    if (final / COMPLETE_MARKER).exists():  # fast path without the lock: complete trees never change
+    marker = final / COMPLETE_MARKER
+    if marker.exists():  # fast path without the lock: complete entries never change
+        os.utime(marker)  # last use, for pruning
         return BuildReport(final, built=False, seconds=0.0)
     with cache_lock(root):
-        if (final / COMPLETE_MARKER).exists():
+        if marker.exists():
+            os.utime(marker)
             return BuildReport(final, built=False, seconds=0.0)
         _remove_abandoned_builds(root)
+        _prune_unused(root, kind=final.name.split("-", 1)[0])
         started = time.monotonic()
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".build-{final.name}-"))
         try:
@@ -173,6 +178,15 @@ def _remove_abandoned_builds(root: Path) -> None:
     for stale in root.glob(".build-*"):
         log.warning("removing an abandoned testbed build: %s", stale)
         _remove_tree(stale)
+
+
+def _prune_unused(root: Path, kind: str) -> None:
+    """Entries of an older recipe that no run has used for PRUNE_AFTER_S (each use touches the marker)."""
+    for entry in root.glob(f"{kind}-*"):
+        marker = entry / COMPLETE_MARKER
+        if marker.exists() and time.time() - marker.stat().st_mtime > PRUNE_AFTER_S:
+            log.info("removing testbed cache entry unused for a week: %s", entry)
+            _remove_tree(entry)
 
 
 def _remove_tree(path: Path) -> None:
