@@ -66,8 +66,7 @@ class LocalTransport:
                 process.communicate(input.encode() if input is not None else None), timeout
             )
         except TimeoutError:
-            process.kill()
-            await process.wait()
+            await _stop(process)
             self._audit(full, None, started, note="timeout")
             raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
         status = process.returncode if process.returncode is not None else 255
@@ -92,8 +91,7 @@ class LocalTransport:
             await process.wait()
         finally:
             if process.returncode is None:
-                process.kill()
-                await process.wait()
+                await _stop(process)
             self._audit(full, process.returncode, started)
 
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
@@ -103,3 +101,14 @@ class LocalTransport:
 
     async def close(self) -> None:
         return None
+
+
+async def _stop(process: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
+    """End a streaming command. SIGTERM first: sudo relays it to its (root-owned) child, which we may not
+    signal ourselves; a SIGKILLed sudo would orphan `journalctl -f`, whose open pipe then never closes."""
+    process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), grace_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
