@@ -202,11 +202,15 @@ def render_text(status: dict[str, Any]) -> str:
             f"           {sg['speculative_algorithm']} steps {_fmt(sg.get('speculative_num_steps'))} "
             f"topk {_fmt(sg.get('speculative_eagle_topk'))} draft tokens "
             f"{_fmt(sg.get('speculative_num_draft_tokens'))} accept len "
-            f"{_fmt(sg.get('avg_spec_accept_length') or sg.get('spec_accept_length'), '', 2)}"
+            # 0 until a decode window has been aggregated: show it as unknown, not as "no gain"
+            f"{_fmt(sg.get('avg_spec_accept_length') or sg.get('spec_accept_length') or None, '', 2)}"
         )
+    max_running, effective = sg.get("max_running_requests"), sg.get("effective_max_running_requests_per_dp")
     lines.append(
         f"           running {_fmt(sg.get('num_running_reqs'))} queued {_fmt(sg.get('num_queue_reqs'))} "
-        f"max running {_fmt(sg.get('max_running_requests'))} throughput {_fmt(sg.get('gen_throughput'), ' tok/s', 1)}"
+        f"max running {_fmt(max_running)}"
+        + (f" (effective {effective})" if effective and effective != max_running else "")
+        + f" throughput {_fmt(sg.get('gen_throughput'), ' tok/s', 1)}"
     )
     if sg.get("error"):
         lines.append(f"           error: {sg['error']}")
