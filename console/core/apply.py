@@ -342,6 +342,7 @@ class Applier:
                 self._emit_phase(event, tracker)
 
         follower = asyncio.create_task(self._follow_journal(cursor, take))
+        crashed = False  # also read in `finally` when Ctrl-C interrupts the poll
         try:
             watch.healthy, watch.reason, crashed = await self._poll_until_healthy(before, timeout_s or self.timeout_s)
         finally:
