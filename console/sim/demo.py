@@ -193,8 +193,21 @@ async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None)
     return 0
 
 
+def _command_name() -> str:
+    """`opsconsole` when that is what the shell finds (an activated venv), else the path to this one
+    (after `make demo` it lives in .venv/bin, which is not on PATH)."""
+    mine = Path(sys.argv[0]).resolve()
+    found = shutil.which("opsconsole")
+    if mine.name == "opsconsole" and (found is None or Path(found).resolve() != mine):
+        with contextlib.suppress(ValueError):
+            return str(mine.relative_to(Path.cwd()))
+        return str(mine)
+    return "opsconsole"
+
+
 def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path, workspace: Workspace) -> None:
     ws = "" if workspace.root == Path.cwd() else f" --workspace {shlex.quote(str(workspace.root))}"
+    opsconsole = _command_name()
     print(
         "\n".join(
             [
@@ -207,11 +220,11 @@ def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path
                 f"  tokenizer     {state_dir / 'tokenizer'}   (for bench_serving --tokenizer)",
                 "",
                 "Try, from another terminal:",
-                f"  opsconsole{ws} status {PROFILE_NAME}",
-                f"  opsconsole{ws} apply {PROFILE_NAME} --set speculative-num-steps=2 "
+                f"  {opsconsole}{ws} status {PROFILE_NAME}",
+                f"  {opsconsole}{ws} apply {PROFILE_NAME} --set speculative-num-steps=2 "
                 "--set speculative-num-draft-tokens=3",
-                f"  opsconsole{ws} bench {PROFILE_NAME} --concurrency 1,8,32",
-                f"  opsconsole{ws} logs {PROFILE_NAME} -f",
+                f"  {opsconsole}{ws} bench {PROFILE_NAME} --concurrency 1,8,32",
+                f"  {opsconsole}{ws} logs {PROFILE_NAME} -f",
                 "",
                 "Ctrl-C stops the demo host.",
             ]
