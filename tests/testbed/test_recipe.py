@@ -9,20 +9,20 @@ from tests.testbed import recipe
 DEB822 = """\
 Types: deb
 # a comment
-URIs: http://mirror.example/debian
+URIs: file:///srv/mirror/debian
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
-URIs: http://security.example/debian-security
+URIs: file:///srv/security/debian-security
 Suites: bookworm-security
 Components: main
 """
 
 
 def test_mirror_comes_from_the_deb822_stanza_of_the_suite_itself() -> None:
-    assert recipe.mirror_from_apt_sources([DEB822], []) == "http://mirror.example/debian"
+    assert recipe.mirror_from_apt_sources([DEB822], []) == "file:///srv/mirror/debian"
 
 
 def test_security_only_sources_are_not_a_mirror_for_debootstrap() -> None:
@@ -32,27 +32,27 @@ def test_security_only_sources_are_not_a_mirror_for_debootstrap() -> None:
 
 
 def test_deb_src_stanzas_are_ignored() -> None:
-    src = "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n\n" + DEB822
-    assert recipe.mirror_from_apt_sources([src], []) == "http://mirror.example/debian"
+    src = "Types: deb-src\nURIs: file:///srv/src/debian\nSuites: bookworm\n\n" + DEB822
+    assert recipe.mirror_from_apt_sources([src], []) == "file:///srv/mirror/debian"
 
 
 def test_deb822_continuation_lines_are_joined() -> None:
-    text = "Types: deb\nURIs:\n http://a.example/debian/\n http://b.example/debian\nSuites: bookworm\n"
-    assert recipe.mirror_from_apt_sources([text], []) == "http://a.example/debian"
+    text = "Types: deb\nURIs:\n file:///srv/a/debian/\n file:///srv/b/debian\nSuites: bookworm\n"
+    assert recipe.mirror_from_apt_sources([text], []) == "file:///srv/a/debian"
 
 
 def test_one_line_sources_list_with_options() -> None:
     lines = (
-        "# deb http://old.example/debian bookworm main\n"
-        "deb-src http://src.example/debian bookworm main\n"
-        "deb [arch=amd64 signed-by=/k.gpg] http://one.example/debian/ bookworm main contrib\n"
+        "# deb file:///srv/old/debian bookworm main\n"
+        "deb-src file:///srv/src/debian bookworm main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] file:///srv/one/debian/ bookworm main contrib\n"
     )
-    assert recipe.mirror_from_apt_sources([], [lines]) == "http://one.example/debian"
+    assert recipe.mirror_from_apt_sources([], [lines]) == "file:///srv/one/debian"
 
 
 def test_deb822_wins_over_one_line_lists() -> None:
-    assert recipe.mirror_from_apt_sources([DEB822], ["deb http://x.example/d bookworm main\n"]).startswith(
-        "http://mirror.example"
+    assert recipe.mirror_from_apt_sources([DEB822], ["deb file:///srv/x/d bookworm main\n"]).startswith(
+        "file:///srv/mirror"
     )
 
 
@@ -72,9 +72,9 @@ def test_unit_exec_start_can_be_replaced_for_a_trivial_server() -> None:
 
 
 def test_recipe_key_follows_every_input() -> None:
-    base = recipe.recipe_key(recipe.tree_recipe("http://a.example/debian"))
-    assert base == recipe.recipe_key(recipe.tree_recipe("http://a.example/debian"))
-    assert base != recipe.recipe_key(recipe.tree_recipe("http://b.example/debian"))
+    base = recipe.recipe_key(recipe.tree_recipe("file:///srv/a/debian"))
+    assert base == recipe.recipe_key(recipe.tree_recipe("file:///srv/a/debian"))
+    assert base != recipe.recipe_key(recipe.tree_recipe("file:///srv/b/debian"))
     assert recipe.recipe_key(recipe.site_recipe(["a", "b"], "cp311")) == recipe.recipe_key(
         recipe.site_recipe(["b", "a"], "cp311")
     )
