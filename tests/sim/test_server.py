@@ -371,10 +371,39 @@ QWEN = ["--sim-profile", "qwen3.5-122b-fp8-4x-rtxpro6000", "--speculative-algori
             ],
             234,
         ),
-        # Kimi K2.5 without speculation.
+        (
+            [
+                *QWEN,
+                "--speculative-num-steps",
+                "2",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "3",
+            ],
+            186,
+        ),
+        # Kimi K2.5 without speculation, and with EAGLE3 topk 1 steps 2 on the overlap (spec v2) path.
         (["--sim-profile", "kimi-k2.5-int4-8x-rtxpro6000-pcie"], 92.7),
+        (
+            [
+                "--sim-profile",
+                "kimi-k2.5-int4-8x-rtxpro6000-pcie",
+                "--speculative-algorithm",
+                "EAGLE3",
+                "--speculative-draft-model-path",
+                "sim/kimi-k2.5-eagle3",
+                "--speculative-num-steps",
+                "2",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "3",
+            ],
+            86.8,
+        ),
     ],
-    ids=["qwen-steps1", "qwen-steps3", "kimi-no-spec"],
+    ids=["qwen-steps1", "qwen-steps3", "qwen-steps2", "kimi-no-spec", "kimi-eagle3-spec-v2"],
 )
 def test_single_stream_speed_matches_the_profile_through_http(args: list[str], expected_tok_s: float) -> None:
     with running_sim([*args, "--sim-time-scale", "0.001"]) as s:
