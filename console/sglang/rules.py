@@ -754,7 +754,7 @@ def rule_ngram(launch: _Launch) -> None:
         launch.error(
             "paged-tree",
             f"NGRAM with --speculative-ngram-max-bfs-breadth {topk} and --page-size {page_size} needs "
-            "--attention-backend flashinfer in SGLang {launch.version}; SGLang refuses to start. Set --page-size 1 "
+            f"--attention-backend flashinfer in SGLang {launch.version}; SGLang refuses to start. Set --page-size 1 "
             "or --attention-backend flashinfer.",
             ["speculative_ngram_max_bfs_breadth", "page_size", "attention_backend"],
             f"ValueError: {text}",

@@ -252,6 +252,13 @@ def test_ngram_resolution_by_version() -> None:
     assert new.resolved["speculative_num_steps"] == 12 // 10
 
 
+def test_ngram_paged_tree_needs_flashinfer_before_0_5_14() -> None:
+    argv = [*M, "--speculative-algorithm", "NGRAM", "--page-size", "16", "--attention-backend", "fa3"]
+    (error,) = [e for e in check_launch(argv, {}, "0.5.9").errors if e.code == "paged-tree"]
+    assert "SGLang 0.5.9;" in error.message and "{" not in error.message
+    assert "paged-tree" not in codes(check_launch([*argv[:-1], "flashinfer"], {}, "0.5.9").errors)
+
+
 def test_pipeline_parallel_with_speculation_before_0_5_14() -> None:
     r = check_launch([*EAGLE, *triple(2, 1, 3), "--pp-size", "2"], {}, "0.5.9")
     assert "pipeline-parallel-spec" in codes(r.errors)
