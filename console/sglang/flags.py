@@ -138,8 +138,7 @@ class FlagTable:
         if not option.startswith("--"):
             return None
         matches = self.prefix_matches(option)
-        specs = {id(self.by_option[m]): self.by_option[m] for m in matches}
-        return next(iter(specs.values())) if len(matches) == 1 else None
+        return self.by_option[matches[0]] if len(matches) == 1 else None
 
     def spec_for(self, name: str) -> FlagSpec | None:
         """A flag by option (`--tp`, `--tp-size`) or by dest (`tp_size`)."""

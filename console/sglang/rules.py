@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.sglang.argv import ArgvProblem, parse_argv
-from console.sglang.flags import SUPPORTED_VERSIONS, FlagTable, flag_table, version_at_least
+from console.sglang.flags import FlagTable, flag_table, flag_versions, version_at_least
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
@@ -172,7 +172,7 @@ def _argv_advice(launch: _Launch, problem: ArgvProblem) -> str:
         return f"{why}; remove them or fix the spelling. {' '.join(hints)}".strip()
     if problem.code == "ambiguous-prefix":
         option = problem.flags[0].partition("=")[0]
-        other = [v for v in SUPPORTED_VERSIONS if option in flag_table(v).by_option]
+        other = flag_versions(option)
         elsewhere = f" ({option} itself exists in SGLang {', '.join(other)})" if other else ""
         return (
             f"SGLang {version} accepts an abbreviated flag only when it matches exactly one flag; "
@@ -191,7 +191,7 @@ def _argv_advice(launch: _Launch, problem: ArgvProblem) -> str:
 
 def _unknown_flag_hint(table: FlagTable, option: str) -> str:
     name = option.partition("=")[0]
-    versions = [v for v in SUPPORTED_VERSIONS if name in flag_table(v).by_option]
+    versions = flag_versions(name)
     if versions:
         hint = f"{name} exists in SGLang {', '.join(versions)} but not in {table.version}."
         if name == "--cuda-graph-max-bs":
