@@ -57,7 +57,6 @@ from console.core.rollout import (
     Rollout,
     Verification,
     VersionSource,
-    adjustment_from,
     build_plan,
     choose_version,
     parse_edits,
@@ -619,7 +618,7 @@ def render_plan(plan: Plan, out: TextIO) -> None:
         print(f"warning [{warning.code}]: {warning.message}", file=out)
     for adjustment in report.adjustments:
         print(
-            f"adjusted by SGLang: {adjustment.flag} {adjustment_from(adjustment)!r} -> {adjustment.to_value!r} "
+            f"adjusted by SGLang: {adjustment.flag} {adjustment.from_value!r} -> {adjustment.to_value!r} "
             f"({adjustment.reason})",
             file=out,
         )
@@ -765,7 +764,7 @@ def _plan(unit_text: str, edits: EditRequest, unit_name: str, version: str, sour
         version=version,
         version_source=source,
         parse_unit=lambda text: UnitFile.parse(text, version),
-        check=lambda argv, env, v: check_launch(argv, env, v),
+        check=check_launch,
     )
 
 

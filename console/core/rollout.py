@@ -21,7 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from console.sglang.rules import CheckReport
 
 FlagKind = Literal["bool", "list", "value"]
 FlagValue = str | list[str] | bool
@@ -155,8 +158,8 @@ class Plan:
     diff: str
     sglang_version: str
     version_source: VersionSource
-    report: Any  # console.sglang.rules.CheckReport for the new unit
-    old_report: Any  # the same for the unit as it is now
+    report: CheckReport  # the rules' verdict on the new unit
+    old_report: CheckReport  # the same for the unit as it is now
 
     @property
     def changed(self) -> bool:
@@ -180,24 +183,16 @@ class Plan:
         new, old = self.report.resolved, self.old_report.resolved
         adjusted = {a.flag: a for a in self.report.adjustments}
         # An adjustment the old unit got too (max running requests := 48 with speculation) is not this edit's.
-        old_adjusted = {a.flag: (adjustment_from(a), a.to_value) for a in self.old_report.adjustments}
-        fresh = {dest for dest, a in adjusted.items() if old_adjusted.get(dest) != (adjustment_from(a), a.to_value)}
+        old_adjusted = {a.flag: (a.from_value, a.to_value) for a in self.old_report.adjustments}
+        fresh = {dest for dest, a in adjusted.items() if old_adjusted.get(dest) != (a.from_value, a.to_value)}
         out: dict[str, Expectation] = {}
         for dest in sorted(new):
             if dest in fresh or not values_equal(new.get(dest), old.get(dest)):
                 adjustment = adjusted.get(dest)
-                requested = adjustment_from(adjustment) if adjustment is not None else new[dest]
+                requested = adjustment.from_value if adjustment is not None else new[dest]
                 reason = adjustment.reason if adjustment is not None else None
                 out[dest] = Expectation(dest, requested, new[dest], reason)
         return out
-
-
-def adjustment_from(adjustment: Any) -> Any:
-    """The value an adjustment replaced (the rules' Adjustment names it `from_`, since `from` is a keyword)."""
-    for name in ("from_", "from_value", "before"):
-        if hasattr(adjustment, name):
-            return getattr(adjustment, name)
-    return None
 
 
 def build_plan(
@@ -208,7 +203,7 @@ def build_plan(
     version: str,
     version_source: VersionSource,
     parse_unit: Callable[[str], Any],
-    check: Callable[[list[str], dict[str, str], str], Any],
+    check: Callable[[list[str], dict[str, str], str], CheckReport],
 ) -> Plan:
     """Apply the edits through the unit model and check the result the way `version` would.
 
