@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,13 +25,14 @@ class AuditLog:
     def in_logs(cls, logs_dir: Path) -> AuditLog:
         return cls(logs_dir / AUDIT_FILE_NAME)
 
-    def record(self, *, host: str, command: str, exit_status: int | None, duration_s: float, note: str = "") -> None:
+    def record(self, *, host: str, command: str, exit_status: int | None, started: float, note: str = "") -> None:
+        """One entry for `command` on `host`; `started` is time.monotonic() when the command began."""
         entry = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "host": host,
             "command": redact_command(command),
             "exit_status": exit_status,
-            "duration_s": round(duration_s, 4),
+            "duration_s": round(time.monotonic() - started, 4),
         }
         if note:
             entry["note"] = note

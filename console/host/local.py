@@ -34,11 +34,7 @@ class LocalTransport:
     def _audit(self, argv: Sequence[str], exit_status: int | None, started: float, note: str = "") -> None:
         if self.audit is not None:
             self.audit.record(
-                host=self.label,
-                command=shlex.join(argv),
-                exit_status=exit_status,
-                duration_s=time.monotonic() - started,
-                note=note,
+                host=self.label, command=shlex.join(argv), exit_status=exit_status, started=started, note=note
             )
 
     async def run(

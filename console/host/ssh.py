@@ -266,13 +266,7 @@ class SshTransport:
 
     def _audit(self, command: str, exit_status: int | None, started: float, note: str = "") -> None:
         if self.audit is not None:
-            self.audit.record(
-                host=self.label,
-                command=command,
-                exit_status=exit_status,
-                duration_s=time.monotonic() - started,
-                note=note,
-            )
+            self.audit.record(host=self.label, command=command, exit_status=exit_status, started=started, note=note)
 
     async def run(
         self,
@@ -339,7 +333,7 @@ class SshTransport:
         async with self._channels:
             try:
                 process = await conn.create_process(command, encoding="utf-8", errors="replace")
-            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+            except _CHANNEL_FAILURES as exc:
                 self._audit(command, None, started, note=f"stream not started: {_describe(exc)}")
                 raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
             process.stdin.write_eof()  # streams take no input; a reader of stdin must not wait forever
