@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from console.bench.engine import LevelResult, SweepResult
+from console.secrets import REDACTED, is_secret_name
 
 SCHEMA_VERSION = 1
 ClientLocation = Literal["direct", "console", "on-host"]
@@ -35,14 +36,13 @@ SPECULATIVE_ARG_ORDER = (
     "max_running_requests",
     "cuda_graph_max_bs",
 )
-# Secrets never reach a log line, even when a server echoes them in /server_info.
-SECRET_ARGS = ("api_key", "admin_api_key", "hf_token", "ssl_keyfile_password")
 
 
 def order_server_args(args: dict[str, Any]) -> dict[str, Any]:
     """Speculative args first (in SPECULATIVE_ARG_ORDER), then any other speculative_*, then the rest
-    alphabetically; secrets masked."""
-    clean = {k: ("***" if k in SECRET_ARGS and v else v) for k, v in args.items()}
+    alphabetically; secrets masked (console.secrets decides what is one), since a server echoes its args in
+    /server_info and records go to logs."""
+    clean = {k: (REDACTED if is_secret_name(k) and v else v) for k, v in args.items()}
     first = [k for k in SPECULATIVE_ARG_ORDER if k in clean]
     spec_rest = sorted(k for k in clean if k.startswith("speculative_") and k not in first)
     rest = sorted(k for k in clean if k not in first and k not in spec_rest)
