@@ -34,7 +34,8 @@ from console.host.targets import Target
 
 DEFAULT_CHANNEL_BUDGET = 6  # sshd's MaxSessions defaults to 10; leave room for the operator's own ssh
 _CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError)
-_RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, TimeoutError)
+# ChannelOpenError: a ProxyJump host could not reach the target, as good as a refused TCP connect.
+_RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError, TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,10 @@ class SshTransport:
                     self._set_state(ConnectionState("reconnecting", attempt, error_text))
                     await asyncio.sleep(self.reconnect_policy.delay(attempt))
                     continue
+                except asyncssh.Error as exc:  # anything else asyncssh refuses with: not worth retrying
+                    message = f"cannot connect to {self.label}: {_describe(exc)}"
+                    self._set_state(ConnectionState("failed", attempt, message))
+                    raise HostError(message) from None
                 self._ever_connected = True
                 self._set_state(ConnectionState("connected"))
                 return self._conn

@@ -284,3 +284,24 @@ async def test_default_ssh_config_in_home_is_read(
         assert (await transport.run(["echo", "home"])).stdout.strip() == "home"
     finally:
         await transport.close()
+
+
+async def test_a_jump_host_that_cannot_reach_the_target_is_a_clear_error(client: ClientSide, sshd: Sshd) -> None:
+    # The jump host answers, but nothing listens behind it: asyncssh raises ChannelOpenError, which must
+    # become a HostError naming the host (the verbs print HostErrors; anything else is a traceback).
+    from console.host.base import HostError
+    from tests.host.sshd_lab import _free_port
+
+    client.config.write_text(
+        client.config.read_text()
+        + f"Host unreachable\n  Hostname 127.0.0.1\n  Port {_free_port()}\n  User opsct-test\n  ProxyJump lab\n"
+        + f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {client.known_hosts}\n"
+    )
+    target = resolve_target("unreachable", profiles_dir=client.dir, ssh_config=str(client.config))
+    transport = SshTransport(target)
+    try:
+        with pytest.raises(HostError, match="cannot connect to unreachable"):
+            await transport.run(["true"])
+        assert transport.state.phase == "failed"
+    finally:
+        await transport.close()
