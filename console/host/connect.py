@@ -83,15 +83,13 @@ async def open_host(
     *,
     logs_dir: Path | None = None,
     on_state: Callable[[ConnectionState], None] | None = None,
-    connect: bool = True,
 ) -> HostSession:
-    """Build the session; with connect, open the SSH connection now so host-key problems surface first."""
+    """Build the session; an SSH connection is opened now so that host-key problems surface first."""
     audit = AuditLog.in_logs(logs_dir) if logs_dir is not None else None
     transport: Any
     if target.transport == "ssh":
         transport = SshTransport(target, audit=audit, on_state=on_state)
-        if connect:
-            await transport.connect()
+        await transport.connect()
         service: ServiceManager = SystemdService(transport, target.unit, sudo=target.sudo)
     elif target.transport == "local":
         transport = LocalTransport(target.label, audit=audit)

@@ -106,12 +106,12 @@ class SystemdService:
         self.unit = validate_unit(unit)
         self.sudo = sudo
 
-    async def _systemctl(self, *args: str, root: bool = False, check: bool = True) -> str:
+    async def _systemctl(self, *args: str, root: bool = False) -> str:
         # Root commands run as plain `sudo -n -- systemctl ...` so that a sudoers rule naming
         # /usr/bin/systemctl matches; reads get TZ=UTC so that timestamps parse without guessing zones.
         argv = ["systemctl", "--no-pager", *args] if root else ["env", "TZ=UTC", "systemctl", "--no-pager", *args]
         result = await self.transport.run(argv, sudo=root and self.sudo, timeout=120)
-        if check and not result.ok:
+        if not result.ok:
             detail = (result.stderr or result.stdout).strip()
             raise HostError(f"{self.transport.label}: `systemctl {' '.join(args)}` failed: {detail}")
         return result.stdout
@@ -119,12 +119,6 @@ class SystemdService:
     async def state(self) -> ServiceState:
         text = await self._systemctl("show", self.unit, "-p", ",".join(SHOW_PROPERTIES))
         return parse_show(text, self.unit)
-
-    async def cat(self) -> str:
-        return await self._systemctl("cat", self.unit)
-
-    async def is_enabled(self) -> str:
-        return (await self._systemctl("is-enabled", self.unit, check=False)).strip()
 
     async def _fragment_path(self) -> str:
         state = await self.state()

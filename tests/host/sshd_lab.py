@@ -220,12 +220,6 @@ esac
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def install_gpu_stub(server: Sshd) -> Path:
     """An nvidia-smi stand-in the test user can run (the project's venv is not readable by that user)."""
     stub = server.root / "bin" / "nvidia-smi"
