@@ -17,7 +17,8 @@ SECRET_NAME = re.compile(r"(api[-_]?key|(^|[-_])token$|password|passwd|secret)",
 # Values shorter than this are not searched for in free text: masking every "1" in the output would
 # destroy it, and so short a key is no secret worth the name.
 _MIN_SECRET_LEN = 3
-_ASSIGNMENT = re.compile(r"^(-{0,2}[A-Za-z0-9_.-]+)=(.*)$", re.DOTALL)
+# `NAME=value`, `--flag=value`; also with the opening quote of a systemd `Environment="NAME=value ..."` word.
+_ASSIGNMENT = re.compile(r"^([\"']?)(-{0,2}[A-Za-z0-9_.-]+)=(.*)$", re.DOTALL)
 
 
 def is_secret_name(name: str) -> bool:
@@ -67,8 +68,8 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
             hide_next = False
             continue
         match = _ASSIGNMENT.match(word)
-        if match and is_secret_name(match.group(1)):
-            masked.append(f"{match.group(1)}={REDACTED}")
+        if match and is_secret_name(match.group(2)):
+            masked.append(f"{match.group(1)}{match.group(2)}={REDACTED}")
         else:
             masked.append(word)
             hide_next = word.startswith("-") and is_secret_name(word)

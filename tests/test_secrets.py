@@ -37,6 +37,8 @@ def test_redact_argv_and_command() -> None:
         "4",
     ]
     assert "sekrit" not in redact_command("python -m sglang.launch_server --api-key 'sekrit' --port 1")
+    # a systemd `Environment="HF_TOKEN=t A=1"` split on whitespace
+    assert redact_argv(['"HF_TOKEN=t', 'A=1"']) == [f'"HF_TOKEN={REDACTED}', 'A=1"']
 
 
 def test_redacting_writer_masks_what_passes_through() -> None:

@@ -64,9 +64,9 @@ def _load_unit(path: str, extra_env: dict[str, str]) -> tuple[list[str], dict[st
     try:
         unit = UnitFile.parse(text)
         launch = unit.launch
+        env = {**unit.environment(), **extra_env}
     except UnitError as exc:
         raise _UnitProblem(f"{path}: {exc}") from exc
-    env = {**unit.environment(), **extra_env}
     notes = [
         Finding(
             "environment-file-not-read",

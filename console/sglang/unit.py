@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from console.secrets import redact_argv
 from console.sglang.argv import is_option_token
 from console.sglang.flags import FlagSpec, FlagTable, flag_table
 
@@ -124,7 +125,9 @@ def tokenize(text: str, *, exec_escapes: bool) -> list[_Token]:
                 out.append(ch)
             i += 1
         if quote is not None:
-            raise UnitError(f"unbalanced {quote} quote in: {text.strip()[:80]}")
+            # The message reaches the terminal before anything else masks it: keep the line's secrets out.
+            shown = " ".join(redact_argv(text.split()))
+            raise UnitError(f"unbalanced {quote} quote in: {shown[:80]}")
         tokens.append(_Token(start, i, "".join(out), text[start:i]))
     return tokens
 

@@ -115,6 +115,17 @@ def test_unit_file(tmp_path: Path) -> None:
     assert other.returncode == 1 and "not SGLang" in other.stderr
 
 
+def test_unit_with_a_broken_environment_line_is_explained(tmp_path: Path) -> None:
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        '[Service]\nEnvironment="HF_TOKEN=hf-hidden-3 A=1\nExecStart=python -m sglang.launch_server --model-path m\n'
+    )
+    result = opsconsole("--unit", str(unit))
+    assert result.returncode == 1 and result.stdout == ""
+    assert "unbalanced" in result.stderr and "Traceback" not in result.stderr
+    assert "hf-hidden-3" not in result.stderr
+
+
 def test_secrets_are_never_printed() -> None:
     secret = "sk-live-5f3a9c"
     for extra in ([], ["--json"]):

@@ -213,6 +213,17 @@ def test_units_that_do_not_start_sglang() -> None:
         UnitFile.parse('[Service]\nExecStart=python -m sglang.launch_server --model "m\n').flags()
 
 
+def test_unbalanced_quote_error_keeps_the_line_secrets_out() -> None:
+    launch = '[Service]\nExecStart=python -m sglang.launch_server --model m --api-key "sk-hidden-1\n'
+    with pytest.raises(UnitError, match="unbalanced") as exec_start:
+        UnitFile.parse(launch).flags()
+    env = '[Service]\nEnvironment="HF_TOKEN=hf-hidden-2 A=1\nExecStart=python -m sglang.launch_server --model m\n'
+    with pytest.raises(UnitError, match="unbalanced") as environment:
+        UnitFile.parse(env).environment()
+    assert "--model m --api-key ***" in str(exec_start.value) and "sk-hidden-1" not in str(exec_start.value)
+    assert "HF_TOKEN=***" in str(environment.value) and "hf-hidden-2" not in str(environment.value)
+
+
 # ---- properties ---------------------------------------------------------------------------------------
 
 WORD = st.text(alphabet=st.sampled_from("ab/.:%$ \"'\\=-_09"), min_size=1, max_size=12)
