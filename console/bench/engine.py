@@ -37,6 +37,7 @@ from console.bench.events import (
 )
 from console.bench.metrics import RequestResult, compute_metrics
 from console.bench.workloads import PreparedRequest, WorkloadSpec, build_requests
+from console.sglang.client import summarize
 
 # Below this many finished requests the error rate is too noisy to stop on (unless all of them failed).
 ERROR_RATE_MIN_SAMPLE = 10
@@ -130,17 +131,25 @@ class _LevelState:
     ttft_sum: float = 0.0
 
 
-async def fetch_server_info(client: BenchClient) -> ServerInfo:
-    info = ServerInfo()
-    raw: dict[str, Any] = {}
+async def _get_server_info(client: BenchClient) -> dict[str, Any]:
+    """/server_info (older servers: the deprecated /get_server_info), a PD router's per-role wrapping
+    undone; {} when neither answers with a JSON object."""
     for path in ("/server_info", "/get_server_info"):
         try:
             got = await client.get_json(path)
         except Exception:
             continue
         if isinstance(got, dict):
-            raw = got.get("decode", [got])[0] if isinstance(got.get("decode"), list) else got
-            break
+            decode = got.get("decode")
+            if isinstance(decode, list) and decode and isinstance(decode[0], dict):
+                return decode[0]
+            return got
+    return {}
+
+
+async def fetch_server_info(client: BenchClient) -> ServerInfo:
+    info = ServerInfo()
+    raw = await _get_server_info(client)
     if raw:
         info.version = str(raw["version"]) if raw.get("version") else None
         info.server_args = {
@@ -159,17 +168,8 @@ async def fetch_server_info(client: BenchClient) -> ServerInfo:
 
 
 async def _server_accept_length(client: BenchClient) -> float | None:
-    for path in ("/server_info", "/get_server_info"):
-        try:
-            got = await client.get_json(path)
-        except Exception:
-            continue
-        states = got.get("internal_states") if isinstance(got, dict) else None
-        if states and isinstance(states[0], dict):
-            value = states[0].get("avg_spec_accept_length")
-            return float(value) if isinstance(value, (int, float)) else None
-        return None
-    return None
+    value = summarize(await _get_server_info(client))["avg_spec_accept_length"]
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 class BenchEngine:
