@@ -254,6 +254,8 @@ def read_nvml() -> GpuSnapshot:
             gpus.append(sample)
             processes.extend(procs)
         return GpuSnapshot(gpus=gpus, processes=processes, source="nvml")
+    except pynvml.NVMLError as exc:  # e.g. a GPU fell off the bus: nvidia-smi still shows the others
+        raise NvmlUnavailable(f"NVML could not read the GPUs: {exc}") from None
     finally:
         pynvml.nvmlShutdown()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,28 @@ async def test_demo_target_reads_the_simulated_gpus_and_explains_a_stopped_demo(
             await session.service.state()
     finally:
         await session.close()
+
+
+def test_a_gpu_nvml_cannot_open_means_nvml_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A unit test with a stand-in pynvml: GPU 0 is lost after NVML started (no real GPU can be made to do
+    # that). The caller must get NvmlUnavailable, so that it falls back to nvidia-smi instead of crashing.
+    import types
+
+    class NVMLError(Exception):
+        pass
+
+    def handle(index: int) -> int:
+        raise NVMLError(f"GPU {index} is lost")
+
+    shutdowns: list[bool] = []
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: shutdowns.append(True),
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=handle,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with pytest.raises(NvmlUnavailable, match="GPU 0 is lost"):
+        read_nvml()
+    assert shutdowns == [True]
