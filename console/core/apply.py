@@ -1,6 +1,7 @@
 """`opsconsole apply TARGET --set FLAG=VALUE ...`: validated unit edits, restart, verification, rollback.
 
-The pure parts live in console/core/rollout.py (edits, plan, verification, state machine) and
+The pure parts live in console/core/rollout.py (edits, plan, verification, judging a start from the service
+state, state machine) and
 console/core/phases.py (startup phases from the journal). This module talks to the host through the
 ServiceManager protocol (systemd over SSH, or the demo's supervisor) and to SGLang through a `ServerProbe`,
 so the same orchestration runs on a GPU host, on the nspawn testbed and on the demo host.
@@ -45,7 +46,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, TextIO, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 from console.core.phases import PhaseEvent, PhaseTracker, exception_line
 from console.core.rollout import (
@@ -59,11 +61,16 @@ from console.core.rollout import (
     VersionSource,
     build_plan,
     choose_version,
+    is_new_start,
     parse_edits,
+    start_failure,
     verify_resolved,
 )
 from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
 from console.secrets import RedactingWriter, secret_values
+
+if TYPE_CHECKING:
+    from console.workspace import Workspace
 
 T = TypeVar("T")
 
@@ -201,7 +208,7 @@ class Applier:
                 await asyncio.sleep(delay)  # backoff between reconnect attempts, not a wait for a condition
                 delay = min(delay * 2, 2.0)
 
-    async def refuse_or_skip(self) -> bool:
+    def refuse_or_skip(self) -> bool:
         """Record why nothing will be done, if so. True when the apply stops here."""
         if not self.plan.ok:
             self._advance(ApplyState.REFUSED, "the version rules report errors; the unit was not touched")
@@ -218,7 +225,7 @@ class Applier:
         return self.result
 
     async def execute(self) -> ApplyResult:
-        if await self.refuse_or_skip():
+        if self.refuse_or_skip():
             return self.result
         before = await self._retrying("read the service state", self.service.state)
         cursor = await self._journal_cursor()
@@ -486,27 +493,6 @@ class Applier:
             self._advance(ApplyState.ROLLBACK_FAILED, f"the old unit did not come back: {watch.reason}")
 
 
-def is_new_start(before: ServiceState, now: ServiceState) -> bool:
-    """Whether `now` describes a different process than `before` (a restart took place)."""
-    if now.main_pid is not None and now.main_pid != before.main_pid:
-        return True
-    return now.started_at is not None and now.started_at != before.started_at
-
-
-def start_failure(state: ServiceState, baseline_restarts: int, *, seen_running: bool = True) -> str:
-    """Why this state means the start failed, or "" while it may still come up.
-
-    `inactive` right after a restart can be the moment before the new process is spawned, so it counts only
-    once the service has been seen running since the restart (seen_running)."""
-    if state.active_state == "failed":
-        return f"the service failed (result: {state.result})"
-    if state.sub_state == "auto-restart" or state.n_restarts > baseline_restarts:
-        return f"the service is restarting in a loop (NRestarts {state.n_restarts}, result: {state.result})"
-    if state.active_state == "inactive" and seen_running:
-        return f"the service stopped (result: {state.result})"
-    return ""
-
-
 def main_json(result: ApplyResult) -> str:
     return json.dumps(result.to_json(), default=str)
 
@@ -569,7 +555,7 @@ class HostHandle:
     profile_sglang_version: str | None = None
 
 
-def _profile_sglang_version(profile_path: Any) -> str | None:
+def _profile_sglang_version(profile_path: Path | None) -> str | None:
     """`[sglang] sglang_version = "0.5.9"` in the profile: the version to check against when the server is down."""
     import tomllib
 
@@ -647,7 +633,7 @@ def render_result(result: ApplyResult, out: TextIO) -> None:
                 print(f"  {line}", file=out)
 
 
-OpenHost = Callable[[argparse.Namespace, Any], Awaitable[HostHandle]]
+OpenHost = Callable[[argparse.Namespace, "Workspace"], Awaitable[HostHandle]]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -727,7 +713,7 @@ async def _apply(
             render_plan(plan, human)
         progress = None if args.json else HumanProgress(human)
         applier = Applier(host.service, host.probe, plan, target=host.label, timeout_s=args.timeout, on_event=progress)
-        if not await applier.refuse_or_skip() and not args.yes:
+        if not applier.refuse_or_skip() and not args.yes:
             if not _is_tty(stdin):
                 applier.abort("stdin is not a terminal, so apply cannot ask for confirmation; re-run with --yes")
             elif not _confirm(stdin, stderr, f"Write this unit to {host.label} and restart {host.service.unit}?"):
@@ -786,7 +772,7 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
-async def open_host_for(args: argparse.Namespace, workspace: Any) -> HostHandle:
+async def open_host_for(args: argparse.Namespace, workspace: Workspace) -> HostHandle:
     """TARGET -> the host's service manager and SGLang client, through the host layer's session."""
     from console.host.connect import open_host
     from console.host.targets import resolve_target

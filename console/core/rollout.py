@@ -7,6 +7,7 @@
   version rules on the new flags and environment (`Plan.ok` is False when the server would refuse them).
 - `verify_resolved()` compares what the restarted server reports in /server_info with what the rules
   predicted, telling apart "as asked", "silently adjusted as predicted" and "not what we expected".
+- `start_failure()` and `is_new_start()` judge a (re)start from the service state systemd reports.
 - `Rollout` is the apply's state machine; illegal transitions are programming errors.
 
 No I/O here: console/core/apply.py does the talking to hosts.
@@ -24,6 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from console.host.base import ServiceState
     from console.sglang.rules import CheckReport
 
 FlagKind = Literal["bool", "list", "value"]
@@ -343,6 +345,27 @@ def _as_bool(value: Any) -> bool | None:
         return value
     text = str(value).strip().lower()
     return True if text in _TRUE else False if text in _FALSE else None
+
+
+def is_new_start(before: ServiceState, now: ServiceState) -> bool:
+    """Whether `now` describes a different process than `before` (a restart took place)."""
+    if now.main_pid is not None and now.main_pid != before.main_pid:
+        return True
+    return now.started_at is not None and now.started_at != before.started_at
+
+
+def start_failure(state: ServiceState, baseline_restarts: int, *, seen_running: bool = True) -> str:
+    """Why this state means the start failed, or "" while it may still come up.
+
+    `inactive` right after a restart can be the moment before the new process is spawned, so it counts only
+    once the service has been seen running since the restart (seen_running)."""
+    if state.active_state == "failed":
+        return f"the service failed (result: {state.result})"
+    if state.sub_state == "auto-restart" or state.n_restarts > baseline_restarts:
+        return f"the service is restarting in a loop (NRestarts {state.n_restarts}, result: {state.result})"
+    if state.active_state == "inactive" and seen_running:
+        return f"the service stopped (result: {state.result})"
+    return ""
 
 
 class ApplyState(StrEnum):
