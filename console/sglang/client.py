@@ -10,36 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from console.sglang.flags import UnsupportedVersionError, version_at_least
 
 HEALTH_POLL_INTERVAL_S = 0.1  # readiness noticed within 0.5 s of /health turning 200, even with a slow RTT
 
 
 class SglangError(Exception):
     """The SGLang API could not be reached or answered something unusable."""
-
-
-def parse_version(text: str | None) -> tuple[int, ...]:
-    """'0.5.9' / '0.5.23.post1' / 'v0.5.6rc2' -> (0, 5, 9) ...; unknown -> ()."""
-    if not text:
-        return ()
-    parts: list[int] = []
-    for piece in text.lstrip("v").split("."):
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-        if digits != piece:
-            break
-    return tuple(parts)
 
 
 @dataclass(frozen=True)
@@ -52,10 +35,12 @@ class Endpoints:
 
     @classmethod
     def for_version(cls, version: str | None) -> Endpoints:
-        v = parse_version(version)
-        if v and v < (0, 5, 9):
-            return cls(load="/get_load")
-        return cls()
+        """An unknown or unreadable version gets the current routes."""
+        try:
+            old = version is not None and not version_at_least(version, "0.5.9")
+        except UnsupportedVersionError:
+            old = False
+        return cls(load="/get_load") if old else cls()
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -207,9 +192,9 @@ class SglangClient:
             path = "/get_server_info"
         self.last_server_info = info if isinstance(info, dict) else None
         self.version = info.get("version") if isinstance(info, dict) else None
-        self.endpoints = Endpoints.for_version(self.version)
+        self.endpoints = Endpoints.for_version(self.version)  # the load route goes by version: 0.5.15+ lacks /get_load
         if path == "/get_server_info":
-            self.endpoints = Endpoints(server_info=path, model_info="/get_model_info", load="/get_load")
+            self.endpoints = replace(self.endpoints, server_info=path, model_info="/get_model_info")
         return self.version
 
     async def healthy(self) -> bool:

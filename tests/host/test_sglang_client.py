@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from console.sglang.client import Endpoints, SglangClient, parse_metrics, parse_version, summarize
+from console.sglang.client import Endpoints, SglangClient, parse_metrics, summarize
 
 METRICS = """# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge
@@ -115,10 +115,28 @@ def test_metrics_sum_ranks() -> None:
 
 
 def test_versions_and_endpoints() -> None:
-    assert parse_version("0.5.23.post1") == (0, 5, 23) and parse_version("v0.5.6rc2") == (0, 5, 6)
-    assert parse_version(None) == ()
+    assert Endpoints.for_version("0.5.23.post1").load == "/v1/loads"
+    assert Endpoints.for_version("v0.5.6rc2").load == "/get_load"
+    assert Endpoints.for_version(None) == Endpoints() and Endpoints.for_version("not-a-version") == Endpoints()
     assert Endpoints.for_version("0.5.6").load == "/get_load"
     assert Endpoints.for_version("0.5.9").load == "/v1/loads"
+
+
+async def test_a_new_server_read_through_the_old_info_route_keeps_its_load_route() -> None:
+    # /server_info failed once (busy), the deprecated alias answered: 0.5.23 still has no /get_load.
+    async def busy(request: web.Request) -> web.Response:
+        return web.Response(status=503)
+
+    async def info(request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.5.23", "internal_states": []})
+
+    runner, url = await serve([web.get("/server_info", busy), web.get("/get_server_info", info)])
+    try:
+        async with SglangClient(url) as client:
+            assert await client.detect_version() == "0.5.23"
+            assert client.endpoints == Endpoints(server_info="/get_server_info", model_info="/get_model_info")
+    finally:
+        await runner.cleanup()
 
 
 def test_summary_prefers_internal_state_and_v1_loads() -> None:
