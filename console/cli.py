@@ -1,7 +1,7 @@
 """Command-line entry point: argument parsing and dispatch to the verbs in console.core.
 
 No logic lives here. Each verb's module is imported only when that verb runs, so that
-`opsconsole --help` and `opsconsole check-args` never import textual, asyncssh or httpx
+`opsconsole --help` and `opsconsole check-args` never import textual, asyncssh, httpx, pydantic or rich
 (benchmarks/cli_startup.py measures it).
 
 Exit codes: 0 ok, 1 the operation failed or was refused, 2 usage error.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -52,7 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--workspace",
         metavar="DIR",
-        default=os.environ.get("OPSCONSOLE_WORKSPACE"),
         help="folder holding profiles/ and logs/ (default: $OPSCONSOLE_WORKSPACE, else the current folder)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
