@@ -77,7 +77,13 @@ class _Response(asyncio.Protocol):
             return
         if self.status == 200:
             assert self.sink is not None
-            self.sink(data, now)
+            try:
+                self.sink(data, now)
+            except Exception as exc:
+                # A body the parser cannot read fails this request with the parser's reason. Left to escape,
+                # it reaches asyncio as a protocol failure: a traceback on stderr per request and a
+                # misleading "connection closed mid-response".
+                self._fail(f"response body not understood: {type(exc).__name__}: {exc}"[:300])
         elif len(self.error_body) < 4096:
             self.error_body += data
 

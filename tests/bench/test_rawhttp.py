@@ -147,3 +147,23 @@ async def test_against_aiohttp_server_with_headers_and_a_path_prefix() -> None:
         pool.close()
     finally:
         await runner.cleanup()
+
+
+async def test_a_body_the_sink_cannot_read_fails_the_request_with_the_reason() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(b"data: not-json\n\n", 64))
+        await writer.drain()
+        writer.close()
+
+    def unreadable(_data: bytes, _arrived: float) -> None:
+        raise ValueError("Expecting value")
+
+    loop_errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
+    async with _raw_server(handler) as (url, _):
+        pool = RawHttpPool(url, {})
+        with pytest.raises(HttpError, match="response body not understood: ValueError: Expecting value"):
+            await pool.post_stream("/x", b"1", unreadable)
+        pool.close()
+    assert loop_errors == []  # no "Fatal error: protocol.data_received() call failed" traceback
