@@ -43,18 +43,30 @@ class Endpoints:
         return cls(load="/get_load") if old else cls()
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {sample name: value}, summing samples across label sets except histogram buckets.
+# Per-rank ratios: the host's figure is their mean over DP ranks, not their sum.
+RATIO_GAUGES = frozenset(
+    {"sglang:token_usage", "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:cache_hit_rate"}
+)
 
-    Gauges such as sglang:num_running_reqs are reported per TP/DP rank; the sum is the host's total.
-    Histogram and summary detail (_bucket/_sum/_count) is kept by name too, which is enough for a status line.
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {sample name: value} for the whole host, across its DP ranks (histogram buckets dropped).
+
+    Scheduler gauges carry tp_rank/dp_rank labels. Only TP rank 0 counts: with
+    --enable-metrics-for-all-schedulers every TP rank repeats its DP group's figures. Counts
+    (sglang:num_running_reqs, ...) are summed over DP ranks, RATIO_GAUGES averaged. Histogram and
+    summary detail (_sum/_count) is kept by name too, which is enough for a status line.
     """
     values: dict[str, float] = {}
+    ranks: dict[str, int] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.endswith("_bucket"):
+            if sample.name.endswith("_bucket") or sample.labels.get("tp_rank", "0") != "0":
                 continue
             values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+            ranks[sample.name] = ranks.get(sample.name, 0) + 1
+    for name in RATIO_GAUGES & values.keys():
+        values[name] /= ranks[name]
     return values
 
 

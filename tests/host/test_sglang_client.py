@@ -114,6 +114,19 @@ def test_metrics_sum_ranks() -> None:
     assert values["sglang:num_running_reqs"] == 5.0 and values["sglang:spec_accept_length"] == 2.75
 
 
+def test_metrics_of_two_dp_ranks_with_all_schedulers_reporting() -> None:
+    # --dp-size 2 --tp-size 2 --enable-metrics-for-all-schedulers: TP rank 1 repeats its DP group's figures.
+    rows = [(0, 0, 3, 2.5), (1, 0, 3, 2.5), (0, 1, 2, 3.0), (1, 1, 2, 3.0)]
+    text = "# TYPE sglang:num_running_reqs gauge\n" + "".join(
+        f'sglang:num_running_reqs{{tp_rank="{tp}",dp_rank="{dp}"}} {running}\n' for tp, dp, running, _ in rows
+    )
+    text += "# TYPE sglang:spec_accept_length gauge\n" + "".join(
+        f'sglang:spec_accept_length{{tp_rank="{tp}",dp_rank="{dp}"}} {length}\n' for tp, dp, _, length in rows
+    )
+    values = parse_metrics(text)
+    assert values["sglang:num_running_reqs"] == 5.0 and values["sglang:spec_accept_length"] == 2.75
+
+
 def test_versions_and_endpoints() -> None:
     assert Endpoints.for_version("0.5.23.post1").load == "/v1/loads"
     assert Endpoints.for_version("v0.5.6rc2").load == "/get_load"
