@@ -54,9 +54,12 @@ class LocalTransport:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
-        except FileNotFoundError:
-            self._audit(full, 127, started, note="not found")
-            return CommandResult(shlex.join(full), 127, "", f"{full[0]}: command not found", 0.0)
+        except OSError as exc:  # as a shell reports it: 127 not found, 126 found but not runnable
+            status, why = (
+                (127, "command not found") if isinstance(exc, FileNotFoundError) else (126, exc.strerror or str(exc))
+            )
+            self._audit(full, status, started, note=why)
+            return CommandResult(shlex.join(full), status, "", f"{full[0]}: {why}", 0.0)
         try:
             out, err = await asyncio.wait_for(
                 process.communicate(input.encode() if input is not None else None), timeout
@@ -77,9 +80,16 @@ class LocalTransport:
     async def stream(self, argv: Sequence[str], *, sudo: bool = False) -> AsyncIterator[str]:
         full = self._argv(argv, sudo)
         started = time.monotonic()
-        process = await asyncio.create_subprocess_exec(
-            *full, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *full,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self._audit(full, None, started, note=f"stream not started: {exc.strerror}")
+            raise HostError(f"{self.label}: cannot run {full[0]}: {exc.strerror}") from None
         assert process.stdout is not None
         try:
             async for raw in process.stdout:

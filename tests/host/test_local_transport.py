@@ -32,6 +32,18 @@ async def test_run_stream_and_audit(tmp_path: Path) -> None:
         await transport.forward_port("10.0.0.1", 30000)
 
 
+async def test_commands_that_cannot_start_are_reported_not_raised(tmp_path: Path) -> None:
+    # A gpu_command or journalctl that is missing or not executable: the verbs get a result or a HostError.
+    not_executable = tmp_path / "smi"
+    not_executable.write_text("#!/bin/sh\n")
+    not_executable.chmod(0o644)
+    transport = LocalTransport()
+    result = await transport.run([str(not_executable)])
+    assert result.exit_status == 126 and "ermission denied" in result.stderr
+    with pytest.raises(HostError, match="cannot run definitely-not-a-command-opsct"):
+        [line async for line in transport.stream(["definitely-not-a-command-opsct"])]
+
+
 HAS_GPU = Path("/dev/nvidiactl").exists()
 
 
