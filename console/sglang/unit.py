@@ -227,12 +227,17 @@ class UnitFile:
         block = self._exec_block()
         tokens = tokenize(block.value_text, exec_escapes=True)
         launcher, kind = _launcher(tokens)
-        flags: list[str] = []
-        sim: list[str] = []
-        for item in self._items(tokens[len(launcher) :]):
-            words = [item.option.value, *(v.value for v in item.values)]
-            (sim if item.name.startswith(_SIM_PREFIX) else flags).extend(words)
-        return Launch(tuple(t.value for t in launcher), kind, tuple(flags), tuple(sim))
+        rest = tokens[len(launcher) :]
+        sim_starts = {
+            t.start
+            for item in self._items(rest)
+            if item.name.startswith(_SIM_PREFIX)
+            for t in (item.option, *item.values)
+        }
+        # Every other word goes to SGLang, stray ones too: its parser refuses them, so the rules must see them.
+        flags = tuple(t.value for t in rest if t.start not in sim_starts)
+        sim = tuple(t.value for t in rest if t.start in sim_starts)
+        return Launch(tuple(t.value for t in launcher), kind, flags, sim)
 
     def flags(self) -> list[str]:
         """The SGLang launch flags (argv after the launcher, without the simulator's `--sim-*` options)."""
@@ -273,14 +278,12 @@ class UnitFile:
         text = block.value_text
         tokens = tokenize(text, exec_escapes=True)
         launcher, _ = _launcher(tokens)
-        rest = tokens[len(launcher) :]
-        items = self._items(rest)
         removed = False
-        for index in reversed(range(len(items))):
-            item = items[index]
+        for item in reversed(self._items(tokens[len(launcher) :])):
             if not self._same_flag(item.name, spec, option):
                 continue
-            previous_end = items[index - 1].end if index else launcher[-1].end
+            # From the end of the word before it (a flag's value, a stray word, the launcher), so nothing else goes.
+            previous_end = tokens[tokens.index(item.option) - 1].end
             text = text[:previous_end] + text[item.end :]
             removed = True
         block.raw = block.raw[: block.value_offset] + text

@@ -213,6 +213,13 @@ def test_units_that_do_not_start_sglang() -> None:
         UnitFile.parse('[Service]\nExecStart=python -m sglang.launch_server --model "m\n').flags()
 
 
+def test_a_stray_word_reaches_the_rules_and_survives_an_edit_next_to_it() -> None:
+    unit = UnitFile.parse("[Service]\nExecStart=python -m sglang.launch_server --model-path m stray --port 1 --tp 2\n")
+    assert unit.flags() == ["--model-path", "m", "stray", "--port", "1", "--tp", "2"]  # SGLang refuses "stray"
+    unit.unset_flag("--port")
+    assert unit.render() == "[Service]\nExecStart=python -m sglang.launch_server --model-path m stray --tp 2\n"
+
+
 def test_unbalanced_quote_error_keeps_the_line_secrets_out() -> None:
     launch = '[Service]\nExecStart=python -m sglang.launch_server --model m --api-key "sk-hidden-1\n'
     with pytest.raises(UnitError, match="unbalanced") as exec_start:
