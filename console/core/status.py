@@ -59,7 +59,6 @@ from typing import Any, TextIO
 
 from console.host.base import HostError, ServiceState
 from console.host.connect import HostSession, open_host
-from console.host.gpu import GpuSnapshot
 from console.host.targets import resolve_target
 from console.sglang.client import SglangClient, SglangError, summarize
 from console.workspace import Workspace
@@ -147,8 +146,7 @@ async def collect_status(session: HostSession) -> dict[str, Any]:
             return {"healthy": False, **summarize(None), "error": str(exc)}
         return await read_sglang(client)
 
-    service_part, sglang_part, gpus = await asyncio.gather(service(), sglang(), session.gpus())
-    snapshot: GpuSnapshot = gpus
+    service_part, sglang_part, snapshot = await asyncio.gather(service(), sglang(), session.gpus())
     connection = session.connection
     return {
         "target": session.label,

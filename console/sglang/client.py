@@ -111,17 +111,13 @@ def summarize(
     out["last_gen_throughput"] = state.get("last_gen_throughput")
     running, queued, throughput = _load_figures(load)
     m = metrics or {}
-    out["num_running_reqs"] = running if running is not None else _metric(m, "sglang:num_running_reqs")
-    out["num_queue_reqs"] = queued if queued is not None else _metric(m, "sglang:num_queue_reqs")
-    out["gen_throughput"] = throughput if throughput is not None else _metric(m, "sglang:gen_throughput")
-    out["spec_accept_length"] = _metric(m, "sglang:spec_accept_length")
-    out["spec_accept_rate"] = _metric(m, "sglang:spec_accept_rate")
-    out["token_usage"] = _metric(m, "sglang:token_usage")
+    out["num_running_reqs"] = running if running is not None else m.get("sglang:num_running_reqs")
+    out["num_queue_reqs"] = queued if queued is not None else m.get("sglang:num_queue_reqs")
+    out["gen_throughput"] = throughput if throughput is not None else m.get("sglang:gen_throughput")
+    out["spec_accept_length"] = m.get("sglang:spec_accept_length")
+    out["spec_accept_rate"] = m.get("sglang:spec_accept_rate")
+    out["token_usage"] = m.get("sglang:token_usage")
     return out
-
-
-def _metric(metrics: dict[str, float], name: str) -> float | None:
-    return metrics.get(name)
 
 
 def _load_figures(load: Any) -> tuple[int | None, int | None, float | None]:
