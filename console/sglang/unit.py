@@ -215,7 +215,7 @@ class UnitFile:
     def environment(self) -> dict[str, str]:
         """Every `Environment=` assignment of [Service], in order; a later one overrides an earlier one."""
         env: dict[str, str] = {}
-        for block in self._env_blocks():
+        for block in self._env_blocks_in_effect():
             for token in tokenize(block.value_text, exec_escapes=False):
                 key, sep, value = token.value.partition("=")
                 if sep:
@@ -297,7 +297,7 @@ class UnitFile:
         if not _ENV_KEY.match(key):
             raise UnitError(f"{key!r} is not a valid environment variable name (letters, digits and _)")
         rendered = quote_word(f"{key}={value}", exec_escapes=False)
-        for block in reversed(self._env_blocks()):
+        for block in reversed(self._env_blocks_in_effect()):
             text = block.value_text
             matches = [t for t in tokenize(text, exec_escapes=False) if t.value.partition("=")[0] == key]
             if matches:
@@ -315,17 +315,16 @@ class UnitFile:
         removed = False
         for block in self._env_blocks():
             text = block.value_text
-            tokens = tokenize(text, exec_escapes=False)
-            for token in reversed(tokens):
-                if token.value.partition("=")[0] == key:
-                    before, after = text[: token.start], text[token.end :]
-                    if before.strip():
-                        before = before.rstrip(" \t")
-                    else:
-                        after = after.lstrip(" \t")
-                    text = before + after
-                    removed = True
-            if removed:
+            hits = [t for t in tokenize(text, exec_escapes=False) if t.value.partition("=")[0] == key]
+            for token in reversed(hits):
+                before, after = text[: token.start], text[token.end :]
+                if before.strip():
+                    before = before.rstrip(" \t")
+                else:
+                    after = after.lstrip(" \t")
+                text = before + after
+            if hits:
+                removed = True
                 block.raw = block.raw[: block.value_offset] + text
                 if not tokenize(text, exec_escapes=False):
                     self._blocks.remove(block)
@@ -335,6 +334,12 @@ class UnitFile:
 
     def _env_blocks(self) -> list[_Block]:
         return [b for b in self._blocks if b.key == "Environment" and b.section == "Service"]
+
+    def _env_blocks_in_effect(self) -> list[_Block]:
+        """The Environment= lines after the last empty one: systemd's `Environment=` resets the list."""
+        blocks = self._env_blocks()
+        resets = [i for i, b in enumerate(blocks) if not tokenize(b.value_text, exec_escapes=False)]
+        return blocks[resets[-1] + 1 :] if resets else blocks
 
     def _exec_block(self) -> _Block:
         candidates = [

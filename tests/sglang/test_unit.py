@@ -220,6 +220,17 @@ def test_a_stray_word_reaches_the_rules_and_survives_an_edit_next_to_it() -> Non
     assert unit.render() == "[Service]\nExecStart=python -m sglang.launch_server --model-path m stray --tp 2\n"
 
 
+def test_an_empty_environment_line_resets_the_list_and_survives_edits() -> None:
+    text = '[Service]\nEnvironment="A=1" "B=2"\nEnvironment=\nExecStart=python -m sglang.launch_server --model m\n'
+    assert UnitFile.parse(text).environment() == {}  # systemd: `Environment=` drops what came before
+    unset = UnitFile.parse(text)
+    unset.unset_env("A")
+    assert unset.render() == text.replace('"A=1" ', "")
+    changed = UnitFile.parse(text)
+    changed.set_env("A", "3")
+    assert changed.environment() == {"A": "3"}
+
+
 def test_unbalanced_quote_error_keeps_the_line_secrets_out() -> None:
     launch = '[Service]\nExecStart=python -m sglang.launch_server --model m --api-key "sk-hidden-1\n'
     with pytest.raises(UnitError, match="unbalanced") as exec_start:
