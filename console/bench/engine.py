@@ -44,6 +44,8 @@ ERROR_RATE_MIN_SAMPLE = 10
 # In duration mode the prompts are built ahead in a pool of this many per level and cycled.
 DURATION_POOL = 1024
 RUNNING_FIGURES_INTERVAL_S = 0.5
+# At a level's end the GPU poll in flight gets this long to finish before it is cancelled.
+TELEMETRY_FINISH_S = 10.0
 
 
 @dataclass
@@ -253,7 +255,8 @@ class BenchEngine:
 
         self._emit(LevelStarted(level, repeat_index, planned, cfg.duration))
         polls: list[list[Any]] = []
-        sampler_task = asyncio.create_task(self._sample(polls)) if self.gpu_sampler else None
+        sampling_done = asyncio.Event()
+        sampler_task = asyncio.create_task(self._sample(polls, sampling_done)) if self.gpu_sampler else None
         started_at = datetime.now(UTC)
         level_start = time.perf_counter()
         results: list[RequestResult] = []
@@ -264,9 +267,11 @@ class BenchEngine:
             else time.perf_counter() - level_start
         )
         if sampler_task:
-            sampler_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler_task
+            # The poll in flight finishes rather than being cancelled: a level shorter than one poll still
+            # gets its sample, and a cancelled nvidia-smi would be left running.
+            sampling_done.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sampler_task, TELEMETRY_FINISH_S)
         metrics = compute_metrics(results, duration, level_start)
         source = "requests" if metrics["accept_length"] is not None else None
         if source is None and server.speculative and flushed:
@@ -278,17 +283,18 @@ class BenchEngine:
             level, repeat_index, started_at, datetime.now(UTC), metrics, tele, results, source, flushed, stopped
         )
 
-    async def _sample(self, polls: list[list[Any]]) -> None:
+    async def _sample(self, polls: list[list[Any]], done: asyncio.Event) -> None:
         assert self.gpu_sampler is not None
-        while True:
+        while not done.is_set():
             try:
                 sample = list(await self.gpu_sampler())
-                polls.append(sample)
-                if not self._gpu_identity:
-                    self._gpu_identity = sample
+                if sample:  # a poll that saw no GPU (nvidia-smi failed) is no sample
+                    polls.append(sample)
+                    self._gpu_identity = self._gpu_identity or sample
             except Exception:
                 pass  # a missed telemetry poll must not fail the benchmark
-            await asyncio.sleep(self.config.telemetry_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self.config.telemetry_interval)
 
     async def _send(self, workload: WorkloadSpec, req: PreparedRequest) -> RequestResult:
         timeout = min(self.config.request_timeout, max(0.001, self._sweep_deadline - time.perf_counter()))
