@@ -10,6 +10,7 @@ from typing import TextIO
 from console.host.base import HostError, JournalEntry
 from console.host.connect import open_host
 from console.host.targets import resolve_target
+from console.secrets import redact_argv
 from console.workspace import Workspace
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -17,7 +18,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def format_entry(entry: JournalEntry) -> str:
     stamp = entry.timestamp.strftime("%Y-%m-%d %H:%M:%S")
-    return f"{stamp} [{entry.pid}] {entry.message}" if entry.pid else f"{stamp} {entry.message}"
+    # SGLang logs its launch settings verbatim at start-up (`server_args=ServerArgs(..., api_key='...')`,
+    # 0.5.23's launch_command `--api-key ...`): mask secret-named words as the audit log does.
+    message = " ".join(redact_argv(entry.message.split(" ")))
+    return f"{stamp} [{entry.pid}] {message}" if entry.pid else f"{stamp} {message}"
 
 
 async def logs_main(args: argparse.Namespace, out: TextIO) -> int:
