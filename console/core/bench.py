@@ -2,6 +2,7 @@
 
 The base URL is `--url`, or for a TARGET the host layer's port forward on the SSH connection (a `local`
 target: the server directly), with GPU telemetry from the host and the unit file's hash in every record.
+A `--url` on this machine's loopback gets this machine's GPU telemetry when it has GPUs (NVML, else nvidia-smi).
 The API key, when the server needs one, comes from $OPSCONSOLE_API_KEY with --url, or from the profile's
 api_key_env for a TARGET; it is never printed or logged.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import ipaddress
 import json
 import os
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from rich.console import Console
@@ -30,6 +32,9 @@ from console.bench.telemetry import GpuSampler
 from console.bench.workloads import WorkloadSpec
 from console.host.base import HostError
 from console.workspace import Workspace
+
+if TYPE_CHECKING:
+    from console.host.connect import HostSession
 
 API_KEY_ENV = "OPSCONSOLE_API_KEY"
 
@@ -218,6 +223,73 @@ async def _driver_version(transport: Any, gpu_command: tuple[str, ...] | None) -
     return lines[0] if result.exit_status == 0 and lines else None
 
 
+async def _gpu_sampler(session: HostSession) -> GpuSampler:
+    """The host's GPUs once per call (NVML or nvidia-smi, as the host layer reads them); the driver version
+    rides along on each sample, for the records' provenance."""
+    driver = await _driver_version(session.transport, session.target.gpu_command)
+
+    async def sampler() -> list[Any]:
+        return [{**gpu.model_dump(), "driver_version": driver} for gpu in (await session.gpus()).gpus]
+
+    return sampler
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether the URL's host is this machine (loopback, or the unspecified address, which connects here)."""
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+async def bench_url(
+    base_url: str,
+    config: SweepConfig,
+    *,
+    label: str,
+    target: str,
+    workspace: Workspace | None = None,
+    on_event: Any = None,
+    api_key: str | None = None,
+    gpu_command: tuple[str, ...] | None = None,
+) -> list[BenchRecord]:
+    """Benchmark the server at base_url. On this machine's loopback the server runs here, so this machine's
+    GPUs are sampled (NVML, else nvidia-smi or gpu_command, which replaces it), when one probe finds any;
+    elsewhere, or without GPUs, the records carry no telemetry. A loopback URL that is an SSH tunnel to
+    another host would be credited with this machine's GPUs; on a console without GPUs the probe finds none."""
+    if not is_loopback_url(base_url):
+        return await run_bench(
+            base_url, config, label=label, target=target, workspace=workspace, on_event=on_event, api_key=api_key
+        )
+    from console.host.connect import open_host
+    from console.host.targets import Target
+
+    session = await open_host(Target(label="local", transport="local", gpu_command=gpu_command))
+    try:
+        # One probe: without GPUs the levels run without a failing nvidia-smi every second beside the load.
+        try:
+            found = bool((await session.gpus()).gpus)
+        except Exception:
+            found = False  # telemetry is best effort; a GPU reader failing must not stop the benchmark
+        sampler = await _gpu_sampler(session) if found else None
+        return await run_bench(
+            base_url,
+            config,
+            label=label,
+            target=target,
+            workspace=workspace,
+            on_event=on_event,
+            gpu_sampler=sampler,
+            api_key=api_key,
+        )
+    finally:
+        await session.close()
+
+
 async def bench_target(
     target_text: str,
     config: SweepConfig,
@@ -241,12 +313,6 @@ async def bench_target(
         except Exception:
             hashed = None  # provenance is best effort; the benchmark does not need the unit
 
-        driver = await _driver_version(session.transport, target.gpu_command)
-
-        async def sampler() -> list[Any]:
-            # The driver version rides along on each sample, for the records' provenance.
-            return [{**gpu.model_dump(), "driver_version": driver} for gpu in (await session.gpus()).gpus]
-
         location: ClientLocation = "console" if target.transport == "ssh" else "on-host"
         return await run_bench(
             base_url,
@@ -256,7 +322,7 @@ async def bench_target(
             client_location=location,
             workspace=workspace,
             on_event=on_event,
-            gpu_sampler=sampler,
+            gpu_sampler=await _gpu_sampler(session),
             unit_hash=hashed,
             api_key=target.sglang.api_key(),
         )
@@ -292,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
     show_progress = not args.json and sys.stderr.isatty()
     renderer = ProgressRenderer(err) if show_progress else None
     if args.url:
-        coro = run_bench(
+        coro = bench_url(
             base_url,
             config,
             label=label,

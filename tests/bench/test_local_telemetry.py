@@ -1,17 +1,51 @@
 """GPU telemetry over a level, against the real known-schedule server: a poll that sees no GPU is no sample,
-and a level shorter than one poll still gets the poll in flight."""
+a level shorter than one poll still gets the poll in flight, and `bench --url` on this machine's loopback
+samples this machine's GPUs (here through the simulator's nvidia-smi stand-in, a real subprocess in the real
+output format, as the gpu_command), with no telemetry at all when the GPU reader finds nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Callable
 
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig
 from console.bench.workloads import WorkloadSpec
+from console.core.bench import bench_url, is_loopback_url
 from tests.bench.conftest import ScheduleServer
 
+STAND_IN = (sys.executable, "-m", "console.sim.nvidia_smi")
 CONFIG = SweepConfig(WorkloadSpec(input_len=8, output_len=8), concurrencies=[2], requests=4, warmup=0)
+
+
+def test_loopback_urls() -> None:
+    for url in ("http://127.0.0.1:30000", "http://localhost:30000", "http://[::1]:30000", "http://0.0.0.0:1"):
+        assert is_loopback_url(url), url
+    for url in ("http://10.0.0.7:30000", "http://gpu1:30000", "https://[2001:db8::1]:443"):
+        assert not is_loopback_url(url), url
+
+
+async def test_a_loopback_url_gets_this_machines_gpus(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=1)
+    records = await bench_url(server.url, CONFIG, label="local-gpus", target=server.url, gpu_command=STAND_IN)
+    shown = subprocess.run(
+        [*STAND_IN, "--query-gpu=index,driver_version", "--format=csv,noheader"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    (r,) = records
+    assert r.completed == 4 and r.gpu_samples >= 1
+    assert r.mean_power_w is not None and r.mean_power_w > 0 and r.tokens_per_joule is not None
+    assert len(r.gpus) == len(shown) and r.driver_version == shown[0].split(", ")[1]
+
+
+async def test_no_gpu_reader_means_no_telemetry(schedule_server: Callable[..., ScheduleServer]) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=1)
+    missing = ("/nonexistent/nvidia-smi",)
+    (r,) = await bench_url(server.url, CONFIG, label="no-gpus", target=server.url, gpu_command=missing)
+    assert r.completed == 4 and r.failed == 0
+    assert r.gpu_samples == 0 and r.mean_power_w is None and r.gpus == [] and r.driver_version is None
 
 
 async def test_polls_that_see_no_gpu_are_not_counted_as_samples(
