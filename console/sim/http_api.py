@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import time
 import uuid
@@ -24,6 +25,11 @@ from console.sim.tokenizer import chat_prompt_text
 SECRET_DESTS = ("api_key", "admin_api_key")
 
 
+def _env_true(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    return default if raw is None else raw.strip().lower() in ("true", "1", "yes", "y")
+
+
 def _sse(payload: dict[str, Any] | list[Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
@@ -37,12 +43,26 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
     )
 
 
+class BadParameter(ValueError):
+    """A request parameter of the wrong type: answered 400 with the message."""
+
+
+def _number(value: Any, name: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise BadParameter(f"{name} must be a number, got {value!r}.") from None
+
+
 class Api:
     def __init__(self, sim: SimServer) -> None:
         self.sim = sim
         self.cfg = sim.config
         self.api_key = self.cfg.resolved.get("api_key")
         self.created = int(time.time())
+        # SGLang's /health generates unless this is turned off; /health_generate always does.
+        self.health_generates = _env_true("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", True)
+        self.health_timeout_s = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT") or 20)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.auth], client_max_size=64 * 1024**2)
@@ -74,6 +94,8 @@ class Api:
             return web.json_response({"error": "Unauthorized"}, status=401)
         try:
             return await handler(request)
+        except BadParameter as e:
+            return _error(400, str(e))
         except web.HTTPException as e:  # unknown route or method: FastAPI's JSON, as SGLang answers
             if e.status in (404, 405):
                 return web.json_response({"detail": e.reason}, status=e.status)
@@ -82,7 +104,11 @@ class Api:
     # --- read-only endpoints -----------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200 if self.sim.status == "Up" else 503)
+        if self.sim.status != "Up":
+            return web.Response(status=503)
+        if request.path == "/health" and not self.health_generates:
+            return web.Response(status=200)
+        return web.Response(status=200 if await self.sim.probe(self.health_timeout_s) else 503)
 
     def internal_state(self) -> dict[str, Any]:
         s = self.sim
@@ -200,13 +226,22 @@ class Api:
             return _error(503, "The server is shutting down.", "ServiceUnavailableError")
         return body
 
-    def _start(self, prompt_tokens: int, max_new: int, sampling: dict[str, Any]) -> Live:
+    def _start(self, prompt_tokens: int, max_new: int, sampling: dict[str, Any], stream: bool) -> Live:
+        temperature = sampling.get("temperature")
+        # SGLang: a request's own sampling_params.stream_interval, else --stream-interval.
+        interval = _number(sampling.get("stream_interval") or self.sim.stream_interval, "stream_interval", int)
         return self.sim.submit(
             prompt_tokens,
             max_new,
-            float(sampling.get("temperature", 1.0) if sampling.get("temperature") is not None else 1.0),
+            1.0 if temperature is None else _number(temperature, "temperature", float),
             bool(sampling.get("ignore_eos", False)),
+            stream_interval=max(1, interval) if stream else None,
         )
+
+    @staticmethod
+    def _max_new_tokens(sampling: dict[str, Any]) -> int:
+        value = sampling.get("max_new_tokens")
+        return 128 if value is None else _number(value, "max_new_tokens", int)  # 128: SGLang's default
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
@@ -225,12 +260,10 @@ class Api:
             if not isinstance(text, str):
                 return _error(400, "Either text or input_ids should be provided.")
             prompt = self.sim.tokenizer.count(text)
-        max_new_raw = sampling.get("max_new_tokens")
-        max_new = int(max_new_raw) if max_new_raw is not None else 128  # SGLang's default
-        sampling.setdefault("temperature", 1.0)
-        req = self._start(prompt, max_new, sampling)
+        stream = bool(body.get("stream"))
+        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream)
         rid = str(body.get("rid") or req.rid)
-        if body.get("stream"):
+        if stream:
             return await self._stream_generate(request, req, rid)
         try:
             await self._wait(req)
@@ -241,9 +274,10 @@ class Api:
     async def _generate_batch(
         self, request: web.Request, prompts: list[int], sampling: dict[str, Any], body: dict[str, Any]
     ) -> web.StreamResponse:
-        max_new = int(sampling.get("max_new_tokens") or 128)  # SGLang's default
-        reqs = [self._start(p, max_new, sampling) for p in prompts]
-        if body.get("stream"):
+        stream = bool(body.get("stream"))
+        max_new = self._max_new_tokens(sampling)
+        reqs = [self._start(p, max_new, sampling, stream) for p in prompts]
+        if stream:
             return await self._stream_batch(request, reqs)
         try:
             for req in reqs:
@@ -382,7 +416,7 @@ class Api:
     def _openai_max_tokens(self, body: dict[str, Any], prompt: int) -> int:
         for key in ("max_completion_tokens", "max_tokens"):
             if body.get(key) is not None:
-                return int(body[key])
+                return _number(body[key], key, int)
         return max(1, self.cfg.profile.context_length - prompt)
 
     def _openai_sampling(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -414,11 +448,12 @@ class Api:
         return await self._openai(request, body, prompt, chat=False)
 
     async def _openai(self, request: web.Request, body: dict[str, Any], prompt: int, chat: bool) -> web.StreamResponse:
-        req = self._start(prompt, self._openai_max_tokens(body, prompt), self._openai_sampling(body))
+        stream = bool(body.get("stream"))
+        req = self._start(prompt, self._openai_max_tokens(body, prompt), self._openai_sampling(body), stream)
         model = str(body.get("model") or self.cfg.served_model_name)
         cid = uuid.uuid4().hex
         created = int(time.time())
-        if body.get("stream"):
+        if stream:
             options = body.get("stream_options") or {}
             include_usage = bool(options.get("include_usage")) or bool(
                 self.cfg.resolved.get("stream_response_default_include_usage")

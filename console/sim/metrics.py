@@ -56,10 +56,9 @@ class SimMetrics:
         self.prompt_tokens.inc(prompt_tokens)
         self.cached_tokens.inc(0)
 
-    def on_step(self, emitted: dict[str, int]) -> None:
-        total = sum(emitted.values())
-        if total:
-            self.generation_tokens.inc(total)
+    def on_step(self, generated_tokens: int) -> None:
+        if generated_tokens:
+            self.generation_tokens.inc(generated_tokens)
 
     def on_finish(self, completion_tokens: int, ttft_s: float, e2e_s: float) -> None:
         self.num_requests.inc()

@@ -23,6 +23,19 @@ from console.sim import shapes
 from console.sim.metrics import SimMetrics
 from console.sim.tokenizer import SimTokenizer, output_token_ids, write_model_dir
 
+# SGLang hands a request that does not stream its progress every this many tokens anyway.
+DEFAULT_FORCE_STREAM_INTERVAL = 50
+
+
+def should_send(generated: int, stream_interval: int | None) -> bool:
+    """SGLang's scheduler rule for an unfinished request: do this step's tokens go out now? A streaming request
+    sends every `stream_interval` tokens, its first token at once (len % N == 1 for N > 1); a non-streaming one
+    (None) every DEFAULT_FORCE_STREAM_INTERVAL. A finished request always sends. With speculation several tokens
+    arrive per step, so a step can jump over the boundary and send nothing, as SGLang does."""
+    if stream_interval is None:
+        return generated % DEFAULT_FORCE_STREAM_INTERVAL == 0
+    return generated % stream_interval == 1 if stream_interval > 1 else True
+
 
 @dataclass
 class SimConfig:
@@ -65,6 +78,8 @@ class Live:
     max_new_tokens: int
     seed: int
     started: float
+    stream_interval: int | None = None  # tokens per streamed chunk; None: not streaming
+    log_metrics: bool = True  # False for the health probe, as SGLang's
     queue: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
     ids: list[int] = field(default_factory=list)
     verify_ct: int = 0
@@ -83,6 +98,7 @@ class SimServer:
         self.memory_used_mib = 0
         self.memory_split: dict[str, float] = {"weight": 0.0, "kvcache": 0.0, "graph": 0.0}
         self._wake = asyncio.Event()
+        self._output = asyncio.Event()  # set (and replaced) whenever a step sends output to any request
         self.last_gen_throughput = 0.0
         # Lifetime (since last flush) acceptance, refreshed only when a decode log line is emitted, as SGLang does.
         self.avg_spec_accept_length: float | None = None
@@ -137,13 +153,28 @@ class SimServer:
 
     # --- the engine in real time -----------------------------------------------------------------
 
-    def submit(self, prompt_tokens: int, max_new_tokens: int, temperature: float, ignore_eos: bool) -> Live:
+    @property
+    def stream_interval(self) -> int:
+        """--stream-interval: tokens per streamed chunk unless a request asks for its own."""
+        return max(1, int(self.config.resolved.get("stream_interval") or 1))
+
+    def submit(
+        self,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        temperature: float,
+        ignore_eos: bool,
+        *,
+        stream_interval: int | None = None,
+        log_metrics: bool = True,
+    ) -> Live:
         self._seq += 1
         rid = uuid.uuid4().hex
-        req = Live(rid, prompt_tokens, max(1, max_new_tokens), self.config.seed * 1_000_003 + self._seq, time.time())
+        seed = self.config.seed * 1_000_003 + self._seq
+        req = Live(rid, prompt_tokens, max(1, max_new_tokens), seed, time.time(), stream_interval, log_metrics)
         self.live[rid] = req
         self.engine.add(rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos)
-        if self.metrics:
+        if self.metrics and log_metrics:
             self.metrics.on_request(prompt_tokens)
         self._wake.set()
         return req
@@ -152,6 +183,24 @@ class SimServer:
         """The client went away: drop the request from the batch, as SGLang aborts it."""
         self.live.pop(req.rid, None)
         self.engine.abort(req.rid)
+
+    async def probe(self, timeout_s: float) -> bool:
+        """SGLang's generating health check: a 1-token request joins the batch, and the server counts as healthy
+        once the scheduler sends any output after that (the next step under load, the probe's own prefill when
+        idle); False after `timeout_s` without. SGLang looks once a second; this answers as soon as it holds."""
+        output = self._output
+        req = self.submit(prompt_tokens=1, max_new_tokens=1, temperature=0.0, ignore_eos=True, log_metrics=False)
+        try:
+            await asyncio.wait_for(output.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            self.log(
+                f"Health check failed. Server couldn't get a response from detokenizer for last {timeout_s:g} seconds.",
+                rank="",
+            )
+            return False
+        finally:
+            self.forget(req)
 
     async def drive(self) -> None:
         """Run engine steps at their real-time deadlines; idle until a request arrives."""
@@ -183,25 +232,35 @@ class SimServer:
         finished = step.finished
         reasons = step.finish_reasons
         live = self.live
+        sent = False
+        counted = 0  # tokens of requests that log metrics
         for rid, n in step.emitted.items():
             req = live.get(rid)
             if req is None or n <= 0:
                 continue
             req.ids.extend(output_token_ids(req.seed, len(req.ids), n))
+            if req.log_metrics:
+                counted += n
             if step.kind == "decode":
                 req.verify_ct += 1
             if req.first_token_at is None:
                 req.first_token_at = now
             if rid in finished:
                 req.finish = reasons.get(rid, "length")
-            req.queue.put_nowait(n)
+            if req.finish is not None or should_send(len(req.ids), req.stream_interval):
+                req.queue.put_nowait(n)
+                sent = True
         for rid in finished:
             req = live.get(rid)
             if req is not None and req.finish is None:
                 req.finish = reasons.get(rid, "length")
                 req.queue.put_nowait(0)
+                sent = True
+        if sent:
+            self._output.set()
+            self._output = asyncio.Event()
         if self.metrics:
-            self.metrics.on_step(step.emitted)
+            self.metrics.on_step(counted)
 
     def _log_decode_window(self) -> None:
         w = self.engine.take_window()
