@@ -420,9 +420,11 @@ class Applier:
         """A start failed: read the journal's backlog until it explains why (or briefly, if it never does)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        after = cursor  # the first read catches up on the whole start, later ones only on what came since
         while True:
             with contextlib.suppress(Exception):
-                async for entry in self.service.journal(lines=1000, after_cursor=cursor):
+                async for entry in self.service.journal(lines=1000, after_cursor=after):
+                    after = entry.cursor
                     take(entry)
             if tracker.failed or loop.time() >= deadline:
                 return
