@@ -145,11 +145,6 @@ class Engine:
             return None
         return self.spec_accepted_total / self.spec_verify_total
 
-    def verify_ct(self, rid: str) -> int:
-        """Verify rounds so far of a running request (0 for an unknown or waiting one)."""
-        request = self._running.get(rid)
-        return request.verify_ct if request is not None else 0
-
     def has_request(self, rid: str) -> bool:
         return rid in self._running or rid in self._waiting_ids
 
@@ -272,14 +267,10 @@ class Engine:
         generated = 0
         if self.perf.speculative:
             rand = self._rng.random
+            sample_accepted = PerfModel.sample_accepted
             accepted_total = 0
             for request in running.values():
-                u = rand()
-                tokens = 1
-                for s in request.survival:
-                    if u >= s:
-                        break
-                    tokens += 1
+                tokens = 1 + sample_accepted(rand(), request.survival)
                 accepted_total += tokens
                 left = request.limit - request.generated
                 if tokens >= left:

@@ -94,7 +94,6 @@ class SimServer:
         self.tokenizer = SimTokenizer()
         self.live: dict[str, Live] = {}
         self.status = "Starting"  # -> "Up" after warm-up, "Terminating" after SIGTERM
-        self.phase = "starting"
         self.memory_used_mib = 0
         self.memory_split: dict[str, float] = {"weight": 0.0, "kvcache": 0.0, "graph": 0.0}
         self._wake = asyncio.Event()
@@ -141,10 +140,6 @@ class SimServer:
     @property
     def used_tokens(self) -> int:
         return int(self.engine.num_tokens)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.live) or not self.engine.idle
 
     # --- logging ---------------------------------------------------------------------------------
 

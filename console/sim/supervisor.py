@@ -344,7 +344,6 @@ class UnitSupervisor:
                 self._set("inactive", "dead")
             return  # like systemctl stop on a dead or failed unit: nothing else to do, state kept
         timeout = parse_exec(self.loaded_text or self.read_unit()).timeout_stop_s
-        self._stopping = True
         self._set("deactivating", "stop-sigterm")
         self._system(f"Stopping {self.unit} - SGLang server...")
         await self._notify()
