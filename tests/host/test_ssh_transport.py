@@ -12,7 +12,7 @@ from console.host.audit import AuditLog
 from console.host.base import SudoPasswordRequired
 from console.host.knownhosts import HostKeyRefused
 from console.host.ssh import ConnectionState, SshTransport
-from console.host.targets import resolve_target
+from console.host.targets import Target, resolve_target
 from tests.host.sshd_lab import ClientSide, Sshd
 
 
@@ -225,16 +225,20 @@ async def test_a_stream_cut_by_a_drop_raises_connection_dropped(client: ClientSi
             sshd.start()
 
 
+def _behind_lab(client: ClientSide, sshd: Sshd, alias: str, port: int) -> Target:
+    """A Host ALIAS in the test's ssh_config, reached through `lab` with ProxyJump."""
+    client.config.write_text(
+        client.config.read_text()
+        + f"Host {alias}\n  Hostname 127.0.0.1\n  Port {port}\n  User opsct-test\n  ProxyJump lab\n"
+        + f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {client.known_hosts}\n"
+    )
+    return resolve_target(alias, profiles_dir=client.dir, ssh_config=str(client.config))
+
+
 async def test_proxyjump_from_ssh_config_is_honoured(client: ClientSide, sshd: Sshd) -> None:
     # `jumped` is reached through `lab` (a direct-tcpip channel from the sshd to itself): ProxyJump works
     # and both hops verify their host keys against the same known_hosts.
-    client.config.write_text(
-        client.config.read_text()
-        + f"Host jumped\n  Hostname 127.0.0.1\n  Port {sshd.port}\n  User opsct-test\n  ProxyJump lab\n"
-        + f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {client.known_hosts}\n"
-    )
-    target = resolve_target("jumped", profiles_dir=client.dir, ssh_config=str(client.config))
-    transport = SshTransport(target)
+    transport = SshTransport(_behind_lab(client, sshd, "jumped", sshd.port))
     try:
         assert transport.options.tunnel == "lab"
         assert (await transport.run(["echo", "via-jump"])).stdout.strip() == "via-jump"
@@ -292,13 +296,7 @@ async def test_a_jump_host_that_cannot_reach_the_target_is_a_clear_error(client:
     from console.host.base import HostError
     from tests.host.sshd_lab import _free_port
 
-    client.config.write_text(
-        client.config.read_text()
-        + f"Host unreachable\n  Hostname 127.0.0.1\n  Port {_free_port()}\n  User opsct-test\n  ProxyJump lab\n"
-        + f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {client.known_hosts}\n"
-    )
-    target = resolve_target("unreachable", profiles_dir=client.dir, ssh_config=str(client.config))
-    transport = SshTransport(target)
+    transport = SshTransport(_behind_lab(client, sshd, "unreachable", _free_port()))
     try:
         with pytest.raises(HostError, match="cannot connect to unreachable"):
             await transport.run(["true"])
