@@ -59,6 +59,9 @@ class GpuState:
     # nvidia-smi reports a small driver reservation as neither used nor free (H200: 143771 total,
     # 143156 free when idle); -1 = derive it from the board size.
     memory_reserved_mib: int = -1
+    # The unrounded temperature `follow` continues from: approaching the steady value from the rounded
+    # figure stalls once a tick's change is under half a degree. -1 = temperature_c.
+    temperature_exact_c: float = -1.0
 
     @property
     def memory_free_mib(self) -> int:
@@ -112,7 +115,8 @@ def follow(gpu: GpuState, load: Any, *, processes: tuple[GpuProcess, ...], dt_s:
     time constant of ~20 s, so it climbs while a benchmark runs and cools afterwards, like a real board.
     """
     alpha = min(1.0, dt_s / 20.0)
-    temp = gpu.temperature_c + (float(load.temperature_c) - gpu.temperature_c) * alpha
+    current = gpu.temperature_exact_c if gpu.temperature_exact_c >= 0 else float(gpu.temperature_c)
+    temp = current + (float(load.temperature_c) - current) * alpha
     util = int(load.utilization_gpu_pct)
     power = float(load.power_draw_w)
     reasons = 0 if util else REASON_GPU_IDLE
@@ -126,6 +130,7 @@ def follow(gpu: GpuState, load: Any, *, processes: tuple[GpuProcess, ...], dt_s:
         sm_clock_mhz=int(load.sm_clock_mhz),
         mem_clock_mhz=int(load.mem_clock_mhz),
         temperature_c=round(temp),
+        temperature_exact_c=temp,
         memory_temperature_c=round(temp - (temp - AMBIENT_C) * 0.3),
         memory_used_mib=min(gpu.memory_total_mib, int(load.memory_used_mib)),
         pstate=str(load.pstate),

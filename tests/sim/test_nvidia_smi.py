@@ -10,8 +10,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from console.sim.gpus import GpuProcess, GpuState, HostGpus, idle_gpus, read_state, write_state
+from console.sim.gpus import GpuProcess, GpuState, HostGpus, follow, idle_gpus, read_state, write_state
 from console.sim.nvidia_smi import UsageError, render
+from console.sim.perf import PerfModel
+from console.sim.profiles import get_profile
 
 # Copies of the real H200 captures (shared/fixtures/gpu), so a fresh clone has them.
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
@@ -164,6 +166,19 @@ def test_state_file_round_trip_and_dead_simulator_shows_idle(tmp_path: Path) -> 
     write_state(tmp_path, pid=2**22 + 1, profile="p", gpus=[busy])
     idle = read_state(tmp_path, None, 0, "p").gpus[0]
     assert idle.util_gpu == 0 and idle.memory_used_mib == 0 and idle.processes == ()
+
+
+def test_temperature_approaches_the_loaded_value_every_half_second_tick() -> None:
+    gpu = h200(temperature_c=30, memory_temperature_c=30)
+    load = replace(
+        PerfModel(get_profile("tiny-test"), {}).gpu_load(64, busy=True)[0], temperature_c=70, memory_used_mib=0
+    )
+    for _ in range(240):  # 2 minutes of the simulator's 0.5 s refreshes: six 20 s time constants
+        gpu = follow(gpu, load, processes=(), dt_s=0.5)
+    assert gpu.temperature_c == 70  # from the rounded figure alone it stalled 20 degrees short
+    for _ in range(240):
+        gpu = follow(gpu, replace(load, temperature_c=30), processes=(), dt_s=0.5)
+    assert gpu.temperature_c == 30
 
 
 def test_command_line_reads_the_state_dir(tmp_path: Path) -> None:
