@@ -54,10 +54,9 @@ def main() -> None:
                 config = SweepConfig(
                     WorkloadSpec(input_len=512, output_len=args.output_len),
                     concurrencies=[1, 30, 64],
-                    requests=None,
+                    requests=64,
                     repeat=args.repeat,
                 )
-                config.requests = 64
                 records = asyncio.run(run_bench(sim.url, config, label=label, target=label, workspace=workspace))
             runs.append(records)
             print(f"{label}: " + ", ".join(f"{r.level_key} {r.output_throughput:,.0f} tok/s" for r in records))

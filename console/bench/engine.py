@@ -246,7 +246,7 @@ class BenchEngine:
                 errors = sorted({r.error for r in warm_results})
                 started = datetime.now(UTC)
                 return LevelResult(
-                    level, repeat_index, started, started, compute_metrics(warm_results[:0], 0.0), {},
+                    level, repeat_index, started, started, compute_metrics([], 0.0), {},
                     [], None, False, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}",
                 )  # fmt: skip
         # After the warm-up (like bench_serving): the measured requests start on an empty cache, and the
@@ -262,9 +262,7 @@ class BenchEngine:
         results: list[RequestResult] = []
         stopped = await self._drive(workload, level, pool, planned, results, level_start)
         duration = (
-            max((r.start + r.latency for r in results), default=level_start) - level_start
-            if results
-            else time.perf_counter() - level_start
+            max(r.start + r.latency for r in results) - level_start if results else time.perf_counter() - level_start
         )
         if sampler_task:
             # The poll in flight finishes rather than being cancelled: a level shorter than one poll still

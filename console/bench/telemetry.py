@@ -19,7 +19,6 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "power_w": ("power_w", "power_draw_w", "power_draw", "power"),
     "util_pct": ("util_pct", "utilization_gpu", "gpu_util", "utilization", "util"),
     "sm_clock_mhz": ("sm_clock_mhz", "clocks_sm_mhz", "clocks_sm", "sm_clock"),
-    "mem_clock_mhz": ("mem_clock_mhz", "clocks_mem_mhz", "clocks_mem", "mem_clock"),
     "memory_used_mib": ("memory_used_mib", "memory_used", "mem_used_mib", "memory_used_mb"),
     "memory_total_mib": ("memory_total_mib", "memory_total", "mem_total_mib", "memory_total_mb"),
 }
