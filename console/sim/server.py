@@ -3,7 +3,8 @@
 The performance model (console.sim.engine.Engine) is a pure discrete-event core; this module runs it
 against the wall clock. Each step is scheduled at an absolute deadline (previous deadline + the step's
 duration) so that long runs do not drift, and the tokens a request got in a step go out as one SSE
-chunk, exactly as a speculative server sends one chunk per verify round.
+chunk, exactly as a speculative server sends one chunk per verify round (with --stream-interval N > 1,
+only on the steps SGLang's rule picks: `should_send`).
 """
 
 from __future__ import annotations
