@@ -107,6 +107,12 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
         opts = sim_parser().parse_args(sim_args)
     except SystemExit as e:
         return int(e.code or 0), None
+    if opts.sim_speedup <= 0:
+        return _usage_error(
+            "python -m console.sim", "argument --sim-speedup: must be > 0 (1 = the profile's speed)"
+        ), None
+    if opts.sim_gpus is not None and opts.sim_gpus < 1:
+        return _usage_error("python -m console.sim", "argument --sim-gpus: must be at least 1"), None
     try:
         version = resolve_version(opts.sim_sglang_version)
     except UnsupportedVersionError as e:
@@ -139,7 +145,7 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
         "resolved": resolved,
         "argv": flags,
         "time_scale": opts.sim_time_scale,
-        "speedup": max(1e-6, opts.sim_speedup),
+        "speedup": opts.sim_speedup,
         "gpu_count": opts.sim_gpus,
         "state_dir": Path(opts.sim_state_dir) if opts.sim_state_dir else None,
         "seed": opts.sim_seed,

@@ -54,7 +54,6 @@ class SimMetrics:
 
     def on_request(self, prompt_tokens: int) -> None:
         self.prompt_tokens.inc(prompt_tokens)
-        self.cached_tokens.inc(0)
 
     def on_step(self, generated_tokens: int) -> None:
         if generated_tokens:

@@ -304,6 +304,13 @@ def test_unknown_flag_is_an_argparse_usage_error() -> None:
     assert "error: unrecognized arguments: --no-such-flag 3" in done.stderr
 
 
+def test_bad_sim_options_are_usage_errors_not_a_frozen_server() -> None:
+    from console.sim.__main__ import prepare
+
+    assert prepare(["--model-path", "a/b", "--sim-speedup", "0"]) == (2, None)  # was: steps 10^6 times slower
+    assert prepare(["--model-path", "a/b", "--sim-gpus", "-1"]) == (2, None)  # was: a host without GPUs
+
+
 def test_missing_local_draft_model_fails_like_a_missing_model(tmp_path: Any) -> None:
     done = run_sim_cli("--model-path", "a/b", *SPEC, "--speculative-draft-model-path", str(tmp_path / "nope"))
     assert done.returncode == 1
