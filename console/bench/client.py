@@ -27,7 +27,6 @@ class BenchClient:
         self,
         base_url: str,
         api_key: str | None = None,
-        max_connections: int = 0,
         http_client: Literal["raw", "aiohttp"] = "raw",
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -36,7 +35,7 @@ class BenchClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # limit=0: no pool cap; concurrency is bounded by the engine, not by the pool.
-        self._connector = aiohttp.TCPConnector(limit=max_connections, force_close=False)
+        self._connector = aiohttp.TCPConnector(limit=0, force_close=False)
         self._session = aiohttp.ClientSession(
             connector=self._connector,
             headers=self._headers,

@@ -5,7 +5,7 @@ The engine calls `on_event(event)` synchronously from its event loop; a handler 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from console.bench.metrics import RequestResult
@@ -77,7 +77,6 @@ class LevelDone:
 class SweepDone:
     levels_done: int
     stopped: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 BenchEvent = SweepStarted | LevelStarted | RequestDone | RunningFigures | LevelDone | SweepDone
