@@ -15,12 +15,14 @@ import json
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from console.bench.engine import LevelResult, SweepResult
 from console.secrets import REDACTED, is_secret_name
+
+if TYPE_CHECKING:  # only annotations: `compare` reads records without loading the load engine (aiohttp)
+    from console.bench.engine import LevelResult, SweepResult
 
 SCHEMA_VERSION = 1
 ClientLocation = Literal["direct", "console", "on-host"]
