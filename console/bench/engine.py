@@ -189,31 +189,37 @@ class BenchEngine:
         self.gpu_sampler = gpu_sampler
         self._sweep_deadline = 0.0
         self._gpu_identity: list[Any] = []
+        self._server = ServerInfo()
+        self._done: list[LevelResult] = []
 
     async def run(self) -> SweepResult:
         cfg = self.config
         self._sweep_deadline = time.perf_counter() + cfg.time_cap
-        server = await fetch_server_info(self.client)
+        server = self._server = await fetch_server_info(self.client)
         workload = cfg.workload
         if workload.api == "chat" and workload.model == "default":
             workload = WorkloadSpec(**{**workload.__dict__, "model": server.model})
         levels = cfg.levels()
         self._emit(SweepStarted(levels=levels, repeat=cfg.repeat, server_version=server.version, model=server.model))
-        done: list[LevelResult] = []
         stopped = None
         try:
             for index, level in enumerate(levels):
                 for repeat_index in range(cfg.repeat):
                     result = await self._run_level(workload, level, index, repeat_index, server)
-                    done.append(result)
+                    self._done.append(result)
                     if result.stopped:
                         stopped = result.stopped
                         raise _Stop
         except _Stop:
             pass
+        self._emit(SweepDone(levels_done=len(self._done), stopped=stopped))
+        return self.result_so_far(stopped)
+
+    def result_so_far(self, stopped: str | None = None) -> SweepResult:
+        """The levels finished until now: the whole sweep once run() returned, the finished part of one
+        that was cancelled (Ctrl-C)."""
         gpus, driver = telemetry.describe_gpus(self._gpu_identity)
-        self._emit(SweepDone(levels_done=len(done), stopped=stopped))
-        return SweepResult(server=server, levels=done, gpus=gpus, driver_version=driver, stopped=stopped)
+        return SweepResult(self._server, list(self._done), gpus, driver, stopped)
 
     def _planned_requests(self, level: Level) -> int | None:
         cfg = self.config

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from console.bench.client import BenchClient
-from console.bench.engine import BenchEngine, SweepConfig
+from console.bench.engine import BenchEngine, SweepConfig, SweepResult
 from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, RunningFigures, SweepDone
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
 from console.bench.telemetry import GpuSampler
@@ -188,23 +188,33 @@ async def run_bench(
     unit_hash: str | None = None,
     api_key: str | None = None,
 ) -> list[BenchRecord]:
-    """Run the sweep and append its records to the workspace's logs/ (when a workspace is given)."""
+    """Run the sweep and append its records to the workspace's logs/ (when a workspace is given); cancelled,
+    append the records of the levels that finished."""
     started = datetime.now(UTC)
     run_id = f"{label}@{started:%Y%m%dT%H%M%S.%fZ}"
+
+    def keep(sweep: SweepResult) -> list[BenchRecord]:
+        records = records_from_sweep(
+            sweep,
+            run_id=run_id,
+            label=label,
+            target=target,
+            client_location=client_location,
+            unit_hash=unit_hash,
+            workload=config.workload.describe(),
+        )
+        if workspace is not None:
+            append_records(workspace.logs, records)
+        return records
+
     async with BenchClient(base_url, api_key=api_key) as client:
-        sweep = await BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler).run()
-    records = records_from_sweep(
-        sweep,
-        run_id=run_id,
-        label=label,
-        target=target,
-        client_location=client_location,
-        unit_hash=unit_hash,
-        workload=config.workload.describe(),
-    )
-    if workspace is not None:
-        append_records(workspace.logs, records)
-    return records
+        engine = BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler)
+        try:
+            sweep = await engine.run()
+        except asyncio.CancelledError:  # Ctrl-C: an hour-long sweep keeps the levels that finished
+            keep(engine.result_so_far())
+            raise
+    return keep(sweep)
 
 
 def unit_hash(unit_text: str) -> str:
@@ -380,6 +390,9 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 1
+    except KeyboardInterrupt:
+        err.print(f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}")
+        return 130
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot reach the server: {exc}")
         return 1

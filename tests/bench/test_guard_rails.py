@@ -3,12 +3,19 @@ error-rate stop, per-request timeout, hard time cap, duration mode, open-loop Po
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig
 from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, SweepDone, SweepStarted
+from console.bench.records import load_run
 from console.bench.workloads import WorkloadSpec
+from console.core.bench import run_bench
+from console.workspace import Workspace
 from tests.bench.conftest import ScheduleServer
 
 SMALL = WorkloadSpec(input_len=8, output_len=8)
@@ -84,3 +91,23 @@ async def test_open_loop_poisson_rate(schedule_server: Callable[..., ScheduleSer
 async def test_unreachable_server_fails_the_warmup_not_silently() -> None:
     sweep = await _run("http://127.0.0.1:9", SweepConfig(SMALL, concurrencies=[1], requests=2, warmup=1))
     assert "every warm-up request failed" in sweep.stopped  # type: ignore[attr-defined]
+
+
+async def test_an_interrupted_sweep_keeps_the_levels_that_finished(
+    schedule_server: Callable[..., ScheduleServer], tmp_path: Path
+) -> None:
+    server = schedule_server(ttft_ms=1, interval_ms=1)
+    workspace = Workspace(tmp_path).ensure()
+    config = SweepConfig(SMALL, concurrencies=[1, 2], requests=4, warmup=0)
+
+    def cancel_after_level_one(event: BenchEvent) -> None:
+        if isinstance(event, LevelDone):
+            sweep.cancel()  # what Ctrl-C does to asyncio.run's task
+
+    sweep = asyncio.create_task(
+        run_bench(server.url, config, label="cut", target="t", workspace=workspace, on_event=cancel_after_level_one)
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await sweep
+    records = load_run("cut", workspace.logs)
+    assert [(r.max_concurrency, r.completed) for r in records] == [(1, 4)]
