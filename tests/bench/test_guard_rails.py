@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.bench.client import BenchClient
-from console.bench.engine import BenchEngine, SweepConfig
+from console.bench.engine import BenchEngine, SweepConfig, SweepResult
 from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, SweepDone, SweepStarted
 from console.bench.records import load_run
 from console.bench.workloads import WorkloadSpec
@@ -21,7 +21,7 @@ from tests.bench.conftest import ScheduleServer
 SMALL = WorkloadSpec(input_len=8, output_len=8)
 
 
-async def _run(url: str, config: SweepConfig, events: list[BenchEvent] | None = None) -> object:
+async def _run(url: str, config: SweepConfig, events: list[BenchEvent] | None = None) -> SweepResult:
     async with BenchClient(url) as client:
         return await BenchEngine(client, config, on_event=events.append if events is not None else None).run()
 
@@ -30,7 +30,7 @@ async def test_failed_requests_are_counted_and_shown(schedule_server: Callable[.
     server = schedule_server(ttft_ms=1, interval_ms=1, fail_every=4)
     events: list[BenchEvent] = []
     sweep = await _run(server.url, SweepConfig(SMALL, concurrencies=[2], requests=20, warmup=0), events)
-    level = sweep.levels[0]  # type: ignore[attr-defined]
+    level = sweep.levels[0]
     assert level.stopped is None
     assert level.metrics["completed"] + level.metrics["failed"] == 20
     assert level.metrics["failed"] == 5
@@ -44,9 +44,9 @@ async def test_error_rate_over_threshold_stops_the_sweep(schedule_server: Callab
     server = schedule_server(ttft_ms=1, interval_ms=1, fail_every=2)
     config = SweepConfig(SMALL, concurrencies=[1, 4], requests=40, warmup=0, max_error_rate=0.3)
     sweep = await _run(server.url, config)
-    assert len(sweep.levels) == 1  # type: ignore[attr-defined]
-    assert "error rate" in sweep.stopped  # type: ignore[attr-defined]
-    assert sweep.levels[0].metrics["failed"] >= 3  # type: ignore[attr-defined]
+    assert len(sweep.levels) == 1
+    assert sweep.stopped and "error rate" in sweep.stopped
+    assert sweep.levels[0].metrics["failed"] >= 3
 
 
 async def test_request_timeout_fails_slow_requests(schedule_server: Callable[..., ScheduleServer]) -> None:
@@ -54,7 +54,7 @@ async def test_request_timeout_fails_slow_requests(schedule_server: Callable[...
     config = SweepConfig(WorkloadSpec(input_len=8, output_len=64), concurrencies=[2], requests=4, warmup=0)
     config.request_timeout = 0.3
     sweep = await _run(server.url, config)
-    level = sweep.levels[0]  # type: ignore[attr-defined]
+    level = sweep.levels[0]
     assert level.metrics["failed"] >= 1 and level.metrics["completed"] == 0
     assert all("timed out after 0.3 s" in r.error for r in level.results)
 
@@ -65,14 +65,14 @@ async def test_hard_time_cap_ends_the_sweep(schedule_server: Callable[..., Sched
         WorkloadSpec(input_len=8, output_len=32), concurrencies=[2, 4], duration=30, warmup=0, time_cap=1.0
     )
     sweep = await _run(server.url, config)
-    assert "hard time cap" in sweep.stopped  # type: ignore[attr-defined]
-    assert len(sweep.levels) == 1  # type: ignore[attr-defined]
+    assert sweep.stopped and "hard time cap" in sweep.stopped
+    assert len(sweep.levels) == 1
 
 
 async def test_duration_mode_keeps_sending_until_the_deadline(schedule_server: Callable[..., ScheduleServer]) -> None:
     server = schedule_server(ttft_ms=2, interval_ms=2)
     sweep = await _run(server.url, SweepConfig(SMALL, concurrencies=[4], duration=0.6, warmup=1))
-    m = sweep.levels[0].metrics  # type: ignore[attr-defined]
+    m = sweep.levels[0].metrics
     # Each request takes ~16 ms (more on a busy machine): many waves of 4 fit into 0.6 s, and every worker's
     # last request ends after the deadline.
     assert m["completed"] > 12 and m["failed"] == 0 and m["duration"] >= 0.6
@@ -81,7 +81,7 @@ async def test_duration_mode_keeps_sending_until_the_deadline(schedule_server: C
 async def test_open_loop_poisson_rate(schedule_server: Callable[..., ScheduleServer]) -> None:
     server = schedule_server(ttft_ms=2, interval_ms=2)
     sweep = await _run(server.url, SweepConfig(SMALL, request_rates=[100.0], requests=50, warmup=0))
-    level = sweep.levels[0]  # type: ignore[attr-defined]
+    level = sweep.levels[0]
     assert level.level.request_rate == 100.0 and level.metrics["completed"] == 50
     # 50 arrivals at 100/s take about 0.5 s; seeded, so the same every run.
     assert 0.2 < level.metrics["duration"] < 1.5
@@ -90,7 +90,7 @@ async def test_open_loop_poisson_rate(schedule_server: Callable[..., ScheduleSer
 
 async def test_unreachable_server_fails_the_warmup_not_silently() -> None:
     sweep = await _run("http://127.0.0.1:9", SweepConfig(SMALL, concurrencies=[1], requests=2, warmup=1))
-    assert "every warm-up request failed" in sweep.stopped  # type: ignore[attr-defined]
+    assert sweep.stopped and "every warm-up request failed" in sweep.stopped
 
 
 async def test_an_interrupted_sweep_keeps_the_levels_that_finished(
