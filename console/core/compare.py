@@ -17,8 +17,6 @@ from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, MetricS
 from console.bench.records import BenchRecord, load_run
 from console.workspace import Workspace
 
-_SERIES_STYLES = ("bold white", "bold cyan", "bold magenta", "bold yellow", "bold green", "bold blue")
-
 
 def _value(cell: Cell, spec: MetricSpec) -> str:
     if cell.median is None:
