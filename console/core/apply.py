@@ -179,13 +179,11 @@ class Applier:
         target: str,
         timeout_s: float,
         on_event: EventSink | None = None,
-        reconnect_grace_s: float = RECONNECT_GRACE_S,
     ) -> None:
         self.service = service
         self.probe = probe
         self.plan = plan
         self.timeout_s = timeout_s
-        self.reconnect_grace_s = reconnect_grace_s
         self._emit: EventSink = on_event or (lambda _kind, _data: None)
         self.result = ApplyResult(Rollout.start(_now()), plan, target, service.unit)
 
@@ -196,7 +194,7 @@ class Applier:
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run op, retrying while the connection is being re-established (ConnectionDropped only)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.reconnect_grace_s
+        deadline = loop.time() + RECONNECT_GRACE_S
         delay = 0.2
         while True:
             try:
