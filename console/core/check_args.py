@@ -128,7 +128,7 @@ def _check(args: argparse.Namespace) -> tuple[CheckReport, set[str]]:
         resolve_version(version)
     except UnsupportedVersionError as exc:
         raise UsageError(f"--sglang-version: {exc}") from exc
-    report = check_launch(flags, env, version, architecture=getattr(args, "architecture", None))
+    report = check_launch(flags, env, version, architecture=args.architecture)
     report.warnings.extend(notes)
     return report, secret_values(flags, env)
 
