@@ -2,7 +2,7 @@
 
 The base URL is `--url`, or for a TARGET the host layer's port forward on the SSH connection (a `local`
 target: the server directly), with GPU telemetry from the host and the unit file's hash in every record.
-A `--url` on this machine's loopback gets this machine's GPU telemetry when it has GPUs (NVML, else nvidia-smi).
+A `--url` on this machine's loopback gets this machine's GPU telemetry (nvidia-smi) when it has GPUs.
 The API key, when the server needs one, comes from $OPSCONSOLE_API_KEY with --url, or from the profile's
 api_key_env for a TARGET; it is never printed or logged.
 """
@@ -265,12 +265,14 @@ async def bench_url(
     workspace: Workspace | None = None,
     on_event: Any = None,
     api_key: str | None = None,
-    gpu_command: tuple[str, ...] | None = None,
+    gpu_command: tuple[str, ...] = ("nvidia-smi",),
 ) -> list[BenchRecord]:
     """Benchmark the server at base_url. On this machine's loopback the server runs here, so this machine's
-    GPUs are sampled (NVML, else nvidia-smi or gpu_command, which replaces it), when one probe finds any;
-    elsewhere, or without GPUs, the records carry no telemetry. A loopback URL that is an SSH tunnel to
-    another host would be credited with this machine's GPUs; on a console without GPUs the probe finds none."""
+    GPUs are sampled (gpu_command: nvidia-smi or a stand-in), when one probe finds any; elsewhere, or without
+    GPUs, the records carry no telemetry. Not NVML: the host layer reads it on the event loop, which would
+    stall the load ~18 ms a poll (1 H200; more with more GPUs) and skew TTFT and ITL; nvidia-smi is a
+    subprocess. A loopback URL that is an SSH tunnel to another host would be credited with this machine's
+    GPUs; on a console without GPUs the probe finds none."""
     if not is_loopback_url(base_url):
         return await run_bench(
             base_url, config, label=label, target=target, workspace=workspace, on_event=on_event, api_key=api_key
