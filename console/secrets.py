@@ -13,7 +13,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 REDACTED = "***"
-SECRET_NAME = re.compile(r"(api[-_]?key|(^|[-_])token$|password|passwd|secret)", re.IGNORECASE)
+# `token` as a word at the end (HF_TOKEN, --hf-token, --token), but not SGLang's counting args that end in
+# first_token / per_token (bucket_time_to_first_token, kt_max_deferred_experts_per_token).
+SECRET_NAME = re.compile(
+    r"(api[-_]?key|(?<![A-Za-z])(?<!first_)(?<!first-)(?<!per_)(?<!per-)token$|password|passwd|secret)", re.IGNORECASE
+)
 # Values shorter than this are not searched for in free text: masking every "1" in the output would
 # destroy it, and so short a key is no secret worth the name.
 _MIN_SECRET_LEN = 3

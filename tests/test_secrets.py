@@ -46,3 +46,11 @@ def test_redacting_writer_masks_what_passes_through() -> None:
     writer = RedactingWriter(sink, {"k-one"})
     writer.write("key=k-one\n")
     assert sink.getvalue() == f"key={REDACTED}\n"
+
+
+def test_counting_args_that_end_in_token_are_not_secrets() -> None:
+    from console.secrets import is_secret_name
+
+    assert [is_secret_name(n) for n in ("HF_TOKEN", "--hf-token", "--token", "GITHUB_TOKEN", "api_key")] == [True] * 5
+    harmless = ("bucket_time_to_first_token", "kt_max_deferred_experts_per_token", "speculative_num_draft_tokens")
+    assert [is_secret_name(n) for n in harmless] == [False] * 3

@@ -12,6 +12,7 @@ lazily from console.sim.supervisor.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,7 +64,8 @@ class HostSession:
     async def gpus(self) -> GpuSnapshot:
         if self.target.transport == "local" and self.target.gpu_command is None:
             try:
-                return read_nvml()
+                # NVML calls block (~18 ms a poll on an H200): keep them off the loop that may be driving a benchmark
+                return await asyncio.to_thread(read_nvml)
             except NvmlUnavailable:
                 pass  # no NVML library here: nvidia-smi (or its stand-in) instead
         command = self.target.gpu_command

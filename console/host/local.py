@@ -64,6 +64,9 @@ class LocalTransport:
             out, err = await asyncio.wait_for(
                 process.communicate(input.encode() if input is not None else None), timeout
             )
+        except asyncio.CancelledError:
+            process.terminate()  # the caller gave up on it: don't leave the command running
+            raise
         except TimeoutError:
             await _stop(process)
             self._audit(full, None, started, note="timeout")
