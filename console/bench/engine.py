@@ -252,7 +252,8 @@ class BenchEngine:
                 errors = sorted({r.error for r in warm_results})
                 started = datetime.now(UTC)
                 return LevelResult(
-                    level, repeat_index, started, started, compute_metrics([], 0.0), {},
+                    # the failed warm-up requests are the level's only requests: count them, don't show 0 failed
+                    level, repeat_index, started, started, compute_metrics(warm_results, 0.0), {},
                     [], None, False, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}",
                 )  # fmt: skip
         # After the warm-up (like bench_serving): the measured requests start on an empty cache, and the

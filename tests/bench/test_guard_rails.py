@@ -91,6 +91,8 @@ async def test_open_loop_poisson_rate(schedule_server: Callable[..., ScheduleSer
 async def test_unreachable_server_fails_the_warmup_not_silently() -> None:
     sweep = await _run("http://127.0.0.1:9", SweepConfig(SMALL, concurrencies=[1], requests=2, warmup=1))
     assert sweep.stopped and "every warm-up request failed" in sweep.stopped
+    # The failed warm-up is what the level did: shown as failed, never as "0 failed".
+    assert (sweep.levels[0].metrics["completed"], sweep.levels[0].metrics["failed"]) == (0, 1)
 
 
 async def test_an_interrupted_sweep_keeps_the_levels_that_finished(
