@@ -18,6 +18,7 @@ import asyncio
 import os
 import random
 import shlex
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -229,7 +230,13 @@ class SshTransport:
                     error_text = _describe(exc)
                     if not self._ever_connected or attempt > self.reconnect_policy.max_attempts:
                         self._set_state(ConnectionState("failed", attempt, error_text))
-                        raise HostError(f"cannot connect to {self.label}: {error_text}") from None
+                        hint = ""
+                        if isinstance(exc, socket.gaierror):  # a typo, or a profile that is not there
+                            hint = (
+                                " (no host of that name; TARGET is a profile in the workspace's profiles/, "
+                                "an ~/.ssh/config alias, or [user@]host[:port])"
+                            )
+                        raise HostError(f"cannot connect to {self.label}: {error_text}{hint}") from None
                     self._set_state(ConnectionState("reconnecting", attempt, error_text))
                     await asyncio.sleep(self.reconnect_policy.delay(attempt))
                     continue

@@ -303,3 +303,15 @@ async def test_a_jump_host_that_cannot_reach_the_target_is_a_clear_error(client:
         assert transport.state.phase == "failed"
     finally:
         await transport.close()
+
+
+async def test_a_name_that_does_not_resolve_says_what_target_can_be(tmp_path: Path) -> None:
+    from console.host.base import HostError
+
+    target = resolve_target("ops@no-such-host.invalid", profiles_dir=tmp_path)
+    transport = SshTransport(target)
+    try:
+        with pytest.raises(HostError, match=r"no host of that name; TARGET is a profile"):
+            await transport.run(["true"])
+    finally:
+        await transport.close()
