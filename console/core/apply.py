@@ -13,13 +13,16 @@ within --timeout is rolled back: restore the backup, daemon-reload, restart, wai
 A dropped SSH connection (ConnectionDropped) is survived: the transport reconnects, reads are retried, and a
 write whose outcome is unknown is settled by reading the unit back (write_unit is atomic: old or new, never half).
 Ctrl-C while the new unit starts rolls back too.
+The whole apply, from reading the unit to the end of verification or rollback, holds the unit's lock on the
+host (ServiceManager.lock): a second apply on the same unit is refused at once, naming the holder.
 
 `--json` prints exactly one object (exit 0 = verified or nothing to change, 1 = refused / failed / rolled back):
 
     ok               true when the new unit runs and /server_info shows what the rules predicted
     target, unit     the host as named on the command line, and the unit that was edited
     state            final state: verified | unchanged | refused | aborted | write_failed | mismatch |
-                     healthy_on_old (rolled back, old unit healthy) | rollback_failed | error (host unreachable)
+                     healthy_on_old (rolled back, old unit healthy) | rollback_failed | error (host unreachable) |
+                     locked (another apply holds the unit's lock; nothing was read or changed)
     changed          whether the edit changes the unit text at all
     sglang_version   the version the rules checked against; version_source: server | profile | newest
     diff             unified diff of the unit (old -> new)
@@ -62,11 +65,20 @@ from console.core.rollout import (
     build_plan,
     choose_version,
     is_new_start,
+    lock_owner,
     parse_edits,
     start_failure,
     verify_resolved,
 )
-from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
+from console.host.base import (
+    ConnectionDropped,
+    HostError,
+    JournalEntry,
+    ServiceManager,
+    ServiceState,
+    UnitBackup,
+    UnitLocked,
+)
 from console.secrets import RedactingWriter, secret_values
 
 if TYPE_CHECKING:
@@ -701,40 +713,48 @@ async def _apply(
             edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=kind)
         except EditError as exc:
             raise _Usage(str(exc)) from exc
-        unit_text = await host.service.read_unit()
-        try:
-            plan = _plan(unit_text, edits, host.service.unit, version, source)
-        except UnitError as exc:
-            return _early_failure(args, stdout, stderr, f"{host.label}: {exc}; the unit was not touched")
-        # From here on everything printed may quote the unit (diff, journal lines): mask its secrets.
-        secrets = _unit_secrets(plan)
-        stdout, stderr, human = (RedactingWriter(s, secrets) for s in (stdout, stderr, human))  # type: ignore[assignment]
-        if not args.json:
-            render_plan(plan, human)
-        progress = None if args.json else HumanProgress(human)
-        applier = Applier(host.service, host.probe, plan, target=host.label, timeout_s=args.timeout, on_event=progress)
-        if not applier.refuse_or_skip() and not args.yes:
-            if not _is_tty(stdin):
-                applier.abort("stdin is not a terminal, so apply cannot ask for confirmation; re-run with --yes")
-            elif not _confirm(stdin, stderr, f"Write this unit to {host.label} and restart {host.service.unit}?"):
-                applier.abort("not confirmed; nothing was changed")
-        result = applier.result if applier.result.rollout.finished else await applier.execute()
-        if args.json:
-            print(main_json(result), file=stdout)
-        else:
-            render_result(result, human)
-        return result.rollout.exit_code
+        # One apply per unit at a time, from reading the unit to the end of verification or rollback.
+        async with host.service.lock(_lock_owner()):
+            unit_text = await host.service.read_unit()
+            try:
+                plan = _plan(unit_text, edits, host.service.unit, version, source)
+            except UnitError as exc:
+                return _early_failure(args, stdout, stderr, f"{host.label}: {exc}; the unit was not touched")
+            # From here on everything printed may quote the unit (diff, journal lines): mask its secrets.
+            secrets = _unit_secrets(plan)
+            stdout, stderr, human = (RedactingWriter(s, secrets) for s in (stdout, stderr, human))  # type: ignore[assignment]
+            if not args.json:
+                render_plan(plan, human)
+            progress = None if args.json else HumanProgress(human)
+            applier = Applier(
+                host.service, host.probe, plan, target=host.label, timeout_s=args.timeout, on_event=progress
+            )
+            if not applier.refuse_or_skip() and not args.yes:
+                if not _is_tty(stdin):
+                    applier.abort("stdin is not a terminal, so apply cannot ask for confirmation; re-run with --yes")
+                elif not _confirm(stdin, stderr, f"Write this unit to {host.label} and restart {host.service.unit}?"):
+                    applier.abort("not confirmed; nothing was changed")
+            result = applier.result if applier.result.rollout.finished else await applier.execute()
+            if args.json:
+                print(main_json(result), file=stdout)
+            else:
+                render_result(result, human)
+            return result.rollout.exit_code
+    except UnitLocked as exc:
+        return _early_failure(args, stdout, stderr, str(exc), state="locked")
     except HostError as exc:
         return _early_failure(args, stdout, stderr, str(exc))
     finally:
         await host.close()
 
 
-def _early_failure(args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str) -> int:
+def _early_failure(
+    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str, *, state: str = "error"
+) -> int:
     """Nothing was changed: say why (with --json, still as the one JSON object)."""
     print(f"opsconsole apply: {message}", file=stderr)
     if args.json:
-        doc = {"ok": False, "target": args.target, "state": "error", "rolled_back": False, "error": message}
+        doc = {"ok": False, "target": args.target, "state": state, "rolled_back": False, "error": message}
         print(json.dumps(doc), file=stdout)
     return EXIT_FAILED
 
@@ -763,6 +783,18 @@ def _unit_secrets(plan: Plan) -> set[str]:
         unit = UnitFile.parse(text, plan.sglang_version)
         found |= secret_values(unit.flags(), unit.environment())
     return found
+
+
+def _lock_owner() -> str:
+    import getpass
+    import os
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no $USER: still say which machine and process
+        user = f"uid {os.getuid()}"
+    return lock_owner(user, socket.gethostname(), os.getpid(), _now())
 
 
 def _is_tty(stream: TextIO) -> bool:

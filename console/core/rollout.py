@@ -144,6 +144,11 @@ def choose_version(server: str | None, profile: str | None, newest: str) -> tupl
     return newest, "newest"
 
 
+def lock_owner(user: str, host: str, pid: int, at: datetime) -> str:
+    """What the unit's lock records about its holder, for the operator whose apply it refuses."""
+    return f"{user}@{host} (opsconsole apply, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
+
+
 def unified_diff(old: str, new: str, name: str) -> str:
     lines = difflib.unified_diff(
         old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"{name} (now)", tofile=f"{name} (new)"

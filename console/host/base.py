@@ -9,6 +9,7 @@ on the embedded demo host.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -20,6 +21,18 @@ class HostError(Exception):
 
 class SudoPasswordRequired(HostError):
     """sudo asked for a password; the console only uses sudo non-interactively."""
+
+
+class UnitLocked(HostError):
+    """Another console holds the unit's lock (another apply is running); holder says who, when known."""
+
+    def __init__(self, host: str, unit: str, holder: str) -> None:
+        self.holder = holder
+        who = f"held by {holder}" if holder else "its holder did not say who it is"
+        super().__init__(
+            f"{host}: another apply is changing {unit} right now ({who}); "
+            "wait for it to finish, then check the unit and run this apply again"
+        )
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,14 @@ class ServiceManager(Protocol):
     def journal(
         self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None
     ) -> AsyncIterator[JournalEntry]: ...
+
+    def lock(self, owner: str) -> AbstractAsyncContextManager[None]:
+        """Hold the unit's lock on the host while the block runs; raise UnitLocked when another holds it.
+
+        owner (user@host, pid, start time) is recorded for whoever is refused. The lock is held by a live
+        connection, so a console that dies or loses the host releases it without anyone cleaning up.
+        """
+        ...
 
 
 class ConnectionDropped(HostError):

@@ -2,16 +2,19 @@
 
 Reads state with `systemctl show` (parsed by the pure `parse_show`), writes the unit atomically
 (temp file in the unit's directory + rename, one remote command, with a timestamped backup next to it),
-and follows the journal through console.host.journal.
+and follows the journal through console.host.journal. `lock` holds /run/lock/opsconsole-<unit>.lock
+with flock(1) for as long as one streaming command lives, so two applies never interleave on one unit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-from console.host.base import HostError, JournalEntry, ServiceState, Transport, UnitBackup
+from console.host.base import HostError, JournalEntry, ServiceState, Transport, UnitBackup, UnitLocked
 from console.host.journal import follow_journal
 from console.host.targets import validate_unit
 
@@ -34,6 +37,16 @@ _BACKUP_SUFFIX = ".bak-"
 # leaves either the old unit or the new one, never a half-written file.
 _WRITE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; cat > "$3"; chmod --reference="$1" -- "$3"; mv -f -- "$3" "$1"'
 _RESTORE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; mv -f -- "$2" "$3"'
+# Takes the unit's lock on fd 9 (never waiting), records the owner in the file for whoever is refused, then
+# holds it while writing a heartbeat line every second: once the console closes the stream, dies or loses
+# the connection, the next write fails (SIGPIPE; with sudo's use_pty, sudo relays it) and the lock goes with
+# the shell. flock is util-linux, on every Debian/Ubuntu host; sh is already in the documented sudoers rule.
+_LOCK_SCRIPT = r"""exec 9>>"$1"
+if ! flock -n 9; then printf 'busy %s\n' "$(cat -- "$1")"; exit 75; fi
+printf '%s\n' "$2" > "$1"
+echo locked
+while echo held; do sleep 1 9>&-; done"""
+LOCK_TIMEOUT_S = 60.0  # to open the lock's channel and hear back; the lock itself never waits
 
 
 def parse_show(text: str, unit: str) -> ServiceState:
@@ -92,6 +105,10 @@ def parse_systemd_timestamp(text: str) -> datetime | None:
         delta = timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3)))
         return naive.replace(tzinfo=timezone(sign * delta))
     return None
+
+
+def lock_path(unit: str) -> str:
+    return f"/run/lock/opsconsole-{validate_unit(unit)}.lock"
 
 
 def backup_path(fragment_path: str, now: datetime) -> str:
@@ -175,3 +192,48 @@ class SystemdService:
         return follow_journal(
             self.transport, self.unit, sudo=self.sudo, lines=lines, follow=follow, after_cursor=after_cursor
         )
+
+    @contextlib.asynccontextmanager
+    async def lock(self, owner: str) -> AsyncIterator[None]:
+        path = lock_path(self.unit)
+        owner = " ".join(owner.split())  # one line in the lock file
+        lines = self.transport.stream(["sh", "-c", _LOCK_SCRIPT, "sh", path, owner], sudo=self.sudo)
+        first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        holder = asyncio.create_task(_hold(lines, first))
+        try:
+            try:
+                answer = await asyncio.wait_for(first, LOCK_TIMEOUT_S)
+            except TimeoutError:
+                raise HostError(
+                    f"{self.transport.label}: taking the lock {path} got no answer in {LOCK_TIMEOUT_S} s"
+                ) from None
+            if answer is not None and answer.startswith("busy"):
+                raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
+            if answer != "locked":
+                root = " (as root through sudo -n)" if self.sudo else ""
+                raise HostError(
+                    f"{self.transport.label}: could not take the lock {path}{root}; the host needs flock "
+                    "(util-linux) and a writable /run/lock"
+                )
+            yield
+        finally:
+            holder.cancel()  # closes the stream, which releases the lock on the host
+            await asyncio.gather(holder, return_exceptions=True)
+
+
+async def _hold(lines: AsyncIterator[str], first: asyncio.Future[str | None]) -> None:
+    """Read the lock's stream to its end, handing its first line to `first`.
+
+    The heartbeat must be read: an unread channel would stall the writer on the host, and a stalled writer
+    never notices that its reader went away. A dropped connection ends the stream (the host releases the lock).
+    """
+    try:
+        async for line in lines:
+            if not first.done():
+                first.set_result(line)
+    except HostError as exc:
+        if not first.done():
+            first.set_exception(exc)
+    finally:
+        if not first.done():
+            first.set_result(None)

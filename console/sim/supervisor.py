@@ -5,7 +5,8 @@ backslash continuations), `Environment=`, `WorkingDirectory=`, `TimeoutStopSec=`
 behaves like systemd for one `Type=simple` service: start/stop/restart (SIGTERM, SIGKILL after
 TimeoutStopSec), the properties `systemctl show` reports, a journal of the process's stdout/stderr lines
 with cursors, daemon-reload semantics (edits take effect only after a reload; NeedDaemonReload until
-then), enable, and unit writes with a timestamped backup and an atomic rename.
+then), enable, unit writes with a timestamped backup and an atomic rename, and the unit's apply lock
+(held by one open control connection, released when it closes, as the flock on a real host is).
 
 `serve_control()` exposes it on a unix socket as a small HTTP+JSON API, and `DemoServiceManager` is the
 client that implements console.host.base.ServiceManager over that socket, so every other `opsconsole`
@@ -29,9 +30,12 @@ from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, UnixConnector, web
 
-from console.host.base import HostError, JournalEntry, ServiceState, UnitBackup
+from console.host.base import HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
 
 DEFAULT_TIMEOUT_STOP_S = 90.0  # systemd's DefaultTimeoutStopSec
+# How often a held lock checks that its holder's connection is still open: a console that finished, or died,
+# has its lock released within this.
+LOCK_CHECK_S = 0.05
 
 
 # --- the unit file (pure) --------------------------------------------------------------------------
@@ -165,6 +169,7 @@ class UnitSupervisor:
     _stopping: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _watch: asyncio.Task[None] | None = None
+    lock_owner: str | None = None  # who holds the apply lock (see control_app's /lock)
     boot: str = field(default_factory=lambda: os.urandom(8).hex())
 
     # journal ------------------------------------------------------------------------------------
@@ -461,7 +466,27 @@ def control_app(sup: UnitSupervisor) -> web.Application:
                 if not fresh:
                     await resp.write(b"\n")  # keep-alive; also notices a client that went away
 
+    async def lock(request: web.Request) -> web.StreamResponse:
+        owner = str((await request.json()).get("owner", ""))
+        if sup.lock_owner is not None:  # checked and taken with no await between: no other handler runs here
+            return web.json_response({"holder": sup.lock_owner}, status=409)
+        sup.lock_owner = owner
+        try:
+            resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+            await resp.prepare(request)
+            await resp.write(b'{"locked": true}\n')
+            # Held until the holder's connection closes: released, finished, or the console died (the kernel
+            # closes its socket). aiohttp cancels no handler on a disconnect, so the handler watches for it.
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(LOCK_CHECK_S)
+            return resp
+        except ConnectionResetError:
+            return resp
+        finally:
+            sup.lock_owner = None
+
     app = web.Application()
+    app.router.add_post("/lock", lock)
     app.router.add_get("/state", state)
     app.router.add_get("/unit", read_unit)
     app.router.add_put("/unit", write_unit)
@@ -578,6 +603,22 @@ class DemoServiceManager:
 
     async def enable(self) -> None:
         await self._call("POST", "/enable")
+
+    @contextlib.asynccontextmanager
+    async def lock(self, owner: str) -> AsyncIterator[None]:
+        async with self._session(timeout=None) as s:
+            try:
+                response = await s.post("http://demo/lock", json={"owner": owner})
+            except (ClientError, OSError) as e:
+                raise HostError(
+                    f"the demo host at {self.control} did not answer ({e}); is `opsconsole demo` running?"
+                ) from e
+            async with response:
+                if response.status == 409:
+                    raise UnitLocked("the demo host", self.unit, str((await response.json()).get("holder", "")))
+                if response.status != 200 or not (await response.content.readline()).strip():
+                    raise HostError(f"the demo host at {self.control} did not grant the lock ({response.reason})")
+                yield  # held while this connection stays open; leaving the session closes it
 
     async def journal(
         self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from console.core.apply import HostHandle, open_host_for
+from console.host.base import UnitLocked
 from console.workspace import Workspace
 
 OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
@@ -350,3 +351,79 @@ def test_when_the_old_unit_does_not_come_back_either_the_rollback_fails_loudly(d
     assert any("/models/gone" in line for line in result["journal_excerpt"])
     assert any("/models/gone" in line for line in result["rollback_journal_excerpt"])
     assert host.unit() == broken  # the unit as it was before apply, exactly
+
+
+def _slow_apply(demo: Demo, *edits: str) -> subprocess.Popen[str]:
+    """An apply whose new unit starts slowly (a simulated start 50 times longer): it holds the lock a while."""
+    return subprocess.Popen(
+        [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", *edits,
+         "--set", "sim-time-scale=0.05", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _lock_is_free(demo: Demo) -> bool:
+    async def try_lock() -> bool:
+        args = argparse.Namespace(target="demo", ssh_config=None)
+        host = await open_host_for(args, Workspace.resolve(demo.workspace))
+        try:
+            async with host.service.lock("test@probe"):
+                return True
+        except UnitLocked:
+            return False
+        finally:
+            await host.close()
+
+    return asyncio.run(try_lock())
+
+
+def test_a_second_apply_is_refused_while_the_first_runs_and_works_after_it(demo: Demo) -> None:
+    host = demo.host()
+    unit_before = host.unit()
+    first = _slow_apply(demo, "--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
+    try:
+        poll(lambda: host.unit() != unit_before or first.poll() is not None, 30, "the first apply to write the unit")
+        assert first.poll() is None, first.communicate()
+        first_unit = host.unit()
+        done, result = demo.apply(
+            "--set", "speculative-num-steps=1", "--set", "speculative-num-draft-tokens=2", "--yes"
+        )
+        assert first.poll() is None, "the first apply ended before the second was tried: the test proves nothing"
+        unit_after_refusal = host.unit()
+        first_out, first_err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert done.returncode == 1
+    assert result["state"] == "locked" and result["ok"] is False
+    assert "another apply" in result["error"] and f"pid {first.pid})" in result["error"], result["error"]
+    assert "@" in result["error"] and " since " in result["error"]
+    assert unit_after_refusal == first_unit  # the refused apply did not touch the unit
+    assert first.returncode == 0, first_err
+    assert json.loads(first_out)["state"] == "verified"
+    # The first apply is over: the lock is free and the same apply now goes through.
+    done, result = demo.apply("--set", "speculative-num-steps=1", "--set", "speculative-num-draft-tokens=2", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert result["state"] == "verified"
+    assert _spec_settings(host.server_info()) == (1, 2)
+
+
+def test_a_killed_apply_releases_the_lock(demo: Demo) -> None:
+    host = demo.host()
+    unit_before = host.unit()
+    first = _slow_apply(demo, "--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
+    try:
+        poll(lambda: host.unit() != unit_before or first.poll() is not None, 30, "the first apply to write the unit")
+        assert first.poll() is None, first.communicate()
+        assert not _lock_is_free(demo)
+        first.kill()  # SIGKILL: no cleanup of its own, only its closed connection says it is gone
+        first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    poll(lambda: _lock_is_free(demo), 10, "the supervisor to release the dead console's lock")
+    done, result = demo.apply("--set", "speculative-num-steps=1", "--set", "speculative-num-draft-tokens=2", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert result["state"] == "verified"
