@@ -38,14 +38,14 @@ _BACKUP_SUFFIX = ".bak-"
 _WRITE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; cat > "$3"; chmod --reference="$1" -- "$3"; mv -f -- "$3" "$1"'
 _RESTORE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; mv -f -- "$2" "$3"'
 # Takes the unit's lock on fd 9 (never waiting), records the owner in the file for whoever is refused, then
-# holds it while writing a heartbeat line every second: once the console closes the stream, dies or loses
+# holds it while writing a heartbeat line five times a second: once the console closes the stream, dies or loses
 # the connection, the next write fails (SIGPIPE; with sudo's use_pty, sudo relays it) and the lock goes with
 # the shell. flock is util-linux, on every Debian/Ubuntu host; sh is already in the documented sudoers rule.
 _LOCK_SCRIPT = r"""exec 9>>"$1"
 if ! flock -n 9; then printf 'busy %s\n' "$(cat -- "$1")"; exit 75; fi
 printf '%s\n' "$2" > "$1"
 echo locked
-while echo held; do sleep 1 9>&-; done"""
+while echo held; do sleep 0.2 9>&-; done"""
 LOCK_TIMEOUT_S = 60.0  # to open the lock's channel and hear back; the lock itself never waits
 
 

@@ -18,6 +18,7 @@ from console.core.rollout import (
     IllegalTransition,
     Rollout,
     choose_version,
+    lock_owner,
     parse_edits,
     server_value,
     unified_diff,
@@ -277,3 +278,11 @@ def test_every_state_is_reachable_and_every_non_terminal_state_can_move() -> Non
     assert reachable == set(ApplyState)
     for state in ApplyState:
         assert (state in TERMINAL) == (state not in TRANSITIONS)
+
+
+def test_lock_owner_names_user_host_process_and_start() -> None:
+    at = datetime(2026, 11, 30, 5, 0, 7, tzinfo=UTC)
+    assert (
+        lock_owner("alice", "laptop", 4242, at)
+        == "alice@laptop (opsconsole apply, pid 4242) since 2026-11-30 05:00:07 UTC"
+    )
