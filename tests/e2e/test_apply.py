@@ -199,6 +199,70 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
     assert props == {"ActiveState": "active", "SubState": "running"}
 
 
+def _slow_apply(host: GpuHost) -> subprocess.Popen[str]:
+    """An apply whose new unit starts in about 10 s (sim-time-scale 0.1): long enough to run another beside it."""
+    return subprocess.Popen(
+        [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3,
+         "--set", "sim-time-scale=0.1", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
+        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _lock_free_on_host(host: GpuHost) -> bool:
+    lock = f"/run/lock/opsconsole-{host.unit}.lock"
+    return host.root_run(["flock", "-n", lock, "true"], check=False).returncode == 0
+
+
+def test_a_second_apply_is_refused_while_the_first_runs_and_works_after_it(pristine_gpu_host: GpuHost) -> None:
+    host = pristine_gpu_host
+    original = host.unit_text
+    steps_1 = ("--set", "speculative-num-steps=1", "--set", "speculative-num-draft-tokens=2")
+    first = _slow_apply(host)
+    try:
+        poll_until(lambda: host.unit_file_text() != original or first.poll() is not None, timeout=60,
+                   what="the first apply to write the unit")  # fmt: skip
+        first_unit = host.unit_file_text()
+        assert first.poll() is None, first.communicate()
+        second = opsconsole(host, "apply", host.name, *steps_1, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
+        assert first.poll() is None, "the first apply ended before the second was refused: the test proves nothing"
+        assert host.unit_file_text() == first_unit  # the refused apply did not touch the unit
+        stdout, stderr = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    refused = json_output(second)
+    assert second.returncode == 1, second.stderr
+    assert (refused["state"], refused["ok"]) == ("locked", False)
+    assert f"opsconsole apply, pid {first.pid}) since " in refused["error"], refused["error"]
+    assert first.returncode == 0, stderr
+    assert json_output(subprocess.CompletedProcess(first.args, 0, stdout, stderr))["state"] == "verified"
+    # The first apply is over, its lock released on the host (sudo and all): the refused apply now goes through.
+    poll_until(lambda: _lock_free_on_host(host), timeout=10, what="the lock to be released on the host")
+    done = opsconsole(host, "apply", host.name, *steps_1, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert json_output(done)["state"] == "verified"
+    assert server_info(host)["speculative_num_steps"] == 1
+
+
+def test_a_killed_apply_releases_its_lock_on_the_host(pristine_gpu_host: GpuHost) -> None:
+    host = pristine_gpu_host
+    first = _slow_apply(host)
+    try:
+        poll_until(lambda: host.unit_file_text() != host.unit_text or first.poll() is not None, timeout=60,
+                   what="the apply to write the unit")  # fmt: skip
+        assert first.poll() is None, first.communicate()
+        assert not _lock_free_on_host(host)
+        first.kill()  # SIGKILL: only the closed SSH connection tells the host
+        first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    poll_until(lambda: _lock_free_on_host(host), timeout=10, what="the dead console's lock to be released")
+    assert "flock -n 9" not in host.root_run(["ps", "-eo", "args"]).stdout  # no holder (sudo, sh) left behind
+
+
 def _ready_line_time(host: GpuHost) -> datetime:
     """When the server's latest start logged that it is ready (/health turns 200 with that line)."""
     journal = host.root_run(["journalctl", "-u", host.unit, "-o", "json", "-n", "500"]).stdout.splitlines()
