@@ -47,6 +47,7 @@ printf '%s\n' "$2" > "$1"
 echo locked
 while echo held; do sleep 0.2 9>&-; done"""
 LOCK_TIMEOUT_S = 60.0  # to open the lock's channel and hear back; the lock itself never waits
+LOCK_RETAKE_S = 0.5  # between attempts to take the lock back after a dropped connection
 
 
 def parse_show(text: str, unit: str) -> ServiceState:
@@ -197,9 +198,8 @@ class SystemdService:
     async def lock(self, owner: str) -> AsyncIterator[None]:
         path = lock_path(self.unit)
         owner = " ".join(owner.split())  # one line in the lock file
-        lines = self.transport.stream(["sh", "-c", _LOCK_SCRIPT, "sh", path, owner], sudo=self.sudo)
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        holder = asyncio.create_task(_hold(lines, first))
+        holder = asyncio.create_task(self._hold(path, owner, first))
         try:
             try:
                 answer = await asyncio.wait_for(first, LOCK_TIMEOUT_S)
@@ -220,20 +220,30 @@ class SystemdService:
             holder.cancel()  # closes the stream, which releases the lock on the host
             await asyncio.gather(holder, return_exceptions=True)
 
+    async def _hold(self, path: str, owner: str, first: asyncio.Future[str | None]) -> None:
+        """Take the lock, hand the host's first answer to `first`, and keep the lock until cancelled.
 
-async def _hold(lines: AsyncIterator[str], first: asyncio.Future[str | None]) -> None:
-    """Read the lock's stream to its end, handing its first line to `first`.
-
-    The heartbeat must be read: an unread channel would stall the writer on the host, and a stalled writer
-    never notices that its reader went away. A dropped connection ends the stream (the host releases the lock).
-    """
-    try:
-        async for line in lines:
+        The heartbeat is read to the end: an unread channel would stall the writer on the host, and a stalled
+        writer never notices that its reader went away. When a dropped connection ends the stream, the lock is
+        taken again once the host lets go of the old holder (the same owner: this apply, on the dead channel);
+        if another apply got it in between, there is nothing left to hold.
+        """
+        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner]
+        while True:
+            answer: str | None = None
+            try:
+                async for line in self.transport.stream(argv, sudo=self.sudo):
+                    if answer is None:
+                        answer = line
+                        if not first.done():
+                            first.set_result(line)
+            except HostError as exc:
+                if not first.done():
+                    first.set_exception(exc)
             if not first.done():
-                first.set_result(line)
-    except HostError as exc:
-        if not first.done():
-            first.set_exception(exc)
-    finally:
-        if not first.done():
-            first.set_result(None)
+                first.set_result(answer)
+            if first.cancelled() or first.exception() is not None or first.result() != "locked":
+                return  # never held: the caller reports why
+            if answer is not None and answer.startswith("busy") and answer.removeprefix("busy").strip() != owner:
+                return  # another apply took it while this one was cut off
+            await asyncio.sleep(LOCK_RETAKE_S)

@@ -21,7 +21,7 @@ from console.host.base import UnitLocked
 from console.host.ssh import SshTransport
 from console.host.systemd import SystemdService, lock_path
 from console.host.targets import resolve_target
-from tests.host.sshd_lab import ClientSide
+from tests.host.sshd_lab import ClientSide, Sshd
 
 RELEASE_DEADLINE_S = 10.0  # the host notices a closed channel at its next heartbeat (0.2 s)
 
@@ -128,3 +128,32 @@ async def test_a_killed_console_releases_the_lock(client: ClientSide, unit: str)
         if holder.stdout is not None:
             holder.stdout.close()
         await service.transport.close()
+
+
+def _held_on_host(unit: str) -> bool:
+    """Whether anyone holds the lock, asked on the host itself (the lab's host is this machine)."""
+    return subprocess.run(["flock", "-n", lock_path(unit), "true"], check=False).returncode != 0
+
+
+async def test_the_lock_is_taken_again_after_a_dropped_connection(client: ClientSide, sshd: Sshd, unit: str) -> None:
+    holder, other = make_service(client, unit), make_service(client, unit)
+    try:
+        async with holder.lock("alice@console1"):
+            sshd.stop()  # the connection drops, and the sessions on the host end with it: the lock is free
+            assert not _held_on_host(unit)
+            await asyncio.to_thread(sshd.start)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + RELEASE_DEADLINE_S
+            while not _held_on_host(unit):
+                if loop.time() > deadline:
+                    raise AssertionError("the lock was not taken again after the reconnect")
+                await asyncio.sleep(0.05)
+            with pytest.raises(UnitLocked, match="held by alice@console1"):
+                async with other.lock("bob@console2"):
+                    pass
+        await wait_free(other)
+    finally:
+        await holder.transport.close()
+        await other.transport.close()
+        if sshd.process is None:
+            sshd.start()
