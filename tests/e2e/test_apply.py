@@ -200,10 +200,10 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
 
 
 def _slow_apply(host: GpuHost) -> subprocess.Popen[str]:
-    """An apply whose new unit starts in about 10 s (sim-time-scale 0.1): long enough to run another beside it."""
+    """An apply whose new unit starts slowly (sim-time-scale 0.05, seconds): long enough to run another beside it."""
     return subprocess.Popen(
         [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3,
-         "--set", "sim-time-scale=0.1", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
+         "--set", "sim-time-scale=0.05", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
         env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
