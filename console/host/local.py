@@ -88,19 +88,24 @@ class LocalTransport:
                 *full,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
             )
         except OSError as exc:
             self._audit(full, None, started, note=f"stream not started: {exc.strerror}")
             raise HostError(f"{self.label}: cannot run {full[0]}: {exc.strerror}") from None
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stderr is not None
+        stderr_tail = asyncio.create_task(_tail(process.stderr))  # read along, so a chatty stderr never blocks
         try:
             async for raw in process.stdout:
                 yield raw.decode("utf-8", "replace").rstrip("\n")
             await process.wait()
+            # sudo that wants a password ends the stream at once with nothing on stdout: say why, as run() does
+            if full[:1] == ["sudo"] and process.returncode != 0 and sudo_wants_password(await stderr_tail):
+                raise sudo_error(self.label, os.environ.get("USER"), argv)
         finally:
             if process.returncode is None:
                 await _stop(process)
+            stderr_tail.cancel()
             self._audit(full, process.returncode, started)
 
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
@@ -121,3 +126,11 @@ async def _stop(process: asyncio.subprocess.Process, grace_s: float = 5.0) -> No
     except TimeoutError:
         process.kill()
         await process.wait()
+
+
+async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> str:
+    """What a stream said last (its final `keep` bytes), read until it closes."""
+    tail = b""
+    while chunk := await stream.read(65536):
+        tail = (tail + chunk)[-keep:]
+    return tail.decode("utf-8", "replace")

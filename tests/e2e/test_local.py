@@ -31,3 +31,10 @@ def test_apply_local_on_the_host_uses_sudo_and_verifies(pristine_gpu_host: GpuHo
     assert result["state"] == "verified"
     assert "--speculative-num-steps 3 \\\n" in host.unit_file_text()
     assert server_info(host)["speculative_num_steps"] == 3
+
+
+def test_logs_local_explains_when_sudo_wants_a_password(gpu_host: GpuHost) -> None:
+    """On the host itself, the user `nosudo` gets the same explanation as over SSH, not an empty journal."""
+    done = opsconsole_on_host(gpu_host, "logs", "local", "-n", "5", user="nosudo", timeout=60)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "password" in done.stderr.lower() and "NOPASSWD" in done.stderr, done.stderr
