@@ -24,21 +24,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.simproc import running_sim
+from tests.support.simproc import eagle_args, running_sim
 
 OUTPUT_LEN = 256
-SPEC = [
-    "--speculative-algorithm",
-    "EAGLE",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-    "--max-running-requests",
-    "256",
-]
+SPEC = [*eagle_args(3), "--max-running-requests", "256"]
 
 
 async def load(url: str, endpoint: str, concurrency: int, seconds: float, warmup: float) -> tuple[float, float]:

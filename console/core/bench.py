@@ -269,10 +269,8 @@ async def bench_url(
 ) -> list[BenchRecord]:
     """Benchmark the server at base_url. On this machine's loopback the server runs here, so this machine's
     GPUs are sampled (gpu_command: nvidia-smi or a stand-in), when one probe finds any; elsewhere, or without
-    GPUs, the records carry no telemetry. Not NVML: the host layer reads it on the event loop, which would
-    stall the load ~18 ms a poll (1 H200; more with more GPUs) and skew TTFT and ITL; nvidia-smi is a
-    subprocess. A loopback URL that is an SSH tunnel to another host would be credited with this machine's
-    GPUs; on a console without GPUs the probe finds none."""
+    GPUs, the records carry no telemetry. A loopback URL that is an SSH tunnel to another host would be
+    credited with this machine's GPUs; on a console without GPUs the probe finds none."""
     if not is_loopback_url(base_url):
         return await run_bench(
             base_url, config, label=label, target=target, workspace=workspace, on_event=on_event, api_key=api_key

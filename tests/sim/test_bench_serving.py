@@ -7,18 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.sglang_bench import run_bench_serving
-from tests.support.simproc import SimProcess, running_sim
+from tests.support.simproc import SimProcess, eagle_args, running_sim
 
-SPEC = [
-    "--speculative-algorithm",
-    "EAGLE",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-]
+SPEC = eagle_args(3)
 
 
 @pytest.fixture(scope="module")

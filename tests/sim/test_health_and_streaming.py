@@ -11,19 +11,9 @@ import httpx
 import pytest
 
 from console.sim.server import should_send
-from tests.support.simproc import SimProcess, running_sim
+from tests.support.simproc import FAST, SimProcess, eagle_args, running_sim
 
-FAST = ["--sim-profile", "tiny-test", "--sim-time-scale", "0.05"]
-SPEC = [
-    "--speculative-algorithm",
-    "EAGLE",
-    "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "3",
-]
+SPEC = eagle_args(2)
 
 
 def test_should_send_follows_sglangs_stream_interval_rule() -> None:

@@ -16,19 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.simproc import SimProcess, http_status, running_sim, start_sim
+from tests.support.simproc import FAST, SimProcess, eagle_args, http_status, running_sim, start_sim
 
-SPEC = [
-    "--speculative-algorithm",
-    "EAGLE",
-    "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "3",
-]
-FAST = ["--sim-profile", "tiny-test", "--sim-time-scale", "0.05"]
+SPEC = eagle_args(2)
 
 
 @pytest.fixture(scope="module")

@@ -137,3 +137,17 @@ def running_sim(args: Sequence[str], *, healthy: bool = True, **kwargs: object) 
         yield sim
     finally:
         sim.stop()
+
+
+# Shared launch flags for simulator tests and benchmarks.
+FAST = ["--sim-profile", "tiny-test", "--sim-time-scale", "0.05"]  # tiny model, startup in a blink
+
+
+def eagle_args(steps: int, topk: int = 1, draft_tokens: int | None = None) -> list[str]:
+    """EAGLE flags for `steps` draft steps; draft tokens default to steps + 1 (SGLang's topk = 1 chain)."""
+    return [
+        "--speculative-algorithm", "EAGLE",
+        "--speculative-num-steps", str(steps),
+        "--speculative-eagle-topk", str(topk),
+        "--speculative-num-draft-tokens", str(draft_tokens if draft_tokens is not None else steps + 1),
+    ]  # fmt: skip
