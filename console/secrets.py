@@ -45,6 +45,19 @@ def secret_values(argv: Iterable[str], env: Mapping[str, str] | None = None) -> 
     return secrets
 
 
+def secrets_in_unit(text: str) -> set[str]:
+    """Secret values in a unit file's text: secret-named flags anywhere in ExecStart, secret-named
+    `NAME=value` words (Environment= assignments). Reads words, not the unit's structure, so that it works
+    on any unit, even one the unit model cannot parse."""
+    words = [w.removeprefix("Environment=").strip("\"'") for w in text.replace("\\\n", " ").split()]
+    env = {}
+    for word in words:
+        name, sep, value = word.partition("=")
+        if sep and not name.startswith("-"):
+            env[name] = value
+    return secret_values(words, env)
+
+
 def redact(value: Any, secrets: set[str]) -> Any:
     """Replace every secret in strings, lists and dicts, and the value of every secret-named dict key."""
     if isinstance(value, str):
@@ -80,6 +93,31 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
     return masked
 
 
+# `api_key='K'`, `HF_TOKEN=K` (an assignment, a repr) and `"api_key": "K"` (JSON, a dict's repr) in free text.
+# A colon counts only after a quoted key: log lines say `#new-token: 6` of counts that are no secrets.
+_VALUE = r"""('[^']*'|"[^"]*"|[^\s,)}\]]+)"""
+_INLINE_ASSIGNMENT = re.compile(r"([A-Za-z0-9_.-]+)(\s*=\s*)" + _VALUE)
+_QUOTED_KEY = re.compile(r"""(["'][A-Za-z0-9_.-]+["'])(\s*:\s*)""" + _VALUE)
+_NOT_A_VALUE = frozenset({"None", "null", "''", '""', "false", "False"})
+
+
+def mask_line(line: str) -> str:
+    """Free text with the values of secret-named assignments (`api_key='K'`) and flags (`--api-key K`) masked."""
+
+    def hide(match: re.Match[str]) -> str:
+        name, sep, value = match.groups()
+        if not is_secret_name(name.strip("\"'")) or value in _NOT_A_VALUE:
+            return match.group(0)
+        quote = value[0] if value[:1] in ("'", '"') else ""
+        return f"{name}{sep}{quote}{REDACTED}{quote}"
+
+    words = _QUOTED_KEY.sub(hide, _INLINE_ASSIGNMENT.sub(hide, line)).split(" ")
+    for i in range(1, len(words)):  # `--api-key K`: the word after a secret-named flag
+        if words[i - 1].startswith("-") and is_secret_name(words[i - 1]) and words[i]:
+            words[i] = REDACTED
+    return " ".join(words)
+
+
 def redact_command(command: str) -> str:
     """A shell command line with secret values masked (for the audit log and error messages)."""
     try:
@@ -108,3 +146,31 @@ class RedactingWriter:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class SecretMask:
+    """The secrets one host session has seen (its unit's keys and tokens, the console's own API key), and the
+    one way text and data from that host are masked before anything else sees them."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self._values: set[str] = {v for v in values if v}
+
+    @property
+    def values(self) -> frozenset[str]:
+        return frozenset(self._values)
+
+    def learn(self, values: Iterable[str]) -> None:
+        self._values.update(v for v in values if v)
+
+    def learn_launch(self, argv: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+        """Remember the values of secret-named flags and environment variables of a launch."""
+        self.learn(secret_values(argv, env))
+
+    def text(self, text: str) -> str:
+        """A log line or message: known secret values masked, then every secret-named assignment and flag
+        (SGLang logs `server_args=ServerArgs(..., api_key='K', ...)` and its launch command at every start)."""
+        return "\n".join(mask_line(line) for line in redact(text, self._values).split("\n"))
+
+    def data(self, value: Any) -> Any:
+        """JSON-like data: known values masked in every string, secret-named keys' values replaced."""
+        return redact(value, self._values)

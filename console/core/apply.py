@@ -1,95 +1,74 @@
-"""`opsconsole apply TARGET --set FLAG=VALUE ...`: validated unit edits, restart, verification, rollback.
+"""Validated unit edits and restarts: plan, then execute (or abort), with verification and rollback.
+
+    pending = await plan_apply(session, edits)     # takes the unit's lock, reads unit + version, asks nothing
+    show(pending.plan.diff, pending.plan.report)   # the caller decides: confirm, or not
+    result = await pending.execute(on_event=...)   # or: await pending.abort("not confirmed")
+    result = await restart_service(session)        # restart without edits, the start watched the same way
 
 The pure parts live in console/core/rollout.py (edits, plan, verification, judging a start from the service
-state, state machine) and
-console/core/phases.py (startup phases from the journal). This module talks to the host through the
-ServiceManager protocol (systemd over SSH, or the demo's supervisor) and to SGLang through a `ServerProbe`,
-so the same orchestration runs on a GPU host, on the nspawn testbed and on the demo host.
+state, the state machine) and console/core/phases.py (startup phases from the journal). The host is reached
+only through the session (console/core/session.py): its ServiceManager (systemd over SSH, or the demo's
+supervisor) and its SGLang client, so the same orchestration runs on a GPU host, the testbed and the demo.
 
 Order of operations (anchors.md D3): back up + write the unit atomically, daemon-reload, restart, follow the
 journal for startup phases while polling the service state and /health, then read /server_info and verify.
 A start that fails (ActiveState failed, the unit restarting in a loop, the process gone) or is not healthy
-within --timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.
+within the timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.
 A dropped SSH connection (ConnectionDropped) is survived: the transport reconnects, reads are retried, and a
-write whose outcome is unknown is settled by reading the unit back (write_unit is atomic: old or new, never half).
-Ctrl-C while the new unit starts rolls back too.
-The whole apply, from reading the unit to the end of verification or rollback, holds the unit's lock on the
-host (ServiceManager.lock): a second apply on the same unit is refused at once, naming the holder.
-
-`--json` prints exactly one object (exit 0 = verified or nothing to change, 1 = refused / failed / rolled back):
-
-    ok               true when the new unit runs and /server_info shows what the rules predicted
-    target, unit     the host as named on the command line, and the unit that was edited
-    state            final state: verified | unchanged | refused | aborted | write_failed | mismatch |
-                     healthy_on_old (rolled back, old unit healthy) | rollback_failed | error (host unreachable) |
-                     locked (another apply holds the unit's lock; nothing was read or changed)
-    changed          whether the edit changes the unit text at all
-    sglang_version   the version the rules checked against; version_source: server | profile | newest
-    diff             unified diff of the unit (old -> new)
-    report           the rules' report for the new unit, in `check-args --json` shape
-    backup           path of the unit backup on the host (null when nothing was written)
-    history          [{state, at, detail}] every step with its UTC time
-    phases           [{name, label, state, started_at, ended_at, duration_s, progress}] of the new unit's start:
-                     load_weights, kv_cache, cuda_graph, draft_cuda_graph, draft_extend_cuda_graph, warmup
-    verified         {ok, values: {DEST: {requested, expected, actual, status, reason}}} with status
-                     as_requested | adjusted (SGLang changed it silently, as predicted) | mismatch | not_reported
-    rolled_back      whether the old unit was put back; rollback_phases: the old unit's start
-    error            why it failed (with the exception line from the journal), else null
-    journal_excerpt  the journal lines that explain a failure (traceback, exception, systemd exit lines)
-    rollback_journal_excerpt  the same for the old unit's start, when the rollback did not come up
+write whose outcome is unknown is settled by reading the unit back (write_unit is atomic: old or new).
+`request_abort()` (Ctrl-C in the CLI, Esc in the console) while the new unit starts rolls back too: it is an
+intent the applier checks at every step, so it cannot be lost in a race with a finishing await.
+From plan to result the unit's lock on the host is held (ServiceManager.lock): a second apply on the same
+unit is refused at once (UnitLocked), naming the holder.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
-import sys
+import dataclasses
+import getpass
+import os
+import socket
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
+from typing import Any, TypeVar
 
+from console.core.events import (
+    ApplyEvent,
+    EventSink,
+    LogLine,
+    Notice,
+    PhaseChanged,
+    Reconnecting,
+    StartKind,
+    StepChanged,
+    ignore,
+)
 from console.core.phases import PhaseEvent, PhaseTracker, exception_line
 from console.core.rollout import (
     ApplyState,
-    EditError,
     EditRequest,
     FlagKind,
     Plan,
     Rollout,
     Verification,
-    VersionSource,
     build_plan,
-    choose_version,
     is_new_start,
     lock_owner,
-    parse_edits,
+    mask_plan,
     start_failure,
     verify_resolved,
 )
-from console.host.base import (
-    ConnectionDropped,
-    HostError,
-    JournalEntry,
-    ServiceManager,
-    ServiceState,
-    UnitBackup,
-    UnitLocked,
-)
-from console.secrets import RedactingWriter, secret_values
-
-if TYPE_CHECKING:
-    from console.workspace import Workspace
+from console.core.session import Session
+from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup
 
 T = TypeVar("T")
 
-EventSink = Callable[[str, dict[str, Any]], None]
-
 # Between polls of systemd state and /health while a start is in progress. The client notices /health
-# turning 200 well within 0.5 s (issue 4).
+# turning 200 well within 0.5 s.
 POLL_INTERVAL_S = 0.2
 # How long to keep retrying one host operation through reconnects before giving up on it.
 RECONNECT_GRACE_S = 60.0
@@ -103,14 +82,9 @@ SERVER_INFO_GRACE_S = 15.0
 ROLLBACK_TIMEOUT_FACTOR = 2.0
 # A service still inactive this long after a restart returned did not start at all.
 INACTIVE_GRACE_S = 5.0
+DEFAULT_TIMEOUT_S = 900.0
 
-
-class ServerProbe(Protocol):
-    """The SGLang HTTP API as apply needs it (console.sglang.client through the host's port forward)."""
-
-    async def healthy(self) -> bool: ...
-
-    async def server_info(self) -> dict[str, Any]: ...
+INTERRUPTED = "interrupted before the new unit was verified"
 
 
 def _now() -> datetime:
@@ -128,6 +102,8 @@ class StartWatch:
 
 @dataclass
 class ApplyResult:
+    """Where an apply (or restart) ended, with everything it saw; `to_json()` is `apply --json`."""
+
     rollout: Rollout
     plan: Plan
     target: str
@@ -141,6 +117,10 @@ class ApplyResult:
     @property
     def ok(self) -> bool:
         return self.rollout.ok
+
+    @property
+    def state(self) -> ApplyState:
+        return self.rollout.state
 
     def journal_excerpt(self, limit: int = 20, *, rollback: bool = False) -> list[str]:
         """The journal lines that explain why the new unit's start (or, with rollback, the old one's) failed."""
@@ -180,28 +160,62 @@ def _phases_json(watch: StartWatch | None) -> list[dict[str, object]]:
 
 
 class Applier:
-    """Carries one validated plan through write, restart, watch, verify — and rollback when the start fails."""
+    """Carries one plan through write, restart, watch, verify — and rollback when the start fails.
+
+    With restart_only the unit is not written: the service is restarted as it is and its start watched."""
 
     def __init__(
         self,
-        service: ServiceManager,
-        probe: ServerProbe,
+        session: Session,
         plan: Plan,
         *,
-        target: str,
         timeout_s: float,
-        on_event: EventSink | None = None,
+        on_event: EventSink[ApplyEvent] = ignore,
+        restart_only: bool = False,
     ) -> None:
-        self.service = service
-        self.probe = probe
+        self.session = session
+        self.service = session.service
         self.plan = plan
         self.timeout_s = timeout_s
-        self._emit: EventSink = on_event or (lambda _kind, _data: None)
-        self.result = ApplyResult(Rollout.start(_now()), plan, target, service.unit)
+        self.restart_only = restart_only
+        self._emit = on_event
+        self._abort_reason: str | None = None
+        self._abort = asyncio.Event()
+        self.result = ApplyResult(
+            Rollout.start(_now(), restart_only=restart_only), plan, session.label, session.service.unit
+        )
+
+    # -- intents --------------------------------------------------------------------------------------
+
+    def request_abort(self, why: str = INTERRUPTED) -> None:
+        """Give up on the new unit: before anything is written nothing happens; afterwards it is rolled back.
+
+        Honoured at the next step; too late once the new unit is verified (the result says so)."""
+        if self._abort_reason is None:
+            self._abort_reason = why
+            self._abort.set()
+
+    @property
+    def abort_requested(self) -> bool:
+        return self._abort.is_set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait between polls, waking at once when an abort is requested."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._abort.wait()
+
+    # -- steps ----------------------------------------------------------------------------------------
 
     def _advance(self, state: ApplyState, detail: str = "") -> None:
+        detail = self.session.secrets.text(detail)
         transition = self.result.rollout.advance(state, _now(), detail)
-        self._emit("state", {"state": state.value, "detail": detail, "at": transition.at.isoformat()})
+        self._emit(StepChanged(state, detail, transition.at))
+
+    def _fail(self, message: str) -> str:
+        """Record an error (masked: it may quote the host's stderr or a journal line)."""
+        self.result.error = self.session.secrets.text(message)
+        return self.result.error
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run op, retrying while the connection is being re-established (ConnectionDropped only)."""
@@ -214,15 +228,17 @@ class Applier:
             except ConnectionDropped as exc:
                 if loop.time() + delay > deadline:
                     raise HostError(f"{what}: the connection to the host did not come back ({exc})") from exc
-                self._emit("reconnecting", {"operation": what, "error": str(exc)})
+                self._emit(Reconnecting(what, self.session.secrets.text(str(exc))))
                 await asyncio.sleep(delay)  # backoff between reconnect attempts, not a wait for a condition
                 delay = min(delay * 2, 2.0)
 
     def refuse_or_skip(self) -> bool:
         """Record why nothing will be done, if so. True when the apply stops here."""
+        if self.restart_only:
+            return False
         if not self.plan.ok:
             self._advance(ApplyState.REFUSED, "the version rules report errors; the unit was not touched")
-            self.result.error = "; ".join(e.message for e in self.plan.report.errors)
+            self._fail("; ".join(e.message for e in self.plan.report.errors))
             return True
         if not self.plan.changed:
             self._advance(ApplyState.UNCHANGED, "the unit already has these settings; nothing to do")
@@ -230,32 +246,77 @@ class Applier:
         return False
 
     def abort(self, why: str) -> ApplyResult:
-        self._advance(ApplyState.ABORTED, why)
-        self.result.error = why
+        """Nothing was touched and nothing will be: the operator said no."""
+        if not self.result.rollout.finished:
+            self._advance(ApplyState.ABORTED, why)
+            self._fail(why)
         return self.result
 
     async def execute(self) -> ApplyResult:
         if self.refuse_or_skip():
             return self.result
+        if self.abort_requested:
+            return self.abort(f"{self._abort_reason}; nothing was changed")
         before = await self._retrying("read the service state", self.service.state)
         cursor = await self._journal_cursor()
-        # The write runs to its end even through Ctrl-C: only then is it known whether the unit changed.
+        if self.restart_only:
+            return await self._restart_only(before, cursor)
+        # The write runs to its end even through a cancellation: only then is it known whether the unit changed.
         write = asyncio.ensure_future(self._write())
-        interrupted = False
+        cancelled = False
         try:
             written = await asyncio.shield(write)
         except asyncio.CancelledError:
             self._uncancel()
-            interrupted = True
+            cancelled = True
             written = await write
         if not written:
             return self.result
         # From here on the new unit is on the host: every way out either verifies it or rolls it back.
         try:
-            if interrupted:
+            if cancelled:
                 raise asyncio.CancelledError
+            self._check_abort()
             await self._retrying("daemon-reload", self.service.daemon_reload)
             self._advance(ApplyState.DAEMON_RELOADED)
+            self._check_abort()
+            self._advance(ApplyState.RESTARTING)
+            await self._restart(before)
+            self._advance(ApplyState.STARTING)
+            watch = await self._watch_start(cursor, before)
+            self.result.start = watch
+            self._check_abort()
+            if watch.healthy:
+                self._advance(ApplyState.HEALTHY)
+                await self._verify()
+                return self.result
+            cause = exception_line(watch.tracker.failure_lines) if watch.tracker else None
+            failure = f"{watch.reason}: {cause}" if cause else watch.reason
+        except _Aborted:
+            failure = self._abort_reason or INTERRUPTED
+            self._emit(Notice(f"{failure}: rolling back to the previous unit"))
+        except HostError as exc:
+            failure = str(exc)
+        except Exception as exc:  # a bug or an unforeseen error must not leave an unverified unit behind
+            failure = f"unexpected error: {type(exc).__name__}: {exc}"
+        except asyncio.CancelledError:
+            # The task itself was cancelled (the console closing, a second Ctrl-C is handled by the caller):
+            # the new unit is not verified, so the last good unit goes back before the task ends.
+            if not cancelled:
+                self._uncancel()
+            failure = INTERRUPTED
+            self._emit(Notice(f"{failure}: rolling back to the previous unit"))
+        self._fail(failure)
+        self._advance(ApplyState.FAILED, failure)
+        await self._roll_back()
+        return self.result
+
+    def _check_abort(self) -> None:
+        if self.abort_requested:
+            raise _Aborted
+
+    async def _restart_only(self, before: ServiceState, cursor: str | None) -> ApplyResult:
+        try:
             self._advance(ApplyState.RESTARTING)
             await self._restart(before)
             self._advance(ApplyState.STARTING)
@@ -263,28 +324,18 @@ class Applier:
             self.result.start = watch
             if watch.healthy:
                 self._advance(ApplyState.HEALTHY)
-                await self._verify()
+                await self._verify(everything=True)
                 return self.result
             cause = exception_line(watch.tracker.failure_lines) if watch.tracker else None
             failure = f"{watch.reason}: {cause}" if cause else watch.reason
         except HostError as exc:
             failure = str(exc)
-        except Exception as exc:  # a bug or an unforeseen error must not leave an unverified unit behind
-            failure = f"unexpected error: {type(exc).__name__}: {exc}"
-        except asyncio.CancelledError:
-            # Ctrl-C while the new unit starts: the operator gave up on it, so the last good unit goes back.
-            if not interrupted:
-                self._uncancel()
-            failure = "interrupted before the new unit was verified"
-            self._emit("warning", {"message": "interrupted: rolling back to the previous unit (Ctrl-C again abandons)"})
-        self.result.error = failure
-        self._advance(ApplyState.FAILED, failure)
-        await self._roll_back()
+        self._advance(ApplyState.RESTART_FAILED, self._fail(failure))
         return self.result
 
     @staticmethod
     def _uncancel() -> None:
-        """Take back a Ctrl-C's cancellation so the rollback's own waits work normally."""
+        """Take back a cancellation so the rollback's own waits work normally."""
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()
@@ -307,18 +358,18 @@ class Applier:
         """Back up and write the unit. False (state WRITE_FAILED) when the old unit is still in place."""
         new_text = self.plan.new_text
         try:
-            backup = await self.service.write_unit(new_text)
+            backup: UnitBackup | None = await self.service.write_unit(new_text)
         except ConnectionDropped as exc:
             # The write may or may not have happened; it is atomic, so the unit is either old or new.
             on_host = await self._retrying("read the unit back", self.service.read_unit)
             if on_host != new_text:
                 self._advance(ApplyState.WRITE_FAILED, f"the connection dropped before the unit was written ({exc})")
-                self.result.error = f"could not write the unit: {exc}; the old unit is unchanged"
+                self._fail(f"could not write the unit: {exc}; the old unit is unchanged")
                 return False
             backup = None  # written, but the backup's name was lost with the connection: restore from memory
         except HostError as exc:
             self._advance(ApplyState.WRITE_FAILED, str(exc))
-            self.result.error = f"could not write the unit: {exc}; the old unit is unchanged"
+            self._fail(f"could not write the unit: {exc}; the old unit is unchanged")
             return False
         self.result.backup = backup
         self._advance(ApplyState.BACKED_UP, backup.path if backup else "backup name unknown (connection dropped)")
@@ -336,15 +387,15 @@ class Applier:
         except HostError as exc:
             # systemctl restart also fails when the start job fails: then a new process was tried and the
             # watch explains it. If nothing changed at all, the restart itself was refused.
-            self._emit("warning", {"message": f"restart reported: {exc}"})
+            self._emit(Notice(self.session.secrets.text(f"restart reported: {exc}")))
             now = await self._retrying("read the service state", self.service.state)
             if not is_new_start(before, now) and now.active_state not in ("failed", "activating"):
                 raise
 
     async def _watch_start(
-        self, cursor: str | None, before: ServiceState, *, timeout_s: float | None = None
+        self, cursor: str | None, before: ServiceState, *, timeout_s: float | None = None, start: StartKind = "new"
     ) -> StartWatch:
-        """Follow the journal and poll state and /health until healthy, failed, or out of time."""
+        """Follow the journal and poll state and /health until healthy, failed, aborted or out of time."""
         plan = self.plan
         tracker = PhaseTracker.for_start(speculative=plan.speculative, cuda_graph=plan.cuda_graph)
         watch = StartWatch(healthy=False, tracker=tracker)
@@ -354,13 +405,16 @@ class Applier:
             if entry.cursor in seen:
                 return
             seen.add(entry.cursor)
+            self._emit(LogLine(entry, start))
             for event in tracker.feed(entry.message, entry.timestamp):
-                self._emit_phase(event, tracker)
+                self._emit_phase(event, tracker, start)
 
         follower = asyncio.create_task(self._follow_journal(cursor, take))
-        crashed = False  # also read in `finally` when Ctrl-C interrupts the poll
+        crashed = False  # also read in `finally` when the watch is interrupted
         try:
-            watch.healthy, watch.reason, crashed = await self._poll_until_healthy(before, timeout_s or self.timeout_s)
+            watch.healthy, watch.reason, crashed = await self._poll_until_healthy(
+                before, timeout_s or self.timeout_s, abortable=start == "new"
+            )
         finally:
             if not watch.healthy:
                 # A crash is explained by lines journald may not have handed over yet: wait for them a little.
@@ -372,9 +426,11 @@ class Applier:
             tracker.mark_ready(_now())
         return watch
 
-    async def _poll_until_healthy(self, before: ServiceState, timeout_s: float) -> tuple[bool, str, bool]:
+    async def _poll_until_healthy(
+        self, before: ServiceState, timeout_s: float, *, abortable: bool
+    ) -> tuple[bool, str, bool]:
         """(healthy, why not, crashed). Healthy counts only for a process started after `before` (the old one
-        may answer until it stops)."""
+        may answer until it stops). An abort request ends the watch (the caller rolls back)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         baseline: int | None = None
@@ -382,10 +438,12 @@ class Applier:
         seen_running = False
         grace_until = loop.time() + INACTIVE_GRACE_S
         while loop.time() < deadline:
+            if abortable and self.abort_requested:
+                return False, self._abort_reason or INTERRUPTED, False
             try:
                 state = await self.service.state()
             except Exception as exc:  # a dropped connection being re-established: keep watching until the deadline
-                self._emit("reconnecting", {"operation": "watch the start", "error": str(exc)})
+                self._emit(Reconnecting("watch the start", self.session.secrets.text(str(exc))))
                 last_state = f"unknown ({exc})"
                 state = None
             if state is not None:
@@ -398,13 +456,15 @@ class Applier:
                     return False, failure, True
                 if state.active_state == "active" and is_new_start(before, state) and await self._healthy():
                     return True, "", False
-            await asyncio.sleep(POLL_INTERVAL_S)
+            await self._pause(POLL_INTERVAL_S) if abortable else await asyncio.sleep(POLL_INTERVAL_S)
         return False, f"not healthy within {timeout_s:g} s (service {last_state})", False
 
     async def _healthy(self) -> bool:
         try:
+            client = await self.session.sglang()
             # SGLang's /health runs a real generation and may hang while the server is busy: bound each probe.
-            return await asyncio.wait_for(self.probe.healthy(), timeout=HEALTH_PROBE_TIMEOUT_S)
+            async with asyncio.timeout(HEALTH_PROBE_TIMEOUT_S):
+                return await client.healthy()
         except Exception:  # connection refused while uvicorn is not up yet, a forward being rebuilt, ...
             return False
 
@@ -421,7 +481,7 @@ class Applier:
             except ConnectionDropped:
                 await asyncio.sleep(POLL_INTERVAL_S)  # the transport reconnects; resume from the last cursor
             except Exception as exc:  # phases are a nicety: the start is judged by state and /health
-                self._emit("warning", {"message": f"stopped following the journal: {exc}"})
+                self._emit(Notice(self.session.secrets.text(f"stopped following the journal: {exc}")))
                 return
 
     async def _settle_journal(
@@ -440,34 +500,25 @@ class Applier:
                 return
             await asyncio.sleep(POLL_INTERVAL_S)
 
-    def _emit_phase(self, event: PhaseEvent, tracker: PhaseTracker) -> None:
+    def _emit_phase(self, event: PhaseEvent, tracker: PhaseTracker, start: StartKind) -> None:
+        phases = tuple(dataclasses.replace(p) for p in tracker.phases)
         self._emit(
-            "phase",
-            {
-                "kind": event.kind,
-                "phase": event.phase,
-                "at": event.at.isoformat(),
-                "line": event.line,
-                "progress": tracker.progress,
-                "current": tracker.current.to_json() if tracker.current else None,
-            },
+            PhaseChanged(event.kind, event.phase, event.at, event.line, tracker.progress, phases, start)  # type: ignore[arg-type]
         )
 
-    async def _verify(self) -> None:
+    async def _verify(self, *, everything: bool = False) -> None:
         try:
             info = await self._server_info()
         except Exception as exc:
-            self.result.error = f"healthy, but /server_info could not be read: {exc}"
-            self._advance(ApplyState.MISMATCH, self.result.error)
+            self._advance(ApplyState.MISMATCH, self._fail(f"healthy, but /server_info could not be read: {exc}"))
             return
-        verification = verify_resolved(self.plan.expectations(), info)
+        verification = verify_resolved(self.plan.expectations(everything=everything), info)
         self.result.verification = verification
         if verification.ok:
             self._advance(ApplyState.VERIFIED)
             return
         wrong = ", ".join(f"{v.dest}={v.actual!r} (expected {v.expected!r})" for v in verification.mismatches)
-        self.result.error = f"the server runs the new unit but resolved {wrong}"
-        self._advance(ApplyState.MISMATCH, self.result.error)
+        self._advance(ApplyState.MISMATCH, self._fail(f"the server runs the new unit but resolved {wrong}"))
 
     async def _server_info(self) -> dict[str, Any]:
         """/server_info, retried for a while: the port forward may be being rebuilt after a reconnect."""
@@ -475,7 +526,9 @@ class Applier:
         deadline = loop.time() + SERVER_INFO_GRACE_S
         while True:
             try:
-                return await asyncio.wait_for(self.probe.server_info(), timeout=HEALTH_PROBE_TIMEOUT_S)
+                client = await self.session.sglang()
+                async with asyncio.timeout(HEALTH_PROBE_TIMEOUT_S):
+                    return await client.server_info()
             except Exception:
                 if loop.time() >= deadline:
                     raise
@@ -497,7 +550,9 @@ class Applier:
             self._advance(ApplyState.ROLLBACK_FAILED, f"could not restore the old unit: {exc}")
             return
         self._advance(ApplyState.RESTORED)
-        watch = await self._watch_start(cursor, before, timeout_s=self.timeout_s * ROLLBACK_TIMEOUT_FACTOR)
+        watch = await self._watch_start(
+            cursor, before, timeout_s=self.timeout_s * ROLLBACK_TIMEOUT_FACTOR, start="rollback"
+        )
         self.result.rollback = watch
         if watch.healthy:
             self._advance(ApplyState.HEALTHY_ON_OLD)
@@ -505,317 +560,162 @@ class Applier:
             self._advance(ApplyState.ROLLBACK_FAILED, f"the old unit did not come back: {watch.reason}")
 
 
-def main_json(result: ApplyResult) -> str:
-    return json.dumps(result.to_json(), default=str)
+class _Aborted(Exception):
+    """The operator asked to abort while the new unit was on its way: roll back."""
 
 
-# --- the CLI verb ---------------------------------------------------------------------------------------
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# --- the application API -------------------------------------------------------------------------------
 
 
-class _Usage(Exception):
-    """A usage error: exit 2 with the message."""
-
-
-class HumanProgress:
-    """Prints the apply's progress as lines a terminal (or a log) can follow."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self._last_percent: dict[str, int] = {}
-
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        stamp = _now().strftime("%H:%M:%S")
-        if kind == "state":
-            detail = f": {data['detail']}" if data.get("detail") else ""
-            self._print(f"[{stamp}] {data['state'].replace('_', ' ')}{detail}")
-        elif kind == "phase":
-            self._phase(stamp, data)
-        elif kind == "reconnecting":
-            self._print(f"[{stamp}] connection lost during {data['operation']}; reconnecting ({data['error']})")
-        elif kind == "warning":
-            self._print(f"[{stamp}] warning: {data['message']}")
-
-    def _phase(self, stamp: str, data: dict[str, Any]) -> None:
-        overall = round(100 * float(data.get("progress", 0.0)))
-        current = data.get("current") or {}
-        if data["kind"] == "started":
-            self._print(f"[{stamp}]   {current.get('label', data['phase'])} ... ({overall}% of startup)")
-        elif data["kind"] == "progress" and current:
-            step = int(float(current.get("progress", 0.0)) * 4) * 25  # every 25 %: enough to see it move
-            if step != self._last_percent.get(current["name"]):
-                self._last_percent[current["name"]] = step
-                self._print(f"[{stamp}]   {current['label']} {step}%")
-        elif data["kind"] == "ready":
-            self._print(f"[{stamp}]   ready: {data['line'].strip()}")
-        elif data["kind"] == "failure":
-            self._print(f"[{stamp}]   ! {data['line'].rstrip()}")
-
-    def _print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
-
-
-@dataclass
-class HostHandle:
-    """What apply needs of a host: its service, a probe of its SGLang API, and how to let go of it."""
-
-    label: str
-    service: ServiceManager
-    probe: ServerProbe
-    close: Callable[[], Awaitable[None]]
-    profile_sglang_version: str | None = None
-
-
-def _profile_sglang_version(profile_path: Path | None) -> str | None:
-    """`[sglang] sglang_version = "0.5.9"` in the profile: the version to check against when the server is down."""
-    import tomllib
-
-    if profile_path is None:
-        return None
-    try:
-        data = tomllib.loads(profile_path.read_text())
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return None
-    section = data.get("sglang", {})
-    value = section.get("sglang_version") if isinstance(section, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
-async def _server_version(probe: ServerProbe) -> str | None:
-    """The running server's version from /server_info, or None when it does not answer (it may be down)."""
-    detect = getattr(probe, "detect_version", None)  # SglangClient: also picks that version's endpoints
-    try:
-        if detect is not None:
-            version = await asyncio.wait_for(detect(), timeout=10.0)
-        else:
-            version = (await asyncio.wait_for(probe.server_info(), timeout=10.0)).get("version")
-    except Exception:
-        return None
-    return str(version) if version else None
-
-
-def _confirm(stdin: TextIO, stderr: TextIO, question: str) -> bool:
-    print(f"{question} [y/N] ", end="", file=stderr, flush=True)
-    answer = stdin.readline()
-    return answer.strip().lower() in {"y", "yes"}
-
-
-def render_plan(plan: Plan, out: TextIO) -> None:
-    """The diff and the rule report, for a person."""
-    report = plan.report
-    source = {"server": "the running server", "profile": "the profile", "newest": "the newest supported"}
-    print(f"SGLang {plan.sglang_version} (version from {source[plan.version_source]})", file=out)
-    if plan.diff:
-        print(plan.diff, end="", file=out)
-    else:
-        print("(the unit already has these settings)", file=out)
-    for error in report.errors:
-        print(f"error [{error.code}]: {error.message}", file=out)
-    for warning in report.warnings:
-        print(f"warning [{warning.code}]: {warning.message}", file=out)
-    for adjustment in report.adjustments:
-        print(
-            f"adjusted by SGLang: {adjustment.flag} {adjustment.from_value!r} -> {adjustment.to_value!r} "
-            f"({adjustment.reason})",
-            file=out,
-        )
-
-
-def render_result(result: ApplyResult, out: TextIO) -> None:
-    state = result.rollout.state
-    if result.verification is not None:
-        for value in result.verification.values:
-            note = f" (adjusted by SGLang: {value.reason})" if value.status == "adjusted" and value.reason else ""
-            print(f"  {value.dest} = {value.actual!r} [{value.status.replace('_', ' ')}]{note}", file=out)
-    if result.ok:
-        print(f"{result.target}: {state.value.replace('_', ' ')}", file=out)
-        return
-    print(f"{result.target}: apply failed ({state.value.replace('_', ' ')}): {result.error}", file=out)
-    if result.rollout.rolled_back:
-        outcome = "healthy on the old unit" if state is ApplyState.HEALTHY_ON_OLD else "NOT healthy"
-        print(f"rolled back to the previous unit; the service is {outcome}", file=out)
-    for title, excerpt in (
-        ("journal lines that explain it:", result.journal_excerpt()),
-        ("why the old unit did not come back:", result.journal_excerpt(rollback=True)),
-    ):
-        if excerpt:
-            print(title, file=out)
-            for line in excerpt:
-                print(f"  {line}", file=out)
-
-
-OpenHost = Callable[[argparse.Namespace, "Workspace"], Awaitable[HostHandle]]
-
-
-def run(args: argparse.Namespace) -> int:
-    """`opsconsole apply`: exit 0 applied and verified (or nothing to change), 1 refused/failed, 2 usage."""
-    return run_cli(args, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr)
-
-
-def run_cli(
-    args: argparse.Namespace,
-    *,
-    stdin: TextIO,
-    stdout: TextIO,
-    stderr: TextIO,
-    open_host: OpenHost | None = None,
-) -> int:
-    try:
-        edits = parse_edits(args.set, args.unset, args.env, args.unset_env)  # syntax only; kinds come later
-    except EditError as exc:
-        print(f"opsconsole apply: {exc}", file=stderr)
-        return EXIT_USAGE
-    if edits.empty:
-        print(
-            "opsconsole apply: nothing to apply; give --set FLAG=VALUE, --unset FLAG, --env K=V or --unset-env K",
-            file=stderr,
-        )
-        return EXIT_USAGE
-    if not args.timeout > 0:
-        print(f"opsconsole apply: --timeout must be a positive number of seconds, not {args.timeout}", file=stderr)
-        return EXIT_USAGE
-    try:
-        return asyncio.run(
-            _apply(args, stdin=stdin, stdout=stdout, stderr=stderr, open_host=open_host or open_host_for)
-        )
-    except _Usage as exc:
-        print(f"opsconsole apply: {exc}", file=stderr)
-        return EXIT_USAGE
-
-
-async def _apply(
-    args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO, open_host: OpenHost
-) -> int:
-    from console.sglang.flags import NEWEST_VERSION, UnsupportedVersionError, flag_table
-    from console.sglang.unit import UnitError
-    from console.workspace import Workspace
-
-    human = stderr if args.json else stdout
-    try:
-        host = await open_host(args, Workspace.resolve(args.workspace))
-    except HostError as exc:
-        return _early_failure(args, stdout, stderr, str(exc))
-    try:
-        version, source = choose_version(await _server_version(host.probe), host.profile_sglang_version, NEWEST_VERSION)
-        try:
-            table = flag_table(version)
-        except UnsupportedVersionError as exc:
-            return _early_failure(args, stdout, stderr, str(exc))
-
-        def kind(flag: str) -> FlagKind | None:
-            spec = table.lookup(flag)
-            if spec is None:
-                return None
-            return "bool" if spec.is_boolean else "list" if spec.is_list else "value"
-
-        try:
-            edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=kind)
-        except EditError as exc:
-            raise _Usage(str(exc)) from exc
-        # One apply per unit at a time, from reading the unit to the end of verification or rollback.
-        async with host.service.lock(_lock_owner()):
-            unit_text = await host.service.read_unit()
-            try:
-                plan = _plan(unit_text, edits, host.service.unit, version, source)
-            except UnitError as exc:
-                return _early_failure(args, stdout, stderr, f"{host.label}: {exc}; the unit was not touched")
-            # From here on everything printed may quote the unit (diff, journal lines): mask its secrets.
-            secrets = _unit_secrets(plan)
-            stdout, stderr, human = (RedactingWriter(s, secrets) for s in (stdout, stderr, human))  # type: ignore[assignment]
-            if not args.json:
-                render_plan(plan, human)
-            progress = None if args.json else HumanProgress(human)
-            applier = Applier(
-                host.service, host.probe, plan, target=host.label, timeout_s=args.timeout, on_event=progress
-            )
-            if not applier.refuse_or_skip() and not args.yes:
-                if not _is_tty(stdin):
-                    applier.abort("stdin is not a terminal, so apply cannot ask for confirmation; re-run with --yes")
-                elif not _confirm(stdin, stderr, f"Write this unit to {host.label} and restart {host.service.unit}?"):
-                    applier.abort("not confirmed; nothing was changed")
-            result = applier.result if applier.result.rollout.finished else await applier.execute()
-            if args.json:
-                print(main_json(result), file=stdout)
-            else:
-                render_result(result, human)
-            return result.rollout.exit_code
-    except UnitLocked as exc:
-        return _early_failure(args, stdout, stderr, str(exc), state="locked")
-    except HostError as exc:
-        return _early_failure(args, stdout, stderr, str(exc))
-    finally:
-        await host.close()
-
-
-def _early_failure(
-    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str, *, state: str = "error"
-) -> int:
-    """Nothing was changed: say why (with --json, still as the one JSON object)."""
-    print(f"opsconsole apply: {message}", file=stderr)
-    if args.json:
-        doc = {"ok": False, "target": args.target, "state": state, "rolled_back": False, "error": message}
-        print(json.dumps(doc), file=stdout)
-    return EXIT_FAILED
-
-
-def _plan(unit_text: str, edits: EditRequest, unit_name: str, version: str, source: VersionSource) -> Plan:
-    from console.sglang.rules import check_launch
-    from console.sglang.unit import UnitFile
-
-    return build_plan(
-        unit_text,
-        edits,
-        unit_name=unit_name,
-        version=version,
-        version_source=source,
-        parse_unit=lambda text: UnitFile.parse(text, version),
-        check=check_launch,
-    )
-
-
-def _unit_secrets(plan: Plan) -> set[str]:
-    """Secret values (API keys, tokens) in the unit before and after the edit."""
-    from console.sglang.unit import UnitFile
-
-    found: set[str] = set()
-    for text in (plan.old_text, plan.new_text):
-        unit = UnitFile.parse(text, plan.sglang_version)
-        found |= secret_values(unit.flags(), unit.environment())
-    return found
-
-
-def _lock_owner() -> str:
-    import getpass
-    import os
-    import socket
-
+def default_owner(verb: str = "opsconsole apply") -> str:
+    """user@machine (verb, pid N) since TIME: what the unit's lock tells whoever it refuses."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no passwd entry and no $USER: still say which machine and process
         user = f"uid {os.getuid()}"
-    return lock_owner(user, socket.gethostname(), os.getpid(), _now())
+    return lock_owner(user, socket.gethostname(), os.getpid(), _now(), verb=verb)
 
 
-def _is_tty(stream: TextIO) -> bool:
+def flag_kinds(version: str) -> Callable[[str], FlagKind | None]:
+    """How that SGLang version's flags take values (for parse_edits): bool, list, or one value."""
+    from console.sglang.flags import flag_table
+
+    table = flag_table(version)
+
+    def kind(flag: str) -> FlagKind | None:
+        spec = table.lookup(flag)
+        if spec is None:
+            return None
+        return "bool" if spec.is_boolean else "list" if spec.is_list else "value"
+
+    return kind
+
+
+class PendingApply:
+    """A planned apply (or restart) that holds the unit's lock until it is executed or aborted.
+
+        async with await plan_apply(session, edits) as pending:
+            if confirmed: result = await pending.execute(on_event=...)
+            else: result = await pending.abort("not confirmed; nothing was changed")
+
+    Leaving the block without either aborts (nothing changed) and releases the lock."""
+
+    def __init__(
+        self, session: Session, plan: Plan, lock: AsyncExitStack, *, timeout_s: float, restart_only: bool = False
+    ) -> None:
+        self.session = session
+        self.plan = plan
+        self.restart_only = restart_only
+        self._lock = lock
+        self._applier = Applier(session, plan, timeout_s=timeout_s, restart_only=restart_only)
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """False when execute() would change nothing (refused by the rules, or nothing to change)."""
+        return self.restart_only or (self.plan.ok and self.plan.changed)
+
+    @property
+    def result(self) -> ApplyResult:
+        return self._applier.result
+
+    def request_abort(self, why: str = INTERRUPTED) -> None:
+        """Abort from another task while execute() runs (Ctrl-C, Esc): it rolls back at its next step."""
+        self._applier.request_abort(why)
+
+    async def execute(self, on_event: EventSink[ApplyEvent] = ignore) -> ApplyResult:
+        self._applier._emit = on_event
+        try:
+            return await self._applier.execute()
+        finally:
+            await self._lock.aclose()
+
+    async def abort(self, why: str = "not confirmed; nothing was changed") -> ApplyResult:
+        try:
+            if not self._applier.refuse_or_skip():
+                self._applier.abort(why)
+            return self._applier.result
+        finally:
+            await self._lock.aclose()
+
+    async def __aenter__(self) -> PendingApply:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self._applier.result.rollout.finished:
+            await self.abort("the apply was left without being executed; nothing was changed")
+        await self._lock.aclose()
+
+
+def _console_warnings(session: Session, plan: Plan) -> list[str]:
+    """What the rules cannot know: an API key the console itself does not send locks it out of the server."""
+    new_key = plan.report.resolved.get("api_key")
+    old_key = plan.old_report.resolved.get("api_key")
+    if not new_key or new_key == old_key:
+        return []
+    profile = session.target.profile_path
+    where = f"api_key_env in {profile}" if profile else "a profile with api_key_env for this host"
+    if not session.has_api_key:
+        return [
+            f"the new unit sets --api-key, but this console sends no key to {session.label}: after the restart the "
+            f"server answers 401 and the console cannot verify it or show its status; set {where} first"
+        ]
+    if new_key != session.target.sglang.api_key():
+        return [
+            f"the new unit's --api-key differs from the key this console sends to {session.label}: after the "
+            f"restart the server answers 401; put the new key in the variable named by {where} first"
+        ]
+    return []
+
+
+async def _planned(
+    session: Session, edits: EditRequest, *, timeout_s: float, owner: str, restart_only: bool
+) -> PendingApply:
+    from console.sglang.rules import Finding, check_launch
+    from console.sglang.unit import UnitFile
+
+    version, source = await session.sglang_version()
+    stack = AsyncExitStack()
+    await stack.enter_async_context(session.service.lock(owner))
     try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-async def open_host_for(args: argparse.Namespace, workspace: Workspace) -> HostHandle:
-    """TARGET -> the host's service manager and SGLang client, through the host layer's session."""
-    from console.host.connect import open_host
-    from console.host.targets import resolve_target
-
-    target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
-    session = await open_host(target, logs_dir=workspace.logs)
-    try:
-        client = await session.sglang()
+        unit_text = await session.service.read_unit()
+        plan = build_plan(
+            unit_text,
+            edits,
+            unit_name=session.service.unit,
+            version=version,
+            version_source=source,
+            parse_unit=lambda text: UnitFile.parse(text, version),
+            check=check_launch,
+        )
+        warnings = [Finding("console-api-key", m, ("--api-key",)) for m in _console_warnings(session, plan)]
+        plan = mask_plan(plan, session.secrets)
+        plan.report.warnings.extend(warnings)
     except BaseException:
-        await session.close()
+        await stack.aclose()
         raise
-    return HostHandle(
-        target.label, session.service, client, session.close, _profile_sglang_version(target.profile_path)
+    return PendingApply(session, plan, stack, timeout_s=timeout_s, restart_only=restart_only)
+
+
+async def plan_apply(
+    session: Session, edits: EditRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, owner: str | None = None
+) -> PendingApply:
+    """Take the unit's lock (UnitLocked if another holds it), read the unit and the SGLang version, apply the
+    edits through the unit model and check them with that version's rules. Asks nothing, changes nothing.
+
+    Raises UnitError (the unit cannot be read as an SGLang unit) and HostError, with the lock released."""
+    return await _planned(session, edits, timeout_s=timeout_s, owner=owner or default_owner(), restart_only=False)
+
+
+async def plan_restart(
+    session: Session, *, timeout_s: float = DEFAULT_TIMEOUT_S, owner: str | None = None
+) -> PendingApply:
+    """The same for a restart without edits: execute() restarts the unit as it is, watches the phases, waits
+    for health and checks that the server resolved what the rules predict. Nothing is written, so a failed
+    start is reported (RESTART_FAILED, with the journal lines that explain it), not rolled back."""
+    return await _planned(
+        session,
+        EditRequest(),
+        timeout_s=timeout_s,
+        owner=owner or default_owner("opsconsole restart"),
+        restart_only=True,
     )

@@ -19,10 +19,14 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
+
+from console.errors import ExitCode, UsageError
+from console.names import is_env_name
+from console.secrets import REDACTED, SecretMask, is_secret_name
 
 if TYPE_CHECKING:
     from console.host.base import ServiceState
@@ -32,13 +36,12 @@ FlagKind = Literal["bool", "list", "value"]
 FlagValue = str | list[str] | bool
 
 _FLAG_NAME = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
-class EditError(ValueError):
-    """An --set/--unset/--env/--unset-env argument is malformed (a usage error: exit 2)."""
+class EditError(UsageError):
+    """An --set/--unset/--env/--unset-env argument (or an edit from the console) is malformed."""
 
 
 @dataclass(frozen=True)
@@ -113,11 +116,11 @@ def parse_edits(
     env_pairs: list[tuple[str, str]] = []
     for item in envs:
         key, has_value, value = item.partition("=")
-        if not has_value or not _ENV_NAME.match(key):
+        if not has_value or not is_env_name(key):
             raise EditError(f"--env {item!r}: expected KEY=VALUE with KEY like SGLANG_ENABLE_SPEC_V2")
         env_pairs.append((key, value))
     for key in unset_envs:
-        if not _ENV_NAME.match(key):
+        if not is_env_name(key):
             raise EditError(f"--unset-env {key!r}: expected a variable name like SGLANG_ENABLE_SPEC_V2")
     touched = [n for n, _ in set_flags]
     both = sorted(set(touched) & set(unset_flags))
@@ -144,9 +147,9 @@ def choose_version(server: str | None, profile: str | None, newest: str) -> tupl
     return newest, "newest"
 
 
-def lock_owner(user: str, host: str, pid: int, at: datetime) -> str:
+def lock_owner(user: str, host: str, pid: int, at: datetime, *, verb: str = "opsconsole apply") -> str:
     """What the unit's lock records about its holder, for the operator whose apply it refuses."""
-    return f"{user}@{host} (opsconsole apply, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
+    return f"{user}@{host} ({verb}, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
@@ -160,8 +163,8 @@ def unified_diff(old: str, new: str, name: str) -> str:
 class Plan:
     """The edit, made: texts, diff, and the rules' verdict on the new unit (and on the old, to compare)."""
 
-    old_text: str
-    new_text: str
+    old_text: str = field(repr=False)  # as on disk: only ever written back, never shown (the diff is masked)
+    new_text: str = field(repr=False)
     diff: str
     sglang_version: str
     version_source: VersionSource
@@ -185,9 +188,22 @@ class Plan:
     def cuda_graph(self) -> bool:
         return not bool(self.report.resolved.get("disable_cuda_graph", False))
 
-    def expectations(self) -> dict[str, Expectation]:
-        """What the restarted server should report, for the values this edit changes or the rules adjust."""
+    def expectations(self, *, everything: bool = False) -> dict[str, Expectation]:
+        """What the restarted server should report, for the values this edit changes or the rules adjust
+        (everything: every speculative value and the running-request cap, for a restart without edits)."""
         new, old = self.report.resolved, self.old_report.resolved
+        if everything:
+            keys = [k for k in RESTART_CHECKED if k in new]
+            adjusted_all = {a.flag: a for a in self.report.adjustments}
+            return {
+                k: Expectation(
+                    k,
+                    adjusted_all[k].from_value if k in adjusted_all else new[k],
+                    new[k],
+                    adjusted_all[k].reason if k in adjusted_all else None,
+                )
+                for k in keys
+            }
         adjusted = {a.flag: a for a in self.report.adjustments}
         # An adjustment the old unit got too (max running requests := 48 with speculation) is not this edit's.
         old_adjusted = {a.flag: (a.from_value, a.to_value) for a in self.old_report.adjustments}
@@ -200,6 +216,53 @@ class Plan:
                 reason = adjustment.reason if adjustment is not None else None
                 out[dest] = Expectation(dest, requested, new[dest], reason)
         return out
+
+
+# What a restart without edits checks the server still resolves.
+RESTART_CHECKED = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "disable_overlap_schedule",
+    "max_running_requests",
+)
+
+
+def mask_report(report: CheckReport, secrets: SecretMask) -> CheckReport:
+    """The report with every secret out of it: messages masked, secret-named resolved values replaced."""
+    from console.sglang.rules import Adjustment, Finding
+
+    def finding(f: Finding) -> Finding:
+        log = secrets.text(f.sglang_log) if f.sglang_log else f.sglang_log
+        return replace(f, message=secrets.text(f.message), sglang_log=log)
+
+    def adjustment(a: Adjustment) -> Adjustment:
+        secret = is_secret_name(a.flag)
+        return replace(
+            a,
+            from_value=REDACTED if secret and a.from_value else secrets.data(a.from_value),
+            to_value=REDACTED if secret and a.to_value else secrets.data(a.to_value),
+            reason=secrets.text(a.reason),
+        )
+
+    return replace(
+        report,
+        errors=[finding(f) for f in report.errors],
+        warnings=[finding(f) for f in report.warnings],
+        adjustments=[adjustment(a) for a in report.adjustments],
+        resolved=secrets.data(dict(report.resolved)),
+    )
+
+
+def mask_plan(plan: Plan, secrets: SecretMask) -> Plan:
+    """The plan as anyone may see it: diff and reports masked; the raw texts stay only for writing back."""
+    return replace(
+        plan,
+        diff=secrets.text(plan.diff),
+        report=mask_report(plan.report, secrets),
+        old_report=mask_report(plan.old_report, secrets),
+    )
 
 
 def build_plan(
@@ -247,7 +310,7 @@ class Expectation:
     adjustment_reason: str | None = None
 
 
-VerifyStatus = Literal["as_requested", "adjusted", "mismatch", "not_reported"]
+VerifyStatus = Literal["as_requested", "adjusted", "mismatch", "not_reported", "secret"]
 
 
 @dataclass(frozen=True)
@@ -304,6 +367,12 @@ def verify_resolved(expectations: Mapping[str, Expectation], server_info: Mappin
     for dest, exp in sorted(expectations.items()):
         found, actual = server_value(server_info, dest)
         status: VerifyStatus
+        if is_secret_name(dest):
+            # A key is not comparable: the server shows it masked ('***'), and so do we.
+            values.append(
+                VerifiedValue(dest, REDACTED, REDACTED, REDACTED, "secret", "a secret: not shown, so not compared")
+            )
+            continue
         if not found:
             status = "not_reported"
         elif not values_equal(actual, exp.expected):
@@ -392,6 +461,7 @@ class ApplyState(StrEnum):
     HEALTHY_ON_OLD = "healthy_on_old"
     ROLLBACK_FAILED = "rollback_failed"
     WRITE_FAILED = "write_failed"  # the unit could not be written; the old one is still in place
+    RESTART_FAILED = "restart_failed"  # a restart without edits did not come up (nothing to roll back to)
 
 
 _S = ApplyState
@@ -407,6 +477,13 @@ TRANSITIONS: dict[ApplyState, frozenset[ApplyState]] = {
     _S.ROLLING_BACK: frozenset({_S.RESTORED, _S.ROLLBACK_FAILED}),
     _S.RESTORED: frozenset({_S.HEALTHY_ON_OLD, _S.ROLLBACK_FAILED}),
 }
+# A restart without edits: nothing is written, so a failed start has nothing to roll back to.
+RESTART_TRANSITIONS: dict[ApplyState, frozenset[ApplyState]] = {
+    _S.VALIDATED: frozenset({_S.RESTARTING, _S.ABORTED}),
+    _S.RESTARTING: frozenset({_S.STARTING, _S.RESTART_FAILED}),
+    _S.STARTING: frozenset({_S.HEALTHY, _S.RESTART_FAILED}),
+    _S.HEALTHY: frozenset({_S.VERIFIED, _S.MISMATCH, _S.RESTART_FAILED}),
+}
 TERMINAL = frozenset(
     {
         _S.REFUSED,
@@ -417,6 +494,7 @@ TERMINAL = frozenset(
         _S.HEALTHY_ON_OLD,
         _S.ROLLBACK_FAILED,
         _S.WRITE_FAILED,
+        _S.RESTART_FAILED,
     }
 )
 SUCCESS = frozenset({_S.VERIFIED, _S.UNCHANGED})
@@ -441,10 +519,11 @@ class Rollout:
     """Where one apply stands; every step is recorded with its time."""
 
     history: list[Transition] = field(default_factory=list)
+    restart_only: bool = False  # a restart without edits (RESTART_TRANSITIONS)
 
     @classmethod
-    def start(cls, at: datetime) -> Rollout:
-        return cls([Transition(ApplyState.VALIDATED, at)])
+    def start(cls, at: datetime, *, restart_only: bool = False) -> Rollout:
+        return cls([Transition(ApplyState.VALIDATED, at)], restart_only)
 
     @property
     def state(self) -> ApplyState:
@@ -467,7 +546,8 @@ class Rollout:
         return any(t.state is ApplyState.BACKED_UP for t in self.history)
 
     def advance(self, state: ApplyState, at: datetime, detail: str = "") -> Transition:
-        if state not in TRANSITIONS.get(self.state, frozenset()):
+        table = RESTART_TRANSITIONS if self.restart_only else TRANSITIONS
+        if state not in table.get(self.state, frozenset()):
             raise IllegalTransition(f"apply cannot go from {self.state.value} to {state.value}")
         transition = Transition(state, at, detail)
         self.history.append(transition)
@@ -475,4 +555,4 @@ class Rollout:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        return ExitCode.OK if self.ok else ExitCode.FAILED

@@ -1,4 +1,4 @@
-"""`opsconsole status TARGET [--json]`: one full refresh of a host.
+"""One full refresh of a host, as a typed `HostStatus` (its JSON is `opsconsole status --json`).
 
 All reads of a refresh run concurrently over the one connection: `systemctl show`, the GPU poll
 (both nvidia-smi queries on one channel) and the SGLang API through the port forward (/health and
@@ -22,8 +22,8 @@ JSON keys (stable; SGLang's own names where they exist):
     service.unit_file_state     enabled | disabled | static ... (is-enabled)
     service.need_daemon_reload  bool
     service.fragment_path       the unit file
-    service.error               why the service could not be read, else absent
-    sglang.url                  the local URL used (through the port forward)
+    service.error               why the service could not be read, else absent (and only unit beside it)
+    sglang.url                  the local URL used (through the port forward), null when there is none
     sglang.healthy              /health answered 200
     sglang.version              /server_info version
     sglang.model_path, sglang.served_model_name
@@ -32,9 +32,9 @@ JSON keys (stable; SGLang's own names where they exist):
                                 resolved values (internal_states[0], else the top level)
     sglang.max_running_requests, sglang.effective_max_running_requests_per_dp, sglang.max_total_num_tokens
     sglang.avg_spec_accept_length    lifetime mean accept length (internal_states[0])
-    sglang.spec_accept_length, sglang.spec_accept_rate, sglang.token_usage   /metrics gauges (last window)
-    sglang.num_running_reqs, sglang.num_queue_reqs, sglang.gen_throughput   load endpoint, else /metrics
     sglang.last_gen_throughput  tok/s of the last decode log window
+    sglang.num_running_reqs, sglang.num_queue_reqs, sglang.gen_throughput   load endpoint, else /metrics
+    sglang.spec_accept_length, sglang.spec_accept_rate, sglang.token_usage   /metrics gauges (last window)
     sglang.error                why SGLang could not be read, else absent
     gpus[]                      index, name, uuid, utilization_gpu, utilization_memory, memory_used_mib,
                                 memory_total_mib, power_draw_w, power_limit_w, temperature_gpu,
@@ -42,65 +42,177 @@ JSON keys (stable; SGLang's own names where they exist):
     gpu_processes[]             gpu_uuid, pid, process_name, used_memory_mib
     gpu_error                   nvidia-smi / NVML failure text, or null
     refresh_ms                  how long the refresh took
-
-Exit status: 0 when the service could be read and SGLang answers /health with 200, else 1 (the JSON
-is still printed); 1 without output when the host cannot be reached (the reason on stderr).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import sys
 import time
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Annotated, Any
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    WrapValidator,
+    field_serializer,
+    model_serializer,
+)
+
+from console.core.session import Session
 from console.host.base import HostError, ServiceState
-from console.host.connect import HostSession, open_host
-from console.host.targets import resolve_target
+from console.host.gpu import GpuProcess, GpuSample
 from console.sglang.client import SglangClient, SglangError, summarize
-from console.workspace import Workspace
-
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
-def service_json(state: ServiceState, now: datetime) -> dict[str, Any]:
-    uptime = None
-    if state.started_at is not None and state.running:
-        uptime = max(0.0, (now - state.started_at).total_seconds())
-    return {
-        "unit": state.unit,
-        "active_state": state.active_state,
-        "sub_state": state.sub_state,
-        "main_pid": state.main_pid,
-        "started_at": state.started_at.isoformat() if state.started_at else None,
-        "uptime_s": round(uptime, 1) if uptime is not None else None,
-        "n_restarts": state.n_restarts,
-        "result": state.result,
-        "unit_file_state": state.unit_file_state,
-        "need_daemon_reload": state.need_daemon_reload,
-        "fragment_path": state.fragment_path,
-    }
+def _lenient(value: Any, handler: Any) -> Any:
+    """A server's figure that is not of the expected type is shown as unknown, never a failed refresh."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
 
 
-async def read_sglang(client: SglangClient) -> dict[str, Any]:
+Num = Annotated[float | None, WrapValidator(_lenient)]
+Int = Annotated[int | None, WrapValidator(_lenient)]
+Flag = Annotated[bool | None, WrapValidator(_lenient)]
+Text = Annotated[str | None, WrapValidator(_lenient)]
+
+
+def _without_absent_error(data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("error") is None:
+        data.pop("error", None)
+    return data
+
+
+class ConnectionStatus(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    transport: str
+    state: str
+    detail: str
+
+
+class ServiceStatus(BaseModel):
+    """What systemd (or the demo supervisor) says about the unit; only `unit` and `error` when unreadable."""
+
+    model_config = ConfigDict(frozen=True)
+
+    unit: str
+    active_state: str | None = None
+    sub_state: str | None = None
+    main_pid: int | None = None
+    started_at: datetime | None = None
+    uptime_s: float | None = None
+    n_restarts: int | None = None
+    result: str | None = None
+    unit_file_state: str | None = None
+    need_daemon_reload: bool | None = None
+    fragment_path: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_state(cls, state: ServiceState, now: datetime) -> ServiceStatus:
+        uptime = None
+        if state.started_at is not None and state.running:
+            uptime = round(max(0.0, (now - state.started_at).total_seconds()), 1)
+        return cls(
+            unit=state.unit,
+            active_state=state.active_state,
+            sub_state=state.sub_state,
+            main_pid=state.main_pid,
+            started_at=state.started_at,
+            uptime_s=uptime,
+            n_restarts=state.n_restarts,
+            result=state.result,
+            unit_file_state=state.unit_file_state,
+            need_daemon_reload=state.need_daemon_reload,
+            fragment_path=state.fragment_path,
+        )
+
+    @field_serializer("started_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.error is not None:
+            return {"unit": self.unit, "error": self.error}
+        return _without_absent_error(data)
+
+
+class SglangStatus(BaseModel):
+    """The server as its HTTP API shows it, under SGLang's own names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str | None = None
+    healthy: bool = False
+    version: Text = None
+    model_path: Text = None
+    served_model_name: Text = None
+    speculative_algorithm: Text = None
+    speculative_draft_model_path: Text = None
+    speculative_num_steps: Int = None
+    speculative_eagle_topk: Int = None
+    speculative_num_draft_tokens: Int = None
+    disable_overlap_schedule: Flag = None
+    max_running_requests: Int = None
+    effective_max_running_requests_per_dp: Int = None
+    max_total_num_tokens: Int = None
+    avg_spec_accept_length: Num = None
+    last_gen_throughput: Num = None
+    num_running_reqs: Int = None
+    num_queue_reqs: Int = None
+    gen_throughput: Num = None
+    spec_accept_length: Num = None
+    spec_accept_rate: Num = None
+    token_usage: Num = None
+    error: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_absent_error(handler(self))
+
+
+class HostStatus(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    target: str
+    connection: ConnectionStatus
+    service: ServiceStatus
+    sglang: SglangStatus
+    gpus: list[GpuSample]
+    gpu_processes: list[GpuProcess]
+    gpu_error: str | None
+    refresh_ms: float
+
+    @property
+    def ok(self) -> bool:
+        """The service could be read and SGLang answers /health with 200."""
+        return self.service.error is None and self.sglang.healthy
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+async def read_sglang(client: SglangClient) -> SglangStatus:
     """Health, version-dependent endpoints, metrics; the first call detects the version (and reuses that
     /server_info payload), later calls read everything in one concurrent round."""
-    out: dict[str, Any] = {"url": client.base_url}
     info: Any
     if client.version is None:
         healthy, version = await asyncio.gather(client.healthy(), _version_or_error(client))
-        out["healthy"] = healthy
         if isinstance(version, SglangError):
-            return {**out, **summarize(None), "error": str(version)}
+            return SglangStatus(url=client.base_url, healthy=healthy, error=str(version))
         info = client.last_server_info
         model, load, metrics = await asyncio.gather(
             client.model_info(), client.load(), client.metrics(), return_exceptions=True
         )
     else:
-        out["healthy"], info, model, load, metrics = await asyncio.gather(
+        healthy, info, model, load, metrics = await asyncio.gather(
             client.healthy(),
             client.server_info(),
             client.model_info(),
@@ -108,18 +220,17 @@ async def read_sglang(client: SglangClient) -> dict[str, Any]:
             client.metrics(),
             return_exceptions=True,
         )
-        if isinstance(out["healthy"], BaseException):
-            out["healthy"] = False
+        if isinstance(healthy, BaseException):
+            healthy = False
     summary = summarize(
         info if isinstance(info, dict) else None,
         model if isinstance(model, dict) else None,
         None if isinstance(load, BaseException) else load,
         metrics if isinstance(metrics, dict) else None,
     )
-    out.update(summary)
-    if isinstance(info, BaseException):  # /metrics missing or an absent load route are normal; server_info is not
-        out["error"] = str(info)
-    return out
+    # /metrics missing or an absent load route are normal; server_info is not
+    error = str(info) if isinstance(info, BaseException) else None
+    return SglangStatus(url=client.base_url, healthy=bool(healthy), **summary, error=error)
 
 
 async def _version_or_error(client: SglangClient) -> str | SglangError | None:
@@ -129,117 +240,34 @@ async def _version_or_error(client: SglangClient) -> str | SglangError | None:
         return exc
 
 
-async def collect_status(session: HostSession) -> dict[str, Any]:
+async def read_status(session: Session) -> HostStatus:
     """One full refresh (everything concurrently); never raises for a part that fails."""
     started = time.monotonic()
 
-    async def service() -> dict[str, Any]:
+    async def service() -> ServiceStatus:
         try:
-            return service_json(await session.service.state(), datetime.now(UTC))
+            return ServiceStatus.from_state(await session.service.state(), datetime.now(UTC))
         except HostError as exc:
-            return {"unit": session.service.unit, "error": str(exc)}
+            return ServiceStatus(unit=session.service.unit, error=session.secrets.text(str(exc)))
 
-    async def sglang() -> dict[str, Any]:
+    async def sglang() -> SglangStatus:
         try:
             client = await session.sglang()
         except HostError as exc:
-            return {"healthy": False, **summarize(None), "error": str(exc)}
+            return SglangStatus(error=session.secrets.text(str(exc)))
         return await read_sglang(client)
 
     service_part, sglang_part, snapshot = await asyncio.gather(service(), sglang(), session.gpus())
     connection = session.connection
-    return {
-        "target": session.label,
-        "connection": {
-            "transport": session.target.transport,
-            "state": connection.phase,
-            "detail": connection.describe(),
-        },
-        "service": service_part,
-        "sglang": sglang_part,
-        "gpus": [g.model_dump() for g in snapshot.gpus],
-        "gpu_processes": [p.model_dump() for p in snapshot.processes],
-        "gpu_error": snapshot.error,
-        "refresh_ms": round((time.monotonic() - started) * 1000, 1),
-    }
-
-
-def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}{unit}"
-    return f"{value}{unit}"
-
-
-def format_uptime(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours:02d}:{minutes:02d}:{secs:02d}" if days else f"{hours:02d}:{minutes:02d}:{secs:02d}"
-
-
-def render_text(status: dict[str, Any]) -> str:
-    lines = [f"{status['target']}  [{status['connection']['detail']}]"]
-    svc = status["service"]
-    if "error" in svc:
-        lines.append(f"  service  {svc['unit']}: {svc['error']}")
-    else:
-        lines.append(
-            f"  service  {svc['unit']} {svc['active_state']}/{svc['sub_state']} pid {_fmt(svc['main_pid'])} "
-            f"up {format_uptime(svc['uptime_s'])} restarts {svc['n_restarts']} {svc['unit_file_state']}"
-            + (" (needs daemon-reload)" if svc["need_daemon_reload"] else "")
-        )
-    sg = status["sglang"]
-    health = "healthy" if sg.get("healthy") else "not healthy"
-    lines.append(f"  sglang   {health} version {_fmt(sg.get('version'))} model {_fmt(sg.get('model_path'))}")
-    if sg.get("speculative_algorithm"):
-        lines.append(
-            f"           {sg['speculative_algorithm']} steps {_fmt(sg.get('speculative_num_steps'))} "
-            f"topk {_fmt(sg.get('speculative_eagle_topk'))} draft tokens "
-            f"{_fmt(sg.get('speculative_num_draft_tokens'))} accept len "
-            # 0 until a decode window has been aggregated: show it as unknown, not as "no gain"
-            f"{_fmt(sg.get('avg_spec_accept_length') or sg.get('spec_accept_length') or None, '', 2)}"
-        )
-    max_running, effective = sg.get("max_running_requests"), sg.get("effective_max_running_requests_per_dp")
-    lines.append(
-        f"           running {_fmt(sg.get('num_running_reqs'))} queued {_fmt(sg.get('num_queue_reqs'))} "
-        f"max running {_fmt(max_running)}"
-        + (f" (effective {effective})" if effective and effective != max_running else "")
-        + f" throughput {_fmt(sg.get('gen_throughput'), ' tok/s', 1)}"
+    return HostStatus(
+        target=session.label,
+        connection=ConnectionStatus(
+            transport=session.target.transport, state=connection.phase, detail=connection.describe()
+        ),
+        service=service_part,
+        sglang=sglang_part,
+        gpus=snapshot.gpus,
+        gpu_processes=snapshot.processes,
+        gpu_error=snapshot.error,
+        refresh_ms=round((time.monotonic() - started) * 1000, 1),
     )
-    if sg.get("error"):
-        lines.append(f"           error: {sg['error']}")
-    for gpu in status["gpus"]:
-        lines.append(
-            f"  gpu {gpu['index']}    {_fmt(gpu['name'])} util {_fmt(gpu['utilization_gpu'], '%')} "
-            f"mem {_fmt(gpu['memory_used_mib'])}/{_fmt(gpu['memory_total_mib'])} MiB "
-            f"power {_fmt(gpu['power_draw_w'])}/{_fmt(gpu['power_limit_w'])} W "
-            f"{_fmt(gpu['temperature_gpu'], ' °C')} sm {_fmt(gpu['clocks_sm_mhz'], ' MHz')}"
-        )
-    if status["gpu_error"]:
-        lines.append(f"  gpus     {status['gpu_error']}")
-    return "\n".join(lines)
-
-
-async def status_main(args: argparse.Namespace, out: TextIO) -> int:
-    workspace = Workspace.resolve(args.workspace)
-    target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
-    session = await open_host(target, logs_dir=workspace.logs)
-    try:
-        status = await collect_status(session)
-    finally:
-        await session.close()
-    print(json.dumps(status, indent=2) if args.json else render_text(status), file=out)
-    ok = "error" not in status["service"] and bool(status["sglang"].get("healthy"))
-    return EXIT_OK if ok else EXIT_FAILED
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(status_main(args, sys.stdout))
-    except HostError as exc:
-        print(f"opsconsole status: {exc}", file=sys.stderr)
-        return EXIT_FAILED

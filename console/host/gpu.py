@@ -8,7 +8,7 @@ driver failures all end up as None values or an `error` text instead of an excep
 from __future__ import annotations
 
 import csv
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -211,24 +211,6 @@ async def read_gpus(transport: Transport, gpu_command: Sequence[str] | None = No
     except HostError as exc:
         return GpuSnapshot(error=str(exc))
     return parse_snapshot(result.stdout, result.stderr, result.exit_status)
-
-
-async def stream_gpus(
-    transport: Transport, *, interval_ms: int = 1000, gpu_command: Sequence[str] | None = None
-) -> AsyncIterator[list[GpuSample]]:
-    """`nvidia-smi -lms N` on one long-lived channel; yields one list of samples per sampling round."""
-    argv = [*(gpu_command or ["nvidia-smi"]), f"--query-gpu={','.join(QUERY_FIELDS)}"]
-    argv += ["--format=csv,noheader,nounits", f"-lms={int(interval_ms)}"]
-    round_: list[GpuSample] = []
-    async for line in transport.stream(argv):
-        samples, _problems = parse_query_gpu(line)
-        for sample in samples:
-            if round_ and sample.index <= round_[-1].index:  # indexes restart: a new round began
-                yield round_
-                round_ = []
-            round_.append(sample)
-    if round_:
-        yield round_
 
 
 class NvmlUnavailable(HostError):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from console.host.base import HostError, JournalEntry, ServiceState, Transport, UnitBackup, UnitLocked
 from console.host.journal import follow_journal
-from console.host.targets import validate_unit
+from console.host.profile import check_unit_name
 
 SHOW_PROPERTIES = (
     "Id",
@@ -108,8 +108,16 @@ def parse_systemd_timestamp(text: str) -> datetime | None:
     return None
 
 
+def _checked(unit: str) -> str:
+    """The unit name, refused before it reaches a remote shell unless it is a plain service name."""
+    try:
+        return check_unit_name(unit)
+    except ValueError as exc:
+        raise HostError(f"invalid unit name: {exc}") from None
+
+
 def lock_path(unit: str) -> str:
-    return f"/run/lock/opsconsole-{validate_unit(unit)}.lock"
+    return f"/run/lock/opsconsole-{_checked(unit)}.lock"
 
 
 def backup_path(fragment_path: str, now: datetime) -> str:
@@ -121,7 +129,7 @@ class SystemdService:
 
     def __init__(self, transport: Transport, unit: str, *, sudo: bool = True) -> None:
         self.transport = transport
-        self.unit = validate_unit(unit)
+        self.unit = _checked(unit)
         self.sudo = sudo
 
     async def _systemctl(self, *args: str, root: bool = False) -> str:

@@ -8,28 +8,21 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from console.host.base import HostError
+from console.host.profile import DEFAULT_SGLANG_PORT, DEFAULT_UNIT, Profile, ProfileError, load_profile
 
 TransportKind = Literal["ssh", "local", "demo"]
 
-DEFAULT_UNIT = "sglang.service"
-DEFAULT_SGLANG_PORT = 30000
-
 _HOSTNAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]*$")
-_UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.service$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 LOCAL_NAMES = frozenset({"local", "localhost"})
 
-
-class TargetError(HostError):
-    """The TARGET or its profile is malformed; the message says how to fix it."""
+# A malformed TARGET is reported like a malformed profile.
+TargetError = ProfileError
 
 
 @dataclass(frozen=True)
@@ -60,6 +53,7 @@ class Target:
     sglang: SglangEndpoint = SglangEndpoint()
     control: str | None = None  # demo transport: the demo's control socket
     profile_path: Path | None = None
+    sglang_version: str | None = None  # the profile's: what the rules use when the server does not answer
 
 
 def parse_destination(text: str) -> tuple[str | None, str, int | None]:
@@ -98,71 +92,31 @@ def _parse_port(text: str, whole: str) -> int:
     return int(text)
 
 
-def validate_unit(unit: str) -> str:
-    if not _UNIT.match(unit):
-        raise TargetError(f"invalid unit name {unit!r}: expected a systemd service name such as sglang.service")
-    return unit
-
-
-def target_from_profile(name: str, data: dict[str, Any], *, path: Path | None, ssh_config: tuple[str, ...]) -> Target:
-    """Build a Target from a parsed profile (the TOML's top-level tables). Pure; raises TargetError."""
-    where = str(path) if path else f"profile {name}"
-    host = data.get("host", {})
-    sglang = data.get("sglang", {})
-    if not isinstance(host, dict) or not isinstance(sglang, dict):
-        raise TargetError(f"{where}: [host] and [sglang] must be tables")
-    unit = validate_unit(str(host.get("unit", DEFAULT_UNIT)))
-    sudo = host.get("sudo", True)
-    if not isinstance(sudo, bool):
-        raise TargetError(f"{where}: [host] sudo must be true or false")
-    gpu_command = host.get("gpu_command")
-    if gpu_command is not None and (
-        not isinstance(gpu_command, list) or not gpu_command or not all(isinstance(a, str) for a in gpu_command)
-    ):
-        raise TargetError(f'{where}: [host] gpu_command must be a list of strings, e.g. ["nvidia-smi"]')
-    endpoint = _endpoint_from(sglang, where)
-    kind = host.get("transport", "ssh")
-    common: dict[str, Any] = {
-        "label": name,
-        "unit": unit,
-        "sudo": sudo,
-        "gpu_command": tuple(gpu_command) if gpu_command else None,
-        "sglang": endpoint,
-        "profile_path": path,
-        "ssh_config": ssh_config,
-    }
-    if kind == "local":
-        return Target(transport="local", **common)
-    if kind == "demo":
-        control = host.get("control")
-        if not isinstance(control, str) or not control:
-            raise TargetError(f'{where}: transport = "demo" needs control = "PATH" (the demo\'s control socket)')
-        return Target(transport="demo", control=control, **common)
-    if kind != "ssh":
-        raise TargetError(f'{where}: [host] transport must be "ssh", "local" or "demo", not {kind!r}')
-    destination = host.get("ssh")
-    if not isinstance(destination, str) or not destination:
-        raise TargetError(f'{where}: [host] needs ssh = "user@host:port" or an ~/.ssh/config alias')
-    user, hostname, port = parse_destination(destination)
-    return Target(transport="ssh", ssh_host=hostname, ssh_user=user, ssh_port=port, **common)
-
-
-def _endpoint_from(sglang: dict[str, Any], where: str) -> SglangEndpoint:
-    host = sglang.get("host", "127.0.0.1")
-    port = sglang.get("port", DEFAULT_SGLANG_PORT)
-    key_env = sglang.get("api_key_env")
-    if "api_key" in sglang:
-        raise TargetError(
-            f"{where}: [sglang] api_key must not be stored in a profile; "
-            'put the key in an environment variable and write api_key_env = "NAME"'
-        )
-    if not isinstance(host, str) or not (_HOSTNAME.match(host) or re.fullmatch(r"[0-9A-Fa-f:.]+", host)):
-        raise TargetError(f"{where}: [sglang] host {host!r} is not a host name or address")
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
-        raise TargetError(f"{where}: [sglang] port must be a number from 1 to 65535")
-    if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.match(key_env)):
-        raise TargetError(f"{where}: [sglang] api_key_env must be an environment variable name")
-    return SglangEndpoint(host=host, port=port, api_key_env=key_env)
+def target_from_profile(name: str, profile: Profile, *, path: Path | None, ssh_config: tuple[str, ...]) -> Target:
+    """Build a Target from a validated profile. Raises TargetError for a malformed ssh destination."""
+    host, sglang = profile.host, profile.sglang
+    ssh_host = ssh_user = ssh_port = None
+    if host.transport == "ssh":
+        assert host.ssh is not None  # the model requires it for ssh
+        try:
+            ssh_user, ssh_host, ssh_port = parse_destination(host.ssh)
+        except TargetError as exc:
+            raise TargetError(f"{path or f'profile {name}'}: [host] ssh: {exc}") from None
+    return Target(
+        label=name,
+        transport=host.transport,
+        ssh_host=ssh_host,
+        ssh_user=ssh_user,
+        ssh_port=ssh_port,
+        ssh_config=ssh_config,
+        unit=host.unit,
+        sudo=host.sudo,
+        gpu_command=tuple(host.gpu_command) if host.gpu_command else None,
+        sglang=SglangEndpoint(host=sglang.host, port=sglang.port, api_key_env=sglang.api_key_env),
+        control=host.control,
+        profile_path=path,
+        sglang_version=sglang.sglang_version,
+    )
 
 
 def resolve_target(text: str, *, profiles_dir: Path, ssh_config: str | None = None) -> Target:
@@ -175,11 +129,7 @@ def resolve_target(text: str, *, profiles_dir: Path, ssh_config: str | None = No
     if _PROFILE_NAME.match(text):
         path = profiles_dir / f"{text}.toml"
         if path.is_file():
-            try:
-                data = tomllib.loads(path.read_text())
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise TargetError(f"{path}: not valid TOML ({exc}); fix the file or remove it") from None
-            return target_from_profile(text, data, path=path, ssh_config=configs)
+            return target_from_profile(text, load_profile(path), path=path, ssh_config=configs)
     if text in LOCAL_NAMES:
         return Target(label=text, transport="local")
     user, host, port = parse_destination(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -156,6 +157,9 @@ class SglangClient:
     version: str | None = None
     endpoints: Endpoints = field(default_factory=Endpoints)
     last_server_info: dict[str, Any] | None = None
+    # Applied to every JSON answer as it arrives: the server echoes its args, keys and tokens among them
+    # (SecretMask.data of the host session), so nothing downstream ever holds them.
+    mask: Callable[[Any], Any] | None = None
     _http: httpx.AsyncClient | None = None
 
     def __post_init__(self) -> None:
@@ -186,9 +190,10 @@ class SglangClient:
         if response.status_code != 200:
             raise SglangError(f"{path}: HTTP {response.status_code}")
         try:
-            return response.json()
+            data = response.json()
         except ValueError:
             raise SglangError(f"{path}: the answer is not JSON") from None
+        return self.mask(data) if self.mask is not None else data
 
     async def detect_version(self) -> str | None:
         """Read the version and choose the endpoints that version has (the payload stays in last_server_info)."""

@@ -7,7 +7,6 @@ supervisor's own client (the unit text, MainPID) and the server's /server_info.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from console.core.apply import HostHandle, open_host_for
+from console.core.session import open_session
 from console.host.base import UnitLocked
 from console.workspace import Workspace
 
@@ -63,9 +62,7 @@ class _HostReader:
         self.workspace = workspace
 
     async def _with_host(self, what: str) -> Any:
-        args = argparse.Namespace(target="demo", ssh_config=None)
-        host: HostHandle = await open_host_for(args, Workspace.resolve(self.workspace))
-        try:
+        async with open_session("demo", Workspace.resolve(self.workspace)) as host:
             if what == "unit":
                 return await host.service.read_unit()
             if what == "pid":
@@ -74,12 +71,10 @@ class _HostReader:
                 state = await host.service.state()
                 return state.active_state, state.sub_state
             if what == "healthy":
-                return await host.probe.healthy()
+                return await (await host.sglang()).healthy()
             if what.startswith("write:"):
                 return await host.service.write_unit(what.removeprefix("write:"))
-            return await host.probe.server_info()
-        finally:
-            await host.close()
+            return await (await host.sglang()).server_info()
 
     def unit(self) -> str:
         return str(asyncio.run(self._with_host("unit")))
@@ -364,15 +359,12 @@ def _slow_apply(demo: Demo, *edits: str) -> subprocess.Popen[str]:
 
 def _lock_is_free(demo: Demo) -> bool:
     async def try_lock() -> bool:
-        args = argparse.Namespace(target="demo", ssh_config=None)
-        host = await open_host_for(args, Workspace.resolve(demo.workspace))
-        try:
-            async with host.service.lock("test@probe"):
-                return True
-        except UnitLocked:
-            return False
-        finally:
-            await host.close()
+        async with open_session("demo", Workspace.resolve(demo.workspace)) as host:
+            try:
+                async with host.service.lock("test@probe"):
+                    return True
+            except UnitLocked:
+                return False
 
     return asyncio.run(try_lock())
 

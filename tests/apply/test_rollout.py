@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.core.rollout import (
+    RESTART_TRANSITIONS,
     TERMINAL,
     TRANSITIONS,
     ApplyState,
@@ -270,14 +271,15 @@ def test_illegal_transitions_are_refused() -> None:
 def test_every_state_is_reachable_and_every_non_terminal_state_can_move() -> None:
     reachable = {ApplyState.VALIDATED}
     frontier = [ApplyState.VALIDATED]
+    both = {s: TRANSITIONS.get(s, frozenset()) | RESTART_TRANSITIONS.get(s, frozenset()) for s in ApplyState}
     while frontier:
-        for nxt in TRANSITIONS.get(frontier.pop(), frozenset()):
+        for nxt in both.get(frontier.pop(), frozenset()):
             if nxt not in reachable:
                 reachable.add(nxt)
                 frontier.append(nxt)
     assert reachable == set(ApplyState)
     for state in ApplyState:
-        assert (state in TERMINAL) == (state not in TRANSITIONS)
+        assert (state in TERMINAL) == (not both[state])
 
 
 def test_lock_owner_names_user_host_process_and_start() -> None:

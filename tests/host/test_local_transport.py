@@ -71,22 +71,6 @@ async def test_local_session_falls_back_to_nvidia_smi(tmp_path: Path) -> None:
         assert snapshot.error is not None and "nvidia-smi" in snapshot.error
 
 
-async def test_streamed_samples_are_grouped_per_round(tmp_path: Path) -> None:
-    from console.host.gpu import stream_gpus
-
-    stub = tmp_path / "smi"
-    line = "{i}, GPU-{i}, NVIDIA H200, P0, {u}, 1, 143771, 10, 40, 100.0, 700.00, 1980, 3201, 0x1"
-    rounds = [[line.format(i=i, u=u) for i in (0, 1)] for u in (5, 90)]
-    stub.write_text(
-        "#!/bin/sh\ncase \"$*\" in *-lms=250*) ;; *) exit 2 ;; esac\ncat <<'X'\n"
-        + "\n".join(x for r in rounds for x in r)
-        + "\nX\n"
-    )
-    stub.chmod(0o755)
-    got = [r async for r in stream_gpus(LocalTransport(), interval_ms=250, gpu_command=[str(stub)])]
-    assert [[(g.index, g.utilization_gpu) for g in r] for r in got] == [[(0, 5), (1, 5)], [(0, 90), (1, 90)]]
-
-
 async def test_demo_target_reads_the_simulated_gpus_and_explains_a_stopped_demo(tmp_path: Path) -> None:
     session = await open_host(Target(label="demo", transport="demo", control=str(tmp_path / "missing.sock")))
     try:

@@ -120,7 +120,7 @@ def test_profiles(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="api_key_env"):
         resolve_target("leaky", profiles_dir=tmp_path)
     (tmp_path / "badunit.toml").write_text('[host]\nssh = "h"\nunit = "x; reboot"\n')
-    with pytest.raises(TargetError, match="unit name"):
+    with pytest.raises(TargetError, match=r"badunit.toml: \[host\] unit: expected a systemd service name"):
         resolve_target("badunit", profiles_dir=tmp_path)
     assert resolve_target("local", profiles_dir=tmp_path).transport == "local"
     assert resolve_target("alias-only", profiles_dir=tmp_path).ssh_host == "alias-only"
@@ -163,7 +163,7 @@ def test_known_hosts_none_is_refused() -> None:
 
 
 def test_uptime_format() -> None:
-    from console.core.status import format_uptime
+    from console.cli.status import format_uptime
 
     assert format_uptime(None) == "–" and format_uptime(3725.4) == "01:02:05"
     assert format_uptime(2 * 86400 + 61) == "2d 00:01:01"

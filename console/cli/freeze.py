@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from console.errors import ExitCode
+
 
 def run(args: argparse.Namespace) -> int:
     print(
@@ -12,4 +14,4 @@ def run(args: argparse.Namespace) -> int:
         f"{args.target}. Use `opsconsole apply` to set the unit and `opsconsole status` to read it back.",
         file=sys.stderr,
     )
-    return 1
+    return ExitCode.FAILED

@@ -1,7 +1,7 @@
 """`opsconsole compare RUN... [--json]`: the side-by-side table of benchmark runs, baseline first.
 
 Runs are labels (newest run with that label across logs/bench-*.jsonl) or JSONL files. The comparison itself
-is pure (console.bench.comparison); this module only loads and renders it with rich.
+is pure (console.bench.comparison) and the records are read by console.bench.records; this module renders.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, MetricSpec, ascii_plot, compare_runs
-from console.bench.records import BenchRecord, load_run
-from console.workspace import Workspace
+from console.bench.records import load_run
+from console.cli.common import workspace_of
+from console.errors import ExitCode
 
 
 def _value(cell: Cell, spec: MetricSpec) -> str:
@@ -79,21 +80,17 @@ def render(comparison: Comparison) -> Group:
     return Group(table, legend, plot, notes)
 
 
-def load_runs(refs: list[str], workspace: Workspace) -> list[list[BenchRecord]]:
-    return [load_run(ref, workspace.logs) for ref in refs]
-
-
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    workspace = Workspace.resolve(args.workspace)
+    logs = workspace_of(args).logs
     try:
-        runs = load_runs(args.runs, workspace)
+        runs = [load_run(ref, logs) for ref in args.runs]
     except (LookupError, ValueError, OSError) as exc:
         err.print(f"[red]error:[/red] {exc}")
-        return 1
+        return ExitCode.FAILED
     comparison = compare_runs(runs)
     if args.json:
         print(json.dumps(comparison.as_dict(), indent=2))
     else:
         Console().print(render(comparison))
-    return 0
+    return ExitCode.OK

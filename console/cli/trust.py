@@ -7,26 +7,22 @@ ssh_config, else ~/.ssh/known_hosts). A changed key replaces the old entry, afte
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from console.host.base import HostError
+from console.cli.common import run_verb, workspace_of
+from console.errors import ExitCode
 from console.host.knownhosts import HostKeyStatus, fingerprint, key_status, record_key
 from console.host.ssh import SshTransport
 from console.host.targets import resolve_target
-from console.workspace import Workspace
-
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 async def trust_main(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
-    workspace = Workspace.resolve(args.workspace)
-    target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
+    target = resolve_target(args.target, profiles_dir=workspace_of(args).profiles, ssh_config=args.ssh_config)
     if target.transport != "ssh":
         print(f"{target.label} is a {target.transport} host; there is no SSH host key to trust", file=out)
-        return EXIT_OK
+        return ExitCode.OK
     transport = SshTransport(target)
     files = [Path(p) for p in transport.known_hosts]
     key = await transport.server_host_key()
@@ -36,7 +32,7 @@ async def trust_main(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> in
     print(f"  {fingerprint(key)}", file=out)
     if status is HostKeyStatus.TRUSTED:
         print(f"It is already trusted in {files[0]}.", file=out)
-        return EXIT_OK
+        return ExitCode.OK
     if status is HostKeyStatus.CHANGED:
         print("WARNING: this is NOT the key recorded for this host, which is:", file=out)
         for old in recorded:
@@ -48,10 +44,10 @@ async def trust_main(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> in
     answer = stdin.readline().strip()
     if answer != "yes":
         print("Not recorded.", file=out)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     record_key(files[0], transport.identity, key, replace=status is HostKeyStatus.CHANGED)
     print(f"Recorded {name} in {files[0]}.", file=out)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _kind(key: object) -> str:
@@ -60,8 +56,4 @@ def _kind(key: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(trust_main(args, sys.stdin, sys.stdout))
-    except HostError as exc:
-        print(f"opsconsole trust: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return run_verb("trust", lambda: trust_main(args, sys.stdin, sys.stdout))

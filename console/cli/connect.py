@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from console.errors import ExitCode
+
 
 def run(args: argparse.Namespace) -> int:
     print(
@@ -12,4 +14,4 @@ def run(args: argparse.Namespace) -> int:
         f"  opsconsole status {args.targets[0]}    opsconsole apply ...    opsconsole bench ...    opsconsole logs ...",
         file=sys.stderr,
     )
-    return 1
+    return ExitCode.FAILED

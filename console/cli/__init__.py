@@ -1,10 +1,11 @@
-"""Command-line entry point: argument parsing and dispatch to the verbs in console.core.
+"""Command-line entry point: argument parsing and dispatch to the verbs' renderers in console.cli.*.
 
-No logic lives here. Each verb's module is imported only when that verb runs, so that
-`opsconsole --help` and `opsconsole check-args` never import textual, asyncssh, httpx, pydantic or rich
-(benchmarks/cli_startup.py measures it).
+The verbs' work is done by console.core (operations over an open host session, reporting typed events);
+each console.cli.VERB module only turns arguments into a request and events into lines. Each verb's module
+is imported only when that verb runs, so that `opsconsole --help` and `opsconsole check-args` never import
+textual, asyncssh, httpx, pydantic or rich (benchmarks/cli_startup.py measures it).
 
-Exit codes: 0 ok, 1 the operation failed or was refused, 2 usage error.
+Exit codes (console.errors): 0 ok, 1 the operation failed or was refused, 2 usage error, 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,23 +16,20 @@ import sys
 from collections.abc import Callable, Sequence
 
 from console import __version__
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+from console.errors import ExitCode
 
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
 HANDLERS = {
-    "connect": "console.core.connect:run",
+    "connect": "console.cli.connect:run",
     "demo": "console.sim.demo:run",
-    "status": "console.core.status:run",
-    "check-args": "console.core.check_args:run",
-    "apply": "console.core.apply:run",
-    "bench": "console.core.bench:run",
-    "compare": "console.core.compare:run",
-    "freeze": "console.core.freeze:run",
-    "logs": "console.core.logs:run",
-    "trust": "console.core.trust:run",
+    "status": "console.cli.status:run",
+    "check-args": "console.cli.check_args:run",
+    "apply": "console.cli.apply:run",
+    "bench": "console.cli.bench:run",
+    "compare": "console.cli.compare:run",
+    "freeze": "console.cli.freeze:run",
+    "logs": "console.cli.logs:run",
+    "trust": "console.cli.trust:run",
 }
 
 TARGET_HELP = "a profile name (profiles/NAME.toml), an ~/.ssh/config alias, or [user@]host[:port]"
@@ -134,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-error-rate", type=float, default=0.5)
     p.add_argument("--time-cap", type=float, default=3600.0, help="hard cap on the whole sweep, seconds")
     p.add_argument("--label", help="name for this run (used by compare)")
-    p.add_argument("--on-host", action="store_true", help="run the load generator on the GPU host")
     p.add_argument("--json", action="store_true", help="print the result records as JSON")
     _add_target_options(p)
 
@@ -171,12 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return EXIT_USAGE
+        return ExitCode.USAGE
     handler = _load_handler(args.command)
     try:
         return int(handler(args))
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":

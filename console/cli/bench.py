@@ -1,0 +1,166 @@
+"""`opsconsole bench TARGET|--url URL ...`: the core's sweep (console.core.bench) with a progress bar and a table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from urllib.parse import urlparse
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from console.bench.engine import SweepConfig
+from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, RunningFigures, SweepDone
+from console.bench.records import BenchRecord
+from console.cli.common import workspace_of
+from console.core.bench import API_KEY_ENV, bench_host, bench_url, check_url, config_from_args, default_label
+from console.core.session import open_session
+from console.errors import ExitCode, UsageError
+from console.host.base import HostError
+
+
+class ProgressRenderer:
+    """Renders engine events as a rich progress bar (one bar per level) on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[figures]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task: TaskID | None = None
+
+    def __call__(self, event: BenchEvent) -> None:
+        p = self.progress
+        if isinstance(event, LevelStarted):
+            name = event.level.label + (f" #{event.repeat_index + 1}" if event.repeat_index else "")
+            self._task = p.add_task(name, total=event.planned_requests, figures="")
+        elif isinstance(event, RequestDone) and self._task is not None:
+            p.advance(self._task)
+        elif isinstance(event, RunningFigures) and self._task is not None:
+            figures = f"{event.output_throughput:,.0f} tok/s  TTFT {event.mean_ttft_ms:,.0f} ms"
+            if event.failed:
+                figures += f"  [red]{event.failed} failed[/red]"
+            p.update(self._task, figures=figures)
+        elif isinstance(event, LevelDone) and self._task is not None:
+            m = event.metrics
+            figures = f"{m['output_throughput']:,.0f} tok/s  TPOT {m['median_tpot_ms']:.1f} ms"
+            if m["failed"]:
+                figures += f"  [red]{m['failed']} failed[/red]"
+            p.update(self._task, total=m["completed"] + m["failed"], figures=figures)
+        elif isinstance(event, SweepDone) and event.stopped:
+            p.console.print(f"[red]stopped: {event.stopped}[/red]")
+
+
+# (title, record field, format) of the summary's rows; one column per level, so it fits 80 columns.
+_SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("completed", "completed", "{:,.0f}"),
+    ("failed", "failed", "{:,.0f}"),
+    ("output tok/s", "output_throughput", "{:,.1f}"),
+    ("tok/s per request", "mean_request_output_throughput", "{:,.1f}"),
+    ("median TTFT ms", "median_ttft_ms", "{:,.1f}"),
+    ("p99 TTFT ms", "p99_ttft_ms", "{:,.1f}"),
+    ("median TPOT ms", "median_tpot_ms", "{:,.2f}"),
+    ("p99 TPOT ms", "p99_tpot_ms", "{:,.2f}"),
+    ("p99 ITL ms", "p99_itl_ms", "{:,.2f}"),
+    ("median E2E ms", "median_e2e_latency_ms", "{:,.0f}"),
+    ("accept length", "accept_length", "{:.2f}"),
+    ("concurrency", "concurrency", "{:.1f}"),
+    ("mean power W", "mean_power_w", "{:,.0f}"),
+    ("tokens/J", "tokens_per_joule", "{:.2f}"),
+)
+
+
+def summary_table(records: list[BenchRecord]) -> Table:
+    table = Table(title=f"bench {records[0].label}" if records else "bench", header_style="bold")
+    table.add_column("")
+    for r in records:
+        table.add_column(r.level_key + (f" #{r.repeat_index + 1}" if r.repeat_index else ""), justify="right")
+    for title, key, fmt in _SUMMARY_ROWS:
+        values = [getattr(r, key) for r in records]
+        if all(v is None for v in values):
+            continue
+        cells = ["-" if v is None else fmt.format(v) for v in values]
+        if key == "failed":
+            cells = [f"[red]{c}[/red]" if v else c for c, v in zip(cells, values, strict=True)]
+        table.add_row(title, *cells)
+    return table
+
+
+async def _bench_target(
+    args: argparse.Namespace, config: SweepConfig, label: str, renderer: object
+) -> list[BenchRecord]:
+    async with open_session(args.target, workspace_of(args).ensure(), ssh_config=args.ssh_config) as session:
+        return await bench_host(session, config, label=label, on_event=renderer)
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        config = config_from_args(args)
+        if args.url:
+            base_url = check_url(args.url)
+            target = args.target or base_url
+        elif not args.target:
+            raise UsageError("give a TARGET or --url http://HOST:PORT")
+    except UsageError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return ExitCode.USAGE
+    if config.requests is not None and not config.request_rates and config.requests < max(config.concurrencies):
+        err.print(
+            f"[yellow]note: --requests {config.requests} is below the highest concurrency "
+            f"{max(config.concurrencies)}: that level cannot reach it (see 'concurrency' in the results)[/yellow]"
+        )
+    workspace = workspace_of(args).ensure()
+    label = args.label or default_label(urlparse(base_url).netloc if args.url else args.target)
+    show_progress = not args.json and sys.stderr.isatty()
+    renderer = ProgressRenderer(err) if show_progress else None
+    if args.url:
+        coro = bench_url(
+            base_url,
+            config,
+            label=label,
+            target=target,
+            workspace=workspace,
+            on_event=renderer,
+            api_key=os.environ.get(API_KEY_ENV) or None,
+        )
+    else:
+        coro = _bench_target(args, config, label, renderer)
+    try:
+        if renderer:
+            with renderer.progress:
+                records = asyncio.run(coro)
+        else:
+            records = asyncio.run(coro)
+    except HostError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return ExitCode.FAILED
+    except KeyboardInterrupt:
+        err.print(f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}")
+        return ExitCode.INTERRUPTED
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot reach the server: {exc}")
+        return ExitCode.FAILED
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+    else:
+        Console(width=None if sys.stdout.isatty() else 160).print(summary_table(records))
+        if records:
+            err.print(f"records appended to {workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl")
+    if not records or any(r.stopped for r in records):
+        for r in records:
+            if r.stopped:
+                err.print(f"[red]stopped at {r.level_key}: {r.stopped}[/red]")
+        if not records:
+            err.print("[red]no level completed[/red]")
+        return ExitCode.FAILED
+    return ExitCode.OK

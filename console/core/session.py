@@ -1,0 +1,166 @@
+"""One open host, as every operation of the core uses it — the CLI for one command, the console for hours.
+
+    async with open_session("gpu-host", workspace) as session:
+        status = await read_status(session)                     # console.core.status
+        pending = await plan_apply(session, edits)              # console.core.apply
+        async for line in session.service.journal(follow=True): ...
+
+A session is one connection (SSH, local or the demo host), the service manager on it, the SGLang client
+through the connection's port forward, and the host's GPUs. Secrets are masked where they enter: the
+session learns the unit's keys and tokens whenever the unit is read (and before the first journal line),
+journal lines are masked as they arrive, and every JSON answer of the SGLang API is masked by the client.
+So no event, result, record or exception text built from them can carry a secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from console.core.rollout import VersionSource, choose_version
+from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
+from console.host.connect import HostSession, open_host
+from console.host.gpu import GpuSnapshot
+from console.host.ssh import ConnectionState
+from console.host.targets import Target, resolve_target
+from console.secrets import SecretMask, secrets_in_unit
+from console.sglang.client import SglangClient, SglangError
+from console.workspace import Workspace
+
+# How long a server that does not answer may take to say its version before the rules fall back.
+VERSION_TIMEOUT_S = 10.0
+
+
+class MaskedService:
+    """The host's ServiceManager with secrets masked at the source: the unit's keys are learned whenever it
+    is read, and every journal line is masked before anyone sees it. The unit text itself is returned as
+    it is on disk, because only that can be written back; nothing that shows it may skip the mask."""
+
+    def __init__(self, inner: ServiceManager, secrets: SecretMask) -> None:
+        self.inner = inner
+        self.secrets = secrets
+        self.unit = inner.unit
+        self._learned = False
+
+    async def state(self) -> ServiceState:
+        return await self.inner.state()
+
+    async def read_unit(self) -> str:
+        text = await self.inner.read_unit()
+        self.secrets.learn(secrets_in_unit(text))
+        self._learned = True
+        return text
+
+    async def learn_secrets(self) -> None:
+        """Read the unit once, so that its secrets are known before the first journal line is shown."""
+        if not self._learned:
+            with contextlib.suppress(Exception):  # a host without the unit still has a journal to show
+                await self.read_unit()
+            self._learned = True
+
+    async def write_unit(self, text: str) -> UnitBackup:
+        self.secrets.learn(secrets_in_unit(text))
+        return await self.inner.write_unit(text)
+
+    async def restore_unit(self, backup: UnitBackup) -> None:
+        await self.inner.restore_unit(backup)
+
+    async def daemon_reload(self) -> None:
+        await self.inner.daemon_reload()
+
+    async def restart(self) -> None:
+        await self.inner.restart()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def enable(self) -> None:
+        await self.inner.enable()
+
+    def lock(self, owner: str) -> AbstractAsyncContextManager[None]:
+        return self.inner.lock(owner)
+
+    async def journal(
+        self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None
+    ) -> AsyncIterator[JournalEntry]:
+        await self.learn_secrets()
+        async for entry in self.inner.journal(lines=lines, follow=follow, after_cursor=after_cursor):
+            yield dataclasses.replace(entry, message=self.secrets.text(entry.message))
+
+
+class Session:
+    """An open host: label, connection state, masked service, SGLang client, GPUs, the version for the rules."""
+
+    def __init__(self, host: HostSession, workspace: Workspace | None = None) -> None:
+        self.host = host
+        self.workspace = workspace
+        self.secrets = SecretMask()
+        api_key = host.target.sglang.api_key()
+        if api_key:
+            self.secrets.learn([api_key])
+        self.service = MaskedService(host.service, self.secrets)
+
+    @property
+    def label(self) -> str:
+        return self.host.label
+
+    @property
+    def target(self) -> Target:
+        return self.host.target
+
+    @property
+    def connection(self) -> ConnectionState:
+        return self.host.connection
+
+    @property
+    def has_api_key(self) -> bool:
+        """Whether the console sends an API key to this host's server (the profile's api_key_env is set)."""
+        return self.target.sglang.api_key() is not None
+
+    async def sglang(self) -> SglangClient:
+        """The session's SGLang client (one per session), masking every answer as it arrives."""
+        client = await self.host.sglang()
+        client.mask = self.secrets.data
+        return client
+
+    async def sglang_url(self) -> str:
+        return await self.host.sglang_url()
+
+    async def gpus(self) -> GpuSnapshot:
+        return await self.host.gpus()
+
+    async def server_version(self) -> str | None:
+        """The running server's version (/server_info), or None when it does not answer (it may be down)."""
+        try:
+            client = await self.sglang()
+            async with asyncio.timeout(VERSION_TIMEOUT_S):
+                return await client.detect_version()
+        except (SglangError, HostError, TimeoutError, OSError):  # the rules fall back; the caller goes on
+            return None
+
+    async def sglang_version(self) -> tuple[str, VersionSource]:
+        """The version the rules check against: the running server's, else the profile's, else the newest."""
+        from console.sglang.flags import NEWEST_VERSION
+
+        return choose_version(await self.server_version(), self.target.sglang_version, NEWEST_VERSION)
+
+
+@asynccontextmanager
+async def open_session(
+    target: str | Target,
+    workspace: Workspace,
+    *,
+    ssh_config: str | None = None,
+    on_connection: Callable[[ConnectionState], None] | None = None,
+) -> AsyncIterator[Session]:
+    """Resolve TARGET, connect (host-key problems surface here, as HostError) and close it all afterwards."""
+    if isinstance(target, str):
+        target = resolve_target(target, profiles_dir=workspace.profiles, ssh_config=ssh_config)
+    host = await open_host(target, logs_dir=workspace.logs, on_state=on_connection)
+    try:
+        yield Session(host, workspace)
+    finally:
+        await host.close()
