@@ -56,6 +56,7 @@ from console.core.rollout import (
     Rollout,
     Verification,
     build_plan,
+    held_by,
     is_new_start,
     lock_owner,
     mask_plan,
@@ -63,7 +64,8 @@ from console.core.rollout import (
     verify_resolved,
 )
 from console.core.session import Session
-from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup
+from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
+from console.secrets import secrets_in_unit
 
 T = TypeVar("T")
 
@@ -80,6 +82,9 @@ HEALTH_PROBE_TIMEOUT_S = 5.0
 SERVER_INFO_GRACE_S = 15.0
 # The old unit gets longer to come back than the new one got: a rollback must not give up early.
 ROLLBACK_TIMEOUT_FACTOR = 2.0
+# How long this console waits for the host to let go of its own previous lock (released a moment ago: the
+# host notices the closed channel at its next heartbeat, 0.2 s on systemd hosts).
+OWN_LOCK_RELEASE_S = 2.0
 # A service still inactive this long after a restart returned did not start at all.
 INACTIVE_GRACE_S = 5.0
 DEFAULT_TIMEOUT_S = 900.0
@@ -667,6 +672,22 @@ def _console_warnings(session: Session, plan: Plan) -> list[str]:
     return []
 
 
+async def _take_lock(session: Session, owner: str) -> AsyncExitStack:
+    """The unit's lock; UnitLocked when another console holds it. A lock this very process let go of a moment
+    ago (its release still on its way to the host) is waited for instead of refused."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + OWN_LOCK_RELEASE_S
+    while True:
+        stack = AsyncExitStack()
+        try:
+            await stack.enter_async_context(session.service.lock(owner))
+            return stack
+        except UnitLocked as exc:
+            if not held_by(exc.holder, socket.gethostname(), os.getpid()) or loop.time() >= deadline:
+                raise
+        await asyncio.sleep(POLL_INTERVAL_S / 4)
+
+
 async def _planned(
     session: Session, edits: EditRequest, *, timeout_s: float, owner: str, restart_only: bool
 ) -> PendingApply:
@@ -674,8 +695,7 @@ async def _planned(
     from console.sglang.unit import UnitFile
 
     version, source = await session.sglang_version()
-    stack = AsyncExitStack()
-    await stack.enter_async_context(session.service.lock(owner))
+    stack = await _take_lock(session, owner)
     try:
         unit_text = await session.service.read_unit()
         plan = build_plan(
@@ -688,6 +708,7 @@ async def _planned(
             check=check_launch,
         )
         warnings = [Finding("console-api-key", m, ("--api-key",)) for m in _console_warnings(session, plan)]
+        session.secrets.learn(secrets_in_unit(plan.new_text))  # the edit's own keys, before anything shows it
         plan = mask_plan(plan, session.secrets)
         plan.report.warnings.extend(warnings)
     except BaseException:

@@ -152,6 +152,12 @@ def lock_owner(user: str, host: str, pid: int, at: datetime, *, verb: str = "ops
     return f"{user}@{host} ({verb}, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
 
 
+def held_by(holder: str, host: str, pid: int) -> bool:
+    """Whether a lock holder (as lock_owner wrote it) is the process `pid` on `host`: this very console, whose
+    previous lock the host has not let go of yet (a release takes up to one heartbeat there)."""
+    return f"@{host} (" in holder and f", pid {pid}) since " in holder
+
+
 def unified_diff(old: str, new: str, name: str) -> str:
     lines = difflib.unified_diff(
         old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"{name} (now)", tofile=f"{name} (new)"

@@ -101,3 +101,9 @@ def access(peer: str, method: str, path: str, status: int) -> str:
 
 
 READY = "The server is fired up and ready to roll!"
+
+
+def server_args(resolved: dict[str, object]) -> str:
+    """The settings line every SGLang start logs (`logger.info(f"{server_args=}")`), keys and tokens included:
+    what the console must mask (console.secrets.SecretMask)."""
+    return "server_args=ServerArgs(" + ", ".join(f"{key}={value!r}" for key, value in resolved.items()) + ")"

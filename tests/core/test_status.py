@@ -1,0 +1,58 @@
+"""read_status: one refresh as a typed HostStatus, whose JSON is `status --json`'s shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.core.session import open_session
+from console.core.status import HostStatus, read_status
+from console.host.targets import Target
+from console.workspace import Workspace
+from tests.support.demo import Demo
+
+SERVICE_KEYS = {
+    "unit", "active_state", "sub_state", "main_pid", "started_at", "uptime_s", "n_restarts", "result",
+    "unit_file_state", "need_daemon_reload", "fragment_path",
+}  # fmt: skip
+SGLANG_KEYS = {
+    "url", "healthy", "version", "model_path", "served_model_name", "speculative_algorithm",
+    "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+    "disable_overlap_schedule", "max_running_requests", "effective_max_running_requests_per_dp",
+    "max_total_num_tokens", "avg_spec_accept_length", "last_gen_throughput", "num_running_reqs", "num_queue_reqs",
+    "gen_throughput", "spec_accept_length", "spec_accept_rate", "token_usage",
+}  # fmt: skip
+GPU_KEYS = {
+    "index", "name", "uuid", "utilization_gpu", "utilization_memory", "memory_used_mib", "memory_total_mib",
+    "power_draw_w", "power_limit_w", "temperature_gpu", "clocks_sm_mhz", "clocks_mem_mhz", "pstate", "throttle_reasons",
+}  # fmt: skip
+
+
+async def test_a_healthy_demo_host_reads_as_one_typed_status(shared_demo: Demo) -> None:
+    async with open_session("demo", Workspace.resolve(shared_demo.workspace)) as session:
+        status = await read_status(session)
+        again = await read_status(session)  # the second refresh reads every endpoint in one round
+    assert isinstance(status, HostStatus) and status.ok and again.ok
+    assert status.connection.transport == "demo"
+    assert status.service.active_state == "active" and status.service.main_pid
+    sg = status.sglang
+    assert sg.healthy and sg.version == "0.5.9" and sg.speculative_algorithm in ("NEXTN", "EAGLE")
+    assert (sg.speculative_num_steps, sg.speculative_eagle_topk, sg.speculative_num_draft_tokens) == (1, 1, 2)
+    assert len(status.gpus) == 4 and status.gpu_error is None
+
+    doc = again.to_json()
+    assert set(doc) == {"target", "connection", "service", "sglang", "gpus", "gpu_processes", "gpu_error", "refresh_ms"}
+    assert set(doc["connection"]) == {"transport", "state", "detail"}
+    assert set(doc["service"]) == SERVICE_KEYS  # no "error" key when there is no error
+    assert set(doc["sglang"]) == SGLANG_KEYS
+    assert all(set(gpu) == GPU_KEYS for gpu in doc["gpus"])
+    assert doc["service"]["started_at"].endswith("+00:00")
+
+
+async def test_a_stopped_demo_host_reports_each_part_with_its_error(tmp_path: Path) -> None:
+    target = Target(label="gone", transport="demo", control=str(tmp_path / "no.sock"))
+    async with open_session(target, Workspace(tmp_path)) as session:
+        status = await read_status(session)
+    assert not status.ok
+    doc = status.to_json()
+    assert set(doc["service"]) == {"unit", "error"} and "opsconsole demo" in doc["service"]["error"]
+    assert doc["sglang"]["healthy"] is False and doc["sglang"]["error"]
