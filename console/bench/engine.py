@@ -1,7 +1,7 @@
 """The load engine: closed-loop concurrency sweeps and open-loop Poisson rates against a streaming SGLang API.
 
 No UI: progress goes out as events (console.bench.events); results come back as LevelResult, which
-console.bench.records turns into log records. Protocol per level (design.md §6):
+console.bench.records turns into log records. Protocol per level (the README's benchmark methodology):
 1. warm-up requests, excluded from every figure;
 2. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
 3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;

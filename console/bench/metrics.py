@@ -1,6 +1,6 @@
 """Per-level benchmark metrics with SGLang bench_serving's definitions (pure, no I/O).
 
-Definitions (research/sglang-facts.md §5a, bench_serving `calculate_metrics`):
+Definitions (SGLang's bench_serving.py, `calculate_metrics`):
 - TTFT: time from sending the request to the first chunk that carries output.
 - TPOT per request: (latency − TTFT) / (output_len − 1), only for output_len > 1.
 - ITL: one entry per output token after the first chunk; a chunk carrying k new tokens after a gap g

@@ -1,6 +1,6 @@
 """Benchmark workloads: what each request asks for, built up front and seeded (pure, no I/O).
 
-Two named workloads (design.md §6, issue 5):
+Two named workloads:
 - `random`: the optimistic case. Seeded random prompts of exactly `input_len` tokens (token ids sent as
   `input_ids` on /generate; on chat, `input_len` common words, about one token each), forced output length
   (`ignore_eos`), temperature 0 unless overridden.

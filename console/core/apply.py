@@ -10,7 +10,7 @@ state, the state machine) and console/core/phases.py (startup phases from the jo
 only through the session (console/core/session.py): its ServiceManager (systemd over SSH, or the demo's
 supervisor) and its SGLang client, so the same orchestration runs on a GPU host, the testbed and the demo.
 
-Order of operations (anchors.md D3): back up + write the unit atomically, daemon-reload, restart, follow the
+Order of operations (the one Ansible's systemd module uses): back up + write the unit atomically, daemon-reload, restart, follow the
 journal for startup phases while polling the service state and /health, then read /server_info and verify.
 A start that fails (ActiveState failed, the unit restarting in a loop, the process gone) or is not healthy
 within the timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.

@@ -1,6 +1,6 @@
 """SGLang's startup phases, read from its log lines (pure: no I/O).
 
-SGLang prints fixed markers while it starts (research/sglang-facts.md §6): "Load weight begin/end",
+SGLang prints fixed markers while it starts (model_runner.py, cuda_graph_runner.py, http_server.py): "Load weight begin/end",
 "KV Cache is allocated", "Capture cuda graph begin/end", with EAGLE-family drafts "Capture draft cuda
 graph begin/end" and "Capture draft extend cuda graph begin/end", then uvicorn starts, a warm-up request
 runs, and "The server is fired up and ready to roll!". A start of a large model takes minutes, so the

@@ -2,7 +2,7 @@
 warnings and the resolved values — pure code, no I/O.
 
 Each rule is a small function whose docstring names the versions it holds for and the SGLang code behind
-it (evidence from research/sglang-facts.md §2, checked against the released wheels). The order of the rules
+it (checked against the released wheels' server_args.py and the workers they start). The order of the rules
 follows SGLang's own `_handle_speculative_decoding` (0.5.6–0.5.12 server_args.py; 0.5.14+
 arg_groups/speculative_hook.py), because later rules see the values earlier ones resolved.
 
@@ -303,7 +303,7 @@ def rule_max_running_requests(launch: _Launch) -> None:
 
 
 def rule_overlap_and_spec_v2(launch: _Launch) -> None:
-    """The overlap scheduler / spec-v2 timeline for EAGLE, EAGLE3, STANDALONE (facts §2d):
+    """The overlap scheduler / spec-v2 timeline for EAGLE, EAGLE3, STANDALONE (server_args.py and the EAGLE workers):
 
     - 0.5.6: env `SGLANG_ENABLE_SPEC_V2` (default false). Env true and EAGLE -> overlap forced on; env false ->
       overlap forced off; env true with EAGLE3/STANDALONE keeps the configured value. [0.5.6 server_args.py:1745-1758]

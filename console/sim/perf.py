@@ -71,7 +71,7 @@ sizes per GPU (Qwen3.5-122B-A10B FP8 ≈ 126 GB over 4 GPUs; Kimi-K2.5 INT4 ≈ 
 (256 routed / 8 per token for Qwen3.5-122B-A10B, 384 / 8 for Kimi K2.x); KV layouts (12 full-attention
 layers with GQA for Qwen3.5, MLA 512+64 for Kimi); `all_experts_ms` ≈ routed-expert bytes per GPU / memory
 bandwidth (~1.8 TB/s). The remaining time constants (fixed, per_request, per_token, cpu, draft) and the
-acceptance chains were then fitted to the operators' measurements (issue 3 §3). What the fit implies, so
+acceptance chains were then fitted to the operators' measurements (the README's calibration table). What the fit implies, so
 that nobody mistakes it for a derivation:
 
 * qwen: temperature 0 + ignore_eos acceptance is ≈ 0.99 per position (accept length 1.99 / 2.98 / 3.95 for
@@ -145,7 +145,7 @@ class PerfModel:
             topk = int(_arg(resolved, "speculative_eagle_topk", 1))
             draft_tokens = int(_arg(resolved, "speculative_num_draft_tokens", steps + 1))
             if topk == 1:
-                draft_tokens = steps + 1  # SGLang's chain rule (sglang-facts §2b)
+                draft_tokens = steps + 1  # SGLang's chain rule (console/sglang/rules.py, draft tokens := steps + 1)
             self.num_steps = max(1, steps)
             self.topk = max(1, topk)
             self.num_draft_tokens = max(2, draft_tokens)

@@ -1,6 +1,6 @@
 """SGLang's JSON shapes per emulated version (pure builders, no I/O).
 
-Version differences kept here (research/sglang-facts.md §4): meta_info key names, /server_info extras,
+Version differences kept here (read from each release's http_server.py and io_struct.py): meta_info key names, /server_info extras,
 which load endpoint exists.
 """
 

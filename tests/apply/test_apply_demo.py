@@ -68,7 +68,7 @@ def test_a_valid_change_is_written_restarted_and_verified(demo: Demo) -> None:
     phases = {p["name"]: p for p in result["phases"]}
     assert phases["load_weights"]["state"] == "done" and phases["load_weights"]["started_at"]
     assert all(p["state"] in ("done", "skipped") for p in result["phases"])
-    # Readiness is noticed soon after the server says so (issue 4 asks 0.5 s of /health turning 200; the log
+    # Readiness is noticed soon after the server says so (within 0.5 s of /health turning 200; the log
     # line comes just before /health turns 200, and CI machines are slow: allow 1 s from the line).
     ready_line = datetime.fromisoformat(phases["warmup"]["ended_at"])
     healthy_at = next(datetime.fromisoformat(h["at"]) for h in result["history"] if h["state"] == "healthy")

@@ -45,7 +45,7 @@ def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: Gpu
     info = server_info(host)
     assert info["speculative_num_steps"] == 3
     assert info["speculative_num_draft_tokens"] == 4
-    # The console noticed readiness promptly: within 0.5 s of the server's "ready to roll" line (issue 4).
+    # The console noticed readiness promptly: within 0.5 s of the server's "ready to roll" line.
     healthy_at = datetime.fromisoformat(next(t["at"] for t in result["history"] if t["state"] == "healthy"))
     assert (healthy_at - _ready_line_time(host)).total_seconds() < 0.5
     # A backup of the old unit stays on the host, and no temp file is left next to the unit.

@@ -13,7 +13,7 @@ from console.sglang.flags import (
 )
 
 ALL = SUPPORTED_VERSIONS
-# flag -> versions it must exist in (facts §1, §3)
+# flag -> versions it must exist in (from the releases' own argparse)
 EXPECTED = {
     "--speculative-algorithm": ALL,
     "--speculative-draft-model-path": ALL,
