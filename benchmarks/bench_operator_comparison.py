@@ -1,5 +1,5 @@
-"""The operators' comparison (the README's calibration table), on the simulator: baseline (no speculation) vs EAGLE topk 1 +
-spec v2 vs EAGLE topk 4, at C = 1, 30, 64, each level repeated; then `compare`'s table and plot.
+"""The operators' comparison (the README's calibration table), on the simulator: baseline (no speculation) vs
+EAGLE topk 1 + spec v2 vs EAGLE topk 4, at C = 1, 30, 64, each level repeated; then `compare`'s table and plot.
 
 Each configuration is a fresh simulator (`python -m console.sim`, the default Qwen3.5-122B profile) started
 with those launch flags; the sweep runs through the same code as `opsconsole bench`, and the records go to a
@@ -24,8 +24,8 @@ from rich.console import Console  # noqa: E402
 from console.bench.comparison import compare_runs  # noqa: E402
 from console.bench.engine import SweepConfig  # noqa: E402
 from console.bench.workloads import WorkloadSpec  # noqa: E402
+from console.cli.compare import render  # noqa: E402
 from console.core.bench import run_bench  # noqa: E402
-from console.core.compare import render  # noqa: E402
 from console.workspace import Workspace  # noqa: E402
 from tests.support.simproc import running_sim  # noqa: E402
 

@@ -23,11 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from console.core.status import collect_status
-from console.host.connect import open_host
+from console.core.session import open_session
+from console.core.status import read_status
 from console.host.gpu import gpu_poll_argv
 from console.host.systemd import SHOW_PROPERTIES
 from console.host.targets import resolve_target
+from console.workspace import Workspace
 from tests.host.sshd_lab import install_gpu_stub, simulator, sshd_lab, write_client
 
 
@@ -52,19 +53,16 @@ def naive_refresh(config: Path, commands: list[list[str]]) -> float:
 async def open_refreshes(workspace: Path, config: Path, rounds: int) -> tuple[float, list[float]]:
     target = resolve_target("labgpu", profiles_dir=workspace / "profiles", ssh_config=str(config))
     started = time.perf_counter()
-    session = await open_host(target)
-    try:
-        first = await collect_status(session)  # includes opening the port forward
+    async with open_session(target, Workspace(workspace)) as session:
+        first = await read_status(session)  # includes opening the port forward
         connect_s = time.perf_counter() - started
-        assert first["sglang"]["healthy"], first
+        assert first.sglang.healthy, first
         timings = []
         for _ in range(rounds):
             t0 = time.perf_counter()
-            await collect_status(session)
+            await read_status(session)
             timings.append(time.perf_counter() - t0)
         return connect_s, timings
-    finally:
-        await session.close()
 
 
 async def readiness_delays(config: Path, trials: int) -> list[float]:
@@ -83,6 +81,8 @@ async def readiness_delays(config: Path, trials: int) -> list[float]:
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     port = runner.addresses[0][1]
     target = resolve_target("lab", profiles_dir=config.parent / "profiles", ssh_config=str(config))
+    from console.host.connect import open_host
+
     session = await open_host(target)
     delays = []
     try:

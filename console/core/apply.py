@@ -10,8 +10,9 @@ state, the state machine) and console/core/phases.py (startup phases from the jo
 only through the session (console/core/session.py): its ServiceManager (systemd over SSH, or the demo's
 supervisor) and its SGLang client, so the same orchestration runs on a GPU host, the testbed and the demo.
 
-Order of operations (the one Ansible's systemd module uses): back up + write the unit atomically, daemon-reload, restart, follow the
-journal for startup phases while polling the service state and /health, then read /server_info and verify.
+Order of operations (as Ansible's systemd module does it): back up + write the unit atomically, daemon-reload,
+restart, follow the journal for startup phases while polling the service state and /health, then read
+/server_info and verify.
 A start that fails (ActiveState failed, the unit restarting in a loop, the process gone) or is not healthy
 within the timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.
 A dropped SSH connection (ConnectionDropped) is survived: the transport reconnects, reads are retried, and a

@@ -1,11 +1,11 @@
 """SGLang's startup phases, read from its log lines (pure: no I/O).
 
-SGLang prints fixed markers while it starts (model_runner.py, cuda_graph_runner.py, http_server.py): "Load weight begin/end",
-"KV Cache is allocated", "Capture cuda graph begin/end", with EAGLE-family drafts "Capture draft cuda
-graph begin/end" and "Capture draft extend cuda graph begin/end", then uvicorn starts, a warm-up request
-runs, and "The server is fired up and ready to roll!". A start of a large model takes minutes, so the
-operator wants to see which of these steps it is in and how far along, and — when it dies — the lines
-that say why. `PhaseTracker.feed()` turns journal lines into that picture.
+SGLang prints fixed markers while it starts (model_runner.py, cuda_graph_runner.py, http_server.py):
+"Load weight begin/end", "KV Cache is allocated", "Capture cuda graph begin/end", with EAGLE-family drafts
+"Capture draft cuda graph begin/end" and "Capture draft extend cuda graph begin/end", then uvicorn starts,
+a warm-up request runs, and "The server is fired up and ready to roll!". A start of a large model takes
+minutes, so the operator wants to see which of these steps it is in and how far along, and — when it dies —
+the lines that say why. `PhaseTracker.feed()` turns journal lines into that picture.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """SGLang's JSON shapes per emulated version (pure builders, no I/O).
 
-Version differences kept here (read from each release's http_server.py and io_struct.py): meta_info key names, /server_info extras,
-which load endpoint exists.
+Version differences kept here (read from each release's http_server.py and io_struct.py): meta_info key names,
+/server_info extras, which load endpoint exists.
 """
 
 from __future__ import annotations

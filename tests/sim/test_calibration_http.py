@@ -1,4 +1,5 @@
-"""The operators' aggregate figures (the README's calibration table), measured through the HTTP API of the real simulator process.
+"""The operators' aggregate figures (the README's calibration table), measured through the HTTP API of the real
+simulator process.
 
 tests/sim/test_perf_calibration.py checks the same figures on the virtual clock (1024 in / 1024 out, many
 waves). Here the simulator runs as `python -m console.sim` and the project's own bench engine drives it in

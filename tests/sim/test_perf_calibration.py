@@ -1,4 +1,5 @@
-"""The profiles reproduce the operators' measurements (the README's calibration table) within 10 %, on the virtual clock.
+"""The profiles reproduce the operators' measurements (the README's calibration table) within 10 %, on the virtual
+clock.
 
 Each figure runs a closed loop (bench_serving --max-concurrency C, random 1024-token prompts, 1024 forced
 output tokens, temperature 0, ignore_eos) through the real Engine, so prefill stalls, queueing past the
