@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("connect", help="open the console on one or more hosts (several targets open as tabs)")
     p.add_argument("targets", nargs="+", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--read-only", action="store_true", help="disable every action that changes the host")
+    p.add_argument("--refresh", type=float, metavar="S", help="seconds between refreshes (default 1, console.toml)")
     _add_target_options(p)
 
     p = sub.add_parser("demo", help="the console on the embedded simulated GPU host (no GPU, no SSH)")

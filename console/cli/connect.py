@@ -1,17 +1,57 @@
-"""`opsconsole connect`: the Textual console. It lands with the console issue; until then, say so plainly."""
+"""`opsconsole connect TARGET [TARGET...] [--read-only] [--refresh S]`: the live console (console.tui).
+
+Settings come from <workspace>/console.toml (console.tui.config); a malformed one is a usage error (exit 2)
+that names the key. Every TARGET is resolved before the screen opens, so a typo is reported plainly."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from console.errors import ExitCode
+from console.cli.common import workspace_of
+from console.errors import ExitCode, UsageError
+from console.host.base import HostError
+
+
+def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-untyped-def]
+    """The app for these targets (textual is imported here, not by the CLI's fast path)."""
+    from console.core.monitor import HostWatcher
+    from console.host.targets import resolve_target
+    from console.tui.app import ConsoleOptions, OpsConsoleApp
+    from console.tui.config import load_config
+
+    workspace = workspace_of(args)
+    known = OpsConsoleApp.binding_ids()
+    config = load_config(workspace.root, known_ids=known)
+    if getattr(args, "refresh", None) is not None:
+        if not 0.1 < args.refresh <= 60:
+            raise UsageError(f"--refresh must be between 0.1 and 60 seconds, not {args.refresh}")
+        config = config.model_copy(update={"refresh_s": args.refresh})
+    if len(set(targets)) != len(targets):
+        raise UsageError("each TARGET once: the same host twice would hold two connections and two tabs")
+    resolved = {t: resolve_target(t, profiles_dir=workspace.profiles, ssh_config=args.ssh_config) for t in targets}
+
+    def make_source(label, on_view, on_journal):  # type: ignore[no-untyped-def]
+        return HostWatcher(
+            resolved[label], workspace, on_view=on_view, on_journal=on_journal, interval_s=config.refresh_s
+        )
+
+    app = OpsConsoleApp(ConsoleOptions(tuple(targets), config, bool(args.read_only)), make_source)
+    if config.theme and config.theme not in app.available_themes:
+        raise UsageError(
+            f"{workspace.root / 'console.toml'}: theme {config.theme!r} is not a Textual theme; "
+            f"one of: {', '.join(sorted(app.available_themes))}"
+        )
+    return app
 
 
 def run(args: argparse.Namespace) -> int:
-    print(
-        "opsconsole connect: the interactive console is not built yet. The same verbs work headless today:\n"
-        f"  opsconsole status {args.targets[0]}    opsconsole apply ...    opsconsole bench ...    opsconsole logs ...",
-        file=sys.stderr,
-    )
-    return ExitCode.FAILED
+    try:
+        app = build_app(args, list(args.targets))
+    except UsageError as exc:
+        print(f"opsconsole connect: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except HostError as exc:
+        print(f"opsconsole connect: {exc}", file=sys.stderr)
+        return ExitCode.FAILED
+    return int(app.run() or ExitCode.OK)

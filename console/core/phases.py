@@ -87,6 +87,28 @@ def is_failure_line(line: str) -> bool:
     return any(p.search(line) for p in _FAILURE_PATTERNS)
 
 
+LineKind = str  # "failure" | "ready" | "phase" | "warning" | "normal"
+_PHASE_MARKERS = tuple(
+    m
+    for spec in (LOAD_WEIGHTS, KV_CACHE, CUDA_GRAPH, DRAFT_CUDA_GRAPH, DRAFT_EXTEND_CUDA_GRAPH)
+    for m in (*spec.begin_markers, *spec.end_markers)
+)
+_WARNING = re.compile(r"\b(WARNING|Warning|warning|deprecated|DEPRECATED)\b")
+
+
+def classify_line(line: str) -> LineKind:
+    """How a journal line should stand out: a failure, the ready line, a startup phase marker, a warning."""
+    if is_failure_line(line):
+        return "failure"
+    if READY_MARKER in line:
+        return "ready"
+    if any(marker in line for marker in _PHASE_MARKERS):
+        return "phase"
+    if _WARNING.search(line):
+        return "warning"
+    return "normal"
+
+
 def expected_phases(*, speculative: bool, cuda_graph: bool = True) -> tuple[PhaseSpec, ...]:
     """The phases a start goes through: draft graphs only with an EAGLE-family draft, no capture with
     --disable-cuda-graph."""

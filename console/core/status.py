@@ -34,7 +34,8 @@ JSON keys (stable; SGLang's own names where they exist):
     sglang.avg_spec_accept_length    lifetime mean accept length (internal_states[0])
     sglang.last_gen_throughput  tok/s of the last decode log window
     sglang.num_running_reqs, sglang.num_queue_reqs, sglang.gen_throughput   load endpoint, else /metrics
-    sglang.spec_accept_length, sglang.spec_accept_rate, sglang.token_usage   /metrics gauges (last window)
+    sglang.spec_accept_length, sglang.spec_accept_rate, sglang.token_usage, sglang.cache_hit_rate
+                                /metrics gauges (last window)
     sglang.error                why SGLang could not be read, else absent
     gpus[]                      index, name, uuid, utilization_gpu, utilization_memory, memory_used_mib,
                                 memory_total_mib, power_draw_w, power_limit_w, temperature_gpu,
@@ -171,6 +172,7 @@ class SglangStatus(BaseModel):
     spec_accept_length: Num = None
     spec_accept_rate: Num = None
     token_usage: Num = None
+    cache_hit_rate: Num = None
     error: str | None = None
 
     @model_serializer(mode="wrap")

@@ -19,6 +19,10 @@ class HostError(Exception):
     """An operation on a host failed; the message says what happened and what to do."""
 
 
+class AccessRefused(HostError):
+    """The host refused us for a reason no retry fixes: an unknown or changed host key, a refused login."""
+
+
 class SudoPasswordRequired(HostError):
     """sudo asked for a password; the console only uses sudo non-interactively."""
 

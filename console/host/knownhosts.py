@@ -13,7 +13,7 @@ from pathlib import Path
 
 import asyncssh
 
-from console.host.base import HostError
+from console.host.base import AccessRefused, HostError
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
@@ -24,7 +24,7 @@ class HostKeyStatus(Enum):
     CHANGED = "changed"
 
 
-class HostKeyRefused(HostError):
+class HostKeyRefused(AccessRefused):
     """The host's key is unknown or changed; the message shows its fingerprint and what to run."""
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import asyncssh
 
 from console.host.audit import AuditLog
-from console.host.base import CommandResult, ConnectionDropped, HostError
+from console.host.base import AccessRefused, CommandResult, ConnectionDropped, HostError
 from console.host.commands import shell_command, sudo_error, sudo_wants_password
 from console.host.knownhosts import HostIdentity, HostKeyStatus, key_status, known_hosts_files, refusal
 from console.host.targets import Target
@@ -224,7 +224,7 @@ class SshTransport:
                         f"ssh-agent or set IdentityFile for this host in ~/.ssh/config"
                     )
                     self._set_state(ConnectionState("failed", attempt, message))
-                    raise HostError(message) from None
+                    raise AccessRefused(message) from None
                 except _RETRIABLE as exc:
                     attempt += 1
                     error_text = _describe(exc)

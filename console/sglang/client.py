@@ -18,6 +18,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.sglang.flags import UnsupportedVersionError, version_at_least
+from console.sglang.histograms import Histogram, parse_histograms
 
 HEALTH_POLL_INTERVAL_S = 0.1  # readiness noticed within 0.5 s of /health turning 200, even with a slow RTT
 
@@ -118,6 +119,7 @@ def summarize(
     out["spec_accept_length"] = m.get("sglang:spec_accept_length")
     out["spec_accept_rate"] = m.get("sglang:spec_accept_rate")
     out["token_usage"] = m.get("sglang:token_usage")
+    out["cache_hit_rate"] = m.get("sglang:cache_hit_rate")
     return out
 
 
@@ -160,6 +162,8 @@ class SglangClient:
     # Applied to every JSON answer as it arrives: the server echoes its args, keys and tokens among them
     # (SecretMask.data of the host session), so nothing downstream ever holds them.
     mask: Callable[[Any], Any] | None = None
+    # The latency histograms of the last /metrics read (console.sglang.histograms), for window percentiles.
+    last_histograms: dict[str, Histogram] = field(default_factory=dict)
     _http: httpx.AsyncClient | None = None
 
     def __post_init__(self) -> None:
@@ -242,9 +246,11 @@ class SglangClient:
         if response.status_code != 200:
             raise SglangError(f"/metrics: HTTP {response.status_code}")
         try:
-            return parse_metrics(response.text)
+            values = parse_metrics(response.text)
+            self.last_histograms = parse_histograms(response.text)
         except ValueError as exc:
             raise SglangError(f"/metrics: not Prometheus text ({exc})") from None
+        return values
 
     async def flush_cache(self) -> bool:
         """True when the cache was flushed (the server refuses while requests are running)."""

@@ -19,7 +19,7 @@ SGLANG_KEYS = {
     "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
     "disable_overlap_schedule", "max_running_requests", "effective_max_running_requests_per_dp",
     "max_total_num_tokens", "avg_spec_accept_length", "last_gen_throughput", "num_running_reqs", "num_queue_reqs",
-    "gen_throughput", "spec_accept_length", "spec_accept_rate", "token_usage",
+    "gen_throughput", "spec_accept_length", "spec_accept_rate", "token_usage", "cache_hit_rate",
 }  # fmt: skip
 GPU_KEYS = {
     "index", "name", "uuid", "utilization_gpu", "utilization_memory", "memory_used_mib", "memory_total_mib",

@@ -1,0 +1,354 @@
+"""The console app: one tab per host (and an overview of all of them), keys with ids, the command palette.
+
+Every remote call runs in a worker (console.core.monitor.HostWatcher per host: its refresh loop and its
+journal); workers post messages, widgets render them. A dead or slow host slows only its own tab.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import ClassVar, Protocol
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from console.core.monitor import HostView
+from console.core.session import Session
+from console.host.base import JournalEntry
+from console.tui.config import ConsoleConfig
+from console.tui.screens.help import HelpScreen, KeyRow
+from console.tui.widgets.hostpane import HostPane
+from console.tui.widgets.journal import JournalLog
+from console.tui.widgets.overview import Overview
+
+OVERVIEW_TAB = "overview"
+READ_ONLY_ACTIONS = {
+    "edit": "read-only: the editor opens to read, Apply is disabled",
+    "restart": "read-only: restarting changes the host",
+    "freeze": "read-only: freezing writes the unit and enables it",
+    "benchmark": "read-only: a benchmark flushes the server's cache and loads it",
+}
+# Actions of the issues still to land: present in the keys and the palette, saying so.
+NOT_YET = {
+    "edit": "Edit parameters",
+    "restart": "Restart",
+    "benchmark": "Benchmark",
+    "compare": "Compare runs",
+    "freeze": "Freeze a production snapshot",
+}
+HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh"}
+
+
+class HostSource(Protocol):
+    """What the app needs of a host: console.core.monitor.HostWatcher (or a scripted one in tests)."""
+
+    label: str
+    session: Session | None
+
+    async def run(self) -> None: ...
+
+    async def follow_journal(self) -> None: ...
+
+    def refresh_now(self) -> None: ...
+
+
+SourceFactory = Callable[[str, Callable[[HostView], None], Callable[[list[JournalEntry]], None]], HostSource]
+
+
+class HostViewChanged(Message):
+    def __init__(self, view: HostView) -> None:
+        super().__init__()
+        self.view = view
+
+
+class JournalArrived(Message):
+    def __init__(self, label: str, entries: list[JournalEntry]) -> None:
+        super().__init__()
+        self.label = label
+        self.entries = entries
+
+
+@dataclass(frozen=True)
+class ConsoleOptions:
+    targets: tuple[str, ...]
+    config: ConsoleConfig
+    read_only: bool = False
+
+
+def _pane_id(index: int) -> str:
+    return f"host-{index}"
+
+
+class DashboardScreen(Screen[object]):
+    """The hosts' tabs (and the overview). Its keys move between hosts and start the host actions."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("e", "app.edit", "Edit", id="edit"),
+        Binding("r", "app.restart", "Restart", id="restart"),
+        Binding("b", "app.benchmark", "Bench", id="benchmark"),
+        Binding("c", "app.compare", "Compare", id="compare"),
+        Binding("F", "app.freeze", "Freeze", id="freeze"),
+        Binding("slash", "app.search", "Search", id="search"),
+        Binding("o", "app.overview", "Overview", id="overview"),
+        Binding("tab", "app.next_host", "Next host", id="next-host", show=False),
+        Binding("shift+tab", "app.previous_host", "Previous host", id="previous-host", show=False),
+        *(Binding(str(n), f"app.show_host({n})", f"Host {n}", id=f"host-{n}", show=False) for n in range(1, 10)),
+        Binding("ctrl+r", "app.refresh", "Refresh now", id="refresh", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        app = self.app
+        assert isinstance(app, OpsConsoleApp)
+        with TabbedContent(id="hosts"):
+            for index, label in enumerate(app.labels, start=1):
+                with TabPane(f"{index} {label}", id=_pane_id(index)):
+                    yield HostPane(label, thresholds=app.config.thresholds, clock=app.clock, id=f"pane-{index}")
+            if len(app.labels) > 1:
+                with TabPane("overview", id=OVERVIEW_TAB):
+                    yield Overview(id="overview-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        assert isinstance(app, OpsConsoleApp)
+        app.start_hosts()
+
+
+class OpsConsoleApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "opsconsole"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("ctrl+p", "command_palette", "Commands", id="command-palette", show=False),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(
+        self,
+        options: ConsoleOptions,
+        make_source: SourceFactory,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__()
+        self.options = options
+        self.config = options.config
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.labels = list(options.targets)
+        self.sources: dict[str, HostSource] = {}
+        self._make_source = make_source
+        if self.config.theme:
+            self.theme = self.config.theme
+
+    # -- layout -----------------------------------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen[object]:
+        return DashboardScreen()
+
+    @classmethod
+    def binding_ids(cls) -> set[str]:
+        """Every remappable binding id (console.toml [keys])."""
+        bindings = [*cls.BINDINGS, *DashboardScreen.BINDINGS, *JournalLog.BINDINGS, *Overview.BINDINGS]
+        return {b.id for b in bindings if isinstance(b, Binding) and b.id}
+
+    def on_mount(self) -> None:
+        self.set_keymap(dict(self.config.keys))
+
+    def start_hosts(self) -> None:
+        """One refresh worker and one journal worker per host, once the dashboard's panes exist."""
+        for label in self.labels:
+            source = self._make_source(label, partial(self._view_from_worker), partial(self._journal_from, label))
+            self.sources[label] = source
+            self.run_worker(source.run(), name=f"refresh {label}", group="hosts", exit_on_error=False)
+            self.run_worker(source.follow_journal(), name=f"journal {label}", group="hosts", exit_on_error=False)
+        self.set_interval(1.0, self._tick)
+        self._activate(self.dashboard.query_one(TabbedContent).active)
+
+    def _view_from_worker(self, view: HostView) -> None:
+        self.post_message(HostViewChanged(view))
+
+    def _journal_from(self, label: str, entries: list[JournalEntry]) -> None:
+        self.post_message(JournalArrived(label, entries))
+
+    @property
+    def dashboard(self) -> DashboardScreen:
+        screen = self.screen_stack[0]
+        assert isinstance(screen, DashboardScreen)
+        return screen
+
+    def pane_for(self, label: str) -> HostPane:
+        return self.dashboard.query_one(f"#pane-{self.labels.index(label) + 1}", HostPane)
+
+    def on_host_view_changed(self, message: HostViewChanged) -> None:
+        self.pane_for(message.view.label).show(message.view)
+        if len(self.labels) > 1:
+            self.dashboard.query_one(Overview).show(message.view, self.clock())
+
+    def on_journal_arrived(self, message: JournalArrived) -> None:
+        self.pane_for(message.label).add_journal(message.entries)
+
+    def _tick(self) -> None:
+        panes = list(self.dashboard.query(HostPane))
+        for pane in panes:
+            pane.tick()
+        if len(self.labels) > 1:
+            overview = self.dashboard.query_one(Overview)
+            for pane in panes:
+                overview.show(pane.view, self.clock())
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._activate(event.pane.id or "")
+
+    def _activate(self, pane_id: str) -> None:
+        for index, pane in enumerate(self.dashboard.query(HostPane), start=1):
+            pane.activate(_pane_id(index) == pane_id)
+        self.refresh_bindings()
+
+    def on_overview_open_host(self, message: Overview.OpenHost) -> None:
+        self.action_show_host(self.labels.index(message.label) + 1)
+
+    # -- where the operator is --------------------------------------------------------------------------
+
+    @property
+    def current_pane(self) -> HostPane | None:
+        active = self.dashboard.query_one(TabbedContent).active
+        for index, pane in enumerate(self.dashboard.query(HostPane), start=1):
+            if _pane_id(index) == active:
+                return pane
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Read-only and the overview disable the host actions: shown dimmed, and `?` says why."""
+        if action in HOST_ACTIONS and self.current_pane is None:
+            return None
+        if self.options.read_only and action in READ_ONLY_ACTIONS:
+            return None
+        return True
+
+    def why_disabled(self, action: str) -> str:
+        if action in HOST_ACTIONS and self.current_pane is None:
+            return "open a host first (its number, or Enter on the overview)"
+        if self.options.read_only and action in READ_ONLY_ACTIONS:
+            return READ_ONLY_ACTIONS[action]
+        return ""
+
+    # -- actions ----------------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self._screen_title(), self.key_rows(self.screen)))
+
+    def _screen_title(self) -> str:
+        pane = self.current_pane
+        return f"host {pane.label}" if pane is not None else "overview"
+
+    def key_rows(self, screen: Screen[object]) -> list[KeyRow]:
+        """Every binding of the screen (focused widget first), with its keys as remapped, once per id."""
+        keys: dict[str, list[str]] = {}
+        rows: dict[str, KeyRow] = {}
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not binding.description:
+                continue
+            ident = binding.id or binding.action
+            description = binding.description
+            if ident.startswith("host-") and ident.removeprefix("host-").isdigit():
+                number = int(ident.removeprefix("host-"))
+                if number > len(self.labels):
+                    continue  # no such host: no such key
+                description = f"Host {number}: {self.labels[number - 1]}"
+            shown = keys.setdefault(ident, [])
+            display = self.get_key_display(binding)
+            if display not in shown:
+                shown.append(display)
+            why = "" if active.enabled else self.why_disabled(binding.action.removeprefix("app."))
+            rows[ident] = (", ".join(shown), description, binding.id or "", why)
+        return list(rows.values())
+
+    def action_next_host(self) -> None:
+        self._cycle(+1)
+
+    def action_previous_host(self) -> None:
+        self._cycle(-1)
+
+    def _cycle(self, step: int) -> None:
+        tabs = self.dashboard.query_one(TabbedContent)
+        order = [_pane_id(i) for i in range(1, len(self.labels) + 1)]
+        if len(self.labels) > 1:
+            order.append(OVERVIEW_TAB)
+        current = order.index(tabs.active) if tabs.active in order else 0
+        tabs.active = order[(current + step) % len(order)]
+
+    def action_show_host(self, number: int) -> None:
+        if 1 <= number <= len(self.labels):
+            self.dashboard.query_one(TabbedContent).active = _pane_id(number)
+
+    def action_overview(self) -> None:
+        if len(self.labels) > 1:
+            self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
+            self.dashboard.query_one(Overview).focus()
+        else:
+            self.notify("one host: its tab is the overview", timeout=3)
+
+    def action_search(self) -> None:
+        pane = self.current_pane
+        if pane is not None:
+            pane.journal.open_search()
+
+    def action_refresh(self) -> None:
+        pane = self.current_pane
+        if pane is not None:
+            self.sources[pane.label].refresh_now()
+
+    def _not_yet(self, action: str) -> None:
+        why = self.why_disabled(action)
+        if why:
+            self.notify(why, title=NOT_YET[action], severity="warning")
+            return
+        self.notify(
+            "not yet in the console; the headless verbs work meanwhile (opsconsole apply / bench / compare)",
+            title=NOT_YET[action],
+            severity="information",
+        )
+
+    def action_edit(self) -> None:
+        self._not_yet("edit")
+
+    def action_restart(self) -> None:
+        self._not_yet("restart")
+
+    def action_benchmark(self) -> None:
+        self._not_yet("benchmark")
+
+    def action_compare(self) -> None:
+        self._not_yet("compare")
+
+    def action_freeze(self) -> None:
+        self._not_yet("freeze")
+
+    # -- the command palette: every action, with its key --------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        palette = (
+            ("Edit parameters", "Edit the speculative and serving flags, checked live by the rules", "edit"),
+            ("Restart", "Restart the service without edits and watch it come back", "restart"),
+            ("Benchmark", "Run a benchmark sweep on this host", "benchmark"),
+            ("Compare", "Compare benchmark runs side by side", "compare"),
+            ("Freeze", "Freeze the running setup as a production snapshot", "freeze"),
+            ("Search the journal", "Filter the journal lines (/)", "search"),
+            ("Refresh now", "Refresh this host without waiting for the interval", "refresh"),
+            ("Overview", "All hosts on one table", "overview"),
+            ("Help", "Every key of this screen", "help"),
+        )
+        for title, help_text, action in palette:
+            why = self.why_disabled(action)
+            yield SystemCommand(title, f"{help_text}" + (f" — {why}" if why else ""), getattr(self, f"action_{action}"))
+        for number, label in enumerate(self.labels, start=1):
+            yield SystemCommand(f"Host {number}: {label}", f"Show {label}", partial(self.action_show_host, number))

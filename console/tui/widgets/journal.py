@@ -1,0 +1,143 @@
+"""The service journal, live: startup phases and errors stand out, secrets arrive masked (the session masks
+them), follow pauses while the operator reads back and counts what arrived meanwhile, `/` filters, memory
+stays bounded (MAX_LINES kept)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, RichLog, Static
+
+from console.core.phases import classify_line
+from console.host.base import JournalEntry
+
+MAX_LINES = 5000
+LINE_STYLE = {"failure": "bold red", "ready": "bold green", "phase": "cyan", "warning": "yellow", "normal": ""}
+
+
+def format_line(entry: JournalEntry) -> Text:
+    """The line with the journal's time, unless it carries its own (SGLang stamps every line `[YYYY-MM-DD ...]`)."""
+    text = Text() if entry.message.startswith("[") else Text(entry.timestamp.strftime("%H:%M:%S "), style="dim")
+    text.append(entry.message, style=LINE_STYLE[classify_line(entry.message)])
+    return text
+
+
+class JournalLog(RichLog):
+    """The lines; End (or `f`) goes back to following."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("f", "follow", "Follow", id="journal-follow")]
+
+    def on_mount(self) -> None:
+        self.anchor()  # stays at the newest line as lines arrive, until the operator scrolls up
+
+    @property
+    def following(self) -> bool:
+        # Textual releases the anchor when the operator scrolls up and restores it back at the bottom;
+        # it has no public reader of that state.
+        return not getattr(self, "_anchor_released", False)
+
+    def action_follow(self) -> None:
+        self.anchor()
+        self.post_message(JournalView.Followed())
+
+
+class JournalView(Vertical):
+    """Journal lines with follow/pause, a filter, and a status line."""
+
+    class Followed(Message):
+        """The operator went back to the newest line."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.entries: deque[JournalEntry] = deque(maxlen=MAX_LINES)
+        self.filter_text = ""
+        self.missed = 0  # lines that arrived while the operator was reading back
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="journal-status")
+        yield JournalLog(max_lines=MAX_LINES, wrap=False, markup=False, highlight=False, auto_scroll=False)
+        yield Input(placeholder="filter the journal (Enter: apply, Esc: clear)", classes="journal-search")
+
+    @property
+    def log_widget(self) -> JournalLog:
+        return self.query_one(JournalLog)
+
+    @property
+    def following(self) -> bool:
+        return self.log_widget.following
+
+    def _matches(self, entry: JournalEntry) -> bool:
+        return not self.filter_text or self.filter_text.lower() in entry.message.lower()
+
+    def add(self, entries: list[JournalEntry]) -> None:
+        follow = self.following
+        log = self.log_widget
+        for entry in entries:
+            self.entries.append(entry)
+            if self._matches(entry):
+                log.write(format_line(entry), scroll_end=False)
+                if not follow:
+                    self.missed += 1
+        self._show_status()
+
+    def _show_status(self) -> None:
+        parts = []
+        if self.filter_text:
+            shown = sum(1 for e in self.entries if self._matches(e))
+            parts.append(f"filter “{self.filter_text}”: {shown} of {len(self.entries)} lines (Esc clears)")
+        if self.missed:
+            parts.append(f"paused — {self.missed} new line{'s' * (self.missed != 1)} below (f: follow)")
+        status = self.query_one(".journal-status", Static)
+        status.update(Text("  ·  ".join(parts) or "journal (following)", style="yellow" if self.missed else "dim"))
+
+    def on_journal_view_followed(self, _message: Followed) -> None:
+        self.missed = 0
+        self._show_status()
+
+    def on_mouse_scroll_down(self) -> None:
+        self.call_after_refresh(self._caught_up)
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "escape" and (self.filter_text or self.query_one(".journal-search", Input).has_class("-open")):
+            self.apply_filter("")
+            self.log_widget.focus()
+            event.stop()
+        elif event.key in ("end", "down", "pagedown"):
+            self.call_after_refresh(self._caught_up)
+
+    def _caught_up(self) -> None:
+        """Scrolled back to the newest line: following again."""
+        if self.missed and self.following:
+            self.missed = 0
+            self._show_status()
+
+    def open_search(self) -> None:
+        search = self.query_one(".journal-search", Input)
+        search.add_class("-open")
+        search.value = self.filter_text
+        search.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.apply_filter(event.value.strip())
+        self.log_widget.focus()
+
+    def apply_filter(self, text: str) -> None:
+        self.filter_text = text
+        search = self.query_one(".journal-search", Input)
+        search.set_class(bool(text), "-open")
+        log = self.log_widget
+        log.clear()
+        for entry in self.entries:
+            if self._matches(entry):
+                log.write(format_line(entry), scroll_end=False)
+        log.anchor()
+        self.missed = 0
+        self._show_status()

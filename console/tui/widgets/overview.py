@@ -1,0 +1,79 @@
+"""Every host on one table (dolphie's host groups, k9s's contexts): state, version, setup, throughput,
+acceptance, GPU power, alerts. Enter opens the host."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.core.monitor import HostView, setup_label
+from console.tui.format import DASH, num
+
+COLUMNS = ("host", "state", "SGLang", "setup", "gen tok/s", "accept", "GPU power W", "alerts")
+
+
+def overview_row(view: HostView, now: datetime) -> list[Text]:
+    status = view.status
+    if status is None:
+        state = Text(view.connection.phase if not view.error else "unreachable", style="yellow")
+        return [Text(view.label, style="bold"), state, *(Text(DASH) for _ in range(5)), _alerts(view)]
+    svc, sg = status.service, status.sglang
+    if view.connection.phase == "reconnecting":
+        state = Text("reconnecting", style="bold red")
+    elif svc.error is not None:
+        state = Text("unknown", style="yellow")
+    elif svc.active_state == "active" and sg.healthy:
+        state = Text("healthy", style="green")
+    else:
+        state = Text(f"{svc.active_state}" + ("" if sg.healthy else ", unhealthy"), style="bold red")
+    power = [g.power_draw_w for g in status.gpus if g.power_draw_w is not None]
+    accept = sg.spec_accept_length or sg.avg_spec_accept_length
+    dim = "dim" if view.is_stale(view.refreshed_at, now) else ""
+    return [
+        Text(view.label, style="bold"),
+        state,
+        Text(num(sg.version), style=dim),
+        Text(setup_label(view) or DASH, style=dim),
+        Text(num(sg.gen_throughput, 0), style=dim, justify="right"),
+        Text(num(accept, 2), style=dim, justify="right"),
+        Text(num(sum(power), 0) if power else DASH, style=dim, justify="right"),
+        _alerts(view),
+    ]
+
+
+def _alerts(view: HostView) -> Text:
+    return Text(", ".join(view.alerts) or DASH, style="bold yellow" if view.alerts else "dim")
+
+
+class Overview(DataTable[Text]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open_host", "Open host", id="open-host")]
+
+    class OpenHost(Message):
+        def __init__(self, label: str) -> None:
+            super().__init__()
+            self.label = label
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for column in COLUMNS:
+            self.add_column(column, key=column)
+
+    def show(self, view: HostView, now: datetime) -> None:
+        row = overview_row(view, now)
+        if view.label in self.rows:
+            for column, cell in zip(COLUMNS, row, strict=True):
+                self.update_cell(view.label, column, cell)
+        else:
+            self.add_row(*row, key=view.label)
+
+    def action_open_host(self) -> None:
+        if self.row_count:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+            if key is not None:
+                self.post_message(self.OpenHost(str(key)))

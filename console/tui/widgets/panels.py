@@ -1,0 +1,239 @@
+"""The host header, the GPU table and the server panel: renderers of a HostView (console.core.monitor).
+
+Each value carries its age: a part that could not be refreshed keeps its last values, dimmed, with how old
+they are; a screen that looks live is live."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from console.core.monitor import HostView, SetupValue
+from console.tui.config import Thresholds
+from console.tui.format import DASH, LOAD, age, gib, level_style, num, sparkline, uptime
+
+CONNECTION_STYLE = {
+    "connected": "bold green",
+    "local": "bold green",
+    "connecting": "yellow",
+    "reconnecting": "bold red",
+    "failed": "bold red",
+    "closed": "dim",
+    "idle": "dim",
+}
+
+
+def render_header(view: HostView, now: datetime) -> RenderableType:
+    conn = view.connection
+    line1 = Text()
+    style = CONNECTION_STYLE.get(conn.phase, "yellow")
+    if conn.phase == "reconnecting":
+        line1.append(f"⟳ reconnecting (attempt {conn.attempt})", style=style)
+        if conn.last_error:
+            line1.append(f" — {conn.last_error}", style="red")
+    elif conn.phase == "failed":
+        line1.append(f"✖ {view.error or conn.last_error or 'cannot connect'}", style=style)
+    else:
+        line1.append(f"● {conn.phase}", style=style)
+    line1.append("  ")
+    line1.append(view.label, style="bold")
+    status = view.status
+    if status is not None:
+        svc = status.service
+        stale = view.is_stale(view.service_at, now)
+        dim = " dim" if stale else ""
+        if svc.error is not None:
+            line1.append(f"  {svc.unit}: {svc.error}", style="red" + dim)
+        else:
+            state_style = (
+                "green" if svc.active_state == "active" else "bold red" if svc.active_state == "failed" else "yellow"
+            )
+            line1.append(f"  {svc.unit} ", style=dim.strip())
+            line1.append(f"{svc.active_state}/{svc.sub_state}", style=state_style + dim)
+            line1.append(
+                f"  up {uptime(svc.uptime_s)}  restarts {svc.n_restarts}  {svc.unit_file_state}", style=dim.strip()
+            )
+            if svc.need_daemon_reload:
+                line1.append("  unit changed on disk (not loaded)", style="yellow")
+    line2 = Text()
+    if status is not None:
+        sg = status.sglang
+        stale = view.is_stale(view.sglang_at, now)
+        line2.append(f"SGLang {num(sg.version)}", style="bold dim" if stale else "bold")
+        line2.append(f"  {num(sg.model_path)}", style="dim" if stale else "")
+        if view.sglang_gpu_memory_mib is not None:
+            line2.append(f"  GPU memory {gib(view.sglang_gpu_memory_mib)} GiB", style="dim" if stale else "")
+    refreshed = view.age_s(view.refreshed_at, now)
+    if view.is_stale(view.refreshed_at, now) and status is not None:
+        line2.append(f"  STALE: last refresh {age(refreshed)} ago", style="bold yellow")
+    elif refreshed is not None:
+        line2.append(f"  refreshed {age(refreshed)} ago", style="dim")
+    return Group(line1, line2)
+
+
+def _pct(used: float | None, total: float | None) -> float | None:
+    if used is None or not total:
+        return None
+    return 100.0 * used / total
+
+
+def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, history_width: int) -> RenderableType:
+    status = view.status
+    if status is None:
+        return Text("GPUs: waiting for the first refresh", style="dim")
+    stale = view.is_stale(view.gpus_at, now)
+    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", show_edge=False)
+    for title, justify in (
+        ("GPU", "right"),
+        ("util", "right"),
+        ("mem GiB", "right"),
+        ("power W", "right"),
+        ("temp", "right"),
+        ("SM MHz", "right"),
+        ("throttle", "left"),
+    ):
+        table.add_column(title, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    if history_width > 0:
+        table.add_column("util history", no_wrap=True, width=history_width)
+        table.add_column("power history", no_wrap=True, width=history_width)
+    for gpu in status.gpus:
+        mem_pct = _pct(gpu.memory_used_mib, gpu.memory_total_mib)
+        power_pct = _pct(gpu.power_draw_w, gpu.power_limit_w)
+        throttle = ",".join(r for r in gpu.throttle_reasons if r != "gpu_idle") or DASH
+        row: list[RenderableType] = [
+            Text(str(gpu.index)),
+            Text(num(gpu.utilization_gpu, 0, "%"), style=level_style(gpu.utilization_gpu, thresholds.util, LOAD)),
+            Text(
+                f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib, 0)}",
+                style=level_style(mem_pct, thresholds.memory),
+            ),
+            Text(f"{num(gpu.power_draw_w)}/{num(gpu.power_limit_w)}", style=level_style(power_pct, thresholds.power)),
+            Text(num(gpu.temperature_gpu, 0, "°C"), style=level_style(gpu.temperature_gpu, thresholds.temperature)),
+            Text(num(gpu.clocks_sm_mhz)),
+            Text(throttle, style="red" if throttle != DASH else "dim"),
+        ]
+        if history_width > 0:
+            row.append(Text(sparkline(view.gpu_util.get(gpu.index, ()), history_width, hi=100.0), style="cyan"))
+            row.append(
+                Text(
+                    sparkline(view.gpu_power.get(gpu.index, ()), history_width, hi=gpu.power_limit_w or None),
+                    style="magenta",
+                )
+            )
+        table.add_row(*row, style="dim" if stale else None)
+    parts: list[RenderableType] = [table]
+    if status.gpu_error:
+        note = f"GPUs: {status.gpu_error}"
+        if view.gpus_at is not None and status.gpus:
+            note += f" (values from {age(view.age_s(view.gpus_at, now))} ago)"
+        parts.append(Text(note, style="yellow"))
+    elif not status.gpus:
+        parts.append(Text("no GPUs reported", style="dim"))
+    return Group(*parts)
+
+
+def _setup_cell(value: SetupValue | None) -> Text:
+    if value is None:
+        return Text(DASH)
+    resolved = value.resolved
+    shown = num(resolved) if not isinstance(resolved, bool) else ("yes" if resolved else "no")
+    if value.dest == "disable_overlap_schedule" and isinstance(resolved, bool):
+        shown = "off" if resolved else "on"
+    text = Text(shown)
+    if value.changed:
+        text.append("*", style="bold yellow")
+        text.append(f" (unit asks {num(value.asked)})", style="yellow")
+    return text
+
+
+def render_server(view: HostView, now: datetime, *, history_width: int) -> RenderableType:
+    status = view.status
+    if status is None:
+        return Text("server: waiting for the first refresh", style="dim")
+    sg = status.sglang
+    stale = view.is_stale(view.sglang_at, now)
+    setup = {v.dest: v for v in view.setup}
+    table = Table(box=None, show_header=False, pad_edge=False, expand=True, show_edge=False)
+    table.add_column("what", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    if sg.healthy and not stale:
+        health = Text("● healthy", style="bold green")
+    elif sg.error:
+        health = Text(f"● not answering: {sg.error}", style="bold red")
+    else:
+        health = Text("● unhealthy (/health is not 200)", style="bold red")
+    if stale and view.sglang_at is not None:
+        health.append(f"  (values from {age(view.age_s(view.sglang_at, now))} ago)", style="yellow")
+    table.add_row("health", health)
+    algorithm = sg.speculative_algorithm
+    if algorithm and str(algorithm).upper() != "NONE":
+        table.add_row("speculative", _setup_cell(setup.get("speculative_algorithm")))
+        row = Text("steps ")
+        row.append_text(_setup_cell(setup.get("speculative_num_steps")))
+        row.append("  topk ")
+        row.append_text(_setup_cell(setup.get("speculative_eagle_topk")))
+        table.add_row("", row)
+        table.add_row("", Text("draft tokens ").append_text(_setup_cell(setup.get("speculative_num_draft_tokens"))))
+        overlap = Text("spec v2 ")
+        overlap.append(num(view.spec_v2) if view.spec_v2 is not None else "?", style="cyan" if view.spec_v2 else "")
+        overlap.append("  overlap ")
+        overlap.append_text(_setup_cell(setup.get("disable_overlap_schedule")))
+        table.add_row("", overlap)
+        if sg.speculative_draft_model_path:
+            table.add_row("draft model", Text(str(sg.speculative_draft_model_path), style="dim"))
+    else:
+        table.add_row("speculative", Text("off", style="dim") if sg.version else Text(DASH))
+    running = _setup_cell(setup.get("max_running_requests"))
+    value = setup.get("max_running_requests")
+    if value is not None and not value.explicit and sg.max_running_requests is not None:
+        running.append(" (unit: unset)", style="dim")
+    effective = sg.effective_max_running_requests_per_dp
+    if effective is not None and effective != sg.max_running_requests:
+        running.append(f"  effective {effective}", style="yellow")
+    table.add_row("max running", running)
+    table.add_row("requests", Text(f"running {num(sg.num_running_reqs)}  queued {num(sg.num_queue_reqs)}"))
+    width = max(history_width, 0)
+    throughput = Text(f"{num(sg.gen_throughput, 0)} tok/s ")
+    if width:
+        throughput.append(sparkline(view.throughput, width, hi=None), style="cyan")
+    table.add_row("generation", throughput)
+    accept_value = sg.spec_accept_length or sg.avg_spec_accept_length
+    accept = Text(f"{num(accept_value, 2)} ")
+    if width:
+        accept.append(sparkline(view.accept_length, width, lo=1.0, hi=None), style="cyan")
+    table.add_row("accept len", accept)
+    table.add_row(
+        "usage",
+        Text(f"tokens {num(_times100(sg.token_usage), 0, '%')}  cache hit {num(_times100(sg.cache_hit_rate), 0, '%')}"),
+    )
+    lat = view.latency
+    table.add_row("TTFT ms", Text(_quantiles(lat.ttft_ms)))
+    table.add_row("ITL ms", Text(_quantiles(lat.itl_ms)))
+    window = f"last {lat.window_s:.0f} s, {lat.requests:.0f} requests" if lat.window_s else "from the next refresh"
+    table.add_row("", Text(window, style="dim"))
+    return table
+
+
+def _times100(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+def _quantiles(values: object) -> str:
+    got = dict(values) if isinstance(values, dict) else {}
+    return "  ".join(f"p{int(q * 100)} {num(got.get(q), 0)}" for q in (0.5, 0.95, 0.99))
+
+
+class HostHeader(Static):
+    """Connection, host, unit state, uptime, restarts, version, model, SGLang's GPU memory, freshness."""
+
+
+class GpuPanel(Static):
+    """One row per GPU with colour thresholds and sparklines (util and power)."""
+
+
+class ServerPanel(Static):
+    """Health, the resolved speculative setup with SGLang's silent changes marked, load, latency percentiles."""

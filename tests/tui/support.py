@@ -1,0 +1,258 @@
+"""Hosts for the console's Pilot and snapshot tests: HostViews built from the core's own models and the core's
+own Monitor, fed to the app by a scripted source in place of the SSH/HTTP watcher (the end-to-end tests use
+the real HostWatcher against the demo host and the testbed)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from textual.pilot import Pilot
+
+from console.core.monitor import HostView, Monitor, UnitAsk
+from console.core.status import ConnectionStatus, HostStatus, ServiceStatus, SglangStatus
+from console.host.base import JournalEntry
+from console.host.gpu import GpuProcess, GpuSample
+from console.host.ssh import ConnectionState
+from console.sglang.histograms import ITL, TTFT, Histogram
+from console.tui.app import ConsoleOptions, OpsConsoleApp
+from console.tui.config import ConsoleConfig
+
+NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+def gpu(
+    index: int, *, util: float = 87.0, power: float = 412.0, temp: float = 63.0, throttle: tuple[str, ...] = ()
+) -> GpuSample:
+    return GpuSample(
+        index=index,
+        name="NVIDIA H200",
+        uuid=f"GPU-{index:04d}",
+        utilization_gpu=util,
+        utilization_memory=40.0,
+        memory_used_mib=131000.0,
+        memory_total_mib=143771.0,
+        power_draw_w=power,
+        power_limit_w=700.0,
+        temperature_gpu=temp,
+        clocks_sm_mhz=1980.0,
+        clocks_mem_mhz=3201.0,
+        pstate="P0",
+        throttle_reasons=list(throttle),
+    )
+
+
+def status(
+    label: str = "gpu-a",
+    *,
+    gpus: int = 4,
+    active: str = "active",
+    healthy: bool = True,
+    gpu_error: str | None = None,
+    service_error: str | None = None,
+    draft_tokens: int = 3,
+    **gpu_kwargs: Any,
+) -> HostStatus:
+    service = (
+        ServiceStatus(unit="sglang.service", error=service_error)
+        if service_error
+        else ServiceStatus(
+            unit="sglang.service",
+            active_state=active,
+            sub_state="running" if active == "active" else "failed",
+            main_pid=4242 if active == "active" else None,
+            started_at=NOW - timedelta(hours=3, minutes=7, seconds=9),
+            uptime_s=3 * 3600 + 7 * 60 + 9.0 if active == "active" else None,
+            n_restarts=1,
+            result="success" if active == "active" else "exit-code",
+            unit_file_state="enabled",
+            need_daemon_reload=False,
+            fragment_path="/etc/systemd/system/sglang.service",
+        )
+    )
+    sglang = SglangStatus(
+        url="http://127.0.0.1:41000",
+        healthy=healthy,
+        version="0.5.9",
+        model_path="Qwen/Qwen3.5-122B-A10B-FP8",
+        served_model_name="qwen3.5-122b",
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path="/models/qwen-eagle3",
+        speculative_num_steps=2,
+        speculative_eagle_topk=1,
+        speculative_num_draft_tokens=draft_tokens,
+        disable_overlap_schedule=False,
+        max_running_requests=48,
+        effective_max_running_requests_per_dp=48,
+        max_total_num_tokens=1511067,
+        avg_spec_accept_length=2.61,
+        last_gen_throughput=1234.5,
+        num_running_reqs=12,
+        num_queue_reqs=0,
+        gen_throughput=1234.5,
+        spec_accept_length=2.6,
+        spec_accept_rate=0.8,
+        token_usage=0.34,
+        cache_hit_rate=0.12,
+    )
+    samples = [] if gpu_error else [gpu(i, **gpu_kwargs) for i in range(gpus)]
+    return HostStatus(
+        target=label,
+        connection=ConnectionStatus(transport="ssh", state="connected", detail="connected"),
+        service=service,
+        sglang=sglang,
+        gpus=samples,
+        gpu_processes=[
+            GpuProcess(
+                gpu_uuid=f"GPU-{i:04d}", pid=4300 + i, process_name="sglang::scheduler", used_memory_mib=128000.0
+            )
+            for i in range(len(samples))
+        ],
+        gpu_error=gpu_error,
+        refresh_ms=42.0,
+    )
+
+
+def _hist(counts: list[float]) -> Histogram:
+    bounds = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, math.inf)
+    total = 0.0
+    buckets = []
+    for le, c in zip(bounds, counts + [0.0] * (len(bounds) - len(counts)), strict=True):
+        total += c
+        buckets.append((le, total))
+    return Histogram(tuple(buckets))
+
+
+def view(label: str = "gpu-a", *, samples: int = 40, at: datetime = NOW, **kwargs: Any) -> HostView:
+    """A host after `samples` one-second refreshes, through the core's own Monitor (history, latency, marks)."""
+    monitor = Monitor(label)
+    asked = UnitAsk(
+        {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2, "speculative_num_draft_tokens": 8}, True
+    )
+    result = None
+    for i in range(samples):
+        load = 0.5 + 0.5 * math.sin(i / 5)
+        s = status(label, util=round(40 + 55 * load), power=round(250 + 400 * load), **kwargs)
+        hist = {TTFT: _hist([0, 2 * i, 10 * i, 3 * i, i]), ITL: _hist([5 * i, 40 * i, 6 * i])}
+        result = monitor.refreshed(
+            s,
+            histograms=hist,
+            asked=asked,
+            connection=ConnectionState("connected"),
+            at=at - timedelta(seconds=samples - 1 - i),
+            clock=float(i),
+        )
+    assert result is not None
+    return result
+
+
+def journal_lines(
+    n: int, *, start: datetime = NOW, prefix: str = "Decode batch, #running-req: 12"
+) -> list[JournalEntry]:
+    return [
+        JournalEntry(
+            cursor=f"c{start.timestamp()}-{i}", timestamp=start + timedelta(seconds=i), message=f"{prefix}, line {i}"
+        )
+        for i in range(n)
+    ]
+
+
+STARTUP = [
+    "[2026-11-30 11:58:01 TP0] Load weight begin. avail mem=139.01 GB",
+    "[2026-11-30 11:58:40 TP0] Load weight end. type=Qwen3_5MoeForConditionalGeneration",
+    "[2026-11-30 11:58:41 TP0] KV Cache is allocated. #tokens: 1511067",
+    "[2026-11-30 11:58:42 TP0] Capture cuda graph begin. This can take up to several minutes.",
+    "[2026-11-30 11:59:10 TP0] Capture cuda graph end. Time elapsed: 28.10 s",
+    "[2026-11-30 11:59:12] WARNING: the draft model's vocabulary differs from the target's",
+    "[2026-11-30 11:59:13] server_args=ServerArgs(model_path='Qwen/Qwen3.5-122B-A10B-FP8', api_key='***')",
+    "[2026-11-30 11:59:20] The server is fired up and ready to roll!",
+]
+
+
+def startup_journal() -> list[JournalEntry]:
+    return [
+        JournalEntry(cursor=f"s{i}", timestamp=NOW - timedelta(minutes=2) + timedelta(seconds=i), message=m)
+        for i, m in enumerate(STARTUP)
+    ]
+
+
+class ScriptedHost:
+    """A HostSource that shows what the test hands it (push a view, push journal lines)."""
+
+    def __init__(
+        self, label: str, on_view: Callable[[HostView], None], on_journal: Callable[[list[JournalEntry]], None]
+    ) -> None:
+        self.label = label
+        self.session = None
+        self.on_view = on_view
+        self.on_journal = on_journal
+        self.refreshes = 0
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        await self._stop.wait()
+
+    async def follow_journal(self) -> None:
+        await self._stop.wait()
+
+    def refresh_now(self) -> None:
+        self.refreshes += 1
+
+
+def scripted_app(
+    labels: tuple[str, ...] = ("gpu-a",),
+    *,
+    read_only: bool = False,
+    config: ConsoleConfig | None = None,
+    views: dict[str, HostView] | None = None,
+    journal: dict[str, list[JournalEntry]] | None = None,
+    clock: Callable[[], datetime] = lambda: NOW,
+) -> OpsConsoleApp:
+    """The console on scripted hosts; `views` and `journal` are shown as soon as the app is mounted."""
+    sources: dict[str, ScriptedHost] = {}
+
+    def make(
+        label: str, on_view: Callable[[HostView], None], on_journal: Callable[[list[JournalEntry]], None]
+    ) -> ScriptedHost:
+        sources[label] = ScriptedHost(label, on_view, on_journal)
+        if views and label in views:
+            on_view(views[label])
+        if journal and label in journal:
+            on_journal(journal[label])
+        return sources[label]
+
+    app = OpsConsoleApp(ConsoleOptions(labels, config or ConsoleConfig(), read_only), make, clock=clock)
+    app.scripted = sources  # type: ignore[attr-defined]
+    return app
+
+
+async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Let the app run until `condition` holds (a deadline, never a fixed sleep)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def screen_text(app: OpsConsoleApp) -> str:
+    """What the terminal shows now, as plain text (the compositor's own render of the screen)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def notices(app: OpsConsoleApp) -> str:
+    """The toasts the app has up now (title and message), as text."""
+    return "\n".join(f"{n.title}: {n.message}" for n in app._notifications)
+
+
+def modal_rows(app: OpsConsoleApp) -> list[str]:
+    """The lines of the modal box on top (between its left and right borders), stripped."""
+    rows = []
+    for line in screen_text(app).splitlines():
+        if line.count("█") >= 2:
+            rows.append(line[line.index("█") + 1 : line.rindex("█")].strip())
+    return rows
