@@ -180,8 +180,9 @@ def sglang_gpu_memory(status: HostStatus) -> float | None:
     return sum(used) if used else None
 
 
-def alerts_for(view: HostView, now: datetime | None = None) -> tuple[str, ...]:
-    """What an operator scanning many hosts must not miss, shortest first."""
+def alerts_for(view: HostView) -> tuple[str, ...]:
+    """What an operator scanning many hosts must not miss. (Staleness is not among them: it grows with the
+    clock, so the renderer says it at the moment it draws.)"""
     out: list[str] = []
     if view.error:
         out.append("unreachable")
@@ -190,8 +191,6 @@ def alerts_for(view: HostView, now: datetime | None = None) -> tuple[str, ...]:
     status = view.status
     if status is None:
         return tuple(out)
-    if view.is_stale(view.refreshed_at, now):
-        out.append("stale")
     svc = status.service
     if svc.error is None and svc.active_state not in ("active", None):
         out.append(f"service {svc.active_state}")
@@ -206,9 +205,6 @@ def alerts_for(view: HostView, now: datetime | None = None) -> tuple[str, ...]:
             out.append(f"GPU {gpu.index} {gpu.temperature_gpu:.0f}°C")
     if status.gpu_error:
         out.append("no GPU data")
-    changed = [v.dest for v in view.setup if v.changed]
-    if changed:
-        out.append(f"{len(changed)} adjusted by SGLang")
     return tuple(out)
 
 

@@ -105,7 +105,8 @@ class DashboardScreen(Screen[object]):
     def compose(self) -> ComposeResult:
         app = self.app
         assert isinstance(app, OpsConsoleApp)
-        with TabbedContent(id="hosts"):
+        # One host: no tab bar (two more rows for the figures on a small terminal).
+        with TabbedContent(id="hosts", classes="-single" if len(app.labels) == 1 else ""):
             for index, label in enumerate(app.labels, start=1):
                 with TabPane(f"{index} {label}", id=_pane_id(index)):
                     yield HostPane(label, thresholds=app.config.thresholds, clock=app.clock, id=f"pane-{index}")

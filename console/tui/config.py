@@ -36,7 +36,7 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     util: Pair = (10.0, 75.0)
-    memory: Pair = (80.0, 97.0)  # SGLang takes most of the memory up front (mem_fraction_static)
+    memory: Pair = (95.0, 99.0)  # SGLang takes most of the memory up front (mem_fraction_static)
     temperature: Pair = (75.0, 85.0)
     power: Pair = (80.0, 95.0)
 

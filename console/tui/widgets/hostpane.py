@@ -14,9 +14,16 @@ from console.host.base import JournalEntry
 from console.host.ssh import ConnectionState
 from console.tui.config import Thresholds
 from console.tui.widgets.journal import MAX_LINES, JournalView
-from console.tui.widgets.panels import GpuPanel, HostHeader, ServerPanel, render_gpus, render_header, render_server
+from console.tui.widgets.panels import (
+    GPU_FIXED_WIDTH,
+    GpuPanel,
+    HostHeader,
+    ServerPanel,
+    render_gpus,
+    render_header,
+    render_server,
+)
 
-GPU_FIXED_COLUMNS = 62  # the GPU table without its two history columns
 SERVER_LABEL_COLUMNS = 26
 
 
@@ -73,7 +80,7 @@ class HostPane(Vertical):
         now = self.clock()
         view = self.view
         width = self.size.width or 120
-        gpu_history = max(0, min(60, (width - GPU_FIXED_COLUMNS) // 2))
+        gpu_history = max(0, min(60, (width - GPU_FIXED_WIDTH - 2) // 2 - 2))
         if gpu_history < 6:
             gpu_history = 0  # too narrow for a history worth reading: the figures alone
         server_width = self.query_one(ServerPanel).size.width or 50

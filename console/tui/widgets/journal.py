@@ -65,6 +65,9 @@ class JournalView(Vertical):
         yield JournalLog(max_lines=MAX_LINES, wrap=False, markup=False, highlight=False, auto_scroll=False)
         yield Input(placeholder="filter the journal (Enter: apply, Esc: clear)", classes="journal-search")
 
+    def on_mount(self) -> None:
+        self._show_status()
+
     @property
     def log_widget(self) -> JournalLog:
         return self.query_one(JournalLog)

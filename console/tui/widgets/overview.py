@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.core.monitor import HostView, setup_label
-from console.tui.format import DASH, num
+from console.tui.format import DASH, age, num
 
 COLUMNS = ("host", "state", "SGLang", "setup", "gen tok/s", "accept", "GPU power W", "alerts")
 
@@ -21,7 +21,7 @@ def overview_row(view: HostView, now: datetime) -> list[Text]:
     status = view.status
     if status is None:
         state = Text(view.connection.phase if not view.error else "unreachable", style="yellow")
-        return [Text(view.label, style="bold"), state, *(Text(DASH) for _ in range(5)), _alerts(view)]
+        return [Text(view.label, style="bold"), state, *(Text(DASH) for _ in range(5)), _alerts(view, now)]
     svc, sg = status.service, status.sglang
     if view.connection.phase == "reconnecting":
         state = Text("reconnecting", style="bold red")
@@ -42,12 +42,15 @@ def overview_row(view: HostView, now: datetime) -> list[Text]:
         Text(num(sg.gen_throughput, 0), style=dim, justify="right"),
         Text(num(accept, 2), style=dim, justify="right"),
         Text(num(sum(power), 0) if power else DASH, style=dim, justify="right"),
-        _alerts(view),
+        _alerts(view, now),
     ]
 
 
-def _alerts(view: HostView) -> Text:
-    return Text(", ".join(view.alerts) or DASH, style="bold yellow" if view.alerts else "dim")
+def _alerts(view: HostView, now: datetime) -> Text:
+    alerts = list(view.alerts)
+    if view.status is not None and view.is_stale(view.refreshed_at, now):
+        alerts.insert(0, f"stale {age(view.age_s(view.refreshed_at, now))}")
+    return Text(", ".join(alerts) or DASH, style="bold yellow" if alerts else "dim")
 
 
 class Overview(DataTable[Text]):

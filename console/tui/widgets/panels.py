@@ -29,7 +29,7 @@ CONNECTION_STYLE = {
 
 def render_header(view: HostView, now: datetime) -> RenderableType:
     conn = view.connection
-    line1 = Text()
+    line1 = Text(no_wrap=True, overflow="ellipsis")
     style = CONNECTION_STYLE.get(conn.phase, "yellow")
     if conn.phase == "reconnecting":
         line1.append(f"⟳ reconnecting (attempt {conn.attempt})", style=style)
@@ -59,7 +59,7 @@ def render_header(view: HostView, now: datetime) -> RenderableType:
             )
             if svc.need_daemon_reload:
                 line1.append("  unit changed on disk (not loaded)", style="yellow")
-    line2 = Text()
+    line2 = Text(no_wrap=True, overflow="ellipsis")
     if status is not None:
         sg = status.sglang
         stale = view.is_stale(view.sglang_at, now)
@@ -75,6 +75,30 @@ def render_header(view: HostView, now: datetime) -> RenderableType:
     return Group(line1, line2)
 
 
+# (title, justify, width) of the GPU table's figures; the two history columns share what is left.
+GPU_COLUMNS = (
+    ("GPU", "right", 3),
+    ("util", "right", 4),
+    ("mem GiB", "right", 9),
+    ("power W", "right", 9),
+    ("temp", "right", 5),
+    ("SM MHz", "right", 6),
+    ("throttle", "left", 11),
+)
+GPU_FIXED_WIDTH = sum(width + 2 for _title, _justify, width in GPU_COLUMNS)
+# nvidia-smi's clock event reasons, as short as a column allows
+THROTTLE_SHORT = {
+    "sw_power_cap": "power cap",
+    "hw_slowdown": "HW slowdown",
+    "sw_thermal_slowdown": "thermal",
+    "hw_thermal_slowdown": "HW thermal",
+    "hw_power_brake_slowdown": "power brake",
+    "sync_boost": "sync boost",
+    "applications_clocks_setting": "app clocks",
+    "display_clock_setting": "display",
+}
+
+
 def _pct(used: float | None, total: float | None) -> float | None:
     if used is None or not total:
         return None
@@ -87,23 +111,15 @@ def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, histor
         return Text("GPUs: waiting for the first refresh", style="dim")
     stale = view.is_stale(view.gpus_at, now)
     table = Table(box=None, pad_edge=False, expand=False, header_style="bold", show_edge=False)
-    for title, justify in (
-        ("GPU", "right"),
-        ("util", "right"),
-        ("mem GiB", "right"),
-        ("power W", "right"),
-        ("temp", "right"),
-        ("SM MHz", "right"),
-        ("throttle", "left"),
-    ):
-        table.add_column(title, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for title, justify, width in GPU_COLUMNS:
+        table.add_column(title, justify=justify, no_wrap=True, min_width=width, max_width=width)  # type: ignore[arg-type]
     if history_width > 0:
         table.add_column("util history", no_wrap=True, width=history_width)
         table.add_column("power history", no_wrap=True, width=history_width)
     for gpu in status.gpus:
         mem_pct = _pct(gpu.memory_used_mib, gpu.memory_total_mib)
         power_pct = _pct(gpu.power_draw_w, gpu.power_limit_w)
-        throttle = ",".join(r for r in gpu.throttle_reasons if r != "gpu_idle") or DASH
+        throttle = ",".join(THROTTLE_SHORT.get(r, r) for r in gpu.throttle_reasons if r != "gpu_idle") or DASH
         row: list[RenderableType] = [
             Text(str(gpu.index)),
             Text(num(gpu.utilization_gpu, 0, "%"), style=level_style(gpu.utilization_gpu, thresholds.util, LOAD)),
@@ -160,14 +176,15 @@ def render_server(view: HostView, now: datetime, *, history_width: int) -> Rende
     table = Table(box=None, show_header=False, pad_edge=False, expand=True, show_edge=False)
     table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value", overflow="fold")
-    if sg.healthy and not stale:
+    if stale and view.sglang_at is not None:
+        last = "healthy" if sg.healthy else "unhealthy"
+        health = Text(f"● unknown: last seen {last} {age(view.age_s(view.sglang_at, now))} ago", style="bold yellow")
+    elif sg.healthy:
         health = Text("● healthy", style="bold green")
     elif sg.error:
         health = Text(f"● not answering: {sg.error}", style="bold red")
     else:
         health = Text("● unhealthy (/health is not 200)", style="bold red")
-    if stale and view.sglang_at is not None:
-        health.append(f"  (values from {age(view.age_s(view.sglang_at, now))} ago)", style="yellow")
     table.add_row("health", health)
     algorithm = sg.speculative_algorithm
     if algorithm and str(algorithm).upper() != "NONE":
