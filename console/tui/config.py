@@ -8,8 +8,8 @@ edit = "E"
 quit = "q,ctrl+q"
 
 [thresholds]                 # colours: below the first light, up to the second moderate, above heavy
-util = [10, 75]              # GPU utilisation %
-memory = [10, 80]            # GPU memory used %
+util = [10, 75]              # GPU utilisation % (idle dim, busy green)
+memory = [95, 99]            # GPU memory used % (SGLang reserves most of it at start)
 temperature = [75, 85]       # °C
 power = [80, 95]             # % of the power limit
 """
