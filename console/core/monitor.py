@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -316,6 +317,7 @@ JournalSink = Callable[[list[JournalEntry]], None]
 CONNECT_RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 JOURNAL_BACKLOG = 200
 JOURNAL_BATCH_S = 0.05  # lines arriving this close together reach the screen as one batch
+FULL_REFRESH_S = 10.0  # the server's settings are read again at least this often
 
 
 class HostWatcher:
@@ -344,6 +346,7 @@ class HostWatcher:
         self._asked: UnitAsk | None = None
         self._asked_for: tuple[Any, ...] | None = None  # (main pid, start time, fragment) the unit was read for
         self._refresh_now = asyncio.Event()
+        self._full_at = -math.inf
 
     def refresh_now(self) -> None:
         """Refresh at once instead of at the end of the interval (after an action, on the operator's key)."""
@@ -391,7 +394,15 @@ class HostWatcher:
                     await self._refresh_now.wait()
 
     async def refresh(self, session: Session) -> HostView:
-        status = await read_status(session)
+        """One refresh. The server's settings (/server_info, /model_info) are read in full every
+        FULL_REFRESH_S and whenever the service restarted; the figures that move are read every time."""
+        now = time.monotonic()
+        light = now - self._full_at < FULL_REFRESH_S and self._asked_for is not None
+        status = await read_status(session, light=light)
+        if not light or _restarted(status, self._asked_for):
+            if light:  # the service restarted since the last full read: read its new settings now
+                status = await read_status(session)
+            self._full_at = now
         client = await _client_or_none(session)
         await self._read_unit_if_restarted(session, status)
         view = self.monitor.refreshed(
@@ -442,6 +453,12 @@ class HostWatcher:
             except HostError:
                 pass  # the session reconnects (or is being reopened): follow again from the last cursor
             await asyncio.sleep(1.0)  # between attempts to follow again, not a wait for a condition
+
+
+def _restarted(status: HostStatus, seen: tuple[Any, ...] | None) -> bool:
+    """The service runs another process than at the last full read (or its unit was changed on disk)."""
+    svc = status.service
+    return seen is None or seen[:3] != (svc.main_pid, svc.started_at, svc.need_daemon_reload)
 
 
 async def _client_or_none(session: Session) -> Any:

@@ -201,11 +201,21 @@ class HostStatus(BaseModel):
         return self.model_dump(mode="json")
 
 
-async def read_sglang(client: SglangClient) -> SglangStatus:
+async def read_sglang(client: SglangClient, *, light: bool = False) -> SglangStatus:
     """Health, version-dependent endpoints, metrics; the first call detects the version (and reuses that
-    /server_info payload), later calls read everything in one concurrent round."""
+    /server_info payload), later calls read everything in one concurrent round. `light` reads only what moves
+    every second (/health, the load endpoint, /metrics) and takes /server_info and /model_info from the last
+    full read: the resolved server args change only with a restart."""
     info: Any
-    if client.version is None:
+    healthy: Any
+    if light and client.version is not None and client.last_server_info is not None:
+        healthy, load, metrics = await asyncio.gather(
+            client.healthy(), client.load(), client.metrics(), return_exceptions=True
+        )
+        info, model = client.last_server_info, client.last_model_info
+        if isinstance(healthy, BaseException):
+            healthy = False
+    elif client.version is None:
         healthy, version = await asyncio.gather(client.healthy(), _version_or_error(client))
         if isinstance(version, SglangError):
             return SglangStatus(url=client.base_url, healthy=healthy, error=str(version))
@@ -242,8 +252,8 @@ async def _version_or_error(client: SglangClient) -> str | SglangError | None:
         return exc
 
 
-async def read_status(session: Session) -> HostStatus:
-    """One full refresh (everything concurrently); never raises for a part that fails."""
+async def read_status(session: Session, *, light: bool = False) -> HostStatus:
+    """One refresh (everything concurrently); never raises for a part that fails. `light`: see read_sglang."""
     started = time.monotonic()
 
     async def service() -> ServiceStatus:
@@ -257,7 +267,7 @@ async def read_status(session: Session) -> HostStatus:
             client = await session.sglang()
         except HostError as exc:
             return SglangStatus(error=session.secrets.text(str(exc)))
-        return await read_sglang(client)
+        return await read_sglang(client, light=light)
 
     service_part, sglang_part, snapshot = await asyncio.gather(service(), sglang(), session.gpus())
     connection = session.connection

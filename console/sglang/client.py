@@ -18,7 +18,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.sglang.flags import UnsupportedVersionError, version_at_least
-from console.sglang.histograms import Histogram, parse_histograms
+from console.sglang.histograms import LATENCY_HISTOGRAMS, Histogram, merged
 
 HEALTH_POLL_INTERVAL_S = 0.1  # readiness noticed within 0.5 s of /health turning 200, even with a slow RTT
 
@@ -52,7 +52,13 @@ RATIO_GAUGES = frozenset(
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {sample name: value} for the whole host, across its DP ranks (histogram buckets dropped).
+    """The values of parse_metrics_text (histogram buckets dropped)."""
+    return parse_metrics_text(text)[0]
+
+
+def parse_metrics_text(text: str) -> tuple[dict[str, float], dict[str, Histogram]]:
+    """Prometheus text -> ({sample name: value} for the whole host across its DP ranks, the latency histograms
+    merged across ranks (console.sglang.histograms)), in one pass of the parser.
 
     Scheduler gauges carry tp_rank/dp_rank labels. Only TP rank 0 counts: with
     --enable-metrics-for-all-schedulers every TP rank repeats its DP group's figures. Counts
@@ -61,7 +67,12 @@ def parse_metrics(text: str) -> dict[str, float]:
     """
     values: dict[str, float] = {}
     ranks: dict[str, int] = {}
+    histograms: dict[str, Histogram] = {}
     for family in text_string_to_metric_families(text):
+        if family.type == "histogram" and family.name in LATENCY_HISTOGRAMS:
+            hist = merged(family)
+            if hist is not None:
+                histograms[family.name] = hist
         for sample in family.samples:
             if sample.name.endswith("_bucket") or sample.labels.get("tp_rank", "0") != "0":
                 continue
@@ -69,7 +80,7 @@ def parse_metrics(text: str) -> dict[str, float]:
             ranks[sample.name] = ranks.get(sample.name, 0) + 1
     for name in RATIO_GAUGES & values.keys():
         values[name] /= ranks[name]
-    return values
+    return values, histograms
 
 
 def _first_state(server_info: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +170,7 @@ class SglangClient:
     version: str | None = None
     endpoints: Endpoints = field(default_factory=Endpoints)
     last_server_info: dict[str, Any] | None = None
+    last_model_info: dict[str, Any] | None = None
     # Applied to every JSON answer as it arrives: the server echoes its args, keys and tokens among them
     # (SecretMask.data of the host session), so nothing downstream ever holds them.
     mask: Callable[[Any], Any] | None = None
@@ -226,11 +238,13 @@ class SglangClient:
         data = await self._get_json(self.endpoints.server_info)
         if not isinstance(data, dict):
             raise SglangError(f"{self.endpoints.server_info}: expected a JSON object")
+        self.last_server_info = data
         return data
 
     async def model_info(self) -> dict[str, Any]:
         data = await self._get_json(self.endpoints.model_info)
-        return data if isinstance(data, dict) else {}
+        self.last_model_info = data if isinstance(data, dict) else {}
+        return self.last_model_info
 
     async def load(self) -> Any:
         return await self._get_json(self.endpoints.load)
@@ -246,8 +260,7 @@ class SglangClient:
         if response.status_code != 200:
             raise SglangError(f"/metrics: HTTP {response.status_code}")
         try:
-            values = parse_metrics(response.text)
-            self.last_histograms = parse_histograms(response.text)
+            values, self.last_histograms = parse_metrics_text(response.text)
         except ValueError as exc:
             raise SglangError(f"/metrics: not Prometheus text ({exc})") from None
         return values

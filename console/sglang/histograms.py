@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -60,20 +61,26 @@ class Histogram:
         return lower_bound
 
 
-def parse_histograms(text: str, names: Iterable[str] = LATENCY_HISTOGRAMS) -> dict[str, Histogram]:
-    """The named histograms in Prometheus text, each merged over its label sets by adding bucket counts."""
-    wanted = set(names)
-    merged: dict[str, dict[float, float]] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name not in wanted or family.type != "histogram":
-            continue
-        buckets = merged.setdefault(family.name, {})
-        for sample in family.samples:
-            if not sample.name.endswith("_bucket") or "le" not in sample.labels:
-                continue
+def merged(family: Any) -> Histogram | None:
+    """One histogram family (prometheus_client's parser) merged over its label sets by adding bucket counts."""
+    buckets: dict[float, float] = {}
+    for sample in family.samples:
+        if sample.name.endswith("_bucket") and "le" in sample.labels:
             le = float(sample.labels["le"])
             buckets[le] = buckets.get(le, 0.0) + float(sample.value)
-    return {name: Histogram(tuple(sorted(b.items()))) for name, b in merged.items() if b}
+    return Histogram(tuple(sorted(buckets.items()))) if buckets else None
+
+
+def parse_histograms(text: str, names: Iterable[str] = LATENCY_HISTOGRAMS) -> dict[str, Histogram]:
+    """The named histograms in Prometheus text, each merged over its label sets."""
+    wanted = set(names)
+    found = {}
+    for family in text_string_to_metric_families(text):
+        if family.name in wanted and family.type == "histogram":
+            hist = merged(family)
+            if hist is not None:
+                found[family.name] = hist
+    return found
 
 
 def window_quantiles(

@@ -36,6 +36,8 @@ class HostPane(Vertical):
         self.view = HostView(label, clock(), ConnectionState("connecting"))
         self.active = False
         self._pending_journal: list[JournalEntry] = []
+        self._drawn_stale: tuple[bool, ...] = ()
+        self._gpu_rows: tuple[int, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield HostHeader(classes="host-header")
@@ -72,9 +74,19 @@ class HostPane(Vertical):
             self.render_view()
 
     def tick(self) -> None:
-        """Once a second: ages move on even when no refresh arrives."""
-        if self.active:
+        """Once a second: ages move on even when no refresh arrives. The header carries them; the panels are
+        drawn again only when a part's staleness changed."""
+        if not self.active:
+            return
+        now = self.clock()
+        if self._stale_parts(now) != self._drawn_stale:
             self.render_view()
+        else:
+            self.query_one(HostHeader).update(render_header(self.view, now), layout=False)
+
+    def _stale_parts(self, now: datetime) -> tuple[bool, ...]:
+        view = self.view
+        return tuple(view.is_stale(at, now) for at in (view.refreshed_at, view.sglang_at, view.gpus_at))
 
     def render_view(self) -> None:
         now = self.clock()
@@ -85,8 +97,14 @@ class HostPane(Vertical):
             gpu_history = 0  # too narrow for a history worth reading: the figures alone
         server_width = self.query_one(ServerPanel).size.width or 50
         spark = max(0, min(30, server_width - SERVER_LABEL_COLUMNS))
-        stale = view.status is not None and view.is_stale(view.refreshed_at, now)
-        self.set_class(stale, "-stale")
-        self.query_one(HostHeader).update(render_header(view, now))
-        self.query_one(GpuPanel).update(render_gpus(view, now, self.thresholds, history_width=gpu_history))
-        self.query_one(ServerPanel).update(render_server(view, now, history_width=spark))
+        self._drawn_stale = self._stale_parts(now)
+        self.set_class(view.status is not None and self._drawn_stale[0], "-stale")
+        # Fixed-size panels are redrawn without a layout pass (the whole screen's), which would cost more than
+        # the drawing; only a change in the number of GPU rows moves anything.
+        self.query_one(HostHeader).update(render_header(view, now), layout=False)
+        rows = (len(view.status.gpus), bool(view.status.gpu_error)) if view.status else (0, False)
+        self.query_one(GpuPanel).update(
+            render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
+        )
+        self._gpu_rows = rows
+        self.query_one(ServerPanel).update(render_server(view, now, history_width=spark), layout=False)

@@ -59,6 +59,7 @@ class JournalView(Vertical):
         self.entries: deque[JournalEntry] = deque(maxlen=MAX_LINES)
         self.filter_text = ""
         self.missed = 0  # lines that arrived while the operator was reading back
+        self._status: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="journal-status")
@@ -97,8 +98,10 @@ class JournalView(Vertical):
             parts.append(f"filter “{self.filter_text}”: {shown} of {len(self.entries)} lines (Esc clears)")
         if self.missed:
             parts.append(f"paused — {self.missed} new line{'s' * (self.missed != 1)} below (f: follow)")
-        status = self.query_one(".journal-status", Static)
-        status.update(Text("  ·  ".join(parts) or "journal (following)", style="yellow" if self.missed else "dim"))
+        text = Text("  ·  ".join(parts) or "journal (following)", style="yellow" if self.missed else "dim")
+        if text != self._status:  # a one-line status: redrawn only when it says something else, never re-laid out
+            self._status = text
+            self.query_one(".journal-status", Static).update(text, layout=False)
 
     def on_journal_view_followed(self, _message: Followed) -> None:
         self.missed = 0
