@@ -808,6 +808,9 @@ async def open_host_for(args: argparse.Namespace, workspace: Workspace) -> HostH
     """TARGET -> the host's service manager and SGLang client, through the host layer's session."""
     from console.host.connect import open_host
     from console.host.targets import resolve_target
+    from console.sim.plugin import register as register_sim
+
+    register_sim()  # composition root: the demo transport and the stand-in launcher (console.sim registers them)
 
     target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
     session = await open_host(target, logs_dir=workspace.logs)

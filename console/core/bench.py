@@ -313,6 +313,9 @@ async def bench_target(
     target), GPU telemetry from the host's nvidia-smi/NVML once a second, the unit's hash as provenance."""
     from console.host.connect import open_host
     from console.host.targets import resolve_target
+    from console.sim.plugin import register as register_sim
+
+    register_sim()  # composition root: the demo transport and the stand-in launcher (console.sim registers them)
 
     target = resolve_target(target_text, profiles_dir=workspace.profiles, ssh_config=ssh_config)
     session = await open_host(target, logs_dir=workspace.logs)

@@ -28,6 +28,9 @@ async def logs_main(args: argparse.Namespace, out: TextIO) -> int:
     if args.lines < 0:
         print("opsconsole logs: -n must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    from console.sim.plugin import register as register_sim
+
+    register_sim()  # composition root: the demo transport and the stand-in launcher (console.sim registers them)
     workspace = Workspace.resolve(args.workspace)
     target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
     session = await open_host(target, logs_dir=workspace.logs)

@@ -225,6 +225,9 @@ def render_text(status: dict[str, Any]) -> str:
 
 
 async def status_main(args: argparse.Namespace, out: TextIO) -> int:
+    from console.sim.plugin import register as register_sim
+
+    register_sim()  # composition root: the demo transport and the stand-in launcher (console.sim registers them)
     workspace = Workspace.resolve(args.workspace)
     target = resolve_target(args.target, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
     session = await open_host(target, logs_dir=workspace.logs)
