@@ -1,12 +1,13 @@
 """The demo host's service manager: one systemd-style unit run as a local process, and its client.
 
 `UnitSupervisor` (runs inside `opsconsole demo`) reads a real systemd unit file — `ExecStart=` (with
-backslash continuations), `Environment=`, `WorkingDirectory=`, `TimeoutStopSec=`, `Restart=` — and
-behaves like systemd for one `Type=simple` service: start/stop/restart (SIGTERM, SIGKILL after
-TimeoutStopSec), the properties `systemctl show` reports, a journal of the process's stdout/stderr lines
-with cursors, daemon-reload semantics (edits take effect only after a reload; NeedDaemonReload until
-then), enable, unit writes with a timestamped backup and an atomic rename, and the unit's apply lock
-(held by one open control connection, released when it closes, as the flock on a real host is).
+backslash continuations), `Environment=`, `WorkingDirectory=`, `TimeoutStopSec=`, `Restart=`,
+`RestartSec=`, read through console.sglang.unit.UnitFile, the model `apply` edits — and behaves like
+systemd for one `Type=simple` service: start/stop/restart (SIGTERM, SIGKILL after TimeoutStopSec), the
+properties `systemctl show` reports, a journal of the process's stdout/stderr lines with cursors,
+daemon-reload semantics (edits take effect only after a reload; NeedDaemonReload until then), enable,
+unit writes with a timestamped backup and an atomic rename, and the unit's apply lock (held by one open
+control connection, released when it closes, as the flock on a real host is).
 
 `serve_control()` exposes it on a unix socket as a small HTTP+JSON API, and `DemoServiceManager` is the
 client that implements console.host.base.ServiceManager over that socket, so every other `opsconsole`
@@ -18,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
-import shlex
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,8 +32,10 @@ from typing import Any
 from aiohttp import ClientError, ClientSession, ClientTimeout, UnixConnector, web
 
 from console.host.base import HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
+from console.sglang.unit import UnitError, UnitFile
 
 DEFAULT_TIMEOUT_STOP_S = 90.0  # systemd's DefaultTimeoutStopSec
+DEFAULT_RESTART_S = 0.1  # systemd's RestartSec default (100 ms)
 # How often a held lock checks that its holder's connection is still open: a console that finished, or died,
 # has its lock released within this.
 LOCK_CHECK_S = 0.05
@@ -46,79 +49,32 @@ class ExecSpec:
     argv: list[str]
     env: dict[str, str]
     cwd: str | None
-    timeout_stop_s: float
+    timeout_stop_s: float  # math.inf: wait for the process however long it takes (TimeoutStopSec=infinity)
     restart: str  # no, on-failure, always
     restart_s: float
 
 
-def _logical_lines(text: str) -> list[str]:
-    """Unit lines with backslash continuations joined, comments and blanks dropped."""
-    out: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not pending and (not line or line.startswith(("#", ";"))):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        out.append(pending + line)
-        pending = ""
-    if pending:
-        out.append(pending)
-    return out
-
-
-def _seconds(value: str, default: float) -> float:
-    v = value.strip().lower()
-    if v in ("infinity", ""):
-        return default if v == "" else 10**9
-    units = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0}
-    for suffix, factor in sorted(units.items(), key=lambda kv: -len(kv[0])):
-        if v.endswith(suffix):
-            with contextlib.suppress(ValueError):
-                return float(v[: -len(suffix)]) * factor
-    try:
-        return float(v)
-    except ValueError:
-        return default
-
-
 def parse_exec(text: str) -> ExecSpec:
-    """What systemd would run for this unit's [Service] section. Raises HostError without ExecStart."""
-    section = ""
-    argv: list[str] | None = None
-    env: dict[str, str] = {}
-    cwd = None
-    timeout_stop = DEFAULT_TIMEOUT_STOP_S
-    restart = "no"
-    restart_s = 0.1
-    for line in _logical_lines(text):
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-            continue
-        if section != "Service" or "=" not in line:
-            continue
-        key, value = (part.strip() for part in line.split("=", 1))
-        if key == "ExecStart":
-            command = value.lstrip("-@:+!")
-            argv = shlex.split(command) if command else None
-        elif key == "Environment":
-            for assignment in shlex.split(value):
-                name, sep, val = assignment.partition("=")
-                if sep:
-                    env[name] = val
-        elif key == "WorkingDirectory":
-            cwd = value.lstrip("-") or None
-        elif key in ("TimeoutStopSec", "TimeoutSec"):
-            timeout_stop = _seconds(value, DEFAULT_TIMEOUT_STOP_S)
-        elif key == "Restart":
-            restart = value
-        elif key == "RestartSec":
-            restart_s = _seconds(value, 0.1)
-    if not argv:
-        raise HostError("the unit has no ExecStart= in [Service]; add the command that starts SGLang")
-    return ExecSpec(argv, env, cwd, timeout_stop, restart, restart_s)
+    """What systemd would run for this unit's [Service] section, read with the console's one unit model
+    (console.sglang.unit.UnitFile: the same tokenising, continuations, quoting and `Environment=` resets that
+    `apply` edits with). Raises HostError when the unit has no ExecStart or cannot be read."""
+    try:
+        unit = UnitFile.parse(text)
+        argv = unit.exec_argv()
+        env = unit.environment()
+    except UnitError as exc:
+        raise HostError(f"the unit cannot be run: {exc}") from None
+    cwd = (unit.working_directory or "").lstrip("-") or None  # `-`: a missing directory is not an error
+    timeout_stop = unit.timeout_stop_s
+    restart_s = unit.restart_sec
+    return ExecSpec(
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        timeout_stop_s=DEFAULT_TIMEOUT_STOP_S if timeout_stop is None else timeout_stop,
+        restart=unit.restart or "no",
+        restart_s=DEFAULT_RESTART_S if restart_s is None else restart_s,
+    )
 
 
 def _usec_timestamp(ts: float | None) -> str:
@@ -348,7 +304,8 @@ class UnitSupervisor:
             if self.sub_state == "auto-restart":
                 self._set("inactive", "dead")
             return  # like systemctl stop on a dead or failed unit: nothing else to do, state kept
-        timeout = parse_exec(self.loaded_text or self.read_unit()).timeout_stop_s
+        timeout_s = parse_exec(self.loaded_text or self.read_unit()).timeout_stop_s
+        timeout = None if math.isinf(timeout_s) else timeout_s
         self._set("deactivating", "stop-sigterm")
         self._system(f"Stopping {self.unit} - SGLang server...")
         await self._notify()
