@@ -1,5 +1,5 @@
-"""The simulator registers what the rest of the console needs from it: the stand-in as an SGLang launcher.
-Whoever parses a stand-in's unit (check-args, apply, status) has that done."""
+"""The simulator registers what the rest of the console needs from it: the stand-in as an SGLang launcher
+and the demo transport. Whoever parses a stand-in's unit (check-args, apply, status) has that done."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from console.host.registry import service_provider
 from console.sglang.flags import NEWEST_VERSION
 from console.sglang.launchers import launcher_for_module
 from console.sglang.unit import UnitFile
 from console.sim.demo import unit_text
-from console.sim.plugin import STAND_IN, register
+from console.sim.plugin import NVIDIA_SMI, STAND_IN, demo_service, register
 from tests.testbed.recipe import sglang_unit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +33,12 @@ def test_register_makes_the_stand_in_an_sglang_launcher_with_options_of_its_own(
     unit.set_flag("--tp-size", "4")
     assert unit.render() == text.replace("0.01", "0.5").replace("--tp 2", "--tp 4")
     assert UnitFile.parse(text.replace("--tp 2", "--tp 2 --sim-sglang-version 0.5.6")).launch.sglang_version == "0.5.6"
+
+
+def test_register_provides_the_demo_transport_and_its_gpus() -> None:
+    register()
+    provider = service_provider("demo")
+    assert provider is not None and provider.factory is demo_service and provider.gpu_command == NVIDIA_SMI
 
 
 def check_args(unit: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
