@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import math
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,6 +42,10 @@ DEFAULT_RESTART_S = 0.1  # systemd's RestartSec default (100 ms)
 # How often a held lock checks that its holder's connection is still open: a console that finished, or died,
 # has its lock released within this.
 LOCK_CHECK_S = 0.05
+GUARD_EXIT_S = 5.0  # how long close() waits for the guard (it has nothing left to stop by then)
+# After the main process exited and its group was killed, how long its output may still drain: a descendant
+# that left the group (setsid) could hold the pipes open for ever.
+OUTPUT_DRAIN_S = 2.0
 
 
 # --- the unit file (pure) --------------------------------------------------------------------------
@@ -75,6 +82,40 @@ def parse_exec(text: str) -> ExecSpec:
         restart=unit.restart or "no",
         restart_s=DEFAULT_RESTART_S if restart_s is None else restart_s,
     )
+
+
+class _UnitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a process with output streams, plus a future set as soon as the process exits
+    (Process.wait() also waits until every pipe is closed)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+# prctl(2) from libc, looked up once here: the child must not import or resolve anything between fork and exec.
+_PR_SET_PDEATHSIG = 1
+_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform == "linux" else None
+
+
+def _end_with_parent(parent: int) -> Callable[[], None]:
+    """For the unit's process, between fork and exec: ask the kernel for SIGTERM when the supervisor dies
+    (PR_SET_PDEATHSIG, Linux), so that a killed demo host leaves no orphan even if its guard is gone too.
+    The kernel sends it when the *thread* that forked exits: the supervisor runs on the demo host's main
+    thread (its event loop), which lives as long as the process."""
+
+    def in_child() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the supervisor died before the request took effect: do not start at all
+            os._exit(1)
+
+    return in_child
 
 
 def _usec_timestamp(ts: float | None) -> str:
@@ -127,6 +168,8 @@ class UnitSupervisor:
     _watch: asyncio.Task[None] | None = None
     lock_owner: str | None = None  # who holds the apply lock (see control_app's /lock)
     boot: str = field(default_factory=lambda: os.urandom(8).hex())
+    _guard: subprocess.Popen[bytes] | None = None  # see console/sim/guard.py
+    _exited: asyncio.Future[None] | None = None  # the main process exited (whatever holds its pipes)
 
     # journal ------------------------------------------------------------------------------------
 
@@ -213,31 +256,38 @@ class UnitSupervisor:
         if self.loaded_text is None:
             self.loaded_text = self.read_unit()
         spec = parse_exec(self.loaded_text)
+        self._ensure_guard()
         self._system(f"Started {self.unit} - SGLang server.")
+        loop = asyncio.get_running_loop()
         try:
-            self.process = await asyncio.create_subprocess_exec(
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _UnitProtocol(loop),
                 *spec.argv,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdin=subprocess.DEVNULL,  # systemd's StandardInput=null; never the demo's terminal
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env={**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"},
                 cwd=spec.cwd,
                 start_new_session=True,  # its own process group: stop() signals the whole group, like a cgroup
+                preexec_fn=_end_with_parent(os.getpid()),
             )
         except OSError as e:
             self._append(f"{self.unit}: Failed to execute {spec.argv[0]}: {e.strerror}", 3, 1)
             self._system(f"{self.unit}: Main process exited, code=exited, status=203/EXEC")
             self._set("failed", "failed", "exit-code")
             return
+        self.process = proc = asyncio.subprocess.Process(transport, protocol, loop)
+        self._exited = protocol.exited
         self.started_at = time.time()
         self.exit_status = None
         self._stopping = False
         self._set("active", "running", "success")
-        proc = self.process
+        self._tell_guard(f"start {proc.pid} {spec.timeout_stop_s}")
         readers = [
             asyncio.create_task(self._pump(proc.stdout, proc.pid, 6)),
             asyncio.create_task(self._pump(proc.stderr, proc.pid, 6)),
         ]
-        self._watch = asyncio.create_task(self._watch_exit(proc, readers, spec))
+        self._watch = asyncio.create_task(self._watch_exit(proc, protocol.exited, readers, spec))
 
     def _set(self, active: str, sub: str, result: str | None = None) -> None:
         self.active_state, self.sub_state = active, sub
@@ -258,10 +308,23 @@ class UnitSupervisor:
             await self._notify()
 
     async def _watch_exit(
-        self, proc: asyncio.subprocess.Process, readers: list[asyncio.Task[None]], spec: ExecSpec
+        self,
+        proc: asyncio.subprocess.Process,
+        exited: asyncio.Future[None],
+        readers: list[asyncio.Task[None]],
+        spec: ExecSpec,
     ) -> None:
-        code = await proc.wait()
-        await asyncio.gather(*readers, return_exceptions=True)
+        # Not proc.wait(): on Python 3.11 it also waits for the output pipes, which a descendant may hold.
+        await exited
+        code = proc.returncode
+        assert code is not None
+        # What is left of its group goes with it, as systemd's KillMode=control-group; then its output drains.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        self._tell_guard(f"gone {proc.pid}")  # from here the group's number may be reused: never signal it again
+        _done, stuck = await asyncio.wait(readers, timeout=OUTPUT_DRAIN_S)
+        for reader in stuck:
+            reader.cancel()
         self.exit_status = code
         if code < 0:
             sig = signal.Signals(-code).name[3:]
@@ -309,19 +372,19 @@ class UnitSupervisor:
         self._set("deactivating", "stop-sigterm")
         self._system(f"Stopping {self.unit} - SGLang server...")
         await self._notify()
+        exited = self._exited
+        assert exited is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            await asyncio.wait_for(asyncio.shield(exited), timeout)
         except TimeoutError:
             self._system(f"{self.unit}: State 'stop-sigterm' timed out. Killing.")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            await exited
         if self._watch is not None:
-            await asyncio.gather(self._watch, return_exceptions=True)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of its group, as KillMode=control-group
+            await asyncio.gather(self._watch, return_exceptions=True)  # it also removes the group's leftovers
         self._system(f"Stopped {self.unit} - SGLang server.")
 
     async def restart(self) -> None:
@@ -329,6 +392,52 @@ class UnitSupervisor:
             await self._stop_locked()
             await self._start_locked()
         await self._notify()
+
+    async def close(self) -> None:
+        """Stop the unit and end the guard: what the demo host does on its way out."""
+        await self.stop()
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return
+        if guard.stdin is not None:
+            with contextlib.suppress(OSError):
+                guard.stdin.close()  # end of its instructions, with no group left to stop: it exits
+        deadline = time.monotonic() + GUARD_EXIT_S
+        while guard.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if guard.poll() is None:
+            guard.kill()
+            guard.wait()
+
+    # the guard: when this process dies without stopping the unit ----------------------------------------
+
+    def _ensure_guard(self) -> None:
+        """Start the guard (console/sim/guard.py) unless it runs: it stops the unit's process groups if this
+        process ends without doing so, because nothing else would (SIGKILL, OOM). It lives in a session of its
+        own, so a closed terminal does not end it, and only this process holds the write end of its stdin."""
+        if self._guard is not None and self._guard.poll() is None:
+            return
+        self._guard = subprocess.Popen(
+            [sys.executable, "-m", "console.sim.guard"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=Path(__file__).resolve().parents[2],  # where `console` is importable from, as for the demo unit
+            start_new_session=True,
+        )
+
+    def _tell_guard(self, line: str) -> None:
+        guard = self._guard
+        if guard is None or guard.stdin is None:
+            return
+        try:
+            guard.stdin.write(line.encode() + b"\n")
+            guard.stdin.flush()
+        except OSError:  # the guard is gone (someone killed it); the next start brings a new one
+            pgid = line.split()[1]
+            self._system(
+                f"{self.unit}: the demo host's guard is gone; if the demo host is killed, group {pgid} may stay"
+            )
 
     def state(self) -> dict[str, Any]:
         proc = self.process

@@ -57,7 +57,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[tuple[DemoServiceManager, Uni
     try:
         yield client, sup, tmp_path
     finally:
-        await sup.stop()
+        await sup.close()
         await runner.cleanup()
 
 
