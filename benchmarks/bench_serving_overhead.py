@@ -13,7 +13,7 @@ optionally while a busy loop keeps one core busy (--busy), and the figures are p
 worst round. The test tests/bench/test_agrees_with_bench_serving.py takes its tolerances from these figures.
 
 Neither client warms up (one more whole request of waiting each). The defaults are the truth test's workload
-(1.3 s requests, 8 at C = 4); `--output-len 512` is the agreement test's (2.6 s requests).
+(1.3 s requests, 12 at C = 4); `--prompts 8 --output-len 512` is the agreement test's (2.6 s requests).
 
 Run: .venv/bin/python benchmarks/bench_serving_overhead.py [--rounds 3] [--busy] [--output-len 256] [--json]
 """
@@ -88,7 +88,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a busy loop meanwhile")
-    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=256)

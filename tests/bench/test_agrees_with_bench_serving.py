@@ -3,15 +3,16 @@ the OpenAI chat API): both judged against the server's truth, and compared with 
 
 Why not only compare them: bench_serving opens a new aiohttp session and TCP connection for every request and
 calls /get_server_info inside its timed window, so its closed loop loses time per request that ours does not
-(benchmarks/bench_serving_overhead.py, per request of a slot: bench_serving 10 to 21 ms on this 2-core
-machine, up to 25 ms with one core kept busy; opsconsole 2 to 8 ms, most of it the server's own handling of
-requests that arrive together). With 0.5 s requests that made it read 3 to 4 % below ours on a busy machine,
-and a 3 % agreement check failed for a reason that is not ours.
+(benchmarks/bench_serving_overhead.py, per request of a slot, on this 2-core machine shared with other work:
+bench_serving 11 to 22 ms, up to 28 ms with one core kept busy and 50 ms with two busy loops; opsconsole
+2 to 8 ms, up to 17 ms under load, much of it the server's own handling of requests that arrive together).
+With 0.5 s requests that made it read 3 to 4 % below ours on a busy machine, and a 3 % agreement check failed
+for a reason that is not ours.
 
 - Truth (test_both_against_the_known_schedule): ours within 1 % of the truth on output throughput and TPOT.
   bench_serving's TPOT within 1 % too (it is measured inside one request, where its overhead does not fall),
   and its throughput below the truth by no more than its per-request overhead allows: OVERHEAD_ALLOWANCE_S
-  (twice the worst measured) added to every request (1.3 s here: at most 3.7 % below).
+  (about twice the worst measured with one core busy) added to every request (1.3 s here: 3.7 % below).
 - Agreement (test_agrees_with_bench_serving_where_its_overhead_is_small): long requests (2.6 s), two per
   slot, where that allowance is 1.9 % of a request: the two throughputs within that plus ours' 1 %, TPOT 1 %.
 """
@@ -32,8 +33,8 @@ from tests.support.sglang_bench import run_bench_serving
 
 OURS_REL = 0.01  # ours against the truth: throughput and TPOT
 TPOT_REL = 0.01  # TPOT is measured within each request: per-request overhead does not reach it
-# bench_serving's own cost per request (new session + connection, /get_server_info in the window): 2x the
-# worst measured (25 ms with a busy core, benchmarks/bench_serving_overhead.py).
+# bench_serving's own cost per request (new session + connection, /get_server_info in the window): about 2x the
+# worst measured with one core busy (28 ms; 50 ms with two busy loops), benchmarks/bench_serving_overhead.py.
 OVERHEAD_ALLOWANCE_S = 0.050
 BACKENDS = [("sglang", "generate"), ("sglang-oai-chat", "chat")]
 
@@ -54,8 +55,10 @@ class Workload:
         return self.prompts // self.concurrency
 
 
-# 1.3 s requests, 2 per slot: bench_serving's overhead shows, ours must not.
-TRUTH = Workload(prompts=8, concurrency=4, input_len=32, output_len=256, ttft_ms=30, interval_ms=10, tokens_per_chunk=2)
+# 1.3 s requests, 3 per slot: bench_serving's overhead shows, ours must not.
+TRUTH = Workload(
+    prompts=12, concurrency=4, input_len=32, output_len=256, ttft_ms=30, interval_ms=10, tokens_per_chunk=2
+)
 # 2.6 s requests, 2 per slot: bench_serving's overhead is at most 1.9 % of a request by the allowance.
 AGREEMENT = Workload(
     prompts=8, concurrency=4, input_len=32, output_len=512, ttft_ms=30, interval_ms=10, tokens_per_chunk=2
