@@ -1,5 +1,8 @@
 """Whole-process wall time of `opsconsole check-args ...` next to `python -c pass`.
 
+Also `check-args --unit` on the demo's unit (the SGLang stand-in as launcher: the simulator's registration
+runs on that path).
+
 Runs each command N times alternately (so machine noise hits both alike), reports the median and the ratio,
 and checks that check-args stays off textual, asyncssh, httpx, pydantic and rich. Usage:
 
@@ -14,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,6 +50,14 @@ def opsconsole_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "console"]
 
 
+def demo_unit() -> str:
+    from console.sim.demo import unit_text
+
+    return unit_text(
+        python=sys.executable, port=30000, profile="tiny-test", time_scale=0.02, state_dir=ROOT, workdir=ROOT
+    )
+
+
 def wall_time(command: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, check=False)
@@ -69,10 +81,20 @@ def main() -> int:
     baseline = [sys.executable, "-c", "pass"]
     help_cmd = [*opsconsole_command(), "--help"]
     wall_time(check), wall_time(baseline)  # warm the file cache
-    times: dict[str, list[float]] = {"python -c pass": [], "opsconsole check-args": [], "opsconsole --help": []}
+    unit_file = Path(tempfile.mkdtemp(prefix="cli-startup-")) / "sglang-demo.service"
+    unit_file.write_text(demo_unit())
+    unit_args = ["check-args", "--unit", str(unit_file)]
+    check_unit = [*opsconsole_command(), *unit_args]
+    times: dict[str, list[float]] = {
+        "python -c pass": [],
+        "opsconsole check-args": [],
+        "check-args --unit (demo)": [],
+        "opsconsole --help": [],
+    }
     for _ in range(args.runs):
         times["python -c pass"].append(wall_time(baseline))
         times["opsconsole check-args"].append(wall_time(check))
+        times["check-args --unit (demo)"].append(wall_time(check_unit))
         times["opsconsole --help"].append(wall_time(help_cmd))
     medians = {name: statistics.median(values) * 1000 for name, values in times.items()}
     result = {
@@ -80,7 +102,10 @@ def main() -> int:
         "median_ms": {k: round(v, 1) for k, v in medians.items()},
         "ratio_check_args_to_python": round(medians["opsconsole check-args"] / medians["python -c pass"], 2),
         "heavy_imports_in_check_args": heavy_imports(CHECK_ARGS),
+        "heavy_imports_in_check_args_unit": heavy_imports(unit_args),
     }
+    unit_file.unlink()
+    unit_file.parent.rmdir()
     if args.json:
         print(json.dumps(result))
     else:
@@ -89,6 +114,7 @@ def main() -> int:
             print(f"  {name:<24} {value:7.1f} ms")
         print(f"  check-args / python -c pass: {result['ratio_check_args_to_python']}x")
         print(f"  heavy packages imported by check-args: {result['heavy_imports_in_check_args'] or 'none'}")
+        print(f"  ... by check-args --unit (demo): {result['heavy_imports_in_check_args_unit'] or 'none'}")
     return 0
 
 

@@ -55,7 +55,9 @@ def parse_env(pairs: Iterable[str]) -> dict[str, str]:
 
 def _load_unit(path: str, extra_env: dict[str, str]) -> tuple[list[str], dict[str, str], str | None, list[Finding]]:
     from console.sglang.unit import UnitError, UnitFile
+    from console.sim.plugin import register
 
+    register()  # units that run the SGLang stand-in (stdlib only: this path stays fast)
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -75,14 +77,8 @@ def _load_unit(path: str, extra_env: dict[str, str]) -> tuple[list[str], dict[st
         )
         for f in unit.environment_files()
     ]
-    sim_version = None
-    sim = list(launch.sim_flags)
-    for i, word in enumerate(sim):
-        if word == "--sim-sglang-version" and i + 1 < len(sim):
-            sim_version = sim[i + 1]
-        elif word.startswith("--sim-sglang-version="):
-            sim_version = word.partition("=")[2]
-    return list(launch.flags), env, sim_version, notes
+    # A launcher other than SGLang may say which SGLang version it behaves as (the stand-in's own option).
+    return list(launch.flags), env, launch.sglang_version, notes
 
 
 class _UnitProblem(Exception):
@@ -117,8 +113,8 @@ def _check(args: argparse.Namespace) -> tuple[CheckReport, set[str]]:
     if args.unit:
         if flags:
             raise UsageError("give either --unit FILE or flags after --, not both")
-        flags, env, sim_version, notes = _load_unit(args.unit, env)
-        version = version or sim_version
+        flags, env, launcher_version, notes = _load_unit(args.unit, env)
+        version = version or launcher_version
     elif not flags:
         raise UsageError(
             "no flags to check: put SGLang's launch flags after --, for example "

@@ -6,14 +6,14 @@
     await session.close()
 
 `ssh` targets get an SshTransport and SystemdService; `local` a LocalTransport and SystemdService
-(GPU telemetry through NVML when available); `demo` the embedded demo host's supervisor, imported
-lazily from console.sim.supervisor.
+(GPU telemetry through NVML when available); any other transport (`demo`) a LocalTransport and the
+service manager that the package providing it registered in console.host.registry (this layer imports
+nothing from that package).
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from console.host.audit import AuditLog
 from console.host.base import HostError, ServiceManager, Transport
 from console.host.gpu import GpuSnapshot, NvmlUnavailable, read_gpus, read_nvml
 from console.host.local import LocalTransport
+from console.host.registry import service_provider
 from console.host.ssh import ConnectionState, SshTransport
 from console.host.systemd import SystemdService
 from console.host.targets import Target
@@ -69,8 +70,9 @@ class HostSession:
             except NvmlUnavailable:
                 pass  # no NVML library here: nvidia-smi (or its stand-in) instead
         command = self.target.gpu_command
-        if command is None and self.target.transport == "demo":  # the demo's simulated GPUs
-            command = (sys.executable, "-m", "console.sim.nvidia_smi")
+        provider = service_provider(self.target.transport)
+        if command is None and provider is not None:  # e.g. the demo's simulated GPUs
+            command = provider.gpu_command
         return await read_gpus(self.transport, command)
 
     async def close(self) -> None:
@@ -96,18 +98,18 @@ async def open_host(
     elif target.transport == "local":
         transport = LocalTransport(target.label, audit=audit)
         service = SystemdService(transport, target.unit, sudo=target.sudo)
-    elif target.transport == "demo":
-        transport = LocalTransport(target.label, audit=audit)
-        service = _demo_service(target)
     else:
-        raise HostError(f"unknown transport {target.transport!r}")
+        transport = LocalTransport(target.label, audit=audit)
+        service = _registered_service(target)
     return HostSession(target=target, transport=transport, service=service)
 
 
-def _demo_service(target: Target) -> ServiceManager:
-    try:
-        from console.sim.supervisor import DemoServiceManager
-    except ImportError as exc:
-        raise HostError(f"{target.label}: the demo host is not available in this build ({exc})") from None
-    manager: ServiceManager = DemoServiceManager.from_target(target)
-    return manager
+def _registered_service(target: Target) -> ServiceManager:
+    """The service manager another package registered for this transport (the demo host's, for `demo`)."""
+    provider = service_provider(target.transport)
+    if provider is None:
+        raise HostError(
+            f"{target.label}: the {target.transport} host is not available in this build "
+            f"(nothing registered a service manager for transport {target.transport!r})"
+        )
+    return provider.factory(target)

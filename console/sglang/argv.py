@@ -129,7 +129,7 @@ def _arg_count_error(spec: FlagSpec) -> str:
 
 
 def parse_argv(argv: Sequence[str], table: FlagTable) -> ParsedArgs:
-    """Parse SGLang launch flags (no launcher, no `--sim-*` options) against one release's table."""
+    """Parse SGLang launch flags (no launcher, none of its own options) against one release's table."""
     parsed = ParsedArgs(values=table.defaults())
     classified: list[_Option | ArgvProblem | None] = []
     after_double_dash = False

@@ -830,7 +830,7 @@ def check_launch(
     architecture: str | None = None,
 ) -> CheckReport:
     """Say what SGLang `version` (None = newest supported) would do at startup with these launch flags
-    (no launcher, no `--sim-*` options) and environment. `architecture` is the target's HF
+    (no launcher, none of its own options: `Launch.flags`) and environment. `architecture` is the target's HF
     `config.architectures[0]`, used by the auto-choice of the speculative triple; guessed from the model
     path when omitted. Raises UnsupportedVersionError for a version older than the oldest supported one."""
     table = flag_table(version)

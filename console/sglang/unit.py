@@ -8,30 +8,35 @@ appended flag or line. Comments, unknown lines, blank lines and flag order are n
 ExecStart is tokenised the way systemd does it (whitespace-separated words, "double" and 'single'
 quotes, backslash escapes, `\\`-newline continuations, `%%` and `$$` escapes) and recognised for
 these launchers: `python[3[.X]] [-u ...] -m sglang.launch_server`, a venv's `/x/bin/python -m ...`,
-`sglang serve`, and `python -m console.sim` (the project's stand-in, whose own `--sim-*` options are kept
-but are not SGLang flags). Flag names are matched through SGLang's flag table, so aliases and prefix
-abbreviations are recognised when editing (`--speculative-num` changes `--speculative-num-steps`).
+`sglang serve`, and `python -m MODULE` for every launcher registered in console.sglang.launchers (whose
+own options are kept but are not SGLang flags). Flag names are matched through SGLang's flag table, so
+aliases and prefix abbreviations are recognised when editing (`--speculative-num` changes
+`--speculative-num-steps`).
+
+The service settings a process runner needs are read here too (`exec_argv`, `environment`,
+`working_directory`, `timeout_stop_s`, `restart_sec`), so that the demo supervisor runs a unit exactly as
+this model reads it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 from console.secrets import redact_argv
 from console.sglang.argv import is_option_token
 from console.sglang.flags import FlagSpec, FlagTable, flag_table
+from console.sglang.launchers import SGLANG, LauncherSpec, launcher_for_module, registered_launchers
 
 FlagValue = str | list[str] | bool
-LauncherKind = Literal["sglang", "sim"]
 
 _SECTION = re.compile(r"^\s*\[([^\]]+)\]\s*$")
 _DIRECTIVE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*=")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
-_SGLANG_MODULES = {"sglang.launch_server": "sglang", "console.sim": "sim"}
-_SIM_PREFIX = "--sim-"
+# ExecStart's prefixes before the program (`-` ignore failure, `@` own argv[0], `:`, `+`, `!` privileges).
+_EXEC_PREFIXES = "@-:+!"
 # Python options that take a separate argument (`python -X importtime -m ...`).
 _PYTHON_OPTIONS_WITH_ARG = ("-X", "-W", "-c")
 
@@ -65,12 +70,18 @@ class _Block:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """What ExecStart runs: the launcher words, SGLang's flags, and the simulator's own `--sim-*` options."""
+    """What ExecStart runs: the launcher words, which launcher that is, SGLang's flags, and the launcher's own
+    options (those its LauncherSpec claims; none for SGLang itself)."""
 
     launcher: tuple[str, ...]
-    kind: LauncherKind
+    spec: LauncherSpec
     flags: tuple[str, ...]
-    sim_flags: tuple[str, ...]
+    own_options: tuple[str, ...]
+
+    @property
+    def sglang_version(self) -> str | None:
+        """The SGLang version the launcher's own options say it behaves as (None: not said, or SGLang itself)."""
+        return self.spec.version_in(self.own_options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,29 +237,67 @@ class UnitFile:
     def launch(self) -> Launch:
         block = self._exec_block()
         tokens = tokenize(block.value_text, exec_escapes=True)
-        launcher, kind = _launcher(tokens)
+        launcher, spec = _launcher(tokens)
         rest = tokens[len(launcher) :]
-        sim_starts = {
-            t.start
-            for item in self._items(rest)
-            if item.name.startswith(_SIM_PREFIX)
-            for t in (item.option, *item.values)
+        own_starts = {
+            t.start for item in self._items(rest, spec) if spec.owns(item.name) for t in (item.option, *item.values)
         }
         # Every other word goes to SGLang, stray ones too: its parser refuses them, so the rules must see them.
-        flags = tuple(t.value for t in rest if t.start not in sim_starts)
-        sim = tuple(t.value for t in rest if t.start in sim_starts)
-        return Launch(tuple(t.value for t in launcher), kind, flags, sim)
+        flags = tuple(t.value for t in rest if t.start not in own_starts)
+        own = tuple(t.value for t in rest if t.start in own_starts)
+        return Launch(tuple(t.value for t in launcher), spec, flags, own)
 
     def flags(self) -> list[str]:
-        """The SGLang launch flags (argv after the launcher, without the simulator's `--sim-*` options)."""
+        """The SGLang launch flags (argv after the launcher, without the launcher's own options)."""
         return list(self.launch.flags)
+
+    # -- reading what a process runner needs ----------------------------------------------------------
+
+    def exec_argv(self) -> list[str]:
+        """The full argv ExecStart runs (launcher, flags and the launcher's own options), as systemd splits it;
+        the prefixes before the program (`-`, `@`, `:`, `+`, `!`) are not part of it. Raises UnitError without
+        an ExecStart= in effect. Any program: this does not require an SGLang launcher."""
+        words = [t.value for t in tokenize(self._exec_block().value_text, exec_escapes=True)]
+        if not words or not words[0].lstrip(_EXEC_PREFIXES):
+            raise UnitError("ExecStart= names no program")
+        words[0] = words[0].lstrip(_EXEC_PREFIXES)
+        return words
+
+    @property
+    def timeout_stop_s(self) -> float | None:
+        """TimeoutStopSec= (or TimeoutSec=, whichever is set last) in seconds: how long a stop waits after SIGTERM
+        before SIGKILL. math.inf for `infinity` or 0 (systemd reads 0 as no timeout); None when unset."""
+        seconds = self._timespan("TimeoutStopSec", "TimeoutSec")
+        return math.inf if seconds == 0 else seconds
+
+    @property
+    def restart_sec(self) -> float | None:
+        """RestartSec= in seconds (the pause before an automatic restart), or None when unset."""
+        return self._timespan("RestartSec")
+
+    def _timespan(self, *keys: str) -> float | None:
+        """The last valid time span among `keys` in [Service], in file order. As in systemd, an invalid value is
+        ignored (systemd logs a warning) and the one before it stays; an empty one resets to the default."""
+        found: float | None = None
+        for block in self._blocks:
+            if block.section != "Service" or block.key not in keys:
+                continue
+            text = re.sub(r"\\\r?\n", " ", block.value_text).strip()
+            if not text:
+                found = None
+                continue
+            try:
+                found = parse_timespan(text)
+            except ValueError:
+                continue
+        return found
 
     # -- editing flags ------------------------------------------------------------------------------
 
     def set_flag(self, name: str, value: FlagValue) -> None:
         """Set `name` (`--flag`, an alias, a prefix, or a dest) to `value`: a string, a list of strings for a
         list flag, True for an on/off flag (False removes it). An existing flag is changed in place, keeping its
-        spelling; a new one is appended to ExecStart."""
+        spelling; a new one is appended to ExecStart. The launcher's own options are set as written."""
         if value is False:
             self.unset_flag(name)
             return
@@ -260,8 +309,10 @@ class UnitFile:
         block = self._exec_block()
         text = block.value_text
         tokens = tokenize(text, exec_escapes=True)
-        launcher, _ = _launcher(tokens)
-        items = [it for it in self._items(tokens[len(launcher) :]) if self._same_flag(it.name, spec, option)]
+        launcher, launcher_spec = _launcher(tokens)
+        items = [
+            it for it in self._items(tokens[len(launcher) :], launcher_spec) if self._same_flag(it.name, spec, option)
+        ]
         if items:
             text = _edit_item(text, items[-1], option, value)
         else:
@@ -277,9 +328,9 @@ class UnitFile:
         block = self._exec_block()
         text = block.value_text
         tokens = tokenize(text, exec_escapes=True)
-        launcher, _ = _launcher(tokens)
+        launcher, launcher_spec = _launcher(tokens)
         removed = False
-        for item in reversed(self._items(tokens[len(launcher) :])):
+        for item in reversed(self._items(tokens[len(launcher) :], launcher_spec)):
             if not self._same_flag(item.name, spec, option):
                 continue
             # From the end of the word before it (a flag's value, a stray word, the launcher), so nothing else goes.
@@ -342,17 +393,25 @@ class UnitFile:
         return blocks[resets[-1] + 1 :] if resets else blocks
 
     def _exec_block(self) -> _Block:
-        candidates = [
-            b for b in self._blocks if b.key == "ExecStart" and b.section == "Service" and b.value_text.strip()
-        ]
+        """The ExecStart= in effect: the last one after the last empty `ExecStart=`, which resets the list."""
+        blocks = [b for b in self._blocks if b.key == "ExecStart" and b.section == "Service"]
+        resets = [i for i, b in enumerate(blocks) if not b.value_text.strip()]
+        candidates = blocks[resets[-1] + 1 :] if resets else blocks
         if not candidates:
             raise UnitError("the unit has no ExecStart= line in [Service]; it does not start SGLang")
         return candidates[-1]
 
     def _spec(self, name: str) -> FlagSpec | None:
-        if name.startswith(_SIM_PREFIX):
+        """SGLang's spec for a flag name, or None for a name SGLang does not know or the launcher's own option."""
+        if self._launcher_spec().owns(name):
             return None
         return self._table.spec_for(name)
+
+    def _launcher_spec(self) -> LauncherSpec:
+        try:
+            return _launcher(tokenize(self._exec_block().value_text, exec_escapes=True))[1]
+        except UnitError:
+            return SGLANG  # the edit itself reports the missing or foreign ExecStart
 
     def _same_flag(self, written: str, spec: FlagSpec | None, option: str) -> bool:
         if spec is None:
@@ -360,7 +419,7 @@ class UnitFile:
         found = self._table.lookup(written)
         return found is not None and found.dest == spec.dest
 
-    def _items(self, tokens: list[_Token]) -> list[_Item]:
+    def _items(self, tokens: list[_Token], launcher: LauncherSpec) -> list[_Item]:
         items: list[_Item] = []
         i = 0
         while i < len(tokens):
@@ -368,7 +427,7 @@ class UnitFile:
             i += 1
             if not is_option_token(token.value, self._table):
                 continue  # a stray word; stays where it is, owned by nobody
-            spec = None if token.value.startswith(_SIM_PREFIX) else self._table.lookup(token.value.partition("=")[0])
+            spec = None if launcher.owns(token.value) else self._table.lookup(token.value.partition("=")[0])
             start = i
             while i < len(tokens) and not is_option_token(tokens[i].value, self._table):
                 i += 1
@@ -394,25 +453,61 @@ class UnitFile:
         self._blocks.insert(anchor, _Block(line + newline, "Service", "Environment"))
 
 
-def _launcher(tokens: list[_Token]) -> tuple[list[_Token], LauncherKind]:
+def _launcher(tokens: list[_Token]) -> tuple[list[_Token], LauncherSpec]:
     if not tokens:
         raise UnitError("ExecStart= is empty")
-    program = tokens[0].value.lstrip("@-:+!")
+    program = tokens[0].value.lstrip(_EXEC_PREFIXES)
     base = program.rsplit("/", 1)[-1]
     if base == "sglang" and len(tokens) > 1 and tokens[1].value == "serve":
-        return tokens[:2], "sglang"
+        return tokens[:2], SGLANG
     if _PYTHON.match(base):
         i = 1
         while i < len(tokens) and tokens[i].value != "-m" and tokens[i].value.startswith("-"):
             i += 2 if tokens[i].value in _PYTHON_OPTIONS_WITH_ARG else 1
-        if i + 1 < len(tokens) and tokens[i].value == "-m" and tokens[i + 1].value in _SGLANG_MODULES:
-            kind: LauncherKind = "sim" if tokens[i + 1].value == "console.sim" else "sglang"
-            return tokens[: i + 2], kind
+        if i + 1 < len(tokens) and tokens[i].value == "-m":
+            spec = launcher_for_module(tokens[i + 1].value)
+            if spec is not None:
+                return tokens[: i + 2], spec
     shown = " ".join(t.value for t in tokens[:3])
-    raise UnitError(
-        f"ExecStart runs {shown!r}, not SGLang: expected `python -m sglang.launch_server`, `sglang serve` "
-        "or `python -m console.sim`"
-    )
+    expected = [f"`{spec.command}`" for spec in registered_launchers()]
+    expected.insert(1, "`sglang serve`")
+    raise UnitError(f"ExecStart runs {shown!r}, not SGLang: expected {', '.join(expected[:-1])} or {expected[-1]}")
+
+
+# systemd.time(7): the units of a time span, in seconds. Case matters (`m` minutes, `M` months).
+_TIMESPAN_UNITS = {
+    "usec": 1e-6, "us": 1e-6, "µs": 1e-6, "μs": 1e-6,
+    "msec": 1e-3, "ms": 1e-3,
+    "seconds": 1.0, "second": 1.0, "sec": 1.0, "s": 1.0, "": 1.0,
+    "minutes": 60.0, "minute": 60.0, "min": 60.0, "m": 60.0,
+    "hours": 3600.0, "hour": 3600.0, "hr": 3600.0, "h": 3600.0,
+    "days": 86400.0, "day": 86400.0, "d": 86400.0,
+    "weeks": 604800.0, "week": 604800.0, "w": 604800.0,
+    "months": 2629800.0, "month": 2629800.0, "M": 2629800.0,
+    "years": 31557600.0, "year": 31557600.0, "y": 31557600.0,
+}  # fmt: skip
+_TIMESPAN_PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([^\d\s.]*)")
+
+
+def parse_timespan(value: str) -> float:
+    """A systemd time span (`90`, `500ms`, `2min 30s`, `1.5h`, `infinity`) in seconds; a bare number is
+    seconds. Raises ValueError on anything else, naming the value."""
+    text = value.strip()
+    if text == "infinity":
+        return math.inf
+    if not text:
+        raise ValueError("an empty time span (for example 90, 500ms, 2min 30s or infinity)")
+    total, pos = 0.0, 0
+    while pos < len(text):
+        part = _TIMESPAN_PART.match(text, pos)
+        glued = part is not None and not part.group(2) and part.end() < len(text) and not text[part.end()].isspace()
+        if part is None or part.group(2) not in _TIMESPAN_UNITS or glued:  # glued: `1.2.3`, a number with no unit
+            raise ValueError(f"{value!r} is not a time span (for example 90, 500ms, 2min 30s or infinity)")
+        total += float(part.group(1)) * _TIMESPAN_UNITS[part.group(2)]
+        pos = part.end()
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+    return total
 
 
 def _check_value_shape(option: str, spec: FlagSpec | None, value: FlagValue) -> None:

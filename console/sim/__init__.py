@@ -8,6 +8,8 @@ Modules: __main__ (flags, SGLang's refusals), server (startup phases, real-time 
 http_api (SGLang's routes), lifecycle (port closed while loading, warm-up, SIGTERM drain),
 shapes (JSON shapes per SGLang version), sglang_log (SGLang's log lines), metrics (/metrics),
 tokenizer (deterministic tokenizer + its Hugging Face folder), gpus / nvidia_smi (simulated GPUs and the
-nvidia-smi formats), supervisor (systemd-like unit runner, control socket, DemoServiceManager), demo
-(`opsconsole demo`); profiles / perf / engine (the performance model).
+nvidia-smi formats), supervisor (systemd-like unit runner, control socket, DemoServiceManager), guard (stops
+the unit if the supervisor is killed), demo (`opsconsole demo`); profiles / perf / engine (the performance
+model); plugin (`register()`: the stand-in as an SGLang launcher and the demo transport, for the composition
+root; console.host and console.sglang import nothing from here).
 """

@@ -6,6 +6,12 @@ writes `profiles/demo.toml` so that any other `opsconsole` process reaches it (`
 `apply demo ...`, `bench demo ...`, `logs demo -f`), prints how to reach it and keeps it running until
 Ctrl-C, then stops everything it started and removes its runtime folder.
 
+It leaves no process behind however it ends: Ctrl-C, SIGTERM and SIGHUP (its terminal closed: a tmux session
+killed, an SSH connection dropped) stop the unit as Ctrl-C does, and printing to a terminal that is gone does
+not interrupt that; if it is killed outright, the supervisor's guard process and the kernel's parent-death
+signal stop the unit (console/sim/supervisor.py). The guarantee lives here and in the supervisor, not in a
+UI, so it holds whatever runs in this process.
+
 Files: <workspace>/.demo/ holds the unit, its backups and the GPU state (kept between runs so edits
 survive a restart of the demo); the control socket lives in a short temporary folder (unix socket
 paths are limited to ~100 characters).
@@ -29,6 +35,8 @@ from console.workspace import Workspace
 
 UNIT = "sglang-demo.service"
 PROFILE_NAME = "demo"
+# Each stops the demo host like Ctrl-C. SIGHUP: the terminal went away (closed, tmux killed, SSH dropped).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_dir: Path, workdir: Path) -> str:
@@ -162,18 +170,18 @@ async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     try:
         sup.daemon_reload()
         await sup.start()
-        print(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...", flush=True)
+        _say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
         up = asyncio.create_task(_wait_ready(sup, 900))
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if not stop.is_set():
             if not up.result():
-                print(f"The demo server did not come up; its journal: opsconsole logs {PROFILE_NAME}", flush=True)
+                _say(f"The demo server did not come up; its journal: opsconsole logs {PROFILE_NAME}")
             _print_howto(port, profile_path, unit_path, state_dir, workspace)
             if ready is not None:
                 ready.set()
@@ -181,16 +189,23 @@ async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None)
         up.cancel()
         stopper.cancel()
     finally:
-        print("Stopping the demo host ...", flush=True)
-        await sup.stop()
+        _say("Stopping the demo host ...")
+        await sup.close()
         await runner.cleanup()
         shutil.rmtree(runtime, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             profile_path.unlink()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
-    print("Demo host stopped.", flush=True)
+    _say("Demo host stopped.")
     return 0
+
+
+def _say(text: str) -> None:
+    """Print to the operator's terminal, which may be gone (closed window, dropped SSH: EIO or EPIPE): the
+    demo host still stops everything it started."""
+    with contextlib.suppress(OSError):
+        print(text, flush=True)
 
 
 def _command_name() -> str:
@@ -208,7 +223,7 @@ def _command_name() -> str:
 def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path, workspace: Workspace) -> None:
     ws = "" if workspace.root == Path.cwd() else f" --workspace {shlex.quote(str(workspace.root))}"
     opsconsole = _command_name()
-    print(
+    _say(
         "\n".join(
             [
                 "",
@@ -228,8 +243,7 @@ def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path
                 "",
                 "Ctrl-C stops the demo host.",
             ]
-        ),
-        flush=True,
+        )
     )
 
 

@@ -1,12 +1,13 @@
 """The demo host's service manager: one systemd-style unit run as a local process, and its client.
 
 `UnitSupervisor` (runs inside `opsconsole demo`) reads a real systemd unit file — `ExecStart=` (with
-backslash continuations), `Environment=`, `WorkingDirectory=`, `TimeoutStopSec=`, `Restart=` — and
-behaves like systemd for one `Type=simple` service: start/stop/restart (SIGTERM, SIGKILL after
-TimeoutStopSec), the properties `systemctl show` reports, a journal of the process's stdout/stderr lines
-with cursors, daemon-reload semantics (edits take effect only after a reload; NeedDaemonReload until
-then), enable, unit writes with a timestamped backup and an atomic rename, and the unit's apply lock
-(held by one open control connection, released when it closes, as the flock on a real host is).
+backslash continuations), `Environment=`, `WorkingDirectory=`, `TimeoutStopSec=`, `Restart=`,
+`RestartSec=`, read through console.sglang.unit.UnitFile, the model `apply` edits — and behaves like
+systemd for one `Type=simple` service: start/stop/restart (SIGTERM, SIGKILL after TimeoutStopSec), the
+properties `systemctl show` reports, a journal of the process's stdout/stderr lines with cursors,
+daemon-reload semantics (edits take effect only after a reload; NeedDaemonReload until then), enable,
+unit writes with a timestamped backup and an atomic rename, and the unit's apply lock (held by one open
+control connection, released when it closes, as the flock on a real host is).
 
 `serve_control()` exposes it on a unix socket as a small HTTP+JSON API, and `DemoServiceManager` is the
 client that implements console.host.base.ServiceManager over that socket, so every other `opsconsole`
@@ -17,10 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
+import math
 import os
-import shlex
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,11 +35,17 @@ from typing import Any
 from aiohttp import ClientError, ClientSession, ClientTimeout, UnixConnector, web
 
 from console.host.base import HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
+from console.sglang.unit import UnitError, UnitFile
 
 DEFAULT_TIMEOUT_STOP_S = 90.0  # systemd's DefaultTimeoutStopSec
+DEFAULT_RESTART_S = 0.1  # systemd's RestartSec default (100 ms)
 # How often a held lock checks that its holder's connection is still open: a console that finished, or died,
 # has its lock released within this.
 LOCK_CHECK_S = 0.05
+GUARD_EXIT_S = 5.0  # how long close() waits for the guard (it has nothing left to stop by then)
+# After the main process exited and its group was killed, how long its output may still drain: a descendant
+# that left the group (setsid) could hold the pipes open for ever.
+OUTPUT_DRAIN_S = 2.0
 
 
 # --- the unit file (pure) --------------------------------------------------------------------------
@@ -46,79 +56,66 @@ class ExecSpec:
     argv: list[str]
     env: dict[str, str]
     cwd: str | None
-    timeout_stop_s: float
+    timeout_stop_s: float  # math.inf: wait for the process however long it takes (TimeoutStopSec=infinity)
     restart: str  # no, on-failure, always
     restart_s: float
 
 
-def _logical_lines(text: str) -> list[str]:
-    """Unit lines with backslash continuations joined, comments and blanks dropped."""
-    out: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not pending and (not line or line.startswith(("#", ";"))):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        out.append(pending + line)
-        pending = ""
-    if pending:
-        out.append(pending)
-    return out
-
-
-def _seconds(value: str, default: float) -> float:
-    v = value.strip().lower()
-    if v in ("infinity", ""):
-        return default if v == "" else 10**9
-    units = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0}
-    for suffix, factor in sorted(units.items(), key=lambda kv: -len(kv[0])):
-        if v.endswith(suffix):
-            with contextlib.suppress(ValueError):
-                return float(v[: -len(suffix)]) * factor
-    try:
-        return float(v)
-    except ValueError:
-        return default
-
-
 def parse_exec(text: str) -> ExecSpec:
-    """What systemd would run for this unit's [Service] section. Raises HostError without ExecStart."""
-    section = ""
-    argv: list[str] | None = None
-    env: dict[str, str] = {}
-    cwd = None
-    timeout_stop = DEFAULT_TIMEOUT_STOP_S
-    restart = "no"
-    restart_s = 0.1
-    for line in _logical_lines(text):
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-            continue
-        if section != "Service" or "=" not in line:
-            continue
-        key, value = (part.strip() for part in line.split("=", 1))
-        if key == "ExecStart":
-            command = value.lstrip("-@:+!")
-            argv = shlex.split(command) if command else None
-        elif key == "Environment":
-            for assignment in shlex.split(value):
-                name, sep, val = assignment.partition("=")
-                if sep:
-                    env[name] = val
-        elif key == "WorkingDirectory":
-            cwd = value.lstrip("-") or None
-        elif key in ("TimeoutStopSec", "TimeoutSec"):
-            timeout_stop = _seconds(value, DEFAULT_TIMEOUT_STOP_S)
-        elif key == "Restart":
-            restart = value
-        elif key == "RestartSec":
-            restart_s = _seconds(value, 0.1)
-    if not argv:
-        raise HostError("the unit has no ExecStart= in [Service]; add the command that starts SGLang")
-    return ExecSpec(argv, env, cwd, timeout_stop, restart, restart_s)
+    """What systemd would run for this unit's [Service] section, read with the console's one unit model
+    (console.sglang.unit.UnitFile: the same tokenising, continuations, quoting and `Environment=` resets that
+    `apply` edits with). Raises HostError when the unit has no ExecStart or cannot be read."""
+    try:
+        unit = UnitFile.parse(text)
+        argv = unit.exec_argv()
+        env = unit.environment()
+    except UnitError as exc:
+        raise HostError(f"the unit cannot be run: {exc}") from None
+    cwd = (unit.working_directory or "").lstrip("-") or None  # `-`: a missing directory is not an error
+    timeout_stop = unit.timeout_stop_s
+    restart_s = unit.restart_sec
+    return ExecSpec(
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        timeout_stop_s=DEFAULT_TIMEOUT_STOP_S if timeout_stop is None else timeout_stop,
+        restart=unit.restart or "no",
+        restart_s=DEFAULT_RESTART_S if restart_s is None else restart_s,
+    )
+
+
+class _UnitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a process with output streams, plus a future set as soon as the process exits
+    (Process.wait() also waits until every pipe is closed)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+# prctl(2) from libc, looked up once here: the child must not import or resolve anything between fork and exec.
+_PR_SET_PDEATHSIG = 1
+_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform == "linux" else None
+
+
+def _end_with_parent(parent: int) -> Callable[[], None]:
+    """For the unit's process, between fork and exec: ask the kernel for SIGTERM when the supervisor dies
+    (PR_SET_PDEATHSIG, Linux), so that a killed demo host leaves no orphan even if its guard is gone too.
+    The kernel sends it when the *thread* that forked exits: the supervisor runs on the demo host's main
+    thread (its event loop), which lives as long as the process."""
+
+    def in_child() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the supervisor died before the request took effect: do not start at all
+            os._exit(1)
+
+    return in_child
 
 
 def _usec_timestamp(ts: float | None) -> str:
@@ -171,6 +168,8 @@ class UnitSupervisor:
     _watch: asyncio.Task[None] | None = None
     lock_owner: str | None = None  # who holds the apply lock (see control_app's /lock)
     boot: str = field(default_factory=lambda: os.urandom(8).hex())
+    _guard: subprocess.Popen[bytes] | None = None  # see console/sim/guard.py
+    _exited: asyncio.Future[None] | None = None  # the main process exited (whatever holds its pipes)
 
     # journal ------------------------------------------------------------------------------------
 
@@ -257,31 +256,38 @@ class UnitSupervisor:
         if self.loaded_text is None:
             self.loaded_text = self.read_unit()
         spec = parse_exec(self.loaded_text)
+        self._ensure_guard()
         self._system(f"Started {self.unit} - SGLang server.")
+        loop = asyncio.get_running_loop()
         try:
-            self.process = await asyncio.create_subprocess_exec(
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _UnitProtocol(loop),
                 *spec.argv,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdin=subprocess.DEVNULL,  # systemd's StandardInput=null; never the demo's terminal
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env={**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"},
                 cwd=spec.cwd,
                 start_new_session=True,  # its own process group: stop() signals the whole group, like a cgroup
+                preexec_fn=_end_with_parent(os.getpid()),
             )
         except OSError as e:
             self._append(f"{self.unit}: Failed to execute {spec.argv[0]}: {e.strerror}", 3, 1)
             self._system(f"{self.unit}: Main process exited, code=exited, status=203/EXEC")
             self._set("failed", "failed", "exit-code")
             return
+        self.process = proc = asyncio.subprocess.Process(transport, protocol, loop)
+        self._exited = protocol.exited
         self.started_at = time.time()
         self.exit_status = None
         self._stopping = False
         self._set("active", "running", "success")
-        proc = self.process
+        self._tell_guard(f"start {proc.pid} {spec.timeout_stop_s}")
         readers = [
             asyncio.create_task(self._pump(proc.stdout, proc.pid, 6)),
             asyncio.create_task(self._pump(proc.stderr, proc.pid, 6)),
         ]
-        self._watch = asyncio.create_task(self._watch_exit(proc, readers, spec))
+        self._watch = asyncio.create_task(self._watch_exit(proc, protocol.exited, readers, spec))
 
     def _set(self, active: str, sub: str, result: str | None = None) -> None:
         self.active_state, self.sub_state = active, sub
@@ -302,10 +308,23 @@ class UnitSupervisor:
             await self._notify()
 
     async def _watch_exit(
-        self, proc: asyncio.subprocess.Process, readers: list[asyncio.Task[None]], spec: ExecSpec
+        self,
+        proc: asyncio.subprocess.Process,
+        exited: asyncio.Future[None],
+        readers: list[asyncio.Task[None]],
+        spec: ExecSpec,
     ) -> None:
-        code = await proc.wait()
-        await asyncio.gather(*readers, return_exceptions=True)
+        # Not proc.wait(): on Python 3.11 it also waits for the output pipes, which a descendant may hold.
+        await exited
+        code = proc.returncode
+        assert code is not None
+        # What is left of its group goes with it, as systemd's KillMode=control-group; then its output drains.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        self._tell_guard(f"gone {proc.pid}")  # from here the group's number may be reused: never signal it again
+        _done, stuck = await asyncio.wait(readers, timeout=OUTPUT_DRAIN_S)
+        for reader in stuck:
+            reader.cancel()
         self.exit_status = code
         if code < 0:
             sig = signal.Signals(-code).name[3:]
@@ -348,23 +367,24 @@ class UnitSupervisor:
             if self.sub_state == "auto-restart":
                 self._set("inactive", "dead")
             return  # like systemctl stop on a dead or failed unit: nothing else to do, state kept
-        timeout = parse_exec(self.loaded_text or self.read_unit()).timeout_stop_s
+        timeout_s = parse_exec(self.loaded_text or self.read_unit()).timeout_stop_s
+        timeout = None if math.isinf(timeout_s) else timeout_s
         self._set("deactivating", "stop-sigterm")
         self._system(f"Stopping {self.unit} - SGLang server...")
         await self._notify()
+        exited = self._exited
+        assert exited is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            await asyncio.wait_for(asyncio.shield(exited), timeout)
         except TimeoutError:
             self._system(f"{self.unit}: State 'stop-sigterm' timed out. Killing.")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            await exited
         if self._watch is not None:
-            await asyncio.gather(self._watch, return_exceptions=True)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of its group, as KillMode=control-group
+            await asyncio.gather(self._watch, return_exceptions=True)  # it also removes the group's leftovers
         self._system(f"Stopped {self.unit} - SGLang server.")
 
     async def restart(self) -> None:
@@ -372,6 +392,52 @@ class UnitSupervisor:
             await self._stop_locked()
             await self._start_locked()
         await self._notify()
+
+    async def close(self) -> None:
+        """Stop the unit and end the guard: what the demo host does on its way out."""
+        await self.stop()
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return
+        if guard.stdin is not None:
+            with contextlib.suppress(OSError):
+                guard.stdin.close()  # end of its instructions, with no group left to stop: it exits
+        deadline = time.monotonic() + GUARD_EXIT_S
+        while guard.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if guard.poll() is None:
+            guard.kill()
+            guard.wait()
+
+    # the guard: when this process dies without stopping the unit ----------------------------------------
+
+    def _ensure_guard(self) -> None:
+        """Start the guard (console/sim/guard.py) unless it runs: it stops the unit's process groups if this
+        process ends without doing so, because nothing else would (SIGKILL, OOM). It lives in a session of its
+        own, so a closed terminal does not end it, and only this process holds the write end of its stdin."""
+        if self._guard is not None and self._guard.poll() is None:
+            return
+        self._guard = subprocess.Popen(
+            [sys.executable, "-m", "console.sim.guard"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=Path(__file__).resolve().parents[2],  # where `console` is importable from, as for the demo unit
+            start_new_session=True,
+        )
+
+    def _tell_guard(self, line: str) -> None:
+        guard = self._guard
+        if guard is None or guard.stdin is None:
+            return
+        try:
+            guard.stdin.write(line.encode() + b"\n")
+            guard.stdin.flush()
+        except OSError:  # the guard is gone (someone killed it); the next start brings a new one
+            pgid = line.split()[1]
+            self._system(
+                f"{self.unit}: the demo host's guard is gone; if the demo host is killed, group {pgid} may stay"
+            )
 
     def state(self) -> dict[str, Any]:
         proc = self.process

@@ -144,6 +144,8 @@ class OpsConsoleApp(App[int]):
         self.clock = clock or (lambda: datetime.now(UTC))
         self.labels = list(options.targets)
         self.sources: dict[str, HostSource] = {}
+        self.views: dict[str, HostView] = {}  # the latest of each host, for a pane mounted after it arrived
+        self.early_journal: dict[str, list[JournalEntry]] = {}
         self._make_source = make_source
         if self.config.theme:
             self.theme = self.config.theme
@@ -184,16 +186,26 @@ class OpsConsoleApp(App[int]):
         assert isinstance(screen, DashboardScreen)
         return screen
 
-    def pane_for(self, label: str) -> HostPane:
-        return self.dashboard.query_one(f"#pane-{self.labels.index(label) + 1}", HostPane)
+    def pane_for(self, label: str) -> HostPane | None:
+        """The host's pane, or None while the tabs are still being mounted (it takes the latest view then)."""
+        found = self.dashboard.query(f"#pane-{self.labels.index(label) + 1}").results(HostPane)
+        return next(iter(found), None)
 
     def on_host_view_changed(self, message: HostViewChanged) -> None:
-        self.pane_for(message.view.label).show(message.view)
-        if len(self.labels) > 1:
-            self.dashboard.query_one(Overview).show(message.view, self.clock())
+        self.views[message.view.label] = message.view
+        pane = self.pane_for(message.view.label)
+        if pane is not None:
+            pane.show(message.view)
+        overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
+        if overview is not None:
+            overview.show(message.view, self.clock())
 
     def on_journal_arrived(self, message: JournalArrived) -> None:
-        self.pane_for(message.label).add_journal(message.entries)
+        pane = self.pane_for(message.label)
+        if pane is not None:
+            pane.add_journal(message.entries)
+        else:
+            self.early_journal.setdefault(message.label, []).extend(message.entries)
 
     def _tick(self) -> None:
         panes = list(self.dashboard.query(HostPane))

@@ -72,6 +72,9 @@ async def test_local_session_falls_back_to_nvidia_smi(tmp_path: Path) -> None:
 
 
 async def test_demo_target_reads_the_simulated_gpus_and_explains_a_stopped_demo(tmp_path: Path) -> None:
+    from console.sim.plugin import register
+
+    register()  # as the verbs do: console.sim provides the demo transport
     session = await open_host(Target(label="demo", transport="demo", control=str(tmp_path / "missing.sock")))
     try:
         snapshot = await session.gpus()

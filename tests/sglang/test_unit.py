@@ -1,12 +1,36 @@
 """The systemd unit model: parse, byte-identical render, minimal edits (examples and properties)."""
 
 import difflib
+import math
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.sglang.unit import UnitError, UnitFile, quote_word, tokenize
+from console.sglang import launchers
+from console.sglang.launchers import SGLANG, LauncherSpec, register_launcher
+from console.sglang.unit import UnitError, UnitFile, parse_timespan, quote_word, tokenize
+
+# A site's wrapper around SGLang with options of its own, registered the way the project's stand-in registers.
+WRAPPER = LauncherSpec(
+    module="site.sglang_wrapper", own_option_prefix="--wrap-", version_option="--wrap-sglang-version"
+)
+
+
+@pytest.fixture
+def wrapper() -> Iterator[LauncherSpec]:
+    """Only SGLang and WRAPPER registered for one test; the registry is put back afterwards."""
+    saved = dict(launchers._registry)
+    launchers._registry.clear()
+    launchers._registry[SGLANG.module] = SGLANG
+    register_launcher(WRAPPER)
+    try:
+        yield WRAPPER
+    finally:
+        launchers._registry.clear()
+        launchers._registry.update(saved)
+
 
 UNIT = """\
 [Unit]
@@ -63,7 +87,8 @@ def test_parse_reads_every_part() -> None:
         "NCCL_SOCKET_IFNAME": "eth0",
     }
     launch = unit.launch
-    assert launch.launcher == ("/opt/venv/bin/python", "-m", "sglang.launch_server") and launch.kind == "sglang"
+    assert launch.launcher == ("/opt/venv/bin/python", "-m", "sglang.launch_server") and launch.spec == SGLANG
+    assert launch.own_options == () and launch.sglang_version is None
     assert unit.flags() == [
         "--model-path",
         "/models/Qwen3.5-122B-A10B-FP8",
@@ -86,37 +111,150 @@ def test_parse_reads_every_part() -> None:
 
 
 @pytest.mark.parametrize(
-    ("exec_start", "launcher", "kind"),
+    ("exec_start", "launcher", "module"),
     [
-        ("python -m sglang.launch_server --model-path m", ("python", "-m", "sglang.launch_server"), "sglang"),
+        ("python -m sglang.launch_server --model-path m", ("python", "-m", "sglang.launch_server"), SGLANG.module),
         (
             "/usr/bin/python3 -m sglang.launch_server --model-path m",
             ("/usr/bin/python3", "-m", "sglang.launch_server"),
-            "sglang",
+            SGLANG.module,
         ),
         (
             "python3.11 -u -m sglang.launch_server --model-path m",
             ("python3.11", "-u", "-m", "sglang.launch_server"),
-            "sglang",
+            SGLANG.module,
         ),
-        ("/srv/venv/bin/sglang serve --model-path m", ("/srv/venv/bin/sglang", "serve"), "sglang"),
-        ("-/srv/v/bin/python -m console.sim --model-path m", ("-/srv/v/bin/python", "-m", "console.sim"), "sim"),
+        ("/srv/venv/bin/sglang serve --model-path m", ("/srv/venv/bin/sglang", "serve"), SGLANG.module),
+        (
+            "-/srv/v/bin/python -m site.sglang_wrapper --model-path m",
+            ("-/srv/v/bin/python", "-m", "site.sglang_wrapper"),
+            WRAPPER.module,
+        ),
     ],
 )
-def test_launchers(exec_start: str, launcher: tuple[str, ...], kind: str) -> None:
+def test_launchers(exec_start: str, launcher: tuple[str, ...], module: str, wrapper: LauncherSpec) -> None:
     unit = UnitFile.parse(f"[Service]\nExecStart={exec_start}\n")
-    assert unit.launch.launcher == launcher and unit.launch.kind == kind
+    assert unit.launch.launcher == launcher and unit.launch.spec.module == module
     assert unit.flags() == ["--model-path", "m"]
 
 
-def test_simulator_options_are_kept_but_are_not_sglang_flags() -> None:
-    text = "[Service]\nExecStart=python -m console.sim --sim-time-scale 0.01 --model-path m --sim-profile p --tp 2\n"
+def test_a_registered_launchers_own_options_are_kept_but_are_not_sglang_flags(wrapper: LauncherSpec) -> None:
+    text = "[Service]\nExecStart=python -m site.sglang_wrapper --wrap-a 0.01 --model-path m --wrap-b p --tp 2\n"
     unit = UnitFile.parse(text)
     assert unit.flags() == ["--model-path", "m", "--tp", "2"]
-    assert unit.launch.sim_flags == ("--sim-time-scale", "0.01", "--sim-profile", "p")
-    unit.set_flag("--sim-time-scale", "0.5")
+    assert unit.launch.own_options == ("--wrap-a", "0.01", "--wrap-b", "p")
+    unit.set_flag("--wrap-a", "0.5")
     unit.set_flag("--tp-size", "4")
     assert unit.render() == text.replace("0.01", "0.5").replace("--tp 2", "--tp 4")
+    assert unit.unset_flag("--wrap-b") and UnitFile.parse(unit.render()).launch.own_options == ("--wrap-a", "0.5")
+
+
+def test_an_unregistered_module_is_not_an_sglang_launcher_and_the_error_lists_the_known_ones() -> None:
+    text = "[Service]\nExecStart=python -m site.sglang_wrapper --model-path m\n"
+    with pytest.raises(UnitError, match="not SGLang") as refused:
+        UnitFile.parse(text).flags()
+    assert "`python -m sglang.launch_server`" in str(refused.value) and "site.sglang_wrapper`" not in str(refused.value)
+
+
+def test_a_launcher_names_the_sglang_version_it_behaves_as(wrapper: LauncherSpec) -> None:
+    def version(words: str) -> str | None:
+        return UnitFile.parse(f"[Service]\nExecStart=python -m site.sglang_wrapper {words}\n").launch.sglang_version
+
+    assert version("--wrap-sglang-version 0.5.6 --model-path m") == "0.5.6"
+    assert version("--model-path m --wrap-sglang-version=0.5.9") == "0.5.9"
+    assert version("--wrap-sglang-version 0.5.6 --wrap-sglang-version 0.5.9") == "0.5.9"  # the last one, as argparse
+    assert version("--model-path m") is None
+    plain = "[Service]\nExecStart=python -m sglang.launch_server --model-path m --wrap-sglang-version 0.5.6\n"
+    assert UnitFile.parse(plain).launch.sglang_version is None  # not SGLang's option: it reaches its parser
+
+
+def test_launcher_registration_is_idempotent_and_refuses_a_second_owner(wrapper: LauncherSpec) -> None:
+    register_launcher(WRAPPER)
+    assert launchers.registered_launchers() == (SGLANG, WRAPPER)
+    with pytest.raises(ValueError, match="already registered"):
+        register_launcher(LauncherSpec(module=WRAPPER.module, own_option_prefix="--other-"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"module": "python -m x"}, "module name"),
+        ({"module": "x", "own_option_prefix": "-x"}, "own_option_prefix"),
+        ({"module": "x", "own_option_prefix": "--x-", "version_option": "--sglang-version"}, "must start with"),
+        ({"module": "x", "version_option": "--x-version"}, "must start with"),
+    ],
+)
+def test_a_malformed_launcher_spec_is_refused(kwargs: dict[str, str], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        LauncherSpec(**kwargs)
+
+
+# ---- what a process runner reads: argv, stop timeout, restart delay -------------------------------------
+
+
+def test_exec_argv_is_the_whole_command_as_systemd_splits_it() -> None:
+    text = (
+        '[Service]\nExecStart=-/opt/v/bin/python -u \\\n    /srv/run.py --name "a b" --pct 50%% --cost $$5 \\\n'
+        "    --sim-x 1\n"
+    )
+    assert UnitFile.parse(text).exec_argv() == [
+        "/opt/v/bin/python", "-u", "/srv/run.py", "--name", "a b", "--pct", "50%", "--cost", "$5", "--sim-x", "1",
+    ]  # fmt: skip
+    # Any program: a process runner does not need an SGLang launcher.
+    assert UnitFile.parse("[Service]\nExecStart=@/usr/sbin/nginx -g daemon\n").exec_argv()[0] == "/usr/sbin/nginx"
+    with pytest.raises(UnitError, match="no ExecStart"):
+        UnitFile.parse("[Unit]\nExecStart=/bin/true\n[Service]\nType=simple\n").exec_argv()
+
+
+def test_an_empty_exec_start_resets_the_list_as_in_systemd() -> None:
+    reset_last = "[Service]\nExecStart=python -m sglang.launch_server --model m\nExecStart=\n"
+    with pytest.raises(UnitError, match="no ExecStart"):
+        UnitFile.parse(reset_last).flags()
+    reset_first = "[Service]\nExecStart=/bin/old\nExecStart=\nExecStart=python -m sglang.launch_server --model m\n"
+    unit = UnitFile.parse(reset_first)
+    assert unit.flags() == ["--model", "m"] and unit.exec_argv()[0] == "python"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90.0),
+        ("0.5", 0.5),
+        ("500ms", 0.5),
+        ("2s", 2.0),
+        ("2 sec", 2.0),
+        ("2min 30s", 150.0),
+        ("1min30s", 90.0),
+        ("1.5h", 5400.0),
+        ("1d", 86400.0),
+        ("250us", 0.00025),
+        ("infinity", math.inf),
+    ],
+)
+def test_parse_timespan(text: str, seconds: float) -> None:
+    assert parse_timespan(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5 parsecs", "-3s", "s", "1.2.3"])
+def test_parse_timespan_refuses_what_systemd_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="time span"):
+        parse_timespan(text)
+
+
+def test_stop_timeout_and_restart_delay_follow_systemd() -> None:
+    def unit(lines: str) -> UnitFile:
+        return UnitFile.parse(f"[Service]\nExecStart=/bin/x\n{lines}\n")
+
+    assert unit("").timeout_stop_s is None and unit("").restart_sec is None  # the caller's defaults apply
+    assert unit("TimeoutStopSec=30").timeout_stop_s == 30.0
+    assert unit("TimeoutStopSec=30\nTimeoutSec=2min").timeout_stop_s == 120.0  # the last assignment wins
+    assert unit("TimeoutSec=2min\nTimeoutStopSec=5").timeout_stop_s == 5.0
+    assert unit("TimeoutStopSec=30\nTimeoutStopSec=soon").timeout_stop_s == 30.0  # invalid: ignored
+    assert unit("TimeoutStopSec=30\nTimeoutStopSec=").timeout_stop_s is None  # empty: back to the default
+    assert unit("TimeoutStopSec=infinity").timeout_stop_s == math.inf
+    assert unit("TimeoutStopSec=0").timeout_stop_s == math.inf  # systemd reads 0 as "no timeout"
+    assert unit("RestartSec=50ms").restart_sec == pytest.approx(0.05) and unit("RestartSec=0").restart_sec == 0.0
+    assert UnitFile.parse("[Unit]\nTimeoutStopSec=3\n[Service]\nExecStart=/bin/x\n").timeout_stop_s is None
 
 
 def test_edit_existing_flags_in_place_through_aliases_and_prefixes() -> None:

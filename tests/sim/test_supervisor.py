@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -11,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from console.host.base import HostError, ServiceManager
-from console.sim.supervisor import DemoServiceManager, UnitSupervisor, parse_exec, serve_control
+from console.sglang.unit import UnitFile
+from console.sim.supervisor import (
+    DEFAULT_RESTART_S,
+    DEFAULT_TIMEOUT_STOP_S,
+    DemoServiceManager,
+    UnitSupervisor,
+    parse_exec,
+    serve_control,
+)
 
 SERVICE = """\
 import signal, sys, time
@@ -48,7 +57,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[tuple[DemoServiceManager, Uni
     try:
         yield client, sup, tmp_path
     finally:
-        await sup.stop()
+        await sup.close()
         await runner.cleanup()
 
 
@@ -76,6 +85,54 @@ def test_parse_exec_reads_continuations_environment_and_timeouts() -> None:
     assert spec.timeout_stop_s == 0.5 and spec.restart == "on-failure" and spec.restart_s == 2.0
     with pytest.raises(HostError, match="ExecStart"):
         parse_exec("[Service]\nType=simple\n")
+
+
+def test_parse_exec_defaults_are_systemds() -> None:
+    spec = parse_exec("[Service]\nExecStart=/bin/sleep 1\n")
+    assert (spec.cwd, spec.env, spec.restart) == (None, {}, "no")
+    assert spec.timeout_stop_s == DEFAULT_TIMEOUT_STOP_S == 90.0 and spec.restart_s == DEFAULT_RESTART_S == 0.1
+    forever = parse_exec("[Service]\nExecStart=/bin/sleep 1\nTimeoutStopSec=infinity\nWorkingDirectory=-/srv\n")
+    assert forever.timeout_stop_s == math.inf and forever.cwd == "/srv"
+
+
+def test_parse_exec_reads_the_demo_unit_as_the_unit_model_does(tmp_path: Path) -> None:
+    from console.sim.demo import unit_text
+
+    text = unit_text(
+        python="/opt/py/bin/python",
+        port=31000,
+        profile="tiny-test",
+        time_scale=0.05,
+        state_dir=tmp_path,
+        workdir=tmp_path,
+    )
+    spec = parse_exec(text)
+    model = UnitFile.parse(text)
+    assert spec.argv == model.exec_argv()
+    assert spec.argv[:3] == ["/opt/py/bin/python", "-m", "console.sim"] and spec.argv[-2:] == [
+        "--sim-state-dir",
+        str(tmp_path),
+    ]
+    assert "--port" in spec.argv and spec.argv[spec.argv.index("--port") + 1] == "31000"
+    assert spec.env == {"SGLANG_ENABLE_SPEC_V2": "False"} and spec.cwd == str(tmp_path)
+    assert (spec.timeout_stop_s, spec.restart) == (30.0, "no")
+
+
+def test_parse_exec_reads_the_testbed_unit() -> None:
+    from tests.testbed.recipe import PYTHONPATH, sglang_unit
+
+    spec = parse_exec(sglang_unit())
+    assert spec.argv[:3] == ["/usr/bin/python3", "-m", "console.sim"] and spec.argv[-2:] == ["--sim-time-scale", "0.01"]
+    assert spec.env["PYTHONPATH"] == PYTHONPATH and spec.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert (spec.cwd, spec.restart, spec.restart_s, spec.timeout_stop_s) == ("/var/lib/sglang", "on-failure", 2.0, 30.0)
+
+
+def test_parse_exec_quotes_escapes_and_a_broken_line_the_systemd_way() -> None:
+    spec = parse_exec('[Service]\nExecStart=/bin/echo "two words" 100%% $$HOME \'a "b"\'\n')
+    assert spec.argv == ["/bin/echo", "two words", "100%", "$HOME", 'a "b"']
+    with pytest.raises(HostError, match="cannot be run: unbalanced") as broken:
+        parse_exec('[Service]\nExecStart=/bin/run --api-key "sk-secret-9\n')
+    assert "sk-secret-9" not in str(broken.value)
 
 
 async def test_start_stop_state_and_journal(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:

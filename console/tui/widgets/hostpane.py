@@ -51,6 +51,13 @@ class HostPane(Vertical):
         return self.query_one(JournalView)
 
     def on_mount(self) -> None:
+        app = self.app
+        latest = getattr(app, "views", {}).get(self.label)
+        if latest is not None:  # arrived while the tabs were being mounted
+            self.view = latest
+        early = getattr(app, "early_journal", {}).pop(self.label, None)
+        if early:
+            self._pending_journal.extend(early)
         self.render_view()
 
     def show(self, view: HostView) -> None:
