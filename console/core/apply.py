@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
+from console.core.exits import OldProcessLines
 from console.core.phases import PhaseEvent, PhaseTracker, exception_line
 from console.core.rollout import (
     ApplyState,
@@ -349,11 +350,14 @@ class Applier:
         tracker = PhaseTracker.for_start(speculative=plan.speculative, cuda_graph=plan.cuda_graph)
         watch = StartWatch(healthy=False, tracker=tracker)
         seen: set[str] = set()
+        old_process = OldProcessLines(before.main_pid)  # its stop (SGLang 0.5.17: killed by its own SIGKILL)
 
         def take(entry: JournalEntry) -> None:
             if entry.cursor in seen:
                 return
             seen.add(entry.cursor)
+            if old_process.is_old(entry.message, entry.pid):
+                return
             for event in tracker.feed(entry.message, entry.timestamp):
                 self._emit_phase(event, tracker)
 
@@ -393,7 +397,7 @@ class Applier:
                 if baseline is None:
                     baseline = state.n_restarts
                 seen_running = seen_running or state.running or loop.time() > grace_until
-                failure = start_failure(state, baseline, seen_running=seen_running)
+                failure = start_failure(state, baseline, seen_running=seen_running, before=before)
                 if failure:
                     return False, failure, True
                 if state.active_state == "active" and is_new_start(before, state) and await self._healthy():

@@ -19,6 +19,11 @@ JSON keys (stable; SGLang's own names where they exist):
     service.uptime_s            seconds since started_at, null when not running
     service.n_restarts          NRestarts
     service.result              success | exit-code | signal | timeout ...
+    service.last_exit           {code: exited | killed | dumped, status: exit status or signal} of the last
+                                main process, null while it runs
+    service.summary             one line, e.g. "active (running)", "failed (result: exit-code, exit status 1)",
+                                "stopped (SGLang exits by SIGKILL on stop)" (a stop SGLang 0.5.17 ends by
+                                SIGKILLing itself leaves the unit failed with Result=signal: not a crash)
     service.unit_file_state     enabled | disabled | static ... (is-enabled)
     service.need_daemon_reload  bool
     service.fragment_path       the unit file
@@ -57,6 +62,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from console.core.exits import exit_json
 from console.host.base import HostError, ServiceState
 from console.host.connect import HostSession, open_host
 from console.host.targets import resolve_target
@@ -82,6 +88,7 @@ def service_json(state: ServiceState, now: datetime) -> dict[str, Any]:
         "unit_file_state": state.unit_file_state,
         "need_daemon_reload": state.need_daemon_reload,
         "fragment_path": state.fragment_path,
+        **exit_json(state),
     }
 
 
@@ -188,7 +195,7 @@ def render_text(status: dict[str, Any]) -> str:
         lines.append(f"  service  {svc['unit']}: {svc['error']}")
     else:
         lines.append(
-            f"  service  {svc['unit']} {svc['active_state']}/{svc['sub_state']} pid {_fmt(svc['main_pid'])} "
+            f"  service  {svc['unit']} {svc['summary']} pid {_fmt(svc['main_pid'])} "
             f"up {format_uptime(svc['uptime_s'])} restarts {svc['n_restarts']} {svc['unit_file_state']}"
             + (" (needs daemon-reload)" if svc["need_daemon_reload"] else "")
         )

@@ -161,8 +161,13 @@ class UnitSupervisor:
     result: str = "success"
     started_at: float | None = None
     n_restarts: int = 0
-    exit_status: int | None = None
+    exit_status: int | None = None  # as asyncio reports it: the exit status, or -N when killed by signal N
     enabled: bool = False
+    # systemd's monotonic timestamps (µs) of the last time the unit left `active`, entered inactive/failed, and
+    # of the main process's exit: what tells a stop that ends in SIGKILL (SGLang 0.5.17) from a crash.
+    active_exit_us: int = 0
+    inactive_enter_us: int = 0
+    main_exit_us: int = 0
     _entries: list[_Entry] = field(default_factory=list)
     _seq: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -258,6 +263,7 @@ class UnitSupervisor:
             self.loaded_text = self.read_unit()
         spec = parse_exec(self.loaded_text)
         self._system(f"Started {self.unit} - SGLang server.")
+        self.exit_status = None
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *spec.argv,
@@ -270,6 +276,7 @@ class UnitSupervisor:
         except OSError as e:
             self._append(f"{self.unit}: Failed to execute {spec.argv[0]}: {e.strerror}", 3, 1)
             self._system(f"{self.unit}: Main process exited, code=exited, status=203/EXEC")
+            self.exit_status, self.main_exit_us = 203, int(time.monotonic() * 1e6)
             self._set("failed", "failed", "exit-code")
             return
         self.started_at = time.time()
@@ -284,6 +291,12 @@ class UnitSupervisor:
         self._watch = asyncio.create_task(self._watch_exit(proc, readers, spec))
 
     def _set(self, active: str, sub: str, result: str | None = None) -> None:
+        was = self.active_state
+        now_us = int(time.monotonic() * 1e6)
+        if was in ("active", "reloading") and active not in ("active", "reloading"):
+            self.active_exit_us = now_us
+        if active in ("inactive", "failed") and was not in ("inactive", "failed"):
+            self.inactive_enter_us = now_us
         self.active_state, self.sub_state = active, sub
         if result is not None:
             self.result = result
@@ -305,6 +318,7 @@ class UnitSupervisor:
         self, proc: asyncio.subprocess.Process, readers: list[asyncio.Task[None]], spec: ExecSpec
     ) -> None:
         code = await proc.wait()
+        self.main_exit_us = int(time.monotonic() * 1e6)
         await asyncio.gather(*readers, return_exceptions=True)
         self.exit_status = code
         if code < 0:
@@ -317,9 +331,14 @@ class UnitSupervisor:
                 f"{self.unit}: Main process exited, code=exited, status={code}/{'SUCCESS' if code == 0 else 'FAILURE'}"
             )
             result = "success" if code == 0 else "exit-code"
-        if self._stopping or result == "success":
+        if result == "success":
             self._set("inactive", "dead", result)
-            self._system(f"{self.unit}: Deactivated successfully." if result == "success" else f"Stopped {self.unit}.")
+            self._system(f"{self.unit}: Deactivated successfully.")
+        elif self._stopping:
+            # systemd: a stop whose main process did not exit cleanly (SGLang 0.5.17 SIGKILLs itself) ends `failed`
+            # with the result kept until the next start.
+            self._system(f"{self.unit}: Failed with result '{result}'.")
+            self._set("failed", "failed", result)
         else:
             self._system(f"{self.unit}: Failed with result '{result}'.")
             if spec.restart in ("on-failure", "always", "on-abnormal"):
@@ -381,7 +400,7 @@ class UnitSupervisor:
             "active_state": self.active_state,
             "sub_state": self.sub_state,
             "main_pid": pid,
-            "started_at": self.started_at if pid else None,
+            "started_at": self.started_at,  # kept after the process ends, like ExecMainStartTimestamp
             "n_restarts": self.n_restarts,
             "result": self.result,
             "unit_file_state": "enabled" if self.enabled else "disabled",
@@ -389,10 +408,23 @@ class UnitSupervisor:
             "fragment_path": str(self.unit_path),
             "properties": {
                 "Type": "simple",
-                "ExecMainStatus": str(self.exit_status if self.exit_status is not None else 0),
-                "ExecMainStartTimestamp": _usec_timestamp(self.started_at if pid else None),
+                **self._exit_properties(),
+                "ExecMainStartTimestamp": _usec_timestamp(self.started_at),
                 "LoadState": "loaded",
             },
+        }
+
+    def _exit_properties(self) -> dict[str, str]:
+        """ExecMainCode/ExecMainStatus as systemd prints them (1 = exited with status, 2 = killed by signal; 0 while
+        the process runs or before the first) and the monotonic timestamps console.core.exits reads."""
+        code = self.exit_status
+        main_code, main_status = (0, 0) if code is None else (2, -code) if code < 0 else (1, code)
+        return {
+            "ExecMainCode": str(main_code),
+            "ExecMainStatus": str(main_status),
+            "ExecMainExitTimestampMonotonic": str(self.main_exit_us if code is not None else 0),
+            "ActiveExitTimestampMonotonic": str(self.active_exit_us),
+            "InactiveEnterTimestampMonotonic": str(self.inactive_enter_us),
         }
 
 
