@@ -172,6 +172,7 @@ class UnitSupervisor:
     _seq: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _stopping: bool = False
+    _stop_timed_out: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _watch: asyncio.Task[None] | None = None
     lock_owner: str | None = None  # who holds the apply lock (see control_app's /lock)
@@ -325,7 +326,7 @@ class UnitSupervisor:
             sig = signal.Signals(-code).name[3:]
             self._system(f"{self.unit}: Main process exited, code=killed, status={-code}/{sig}")
             clean = self._stopping and -code in (signal.SIGTERM, signal.SIGINT)
-            result = "success" if clean else "signal"
+            result = "success" if clean else "timeout" if self._stop_timed_out else "signal"
         else:
             self._system(
                 f"{self.unit}: Main process exited, code=exited, status={code}/{'SUCCESS' if code == 0 else 'FAILURE'}"
@@ -363,6 +364,7 @@ class UnitSupervisor:
     async def _stop_locked(self) -> None:
         proc = self.process
         self._stopping = True  # also cancels a pending automatic restart
+        self._stop_timed_out = False
         if proc is None or proc.returncode is not None:
             if self.sub_state == "auto-restart":
                 self._set("inactive", "dead")
@@ -376,6 +378,7 @@ class UnitSupervisor:
         try:
             await asyncio.wait_for(proc.wait(), timeout)
         except TimeoutError:
+            self._stop_timed_out = True  # systemd: Result=timeout, whatever the signal's own verdict
             self._system(f"{self.unit}: State 'stop-sigterm' timed out. Killing.")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
