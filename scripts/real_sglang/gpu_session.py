@@ -58,6 +58,16 @@ LAUNCH_FLAGS = [
 ]
 BENCH = {"concurrency": 16, "requests": 256, "input_len": 128, "output_len": 128}
 APPLY_TIMEOUT_S = 300
+STEPS = {
+    "start": "start",
+    "status": "status",
+    "bench": "bench",
+    "apply_steps3": "apply_steps",
+    "apply_refused": "apply_refused",
+    "apply_bad_draft": "apply_failing",
+    "stop": "stop",
+    "journal": "journal",
+}
 
 
 def now() -> float:
@@ -65,7 +75,8 @@ def now() -> float:
 
 
 class Session:
-    def __init__(self, out: Path, models: Path, sim: bool, budget_s: float) -> None:
+    def __init__(self, out: Path, models: Path, sim: bool, budget_s: float, bench_rounds: int = 5) -> None:
+        self.bench_rounds = bench_rounds
         self.out = out
         self.models = models
         self.sim = sim
@@ -209,33 +220,27 @@ class Session:
         }
 
     def bench(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"workload": BENCH, "ours": [], "theirs": []}
-        tokenizer = self.models / "tiny-llama"
-        sharegpt = self.work / "sharegpt.json"
-        if not self.sim:
-            self.run("sharegpt", [PY, str(REPO / "scripts/real_sglang/gen_sharegpt.py"), str(tokenizer),
-                                  str(sharegpt)], 120)  # fmt: skip
-        for round_ in (1, 2):
-            ours = self.console(
-                f"bench ours {round_}", "bench", "--url", URL, "--concurrency", str(BENCH["concurrency"]),
+        """Ours and bench_serving alternated on the server (bench_pair.py); on the stand-in, ours alone."""
+        out: dict[str, Any] = {"workload": BENCH}
+        if self.sim:
+            out["ours"] = self.console(
+                "bench ours", "bench", "--url", URL, "--concurrency", str(BENCH["concurrency"]),
                 "--requests", str(BENCH["requests"]), "--input-len", str(BENCH["input_len"]),
-                "--output-len", str(BENCH["output_len"]), "--warmup", "4", "--label", f"ours-{round_}", "--json",
-                timeout=180, save=f"bench-ours-{round_}.json",
+                "--output-len", str(BENCH["output_len"]), "--warmup", "2", "--json", save="bench-ours.json",
             )  # fmt: skip
-            out["ours"].append(ours)
-            if self.sim:
-                continue
-            result = self.out / f"bench-serving-{round_}.jsonl"
-            theirs = self.run(
-                f"bench_serving {round_}",
-                [PY, "-m", "sglang.bench_serving", "--backend", "sglang", "--base-url", URL,
-                 "--dataset-name", "random-ids", "--dataset-path", str(sharegpt), "--tokenizer", str(tokenizer),
-                 "--random-input-len", str(BENCH["input_len"]), "--random-output-len", str(BENCH["output_len"]),
-                 "--random-range-ratio", "1.0", "--num-prompts", str(BENCH["requests"]),
-                 "--max-concurrency", str(BENCH["concurrency"]), "--output-file", str(result), "--seed", "1"],
-                240, save=f"bench-serving-{round_}.txt",
-            )  # fmt: skip
-            out["theirs"].append(theirs)
+            return out
+        sharegpt = self.work / "sharegpt.json"
+        tokenizer = self.models / "tiny-llama"
+        self.run("sharegpt", [PY, str(REPO / "scripts/real_sglang/gen_sharegpt.py"), str(tokenizer), str(sharegpt)],
+                 120)  # fmt: skip
+        out["pairs"] = self.run(
+            "bench pairs",
+            [PY, str(REPO / "scripts/real_sglang/bench_pair.py"), URL, str(tokenizer), str(self.out / "bench-pairs.json"),
+             "--workspace", str(self.ws), "--rounds", str(self.bench_rounds), "--requests", str(BENCH["requests"]),
+             "--concurrency", str(BENCH["concurrency"]), "--input-len", str(BENCH["input_len"]),
+             "--output-len", str(BENCH["output_len"]), "--dataset-path", str(sharegpt)],
+            400, save="bench-pairs.log",
+        )  # fmt: skip
         return out
 
     def apply_steps(self) -> dict[str, Any]:
@@ -333,18 +338,16 @@ def main() -> int:
     p.add_argument("--models", type=Path, default=Path("/opt/sgm"))
     p.add_argument("--sim", action="store_true", help="against the stand-in emulating 0.5.17 (checks the script)")
     p.add_argument("--budget-s", type=float, default=560.0)
+    p.add_argument("--bench-rounds", type=int, default=5)
+    p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    session = Session(args.out.resolve(), args.models.resolve(), args.sim, args.budget_s)
+    session = Session(args.out.resolve(), args.models.resolve(), args.sim, args.budget_s, args.bench_rounds)
+    wanted = args.steps.split(",")
     try:
-        session.step("start", session.start)
-        session.step("status", session.status)
-        session.step("bench", session.bench)
-        session.step("apply_steps3", session.apply_steps)
-        session.step("apply_refused", session.apply_refused)
-        session.step("apply_bad_draft", session.apply_failing)
-        session.step("stop", session.stop)
-        session.step("journal", session.journal)
+        for name in STEPS:  # start, stop and journal always run: the unit must end stopped, the journal kept
+            if name in wanted or name in ("start", "stop", "journal"):
+                session.step(name, getattr(session, STEPS[name]))
     finally:
         session.finish()
     return 0

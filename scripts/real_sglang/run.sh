@@ -29,7 +29,7 @@ session)
     t=$SECONDS; $PY scripts/real_sglang/build_tiny.py $M > "$OUT/build_tiny.log" 2>&1; log "tiny models rc=$? in $((SECONDS - t)) s"
   fi
   $PY -c "import sglang, torch; print('sglang', sglang.__version__, 'torch', torch.__version__)" 2>&1 | tail -1 | tee -a "$OUT/driver.log"
-  $PY scripts/real_sglang/gpu_session.py /opt/rs --models $M --budget-s "${BUDGET_S:-540}" 2>&1 | tee -a "$OUT/driver.log"
+  $PY scripts/real_sglang/gpu_session.py /opt/rs --models $M --budget-s "${BUDGET_S:-540}" ${STEPS:+--steps $STEPS} 2>&1 | tee -a "$OUT/driver.log"
   cp /opt/rs/summary.json "$OUT/" 2>/dev/null
   tar -C /opt/rs --exclude=work -czf "$OUT/results.tgz" . && ls -la "$OUT"
   ;;
