@@ -6,7 +6,8 @@
 Same workload and procedure on both sides: random token ids, exact input length, forced output length
 (ignore_eos), temperature 0, closed loop at one concurrency, one warm-up request, then /flush_cache, then the
 measured requests (bench_serving with --flush-cache: without it the radix tree keeps every earlier run's prompts
-while opsconsole's flush empties it, and the first GPU run measured bench_serving's runs 8 % slower). The server's own speed drifts by 10-20 % over tens of seconds
+while opsconsole's flush empties it, and the first GPU run measured bench_serving's runs 8 % slower).
+The server's own speed drifts by 10-20 % over tens of seconds
 on the GPU machine (its decode log shows it), so one run of each is no comparison: the two clients alternate
 (ABBA order, so that neither always runs second), round 0 warms the server and is not counted, and each round's
 pair is compared; bench_serving is imported once and run in this process, so a round costs no import time.

@@ -235,7 +235,8 @@ class Session:
                  120)  # fmt: skip
         out["pairs"] = self.run(
             "bench pairs",
-            [PY, str(REPO / "scripts/real_sglang/bench_pair.py"), URL, str(tokenizer), str(self.out / "bench-pairs.json"),
+            [PY, str(REPO / "scripts/real_sglang/bench_pair.py"), URL, str(tokenizer),
+             str(self.out / "bench-pairs.json"),
              "--workspace", str(self.ws), "--rounds", str(self.bench_rounds), "--requests", str(BENCH["requests"]),
              "--concurrency", str(BENCH["concurrency"]), "--input-len", str(BENCH["input_len"]),
              "--output-len", str(BENCH["output_len"]), "--dataset-path", str(sharegpt)],

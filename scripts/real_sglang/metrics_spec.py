@@ -21,7 +21,8 @@ TRAFFIC = {"is_streaming", "endpoint", "method", "status_code", "cache_source"}
 
 
 def main() -> None:
-    text = open(sys.argv[1]).read()
+    with open(sys.argv[1]) as f:
+        text = f.read()
     helps = {}
     for line in text.splitlines():
         if line.startswith("# HELP "):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from console.sim.supervisor import UnitSupervisor, serve_control  # noqa: E402
+from console.sim.supervisor import UnitSupervisor, serve_control
 
 UNIT = "sglang.service"
 

@@ -214,12 +214,12 @@ async def test_restart_on_failure_counts_restarts_until_stopped(
 # SGLang 0.5.17 on SIGTERM: drain, then kill its process tree with itself in it (exit status 137).
 SELF_KILLER = """\
 import os, signal, sys, time
-print("service starting", flush=True)
 def bye(*_):
     print("SIGTERM received. Draining requests and shutting down...", flush=True)
     time.sleep(0.1)
     os.kill(os.getpid(), signal.SIGKILL)
 signal.signal(signal.SIGTERM, bye)
+print("service starting", flush=True)  # after the handler: a stop from here on goes through it
 if len(sys.argv) > 1:  # "crash": die of SIGKILL without being stopped (the OOM killer, a kill -9)
     time.sleep(0.2)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -231,7 +231,8 @@ while True:
 async def _run(client: DemoServiceManager, tmp: Path, *args: str) -> None:
     script = tmp / "self_killer.py"
     script.write_text(SELF_KILLER)
-    await client.write_unit(unit(script).replace(f"{script}\n", f"{script} {' '.join(args)}\n"))
+    text = unit(script, extra="TimeoutStopSec=30")  # the process ends itself, well before the supervisor would
+    await client.write_unit(text.replace(f"{script}\n", f"{script} {' '.join(args)}\n"))
     await client.daemon_reload()
     await client.restart()
     deadline = time.monotonic() + 10
