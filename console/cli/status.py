@@ -41,7 +41,7 @@ def render_text(status: HostStatus) -> str:
         lines.append(f"  service  {svc.unit}: {svc.error}")
     else:
         lines.append(
-            f"  service  {svc.unit} {svc.active_state}/{svc.sub_state} pid {_fmt(svc.main_pid)} "
+            f"  service  {svc.unit} {svc.summary} pid {_fmt(svc.main_pid)} "
             f"up {format_uptime(svc.uptime_s)} restarts {svc.n_restarts} {svc.unit_file_state}"
             + (" (needs daemon-reload)" if svc.need_daemon_reload else "")
         )

@@ -48,6 +48,7 @@ from console.core.events import (
     StepChanged,
     ignore,
 )
+from console.core.exits import OldProcessLines
 from console.core.phases import PhaseEvent, PhaseTracker, exception_line
 from console.core.rollout import (
     ApplyState,
@@ -406,12 +407,15 @@ class Applier:
         tracker = PhaseTracker.for_start(speculative=plan.speculative, cuda_graph=plan.cuda_graph)
         watch = StartWatch(healthy=False, tracker=tracker)
         seen: set[str] = set()
+        old_process = OldProcessLines(before.main_pid)  # its stop (SGLang 0.5.17: killed by its own SIGKILL)
 
         def take(entry: JournalEntry) -> None:
             if entry.cursor in seen:
                 return
             seen.add(entry.cursor)
             self._emit(LogLine(entry, start))
+            if old_process.is_old(entry.message, entry.pid):
+                return  # shown, but the old process's stop says nothing about the new start
             for event in tracker.feed(entry.message, entry.timestamp):
                 self._emit_phase(event, tracker, start)
 
@@ -457,7 +461,7 @@ class Applier:
                 if baseline is None:
                     baseline = state.n_restarts
                 seen_running = seen_running or state.running or loop.time() > grace_until
-                failure = start_failure(state, baseline, seen_running=seen_running)
+                failure = start_failure(state, baseline, seen_running=seen_running, before=before)
                 if failure:
                     return False, failure, True
                 if state.active_state == "active" and is_new_start(before, state) and await self._healthy():

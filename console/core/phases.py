@@ -10,6 +10,7 @@ the lines that say why. `PhaseTracker.feed()` turns journal lines into that pict
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,28 +28,38 @@ class PhaseState(StrEnum):
 class PhaseSpec:
     name: str
     label: str
-    begin_markers: tuple[str, ...]
+    begin_markers: tuple[str, ...]  # regular expressions searched in a line
     end_markers: tuple[str, ...]
 
+    def begins(self, line: str) -> bool:
+        return _matches(line, self.begin_markers)
+
+    def ends(self, line: str) -> bool:
+        return _matches(line, self.end_markers)
+
+
+# SGLang's CUDA graph lines changed over releases: 0.5.6-0.5.14 "Capture cuda graph begin", "Capture draft cuda
+# graph begin", "Capture draft extend cuda graph begin"; 0.5.17 one line per captured graph, "Capture target prefill
+# CUDA graph begin", "target verify" (or "target decode" without speculation), "draft prefill", "draft decode",
+# "draft extend" [0.5.17 cuda_graph_setup.py:363-453, eagle_worker_v2.py:364-479]. A phase covers all of its graphs:
+# it reopens at each begin and ends at the last end.
+_TARGET_GRAPH = r"Capture (?:target \w+ )?cuda graph"
+_DRAFT_GRAPH = r"Capture (?:[\w-]+ )*?draft (?:(?:prefill|decode) )?cuda graph"
+_DRAFT_EXTEND_GRAPH = r"Capture draft extend cuda graph"
 
 # In the order a start goes through them. A phase with a begin marker of an earlier phase's end marker
 # (kv_cache starts when weights are loaded) is measured from that moment.
 LOAD_WEIGHTS = PhaseSpec("load_weights", "loading weights", ("Load weight begin",), ("Load weight end",))
 KV_CACHE = PhaseSpec("kv_cache", "allocating KV cache", ("Load weight end",), ("KV Cache is allocated",))
-CUDA_GRAPH = PhaseSpec(
-    "cuda_graph", "capturing CUDA graphs", ("Capture cuda graph begin",), ("Capture cuda graph end",)
-)
+CUDA_GRAPH = PhaseSpec("cuda_graph", "capturing CUDA graphs", (_TARGET_GRAPH + " begin",), (_TARGET_GRAPH + " end",))
 DRAFT_CUDA_GRAPH = PhaseSpec(
-    "draft_cuda_graph",
-    "capturing draft CUDA graphs",
-    ("Capture draft cuda graph begin",),
-    ("Capture draft cuda graph end",),
+    "draft_cuda_graph", "capturing draft CUDA graphs", (_DRAFT_GRAPH + " begin",), (_DRAFT_GRAPH + " end",)
 )
 DRAFT_EXTEND_CUDA_GRAPH = PhaseSpec(
     "draft_extend_cuda_graph",
     "capturing draft extend CUDA graphs",
-    ("Capture draft extend cuda graph begin",),
-    ("Capture draft extend cuda graph end",),
+    (_DRAFT_EXTEND_GRAPH + " begin",),
+    (_DRAFT_EXTEND_GRAPH + " end",),
 )
 WARMUP = PhaseSpec(
     "warmup",
@@ -213,17 +224,17 @@ class PhaseTracker:
             events.append(PhaseEvent("failure", self._current_name(), at, line))
         # End markers before begin markers: "Load weight end" ends load_weights and begins kv_cache.
         for spec, status in zip(self.specs, self.phases, strict=True):
-            if _matches(line, spec.end_markers) and status.state is not PhaseState.DONE:
+            if spec.ends(line) and status.state is not PhaseState.DONE:
                 if status.started_at is None:
                     status.started_at = at
                 status.state, status.ended_at, status.progress = PhaseState.DONE, at, 1.0
                 events.append(PhaseEvent("ended", spec.name, at, line))
         for index, (spec, status) in enumerate(zip(self.specs, self.phases, strict=True)):
-            if not _matches(line, spec.begin_markers):
+            if not spec.begins(line):
                 continue
             if status.state is PhaseState.PENDING or (
                 # a draft model loads its weights and KV cache again after the target's: the phase reopens
-                status.state is PhaseState.DONE and not _matches(line, spec.end_markers) and spec is not WARMUP
+                status.state is PhaseState.DONE and not spec.ends(line) and spec is not WARMUP
             ):
                 if status.state is PhaseState.PENDING:
                     status.started_at = at
@@ -232,9 +243,10 @@ class PhaseTracker:
                 self._skip_pending_before(index)
         current = self.current
         if current is not None:
-            match = _PERCENT.search(line)
-            if match and not _matches(line, ("ready to roll",)):
-                fraction = min(int(match.group(1)), 100) / 100
+            # tqdm redraws with carriage returns, so one journal line can hold many bars: the last one is current.
+            percents = _PERCENT.findall(line)
+            if percents and READY_MARKER not in line:
+                fraction = min(int(percents[-1]), 100) / 100
                 if fraction != current.progress:
                     current.progress = fraction
                     events.append(PhaseEvent("progress", current.name, at, line))
@@ -272,8 +284,13 @@ class PhaseTracker:
                 status.state = PhaseState.SKIPPED
 
 
+@functools.cache
+def _pattern(marker: str) -> re.Pattern[str]:
+    return re.compile(marker, re.IGNORECASE)
+
+
 def _matches(line: str, markers: tuple[str, ...]) -> bool:
-    return any(m in line for m in markers)
+    return any(_pattern(m).search(line) for m in markers)
 
 
 def exception_line(lines: list[str]) -> str | None:

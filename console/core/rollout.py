@@ -434,11 +434,23 @@ def is_new_start(before: ServiceState, now: ServiceState) -> bool:
     return now.started_at is not None and now.started_at != before.started_at
 
 
-def start_failure(state: ServiceState, baseline_restarts: int, *, seen_running: bool = True) -> str:
+def start_failure(
+    state: ServiceState, baseline_restarts: int, *, seen_running: bool = True, before: ServiceState | None = None
+) -> str:
     """Why this state means the start failed, or "" while it may still come up.
 
     `inactive` right after a restart can be the moment before the new process is spawned, so it counts only
-    once the service has been seen running since the restart (seen_running)."""
+    once the service has been seen running since the restart (seen_running). With `before` (the state read
+    before the restart) a `failed`/`inactive` state counts only when the unit entered it after the restart:
+    a stop that ended in SGLang's own SIGKILL leaves the unit `failed` (Result=signal), and that is the old
+    process's end, not the new one's."""
+    from console.core.exits import describe, entered_inactive_since
+
+    stale = state.active_state in ("failed", "inactive") and before is not None
+    if stale and before is not None and not entered_inactive_since(before, state):
+        if not seen_running:
+            return ""
+        return f"the service did not start again: it is still {describe(state)} from before the restart"
     if state.active_state == "failed":
         return f"the service failed (result: {state.result})"
     if state.sub_state == "auto-restart" or state.n_restarts > baseline_restarts:

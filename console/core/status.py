@@ -22,6 +22,10 @@ JSON keys (stable; SGLang's own names where they exist):
     service.unit_file_state     enabled | disabled | static ... (is-enabled)
     service.need_daemon_reload  bool
     service.fragment_path       the unit file
+    service.last_exit           {code: exited | killed | dumped, status: exit status or signal} of the last
+                                main process, null while one runs or when systemd has no record
+    service.summary             one line, e.g. "active (running)", "failed (result: exit-code, exit status 1)",
+                                "stopped (SGLang exits by SIGKILL on stop)" (console/core/exits.py)
     service.error               why the service could not be read, else absent (and only unit beside it)
     sglang.url                  the local URL used (through the port forward), null when there is none
     sglang.healthy              /health answered 200
@@ -62,6 +66,7 @@ from pydantic import (
     model_serializer,
 )
 
+from console.core.exits import exit_json
 from console.core.session import Session
 from console.host.base import HostError, ServiceState
 from console.host.gpu import GpuProcess, GpuSample
@@ -112,6 +117,8 @@ class ServiceStatus(BaseModel):
     unit_file_state: str | None = None
     need_daemon_reload: bool | None = None
     fragment_path: str | None = None
+    last_exit: dict[str, Any] | None = None
+    summary: str | None = None
     error: str | None = None
 
     @classmethod
@@ -131,6 +138,7 @@ class ServiceStatus(BaseModel):
             unit_file_state=state.unit_file_state,
             need_daemon_reload=state.need_daemon_reload,
             fragment_path=state.fragment_path,
+            **exit_json(state),  # type: ignore[arg-type]
         )
 
     @field_serializer("started_at")

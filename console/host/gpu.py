@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -277,8 +278,27 @@ def _nvml_device(nvml: Any, index: int, handle: Any) -> tuple[GpuSample, list[Gp
         GpuProcess(
             gpu_uuid=uuid,
             pid=p.pid,
+            process_name=nvml_process_name(nvml, p.pid),
             used_memory_mib=round(p.usedGpuMemory / mib) if p.usedGpuMemory is not None else None,
         )
         for p in (read("nvmlDeviceGetComputeRunningProcesses") or [])
     ]
     return sample, procs
+
+
+def nvml_process_name(nvml: Any, pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The name nvidia-smi shows for a GPU process (SGLang's scheduler: `sglang::scheduler`): NVML's own, else the
+    process's command line from /proc (NVML runs on this host, so its PIDs are ours). None when it is gone."""
+    try:
+        name = nvml.nvmlSystemGetProcessName(pid)
+    except nvml.NVMLError:
+        name = None
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    if name:
+        return str(name)
+    try:
+        argv0 = (proc / str(pid) / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+    except OSError:
+        return None
+    return argv0 or None

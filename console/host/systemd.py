@@ -30,6 +30,13 @@ SHOW_PROPERTIES = (
     "NeedDaemonReload",
     "FragmentPath",
     "LoadState",
+    # How the last main process ended and when the unit left/entered states (console.core.exits): SGLang 0.5.17
+    # SIGKILLs itself on stop, which leaves the unit failed with Result=signal; these tell that from a crash.
+    "ExecMainCode",
+    "ExecMainStatus",
+    "ExecMainExitTimestampMonotonic",
+    "ActiveExitTimestampMonotonic",
+    "InactiveEnterTimestampMonotonic",
 )
 _BACKUP_SUFFIX = ".bak-"
 

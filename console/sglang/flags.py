@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-SUPPORTED_VERSIONS: tuple[str, ...] = ("0.5.6", "0.5.9", "0.5.12", "0.5.14", "0.5.23")
+SUPPORTED_VERSIONS: tuple[str, ...] = ("0.5.6", "0.5.9", "0.5.12", "0.5.14", "0.5.17", "0.5.23")
 NEWEST_VERSION = SUPPORTED_VERSIONS[-1]
 
 _FLAGDATA = Path(__file__).resolve().parent / "flagdata"
@@ -177,6 +177,16 @@ def flag_table(version: str | None = None) -> FlagTable:
     text = (_FLAGDATA / f"sglang-{resolved}.json").read_text("utf-8")
     rows = json.loads(text)["flags"]
     return FlagTable(version=resolved, flags=tuple(_spec_from_row(r) for r in rows), prog=_prog_for(resolved))
+
+
+@cache
+def server_fields(version: str | None = None) -> tuple[tuple[str, Any], ...] | None:
+    """Every ServerArgs field of the release that applies to `version`, in declaration order, with its default:
+    the keys (and order) of its `/server_info`. None for tables generated before extract.py recorded them."""
+    resolved = resolve_version(version)
+    data = json.loads((_FLAGDATA / f"sglang-{resolved}.json").read_text("utf-8"))
+    fields = data.get("fields")
+    return None if fields is None else tuple((f["name"], f["default"]) for f in fields)
 
 
 def flag_versions(option: str) -> tuple[str, ...]:

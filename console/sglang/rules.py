@@ -264,6 +264,38 @@ def rule_algorithm_name(launch: _Launch) -> None:
         )
 
 
+def rule_draft_window_size(launch: _Launch) -> None:
+    """0.5.17: `--speculative-draft-window-size` must be positive (ValueError), whatever the algorithm.
+    [0.5.17 speculative_hook.py:105-119]"""
+    size = launch.get("speculative_draft_window_size")
+    if size is None or not launch.at_least("0.5.17") or launch.at_least("0.5.23") or int(size) > 0:
+        return
+    text = f"--speculative-draft-window-size must be positive, got {int(size)}."
+    launch.error(
+        "draft-window-size",
+        f"{text} SGLang refuses to start; give a positive window or remove the flag.",
+        ["speculative_draft_window_size"],
+        f"ValueError: {text}",
+    )
+
+
+def rule_skip_dp_mlp_sync(launch: _Launch) -> None:
+    """0.5.17: `--speculative-skip-dp-mlp-sync` is asserted to go with EAGLE only. [0.5.17 speculative_hook.py:
+    132-136]; the flag is gone in 0.5.23."""
+    if not launch.get("speculative_skip_dp_mlp_sync") or launch.get("speculative_algorithm") == "EAGLE":
+        return
+    if not launch.at_least("0.5.17") or launch.at_least("0.5.23"):
+        return
+    algorithm = launch.get("speculative_algorithm")
+    text = f"--speculative-skip-dp-mlp-sync is only supported with speculative_algorithm == EAGLE, got {algorithm}."
+    launch.error(
+        "skip-dp-mlp-sync-algorithm",
+        f"{text} SGLang asserts this at startup; remove the flag or use EAGLE.",
+        ["speculative_skip_dp_mlp_sync", "speculative_algorithm"],
+        f"AssertionError: {text}",
+    )
+
+
 def rule_nextn_is_eagle(launch: _Launch) -> None:
     """All versions: `NEXTN` (MTP) is an alias resolved to `EAGLE` before anything else.
     [0.5.6 server_args.py:1731-1732], [0.5.9 :2352-2353], [0.5.23 speculative_hook.py:42]"""
@@ -442,6 +474,8 @@ def auto_speculative_params(version: str, algorithm: str, architecture: str | No
     chain: tuple[str, ...] = _CHAIN_ARCHITECTURES
     if version_at_least(version, "0.5.23"):
         chain = (*chain, "MiMoV2ForCausalLM")
+    elif version_at_least(version, "0.5.17"):  # [0.5.17 speculative_hook.py:795-825]
+        chain = (*chain, "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")
     if architecture in chain:
         return (3, 1, 4)
     if architecture in _TREE_ARCHITECTURES:
@@ -458,6 +492,7 @@ def rule_adaptive(launch: _Launch) -> bool:
         return False
     algorithm = launch.get("speculative_algorithm")
     topk = launch.get("speculative_eagle_topk")
+    v0517 = launch.at_least("0.5.17") and not launch.at_least("0.5.23")
     reason = None
     if algorithm not in ("EAGLE", "EAGLE3"):
         reason = f"speculative_algorithm={algorithm} is not EAGLE/EAGLE3"
@@ -465,6 +500,12 @@ def rule_adaptive(launch: _Launch) -> bool:
         reason = f"speculative_eagle_topk={topk} is not 1"
     elif launch.get("enable_dp_attention"):
         reason = "DP attention is enabled"
+    elif v0517 and launch.get("enable_multi_layer_eagle"):  # [0.5.17 adaptive_spec_params.py:50-86]
+        reason = "enable_multi_layer_eagle=True is not supported"
+    elif v0517 and launch.get("enable_two_batch_overlap"):
+        reason = "enable_two_batch_overlap=True is not supported"
+    elif v0517 and launch.get("enable_pdmux"):
+        reason = "enable_pdmux=True is not supported"
     if reason is not None:
         launch.adjust(
             "speculative_adaptive",
@@ -473,7 +514,9 @@ def rule_adaptive(launch: _Launch) -> bool:
             f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.",
         )
         return False
-    candidates = list(_ADAPTIVE_CANDIDATE_STEPS)
+    # 0.5.17 sizes its buffers from the union of its default config's per-batch-size candidates: 0, 1, 3, 7
+    # [0.5.17 adaptive_spec_params.py:22-48, 129-137]; the middle (index 2) is 3 as well.
+    candidates = [0, 1, 3, 7] if v0517 else list(_ADAPTIVE_CANDIDATE_STEPS)
     if topk is None:
         launch.adjust("speculative_eagle_topk", 1, "adaptive speculative decoding uses topk = 1")
     if launch.get("speculative_num_steps") is None:
@@ -685,6 +728,17 @@ def rule_rejection_sampling(launch: _Launch) -> None:
             ["speculative_use_rejection_sampling", "speculative_eagle_topk"],
             f"ValueError: {text}",
         )
+    if launch.get("enable_deterministic_inference") and launch.at_least("0.5.17") and not launch.at_least("0.5.23"):
+        text = (
+            "--speculative-use-rejection-sampling is incompatible with --enable-deterministic-inference; the "
+            "sampling kernel draws coins from the global RNG and is not batch-invariant."
+        )
+        launch.error(  # [0.5.17 speculative_hook.py:634-640]
+            "rejection-sampling-deterministic",
+            f"{text} Remove one of the two flags.",
+            ["speculative_use_rejection_sampling", "enable_deterministic_inference"],
+            f"ValueError: {text}",
+        )
     thresholds = (launch.get("speculative_accept_threshold_single"), launch.get("speculative_accept_threshold_acc"))
     if thresholds != (1.0, 1.0):
         text = (
@@ -848,6 +902,8 @@ def check_launch(
 def _run_speculative_rules(launch: _Launch, architecture: str | None) -> None:
     rule_algorithm_name(launch)
     rule_nextn_is_eagle(launch)
+    rule_draft_window_size(launch)
+    rule_skip_dp_mlp_sync(launch)
     algorithm = launch.get("speculative_algorithm")
     if algorithm is None:
         rule_spec_flags_without_algorithm(launch)

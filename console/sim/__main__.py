@@ -28,6 +28,7 @@ from console.sglang.argv import parse_argv
 from console.sglang.flags import NEWEST_VERSION, UnsupportedVersionError, flag_table, resolve_version
 from console.sglang.rules import check_launch
 from console.sim import sglang_log as L
+from console.sim import shapes
 from console.sim.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 
 EXIT_FAILED = 1
@@ -89,11 +90,22 @@ def _is_local_path(path: str) -> bool:
     return path.startswith(("/", "."))
 
 
-def _missing_model_error(path: str) -> str:
-    # What transformers raises when a path that is not a folder is taken as a Hub repo id.
+def _missing_model_error(path: str, version: str) -> str:
+    """What transformers raises when a path that is not a folder is taken as a Hub repo id. 0.5.17 reads the
+    config through transformers' cached_files, which re-raises it as OSError (measured with a missing draft)."""
+    text = (
+        f"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{path}'. "
+        "Use `repo_type` argument if needed."
+    )
+    first = f"huggingface_hub.errors.HFValidationError: {text}"
+    if not shapes.detailed(version):
+        return first
     return (
-        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
-        f"'namespace/repo_name': '{path}'. Use `repo_type` argument if needed."
+        f"{first}\n\nThe above exception was the direct cause of the following exception:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/site-packages/transformers/utils/hub.py", line 488, in cached_files\n'
+        '    raise OSError(f"{e}") from e\n'
+        f"OSError: {text}"
     )
 
 
@@ -139,7 +151,7 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
     for path_key in ("model_path", "speculative_draft_model_path"):
         path = resolved.get(path_key)
         if isinstance(path, str) and _is_local_path(path) and not Path(path).exists():
-            return _fail_like_sglang(logs, _missing_model_error(path)), None
+            return _fail_like_sglang(logs, _missing_model_error(path, opts.sim_sglang_version)), None
     return 0, {
         "version": opts.sim_sglang_version,
         "profile": profile,

@@ -23,6 +23,9 @@ from console.sim.server import Live, SimServer
 from console.sim.tokenizer import chat_prompt_text
 
 SECRET_DESTS = ("api_key", "admin_api_key")
+# Old routes 0.5.17 still serves, logging that they are deprecated (measured).
+DEPRECATED_ALIASES = {"/get_server_info": "/server_info", "/get_model_info": "/model_info", "/get_load": "/v1/loads"}
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"  # starlette adds the charset to SGLang's media type
 
 
 def _env_true(name: str, default: bool) -> bool:
@@ -41,6 +44,10 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
     return web.json_response(
         {"object": "error", "message": message, "type": kind, "param": None, "code": status}, status=status
     )
+
+
+def _finish_name(finish: str | None) -> str:
+    return "length" if finish == "length" else "stop"
 
 
 class BadParameter(ValueError):
@@ -89,26 +96,53 @@ class Api:
     async def auth(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        response = await self._handle(request, handler)
+        if self.sim.metrics is not None:
+            self.sim.metrics.on_http(request.method, request.path, response.status)
+        return response
+
+    async def _handle(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         protected = self.api_key and not request.path.startswith(("/health", "/metrics"))
         if protected and request.headers.get("Authorization", "") != f"Bearer {self.api_key}":
             return web.json_response({"error": "Unauthorized"}, status=401)
+        new_name = DEPRECATED_ALIASES.get(request.path)
+        if new_name and shapes.detailed(self.cfg.version):
+            self.sim.log(
+                f"Endpoint '{request.path}' is deprecated and will be removed in a future version. "
+                f"Please use '{new_name}' instead.",
+                rank="",
+            )
         try:
             return await handler(request)
         except BadParameter as e:
+            if shapes.detailed(self.cfg.version):
+                return self._http_server_error(str(e))
             return _error(400, str(e))
         except web.HTTPException as e:  # unknown route or method: FastAPI's JSON, as SGLang answers
             if e.status in (404, 405):
                 return web.json_response({"detail": e.reason}, status=e.status)
             raise
 
+    def _http_server_error(self, message: str) -> web.Response:
+        """0.5.17's native endpoints: 400 {"error": {"message": ...}} and the http_server's log line (measured)."""
+        self.sim.log(f"[http_server] Error: {message}", rank="")
+        return web.json_response({"error": {"message": message}}, status=400)
+
     # --- read-only endpoints -----------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
+        if self.sim.status == "Terminating" and shapes.detailed(self.cfg.version):
+            self.sim.log("Health check request received during shutdown. Returning 503.", rank="")
+            return web.Response(status=503)
         if self.sim.status != "Up":
             return web.Response(status=503)
         if request.path == "/health" and not self.health_generates:
             return web.Response(status=200)
-        return web.Response(status=200 if await self.sim.probe(self.health_timeout_s) else 503)
+        # 0.5.17 looks for the probe's output once a second, so /health takes about 1 s (measured 1.003 s).
+        every = 1.0 if shapes.detailed(self.cfg.version) else None
+        return web.Response(status=200 if await self.sim.probe(self.health_timeout_s, poll_s=every) else 503)
 
     def internal_state(self) -> dict[str, Any]:
         s = self.sim
@@ -133,6 +167,20 @@ class Api:
 
     async def server_info(self, request: web.Request) -> web.Response:
         s = self.sim
+        if s.fields is not None:
+            state = self.internal_state()
+            state["memory_usage"] = s.memory_usage_0517()
+            info = shapes.server_info_detailed(
+                version=self.cfg.version,
+                fields=s.fields,
+                resolved=self.cfg.resolved,
+                filled=s.filled,
+                max_total_num_tokens=s.max_total_num_tokens,
+                context_length=self.cfg.profile.context_length,
+                internal_state=state,
+                startup_time=s.startup_breakdown,
+            )
+            return self._secret_free(info)
         info = shapes.server_info(
             version=self.cfg.version,
             resolved=self.cfg.resolved,
@@ -142,6 +190,9 @@ class Api:
             internal_state=self.internal_state(),
             startup_time=s.startup_time,
         )
+        return self._secret_free(info)
+
+    def _secret_free(self, info: dict[str, Any]) -> web.Response:
         for d in (info, info["internal_states"][0]):  # never hand a key out
             for key in SECRET_DESTS:
                 if d.get(key):
@@ -185,7 +236,7 @@ class Api:
 
     async def get_load(self, request: web.Request) -> web.Response:
         s = self.sim
-        return web.json_response(shapes.get_load(s.num_running, s.num_queued, s.used_tokens))
+        return web.json_response(shapes.get_load(self.cfg.version, s.num_running, s.num_queued, s.used_tokens))
 
     async def v1_loads(self, request: web.Request) -> web.Response:
         s = self.sim
@@ -209,6 +260,7 @@ class Api:
                 accept_length=accept,
                 accept_rate=s.window_accept_rate if accept is not None else None,
                 gpu_count=len(s.gpus),
+                accelerator=s.gpus[0].name if s.gpus else "cuda",
             )
         )
 
@@ -221,8 +273,9 @@ class Api:
             return _error(400, "The request body is not valid JSON.")
         if not isinstance(body, dict):
             return _error(400, "The request body must be a JSON object.")
-        if self.sim.status == "Terminating":
-            # Requests already running drain; new ones are turned away while the server shuts down.
+        if self.sim.status == "Terminating" and not shapes.detailed(self.cfg.version):
+            # Requests already running drain; new ones are turned away while the server shuts down (0.5.17 takes
+            # them: its drain waits for them too).
             return _error(503, "The server is shutting down.", "ServiceUnavailableError")
         return body
 
@@ -238,10 +291,12 @@ class Api:
             stream_interval=max(1, interval) if stream else None,
         )
 
-    @staticmethod
-    def _max_new_tokens(sampling: dict[str, Any]) -> int:
+    def _max_new_tokens(self, sampling: dict[str, Any]) -> int:
         value = sampling.get("max_new_tokens")
-        return 128 if value is None else _number(value, "max_new_tokens", int)  # 128: SGLang's default
+        count = 128 if value is None else _number(value, "max_new_tokens", int)  # 128: SGLang's default
+        if count < 0 and shapes.detailed(self.cfg.version):
+            raise BadParameter(f"max_new_tokens must be at least 0, got {count}.")  # 0.5.17's text (measured)
+        return int(count)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
@@ -316,7 +371,7 @@ class Api:
                 chunk = {
                     "text": self.sim.tokenizer.decode(req.ids),
                     "output_ids": req.ids,
-                    "meta_info": self._meta(req, req.rid, final),
+                    "meta_info": self._meta(req, req.rid, final, streaming=True),
                     "index": i,
                 }
                 await resp.write(_sse(chunk))
@@ -336,7 +391,7 @@ class Api:
         while req.finish is None:
             await req.queue.get()
 
-    def _meta(self, req: Live, rid: str, final: bool) -> dict[str, Any]:
+    def _meta(self, req: Live, rid: str, final: bool, streaming: bool = False) -> dict[str, Any]:
         return shapes.meta_info(
             version=self.cfg.version,
             rid=rid,
@@ -347,6 +402,9 @@ class Api:
             verify_ct=req.verify_ct,
             num_draft_tokens=self.sim.num_draft_tokens,
             e2e_latency=time.time() - req.started,
+            started=req.started,
+            first_token_at=req.first_token_at,
+            streaming=streaming,
         )
 
     def _generate_result(self, req: Live, rid: str) -> dict[str, Any]:
@@ -360,10 +418,12 @@ class Api:
     def _observe_done(self, req: Live) -> None:
         if self.sim.metrics:
             ttft = (req.first_token_at or time.time()) - req.started
-            self.sim.metrics.on_finish(len(req.ids), ttft, time.time() - req.started)
+            streaming = req.stream_interval is not None
+            verify_ct = req.verify_ct if self.cfg.speculative else 0
+            self.sim.metrics.on_finish(len(req.ids), ttft, time.time() - req.started, streaming, verify_ct)
 
     async def _open_sse(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
         await resp.prepare(request)
         return resp
 
@@ -399,7 +459,7 @@ class Api:
                     + b'","output_ids":['
                     + (new_csv if incremental else ids_csv).encode()
                     + b'],"meta_info":'
-                    + json.dumps(self._meta(req, rid, final), separators=(",", ":")).encode()
+                    + json.dumps(self._meta(req, rid, final, streaming=True), separators=(",", ":")).encode()
                     + b"}\n\n"
                 )
                 await resp.write(chunk)
@@ -493,12 +553,17 @@ class Api:
     ) -> web.StreamResponse:
         resp = await self._open_sse(request)
         tok = self.sim.tokenizer
+        version = self.cfg.version
+        # 0.5.17 puts a completion's finish_reason on its last token's chunk; a chat ends with its own chunk.
+        finish_on_last = shapes.detailed(version) and not chat
         sent = 0
+        finish_sent = False
         try:
             if chat:
-                await resp.write(
-                    _sse(shapes.chat_chunk(cid, created, model, {"role": "assistant", "content": ""}, None))
+                opener = shapes.chat_chunk(
+                    cid, created, model, shapes.chat_delta(version, first=True), None, version=version
                 )
+                await resp.write(_sse(opener))
             while True:
                 await req.queue.get()
                 while not req.queue.empty():
@@ -506,19 +571,24 @@ class Api:
                 new_ids = req.ids[sent:]
                 piece = "".join(tok.token_text(i, first=(sent == 0 and k == 0)) for k, i in enumerate(new_ids))
                 sent = len(req.ids)
+                last = req.finish is not None
                 if new_ids:
                     if chat:
-                        chunk = shapes.chat_chunk(cid, created, model, {"role": None, "content": piece}, None)
+                        delta = shapes.chat_delta(version, content=piece)
+                        chunk = shapes.chat_chunk(cid, created, model, delta, None, version=version)
                     else:
-                        chunk = shapes.completion_chunk(cid, created, model, piece, None)
+                        ends = _finish_name(req.finish) if last and finish_on_last else None
+                        finish_sent = ends is not None
+                        chunk = shapes.completion_chunk(cid, created, model, piece, ends)
                     await resp.write(_sse(chunk))
-                if req.finish is not None:
+                if last:
                     break
             self._observe_done(req)
-            finish = "length" if req.finish == "length" else "stop"
+            finish = _finish_name(req.finish)
             if chat:
-                await resp.write(_sse(shapes.chat_chunk(cid, created, model, {}, finish)))
-            else:
+                closer = shapes.chat_chunk(cid, created, model, shapes.chat_delta(version), finish, version=version)
+                await resp.write(_sse(closer))
+            elif not finish_sent:
                 await resp.write(_sse(shapes.completion_chunk(cid, created, model, "", finish)))
             if include_usage:
                 usage_chunk: dict[str, Any] = {

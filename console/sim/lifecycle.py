@@ -1,10 +1,17 @@
-"""The stand-in's life, as SGLang's: scheduler start (port closed), HTTP up, warm-up, serve, SIGTERM drain."""
+"""The stand-in's life, as SGLang's: scheduler start (port closed), HTTP up, warm-up, serve, SIGTERM drain.
+
+How it ends depends on the version. 0.5.17 (measured on an H200): SIGTERM is logged, the tokenizer's watchdog
+(which looks every 5 s) logs "Gracefully exiting..." until no request is left, then kill_process_tree SIGKILLs
+the children and the process itself: exit status 137 (-9), 4-6 s after the signal. 0.5.23 (its source:
+kill_process_tree spares the parent, then sys.exit(0)) and older versions: drain and exit 0.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -12,6 +19,7 @@ from aiohttp import web
 
 from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
+from console.sim import shapes
 from console.sim.http_api import Api
 from console.sim.server import SimConfig, SimServer
 
@@ -46,6 +54,8 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
         sim.startup_time = time.time() - sim.started_at
         config.log(L.line(L.READY))
     await stop.wait()
+    if shapes.detailed(config.version):
+        return await _shut_down_0517(sim, config, runner, tasks)
 
     # SGLang: health turns 503, requests drain, then the process tree goes.
     sim.status = "Terminating"
@@ -58,6 +68,43 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     await asyncio.gather(*tasks, return_exceptions=True)
     _mark_gpus_idle(sim)
     return 0
+
+
+# What PyTorch prints (raw, to stderr) when SGLang's process tree is killed with NCCL still set up.
+NCCL_WARNING = (
+    "[rank0]:[W{stamp} ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() was not called before "
+    "program exit, which can leak resources. For more info, please see "
+    "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())"
+)
+WATCHDOG_INTERVAL_S = 5.0  # TokenizerManager.sigterm_watchdog's sleep
+
+
+async def _shut_down_0517(sim: SimServer, config: SimConfig, runner: web.AppRunner, tasks: list[Any]) -> int:
+    """SIGTERM as SGLang 0.5.17 handles it: health 503 at once, requests drain (new ones are still taken), the
+    watchdog logs what remains every 5 s (× the time scale), then kill_process_tree."""
+    sim.status = "Terminating"
+    sim.log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...", rank="")
+    tick = WATCHDOG_INTERVAL_S * config.time_scale
+    since_start = time.time() - sim.started_at
+    await asyncio.sleep(tick - since_start % tick if tick > 0 else 0)  # the watchdog's next look
+    while True:
+        rids = list(sim.live)
+        remaining = f"Remaining number of requests {len(rids)}. Remaining requests remaining_rids={rids}."
+        sim.log(f"Gracefully exiting... {remaining}", rank="")
+        if not rids:
+            break
+        await asyncio.sleep(tick)
+    await runner.cleanup()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    _mark_gpus_idle(sim)
+    print(NCCL_WARNING.format(stamp=time.strftime("%m%d %H:%M:%S.000000000")), file=sys.stderr, flush=True)
+    pid = os.getpid()
+    sim.log(f"kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}", rank="")
+    sys.stdout.flush()
+    os.kill(pid, signal.SIGKILL)  # the process tree, itself included: exit status 137
+    return 137  # not reached
 
 
 def _mark_gpus_idle(sim: SimServer) -> None:

@@ -6,7 +6,20 @@ change once per decode-log window, counters and histograms per request.
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 
 _LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank")
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
@@ -14,6 +27,8 @@ _ITL_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
 
 
 class SimMetrics:
+    """The 17 families of the stand-in before 0.5.17 (names from SGLang's source)."""
+
     def __init__(self, model_name: str) -> None:
         self.registry = CollectorRegistry()
         labels = {"model_name": model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
@@ -52,14 +67,16 @@ class SimMetrics:
         ).labels(**labels)
         self.is_cuda_graph.set(1)
 
-    def on_request(self, prompt_tokens: int) -> None:
+    def on_request(self, prompt_tokens: int, streaming: bool = False) -> None:
         self.prompt_tokens.inc(prompt_tokens)
 
     def on_step(self, generated_tokens: int) -> None:
         if generated_tokens:
             self.generation_tokens.inc(generated_tokens)
 
-    def on_finish(self, completion_tokens: int, ttft_s: float, e2e_s: float) -> None:
+    def on_finish(
+        self, completion_tokens: int, ttft_s: float, e2e_s: float, streaming: bool = False, verify_ct: int = 0
+    ) -> None:
         self.num_requests.inc()
         self.ttft.observe(ttft_s)
         self.e2e.observe(e2e_s)
@@ -90,3 +107,158 @@ class SimMetrics:
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def on_http(self, method: str, path: str, status: int) -> None:
+        """Older versions' stand-in has no HTTP families."""
+
+    def set_static(self, **gauges: float) -> None:
+        """Nor the startup gauges."""
+
+    def set_startup(self, phases: dict[str, float], graph_phases: dict[str, float], graph_gb: dict[str, float]) -> None:
+        """Nor the startup timings."""
+
+
+_SPECS = Path(__file__).resolve().parent / "metricdata"
+# Families a real 0.5.17 server exposes only once requests went through (absent from its capture before them).
+_AFTER_TRAFFIC = frozenset({"sglang:inter_token_latency_seconds", "sglang:cached_tokens"})
+
+
+class RealMetrics(SimMetrics):
+    """/metrics as a real SGLang 0.5.17 server exposes it: all 71 families of its capture, with its types, label
+    names, histogram buckets and the children it has from its start (console/sim/metricdata/sglang-0.5.17.json,
+    written by scripts/real_sglang/metrics_spec.py). Scheduler families carry engine_type, model_name,
+    tp_rank, pp_rank and moe_ep_rank; the tokenizer's carry is_streaming; the HTTP ones endpoint and method.
+    Families the stand-in has no figure for stay at 0, as on an idle server."""
+
+    def __init__(self, model_name: str, spec_version: str = "0.5.17") -> None:
+        disable_created_metrics()  # SGLang's multiprocess collector exposes no *_created series
+        self.registry = CollectorRegistry()
+        self.own = {
+            "engine_type": "unified",
+            "model_name": model_name,
+            "tp_rank": "0",
+            "pp_rank": "0",
+            "moe_ep_rank": "0",
+            "pid": str(os.getpid()),
+        }
+        self.families: dict[str, Any] = {}
+        self._lazy: dict[str, dict[str, str]] = {}
+        spec = json.loads((_SPECS / f"sglang-{spec_version}.json").read_text())
+        for fam in spec["families"]:
+            name, kind, labels = fam["name"], fam["type"], fam["labels"]
+            if kind == "counter":
+                metric: Any = Counter(name, fam["help"], labels, registry=self.registry)
+            elif kind == "histogram":
+                metric = Histogram(name, fam["help"], labels, registry=self.registry, buckets=fam["buckets"])
+            else:
+                metric = Gauge(name, fam["help"], labels, registry=self.registry, multiprocess_mode="mostrecent")
+            self.families[name] = metric
+            for child in fam["static_children"]:
+                self.child(name, **child)
+            if not labels:
+                continue
+            if set(labels) <= set(self.own) and name not in _AFTER_TRAFFIC:
+                self.child(name)  # a scheduler gauge or counter: there from the start, at 0
+        self.child("sglang:is_cuda_graph").set(1)
+
+    def child(self, name: str, **labels: str) -> Any:
+        metric = self.families[name]
+        names = metric._labelnames
+        if not names:
+            return metric
+        return metric.labels(**{k: labels.get(k, self.own.get(k, "")) for k in names})
+
+    def set_static(self, **gauges: float) -> None:
+        """Figures fixed at startup: max_total_num_tokens, context_len, page_size, spec_num_steps, ..."""
+        for key, value in gauges.items():
+            self.child(f"sglang:{key}").set(value)
+
+    def set_startup(self, phases: dict[str, float], graph_phases: dict[str, float], graph_gb: dict[str, float]) -> None:
+        for phase, seconds in phases.items():
+            self.child("sglang:startup_time_seconds", phase=phase).set(seconds)
+        for phase, seconds in graph_phases.items():
+            self.child("sglang:startup_cuda_graph_time_seconds", phase=phase).set(seconds)
+        for phase, gb in graph_gb.items():
+            self.child("sglang:graph_memory_usage_gb", phase=phase).set(gb)
+
+    def render(self) -> tuple[bytes, str]:
+        """Only families with samples, as SGLang's multiprocess collector writes them (a histogram nobody observed
+        yet, e.g. inter_token_latency_seconds before the first streamed request, is not there at all)."""
+        return generate_latest(_NonEmpty(self.registry)), CONTENT_TYPE_LATEST
+
+    def on_http(self, method: str, path: str, status: int) -> None:
+        self.child("sglang:http_requests", endpoint=path, method=method).inc()
+        self.child("sglang:http_responses", endpoint=path, method=method, status_code=str(status)).inc()
+        self.child("sglang:http_requests_active", endpoint=path, method=method).set(0)
+
+    def on_request(self, prompt_tokens: int, streaming: bool = False) -> None:
+        self.child("sglang:prompt_tokens", is_streaming=_flag(streaming)).inc(prompt_tokens)
+        self.child("sglang:prompt_tokens_histogram").observe(prompt_tokens)
+        self.child("sglang:uncached_prompt_tokens_histogram").observe(prompt_tokens)
+
+    def on_step(self, generated_tokens: int) -> None:
+        if generated_tokens:
+            self.child("sglang:realtime_tokens", mode="decode").inc(generated_tokens)
+
+    def on_finish(
+        self, completion_tokens: int, ttft_s: float, e2e_s: float, streaming: bool = False, verify_ct: int = 0
+    ) -> None:
+        flag = _flag(streaming)
+        self.child("sglang:num_requests", is_streaming=flag).inc()
+        self.child("sglang:generation_tokens", is_streaming=flag).inc(completion_tokens)
+        self.child("sglang:generation_tokens_histogram").observe(completion_tokens)
+        self.child("sglang:time_to_first_token_seconds", is_streaming=flag).observe(ttft_s)
+        self.child("sglang:e2e_request_latency_seconds", is_streaming=flag).observe(e2e_s)
+        self.child("sglang:cached_tokens", cache_source="device").inc(0)
+        if verify_ct:
+            self.child("sglang:spec_verify_calls").inc(verify_ct)
+        if completion_tokens > 1:
+            self.child("sglang:inter_token_latency_seconds").observe((e2e_s - ttft_s) / (completion_tokens - 1))
+
+    def on_window(
+        self,
+        *,
+        running: int,
+        queued: int,
+        used_tokens: int,
+        token_usage: float,
+        gen_throughput: float,
+        accept_length: float | None,
+        accept_rate: float | None,
+        max_total_num_tokens: int,
+    ) -> None:
+        for key, value in (
+            ("num_running_reqs", running),
+            ("num_queue_reqs", queued),
+            ("num_used_tokens", used_tokens),
+            ("kv_used_tokens", used_tokens),
+            ("kv_available_tokens", max_total_num_tokens - used_tokens),
+            ("token_usage", token_usage),
+            ("full_token_usage", token_usage),
+            ("gen_throughput", gen_throughput),
+            ("max_total_num_tokens", max_total_num_tokens),
+        ):
+            self.child(f"sglang:{key}").set(value)
+        if accept_length is not None:
+            self.child("sglang:spec_accept_length").set(accept_length)
+            self.child("sglang:spec_accept_rate").set(accept_rate or 0.0)
+
+
+class _NonEmpty:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Any:
+        return (family for family in self.registry.collect() if family.samples)
+
+
+def _flag(streaming: bool) -> str:
+    return "true" if streaming else "false"
+
+
+def metrics_for(version: str, model_name: str) -> SimMetrics:
+    """The /metrics of the emulated version: the 71 families measured on 0.5.17 for 0.5.17, else the 17 known
+    from the sources (0.5.23 defines every 0.5.17 name too, by its source, but was not run)."""
+    from console.sim.shapes import detailed
+
+    return RealMetrics(model_name) if detailed(version) else SimMetrics(model_name)

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.sglang.flags import server_fields
 from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
 from console.sim import shapes
-from console.sim.metrics import SimMetrics
+from console.sim.metrics import SimMetrics, metrics_for
 from console.sim.tokenizer import SimTokenizer, output_token_ids, write_model_dir
 
 # SGLang hands a request that does not stream its progress every this many tokens anyway.
@@ -104,9 +105,27 @@ class SimServer:
         self.avg_spec_accept_length: float | None = None
         self.window_accept_length: float | None = None
         self.window_accept_rate: float | None = None
-        self.metrics = SimMetrics(config.served_model_name) if config.resolved.get("enable_metrics") else None
+        self.metrics: SimMetrics | None = None
+        if config.resolved.get("enable_metrics"):
+            self.metrics = metrics_for(config.version, config.served_model_name)
         self.started_at = time.time()
         self.startup_time = 0.0
+        # 0.5.17+: SGLang's own breakdown of the start (server_info startup_time, the "Engine startup timings" line)
+        self.startup_breakdown: dict[str, Any] = {}
+        self.graph_gb: dict[str, float] = {}
+        self.detailed = shapes.detailed(config.version)
+        fields = server_fields(config.version) if self.detailed else None
+        self.fields = fields
+        self.filled = (
+            shapes.startup_resolved(
+                config.resolved,
+                max_running_requests=int(engine.max_running_requests),
+                seed=config.seed,
+                speculative=config.speculative,
+            )
+            if self.detailed
+            else {}
+        )
         self._seq = 0
         count = config.gpu_count or config.profile.gpu_count
         self.gpus = gpu_model.idle_gpus(config.profile.gpu, count, config.profile.name)
@@ -144,8 +163,19 @@ class SimServer:
 
     # --- logging ---------------------------------------------------------------------------------
 
-    def log(self, message: str, rank: str = "TP0") -> None:
+    def log(self, message: str, rank: str | None = None) -> None:
+        """A scheduler line: "[... TP0] message"; 0.5.17 with one GPU prints no rank (measured)."""
+        if rank is None:
+            rank = "" if self.detailed and int(self.config.resolved.get("tp_size") or 1) <= 1 else "TP0"
         self.config.log(L.line(message, rank=rank))
+
+    def args(self) -> dict[str, Any]:
+        """0.5.17+: every ServerArgs field as the server holds it after startup (its /server_info's keys)."""
+        out: dict[str, Any] = {}
+        for name, default in self.fields or ():
+            value = self.config.resolved.get(name, default)
+            out[name] = self.filled.get(name, value) if value is None else value
+        return out
 
     # --- the engine in real time -----------------------------------------------------------------
 
@@ -180,15 +210,24 @@ class SimServer:
         self.live.pop(req.rid, None)
         self.engine.abort(req.rid)
 
-    async def probe(self, timeout_s: float) -> bool:
+    async def probe(self, timeout_s: float, poll_s: float | None = None) -> bool:
         """SGLang's generating health check: a 1-token request joins the batch, and the server counts as healthy
         once the scheduler sends any output after that (the next step under load, the probe's own prefill when
-        idle); False after `timeout_s` without. SGLang looks once a second; this answers as soon as it holds."""
+        idle); False after `timeout_s` without. SGLang looks once a second (`poll_s` = 1.0 emulates that, so the
+        answer takes a second as on 0.5.17); without poll_s it answers as soon as it holds."""
         output = self._output
         req = self.submit(prompt_tokens=1, max_new_tokens=1, temperature=0.0, ignore_eos=True, log_metrics=False)
         try:
-            await asyncio.wait_for(output.wait(), timeout_s)
-            return True
+            if poll_s is None:
+                await asyncio.wait_for(output.wait(), timeout_s)
+                return True
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            while loop.time() < deadline:
+                await asyncio.sleep(poll_s)
+                if output.is_set():
+                    return True
+            raise TimeoutError
         except TimeoutError:
             self.log(
                 f"Health check failed. Server couldn't get a response from detokenizer for last {timeout_s:g} seconds.",
@@ -262,7 +301,8 @@ class SimServer:
         w = self.engine.take_window()
         self.last_gen_throughput = w.gen_throughput * self.config.speedup
         accept_len = w.accept_len
-        accept_rate = w.accept_rate if shapes.at_least(self.config.version, "0.5.23") else w.accept_rate_with_bonus
+        # 0.5.17 (measured: 0.00 with a draft nothing accepted) and 0.5.23 count the correct drafts only.
+        accept_rate = w.accept_rate if shapes.at_least(self.config.version, "0.5.17") else w.accept_rate_with_bonus
         if accept_len is not None:
             # SGLang folds acceptance into its lifetime average only when it logs a decode window.
             self.avg_spec_accept_length = self.engine.avg_spec_accept_length
@@ -342,6 +382,9 @@ class SimServer:
 
     async def start_scheduler(self) -> None:
         """Weights, KV cache and CUDA graphs, with SGLang's log lines; the port is not bound meanwhile."""
+        if self.detailed:
+            await self._start_scheduler_detailed()
+            return
         p = self.config.profile
         phases = dict(self.engine.startup_phases())
         total = p.gpu.memory_mib / 1024
@@ -377,6 +420,125 @@ class SimServer:
             L.scheduler_summary(self.max_total_num_tokens, chunked, self.max_running_requests, p.context_length, avail)
         )
 
+    async def _start_scheduler_detailed(self) -> None:
+        """The start as SGLang 0.5.17 logs it (measured on an H200): the args, per model (target, then the EAGLE
+        draft) torch distributed and the weights, per model the KV pool, one capture line pair per CUDA graph
+        (target prefill and verify/decode, draft prefill, decode and extend), the summary and the timings."""
+        p, cfg, resolved = self.config.profile, self.config, self.config.resolved
+        scale = cfg.time_scale
+        phases = dict(self.engine.startup_phases())
+        args = self.args()
+        self.log("server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")", rank="")
+        draft = cfg.speculative and str(resolved.get("speculative_algorithm")) in ("EAGLE", "EAGLE3", "STANDALONE")
+        total = p.gpu.memory_mib / 1024
+        final_gib = self.engine.perf.memory_used_mib() / 1024
+        weights = p.weights_gib_per_gpu
+        draft_weights = p.draft_weights_gib_per_gpu if draft else 0.0
+        graph_total = p.graph_mib_base / 1024
+        kv = max(0.1, final_gib - weights - draft_weights - graph_total - 0.52)
+        avail = total - 0.52
+        self.memory_used_mib = 530
+        load_s = phases.get("load_weights", 0.0) * scale
+        models = [(p.architecture, weights, load_s)]
+        if draft:
+            suffix = "Eagle3" if resolved.get("speculative_algorithm") == "EAGLE3" else "Eagle"
+            models.append((p.architecture + suffix, draft_weights, load_s * 0.1))
+        for arch, gib, seconds in models:
+            self.log("Init torch distributed begin.")
+            self.log("Init torch distributed ends. elapsed=0.04 s, mem usage=0.09 GB")
+            self.log(L.load_weight_begin(avail))
+            await asyncio.sleep(seconds)
+            self._use(weight=gib)
+            avail -= gib
+            self.log(L.load_weight_end_0517(seconds, arch, avail, gib))
+        kv_s = phases.get("kv_cache_alloc", 0.0) * scale
+        await asyncio.sleep(kv_s)
+        pools = [kv * 0.8, kv * 0.2] if draft else [kv]
+        for gib in pools:
+            self._use(kvcache=gib)
+            avail -= gib
+            self.log(L.kv_cache_allocated_0517(self.max_total_num_tokens, gib / 2, gib / 2))
+            self.log(L.memory_pool_end(avail))
+        ladder = list(self.filled.get("_graph_ladder") or [1])
+        chunked = int(resolved.get("chunked_prefill_size") or self.filled.get("chunked_prefill_size") or 8192)
+        tokens = [n for n in shapes.PREFILL_GRAPH_TOKENS if n <= chunked]
+        draft_tokens, topk = self.num_draft_tokens, int(resolved.get("speculative_eagle_topk") or 1)
+        graphs: list[tuple[str, str, str, float]] = []  # (name, timing key, what the begin line lists, seconds)
+        if not resolved.get("disable_cuda_graph"):
+            target_s = phases.get("capture_cuda_graph", 0.0) * scale
+            verify = "target verify" if cfg.speculative else "target decode"
+            per_req = draft_tokens if cfg.speculative else 1
+            graphs += [
+                ("target prefill", "prefill", f"backend=breakable, num_tokens={tokens}", target_s * 0.6),
+                (verify, "target_verify" if cfg.speculative else "decode",
+                 f"backend=full, num_tokens_per_req={per_req}, bs={ladder}", target_s * 0.4),
+            ]  # fmt: skip
+            if draft:
+                draft_s = phases.get("capture_draft_cuda_graph", 0.0) * scale
+                extend_s = phases.get("capture_draft_extend_cuda_graph", 0.0) * scale
+                graphs += [
+                    ("draft prefill", "draft_prefill", f"backend=breakable, num_tokens={tokens}", draft_s * 0.5),
+                    ("draft decode", "draft_decode", f"backend=full, num_tokens_per_req={topk}, bs={ladder}",
+                     draft_s * 0.5),
+                    ("draft extend", "draft_extend", f"backend=full, num_tokens_per_req={draft_tokens}, bs={ladder}",
+                     extend_s),
+                ]  # fmt: skip
+        remaining = max(0.0, final_gib - weights - draft_weights - kv - 0.52)
+        timings = {key: 0.0 for key in ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode")}
+        timings["draft_extend"] = 0.0
+        self.graph_gb = dict.fromkeys(timings, 0.0)
+        for name, key, listing, seconds in graphs:
+            share = remaining / len(graphs)
+            self.log(f"Capture {name} CUDA graph begin. {listing}, avail mem={avail:.2f} GB")
+            await asyncio.sleep(seconds)
+            self._use(graph=share)
+            avail -= share
+            timings[key], self.graph_gb[key] = seconds, round(share, 3)
+            self.log(
+                f"Capture {name} CUDA graph end. elapsed={seconds:.2f} s, mem usage={share:.2f} GB, "
+                f"avail mem={avail:.2f} GB."
+            )
+        self.log(
+            L.scheduler_summary(self.max_total_num_tokens, chunked, self.max_running_requests, p.context_length, avail)
+        )
+        scheduler_e2e = time.time() - self.started_at
+        self.startup_breakdown = {
+            "load_weight": load_s,
+            "kv_cache_allocation": kv_s,
+            "scheduler_e2e": scheduler_e2e,
+            "cuda_graph": timings,
+            "tokenizer_e2e": scheduler_e2e + 0.01,
+        }
+        self.log(L.engine_startup_timings(self.startup_breakdown), rank="")
+        if self.metrics is not None:
+            top = {k: v for k, v in self.startup_breakdown.items() if k != "cuda_graph"}
+            self.metrics.set_startup(top, timings, self.graph_gb)
+            self.metrics.set_static(
+                max_total_num_tokens=self.max_total_num_tokens,
+                context_len=p.context_length,
+                page_size=1,
+                num_pages=self.max_total_num_tokens,
+                weight_memory_usage_gb=round(weights + draft_weights, 3),
+                kv_cache_memory_usage_gb=round(kv, 3),
+                startup_available_gpu_memory_gb=round(avail, 3),
+                spec_num_steps=float(resolved.get("speculative_num_steps") or 0),
+                spec_num_draft_tokens=float(resolved.get("speculative_num_draft_tokens") or 0),
+                kv_available_tokens=self.max_total_num_tokens,
+            )
+        self.startup_available_gb = avail
+
+    def memory_usage_0517(self) -> dict[str, Any]:
+        """internal_states[0].memory_usage of 0.5.17: weights, KV, what was free at the end of the start, the
+        token capacity and each CUDA graph's memory."""
+        return {
+            "weight": round(self.memory_split["weight"], 3),
+            "kvcache": round(self.memory_split["kvcache"], 3),
+            "startup_available": round(getattr(self, "startup_available_gb", 0.0), 3),
+            "token_capacity": self.max_total_num_tokens,
+            "token_capacity_swa": None,
+            "graph": dict(self.graph_gb),
+        }
+
     def _use(self, **gib: float) -> None:
         for key, value in gib.items():
             self.memory_split[key] += value
@@ -386,7 +548,10 @@ class SimServer:
         """SGLang's startup warm-up: a short /generate through the scheduler, then "ready to roll"."""
         self.config.log(L.line(L.access("127.0.0.1:0", "GET", "/model_info", 200)))
         req = self.submit(prompt_tokens=6, max_new_tokens=8, temperature=0.0, ignore_eos=True)
-        self.log(L.prefill_batch(1, 6, 0, 0.0, 0, 0))
+        if self.detailed:
+            self.log(L.prefill_batch_0517(1, 6, 0, 0.0, 0, 0, cuda_graph=False, throughput=5.0))
+        else:
+            self.log(L.prefill_batch(1, 6, 0, 0.0, 0, 0))
         while req.finish is None:
             await req.queue.get()
         self.live.pop(req.rid, None)

@@ -29,6 +29,31 @@ def load_weight_end(model_class: str, dtype: str, avail_gb: float, usage_gb: flo
     )
 
 
+def load_weight_end_0517(elapsed_s: float, model_class: str, avail_gb: float, usage_gb: float) -> str:
+    """0.5.17: the elapsed time first, no dtype."""
+    return (
+        f"Load weight end. elapsed={elapsed_s:.2f} s, type={model_class}, avail mem={avail_gb:.2f} GB, "
+        f"mem usage={usage_gb:.2f} GB."
+    )
+
+
+def kv_cache_allocated_0517(tokens: int, k_gb: float, v_gb: float, dtype: str = "torch.bfloat16") -> str:
+    return f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+
+
+def engine_startup_timings(t: dict[str, object]) -> str:
+    """0.5.17's "Engine startup timings (s): ..." line (server_info startup_time, the same figures)."""
+    graphs = t.get("cuda_graph") or {}
+    assert isinstance(graphs, dict)
+    graph_text = ", ".join(f"{k}={float(v):.2f}" for k, v in graphs.items())
+    return (
+        f"Engine startup timings (s): load_weight={float(t['load_weight']):.2f}, "  # type: ignore[arg-type]
+        f"kv_cache_allocation={float(t['kv_cache_allocation']):.2f}, "  # type: ignore[arg-type]
+        f"scheduler_e2e={float(t['scheduler_e2e']):.2f}, cuda_graph={{{graph_text}}}, "  # type: ignore[arg-type]
+        f"tokenizer_e2e={float(t['tokenizer_e2e']):.2f}"  # type: ignore[arg-type]
+    )
+
+
 def kv_cache_allocated(tokens: int, k_gb: float, v_gb: float) -> str:
     return f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
 
@@ -67,6 +92,24 @@ def prefill_batch(new_seq: int, new_token: int, cached: int, usage: float, runni
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, "
         f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued}"
+    )
+
+
+def prefill_batch_0517(
+    new_seq: int,
+    new_token: int,
+    cached: int,
+    usage: float,
+    running: int,
+    queued: int,
+    *,
+    cuda_graph: bool,
+    throughput: float,
+) -> str:
+    """0.5.17 adds the pending tokens, whether a CUDA graph ran, and the input throughput."""
+    return (
+        f"{prefill_batch(new_seq, new_token, cached, usage, running, queued)}, #pending-token: 0, "
+        f"cuda graph: {cuda_graph}, input throughput (token/s): {throughput:.2f}"
     )
 
 

@@ -1,12 +1,15 @@
 """SGLang's JSON shapes per emulated version (pure builders, no I/O).
 
 Version differences kept here (read from each release's http_server.py and io_struct.py): meta_info key names,
-/server_info extras, which load endpoint exists.
+/server_info extras, which load endpoint exists. From 0.5.17 on the shapes follow what a real SGLang 0.5.17
+server answered on an H200 (fixtures in tests/sim/fixtures/real-0.5.17/): every ServerArgs field in
+/server_info, the detailed /v1/loads, /get_load, /model_info, meta_info and OpenAI chunk shapes.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -23,7 +26,8 @@ def at_least(version: str, minimum: str) -> bool:
 
 
 def has_get_load(version: str) -> bool:
-    return not at_least(version, "0.5.15")
+    """0.5.17 still serves it (a deprecated alias of /v1/loads, measured); 0.5.23's source has no route."""
+    return not at_least(version, "0.5.23")
 
 
 def has_v1_loads(version: str) -> bool:
@@ -31,8 +35,16 @@ def has_v1_loads(version: str) -> bool:
 
 
 def new_spec_names(version: str) -> bool:
-    """0.5.23 renamed spec_accept_token_num/spec_draft_token_num and total_retractions."""
-    return at_least(version, "0.5.23")
+    """spec_accept_token_num/spec_draft_token_num and total_retractions carry their new names in 0.5.17 (measured)
+    and 0.5.23 (source)."""
+    return at_least(version, "0.5.17")
+
+
+def detailed(version: str) -> bool:
+    """Emulate what a real 0.5.17 server showed (more meta_info, /v1/loads, chunk and error keys, metrics, log
+    lines, health timing, SIGTERM). For 0.5.17 up to the next supported release: 0.5.23 keeps the shapes read from
+    its own source, which were not run on hardware."""
+    return at_least(version, "0.5.17") and not at_least(version, "0.5.23")
 
 
 def finish_reason(kind: str | None, length: int) -> dict[str, Any] | None:
@@ -56,45 +68,128 @@ def meta_info(
     verify_ct: int,
     num_draft_tokens: int,
     e2e_latency: float | None,
+    started: float | None = None,
+    first_token_at: float | None = None,
+    streaming: bool = False,
 ) -> dict[str, Any]:
-    """A /generate chunk's meta_info; the final chunk (finish set) adds e2e_latency and the spec counters."""
+    """A /generate chunk's meta_info; the final chunk (finish set) adds e2e_latency and the spec counters.
+    From 0.5.17 also the scheduler's timestamps, reasoning/cached token details and the drafts' histograms, in
+    the order a real 0.5.17 server sends them (streamed chunks put response_sent_to_client_ts earlier)."""
+    now = time.time()
+    t0 = started if started is not None else now
+    first = first_token_at if first_token_at is not None else now
+    more = detailed(version)
     meta: dict[str, Any] = {
         "id": rid,
         "finish_reason": finish_reason(finish, completion_tokens),
         "prompt_tokens": prompt_tokens,
         "weight_version": "default",
-        "completion_tokens": completion_tokens,
-        "cached_tokens": 0,
     }
     meta["num_retractions" if new_spec_names(version) else "total_retractions"] = 0
-    if finish is not None:
-        meta["e2e_latency"] = e2e_latency
-        if spec:
-            accepted_drafts = max(0, completion_tokens - verify_ct)
-            proposed = verify_ct * max(0, num_draft_tokens - 1)
+    if more:
+        meta.update(forward_entry_time=t0 + 0.0002, prefill_finished_time=first, queue_time=0.0002, reasoning_tokens=0)
+    meta["completion_tokens"] = completion_tokens
+    meta["cached_tokens"] = 0
+    if more:
+        meta["cached_tokens_details"] = None  # {"device": N, "host": M} once a prefix was cached
+        meta["dp_rank"] = None
+    if finish is None:
+        if more:
+            meta["response_sent_to_client_ts"] = now
+        return meta
+    meta["e2e_latency"] = e2e_latency
+    if spec:
+        accepted_drafts = max(0, completion_tokens - verify_ct)
+        proposed = verify_ct * max(0, num_draft_tokens - 1)
+        accept_length = completion_tokens / verify_ct if verify_ct else 0.0
+        accept_rate = accepted_drafts / proposed if proposed else 0.0
+        if more:
+            histogram = drafts_histogram(accepted_drafts, verify_ct)
+            meta.update(
+                spec_accept_rate=accept_rate,
+                spec_accept_length=accept_length,
+                spec_num_correct_drafts=accepted_drafts,
+                spec_num_proposed_drafts=proposed,
+                spec_verify_ct=verify_ct,
+                spec_accepted_drafts=accepted_drafts,
+                spec_proposed_drafts=proposed,
+                spec_correct_drafts_histogram=histogram,
+                spec_accept_histogram=list(histogram),
+            )
+        else:
             meta["spec_verify_ct"] = verify_ct
-            meta["spec_accept_length"] = completion_tokens / verify_ct if verify_ct else 0.0
-            meta["spec_accept_rate"] = accepted_drafts / proposed if proposed else 0.0
+            meta["spec_accept_length"] = accept_length
+            meta["spec_accept_rate"] = accept_rate
             if new_spec_names(version):
                 meta["spec_num_correct_drafts"] = accepted_drafts
                 meta["spec_num_proposed_drafts"] = proposed
             else:
                 meta["spec_accept_token_num"] = accepted_drafts
                 meta["spec_draft_token_num"] = proposed
+    if more:
+        decode_s = max(1e-9, now - first)
+        meta["request_received_ts"] = t0
+        meta["api_server_dispatch_finish_ts"] = t0 + 0.0004
+        if streaming:
+            meta["response_sent_to_client_ts"] = now
+        meta["request_finished_ts"] = now
+        meta["decode_throughput"] = completion_tokens / decode_s
+        if not streaming:
+            meta["response_sent_to_client_ts"] = now
     return meta
 
 
+def drafts_histogram(accepted_drafts: int, verify_ct: int) -> list[int]:
+    """Verify steps by their number of correct drafts (index = drafts accepted in that step), as SGLang's
+    spec_correct_drafts_histogram; the stand-in knows only the totals, so the steps are spread as evenly as
+    they can be (the counts add up to verify_ct and the drafts to accepted_drafts)."""
+    if verify_ct <= 0:
+        return []
+    low, high_steps = divmod(accepted_drafts, verify_ct)
+    histogram = [0] * (low + 2)
+    histogram[low] = verify_ct - high_steps
+    histogram[low + 1] = high_steps
+    while len(histogram) > 1 and histogram[-1] == 0:
+        histogram.pop()
+    return histogram
+
+
 def chat_chunk(
-    cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None, usage: Any = None
+    cid: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any],
+    finish: str | None,
+    usage: Any = None,
+    *,
+    version: str = "",
 ) -> dict[str, Any]:
-    return {
+    """One streamed chat chunk. 0.5.17 sends no "usage" key on them (usage comes in its own chunk)."""
+    chunk: dict[str, Any] = {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}],
-        "usage": usage,
     }
+    if not detailed(version):
+        chunk["usage"] = usage
+    return chunk
+
+
+def chat_delta(version: str, *, first: bool = False, content: str | None = None) -> dict[str, Any]:
+    """The delta of a chat chunk: the role opener, a token, or (content None) the finish chunk's.
+    0.5.17 puts `reasoning_content: null` first in every delta and names the role only in the opener."""
+    if not detailed(version):
+        if first:
+            return {"role": "assistant", "content": ""}
+        return {} if content is None else {"role": None, "content": content}
+    delta: dict[str, Any] = {"reasoning_content": None}
+    if first:
+        delta.update(role="assistant", content="")
+    elif content is not None:
+        delta["content"] = content
+    return delta
 
 
 def completion_chunk(cid: str, created: int, model: str, text: str, finish: str | None) -> dict[str, Any]:
@@ -135,6 +230,63 @@ def models_list(served_model_name: str, model_path: str, context_length: int, cr
     }
 
 
+# /model_info's "embedding" block of 0.5.17 for a generative model (measured; no embedding mode enabled).
+EMBEDDING_0_5_17: dict[str, Any] = {
+    "family": "none",
+    "task": "none",
+    "execution": "none",
+    "attention": "none",
+    "pooling": "model_defined",
+    "normalize": False,
+    "postprocessor": "none",
+    "tokenizer_special_tokens": "model_default",
+    "supports_dimensions": False,
+    "supports_token_embeddings": False,
+    "supports_multimodal": False,
+    "requires_embedding_flag": False,
+    "auto_enable_embedding": False,
+    "bcg_eligibility": "disabled",
+    "safe_disable_kv_cache": False,
+    "safe_disable_radix_cache": False,
+    "safe_disable_chunked_prefill": False,
+    "enabled": False,
+    "matryoshka_dimensions": [],
+    "bcg": {"prefill_backend": "breakable", "enabled": True, "capture_token_budget": 8192, "capture_batch_sizes": []},
+    "cache": {"kv_cache_disabled": False, "radix_cache_disabled": False, "chunked_prefill_disabled": False},
+}
+# SGLang 0.5.17's CUDA graph ladders: decode batch sizes and prefill token counts (server_info cuda_graph_config).
+DECODE_GRAPH_BS = (
+    *range(1, 9),
+    *range(10, 33, 2),
+    40,
+    44,
+    48,
+    52,
+    56,
+    60,
+    64,
+    *range(72, 257, 8),
+)
+PREFILL_GRAPH_TOKENS = (
+    *range(4, 33, 4),
+    *range(48, 257, 16),
+    *range(288, 513, 32),
+    *range(576, 1025, 64),
+    *range(1280, 4097, 256),
+    *range(4608, 8193, 512),
+)
+_MODEL_TYPES = {"LlamaForCausalLM": "llama", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe"}
+
+
+def model_type(architecture: str) -> str:
+    """HF config.model_type for an architecture: Llama's "llama", else the class name without its suffix."""
+    if architecture in _MODEL_TYPES:
+        return _MODEL_TYPES[architecture]
+    for suffix in ("ForCausalLM", "ForConditionalGeneration"):
+        architecture = architecture.removesuffix(suffix)
+    return architecture.lower()
+
+
 def model_info(
     version: str, model_path: str, tokenizer_path: str, architecture: str, served_model_name: str
 ) -> dict[str, Any]:
@@ -146,9 +298,12 @@ def model_info(
         "weight_version": "default",
         "has_image_understanding": False,
         "has_audio_understanding": False,
-        "model_type": "opsconsole_sim",
+        "model_type": model_type(architecture) if detailed(version) else "opsconsole_sim",
         "architectures": [architecture],
     }
+    if detailed(version):
+        bcg = {**EMBEDDING_0_5_17["bcg"], "capture_batch_sizes": list(PREFILL_GRAPH_TOKENS)}
+        info["embedding"] = {**EMBEDDING_0_5_17, "bcg": bcg}
     if at_least(version, "0.5.23"):
         info.update(
             served_model_name=served_model_name,
@@ -187,8 +342,124 @@ def server_info(
     return info
 
 
-def get_load(running: int, waiting: int, used_tokens: int) -> list[dict[str, Any]]:
-    return [{"dp_rank": 0, "num_reqs": running, "num_waiting_reqs": waiting, "num_tokens": used_tokens}]
+def startup_resolved(
+    resolved: dict[str, Any], *, max_running_requests: int, seed: int, speculative: bool
+) -> dict[str, Any]:
+    """The ServerArgs values SGLang 0.5.17 fills in while it starts (an unset flag's None becomes these); what a
+    real server reported for each of them in /server_info."""
+    model = resolved.get("model_path")
+    ladder = [bs for bs in DECODE_GRAPH_BS if bs <= max(1, max_running_requests)] or [1]
+    chunked = resolved.get("chunked_prefill_size") or 8192
+    filled: dict[str, Any] = {
+        "tokenizer_path": model,
+        "chunked_prefill_size": chunked,
+        "page_size": 1,
+        "device": "cuda",
+        "random_seed": 100_000_000 + seed % 900_000_000,
+        "served_model_name": model,
+        "sampling_backend": "flashinfer",
+        "grammar_backend": "xgrammar",
+        "cuda_graph_config": {
+            "decode": {
+                "backend": "full",
+                "max_bs": DECODE_GRAPH_BS[-1],
+                "bs": list(DECODE_GRAPH_BS),
+                "tc_compiler": "eager",
+                "full_prefill_max_req": None,
+                "full_prefill_prefix_chunk_tokens": None,
+            },
+            "prefill": {
+                "backend": "breakable",
+                "max_bs": chunked,
+                "bs": [n for n in PREFILL_GRAPH_TOKENS if n <= chunked],
+                "tc_compiler": "eager",
+                "full_prefill_max_req": None,
+                "full_prefill_prefix_chunk_tokens": None,
+            },
+        },
+        "expert_distribution_recorder_buffer_size": 1000,
+        "mm_process_config": {},
+        "mm_feature_transport": "cuda_ipc",
+        "custom_weight_loader": [],
+        "load_balance_method": "round_robin",
+        "encoder_transfer_backend": "zmq_to_scheduler",
+    }
+    if resolved.get("speculative_draft_model_path"):
+        filled["speculative_draft_model_revision"] = "main"
+    if speculative:
+        filled["speculative_moe_runner_backend"] = "auto"
+    out = {k: v for k, v in filled.items() if resolved.get(k) is None}
+    out["_graph_ladder"] = ladder  # not a field: the batch sizes captured, for the startup log
+    return out
+
+
+def server_info_detailed(
+    *,
+    version: str,
+    fields: tuple[tuple[str, Any], ...],
+    resolved: dict[str, Any],
+    filled: dict[str, Any],
+    max_total_num_tokens: int,
+    context_length: int,
+    internal_state: dict[str, Any],
+    startup_time: dict[str, Any],
+) -> dict[str, Any]:
+    """/server_info as 0.5.17 builds it: every ServerArgs field in declaration order (flags as resolved, the others
+    at their defaults or what startup filled in), then the scheduler's figures; internal_states[0] is the
+    scheduler's copy of the args (without custom_sigquit_handler) plus its private resolution state and
+    memory, startup times and effective limits."""
+    args: dict[str, Any] = {}
+    for name, default in fields:
+        value = resolved.get(name, default)
+        args[name] = filled.get(name, value) if value is None else value
+    info: dict[str, Any] = dict(args)
+    info["status"] = "ready"
+    info["max_total_num_tokens"] = max_total_num_tokens
+    info["max_req_input_len"] = context_length - 6
+    info["startup_time"] = startup_time
+    state = {k: v for k, v in args.items() if k != "custom_sigquit_handler"}
+    # The scheduler's copy differs where the scheduler resolves further (measured on 0.5.17).
+    if state.get("pp_max_micro_batch_size") is None:
+        state["pp_max_micro_batch_size"] = args.get("max_running_requests")
+    state["disable_chunked_prefix_cache"] = True
+    overrides: list[list[Any]] = [
+        ["_sampling_backend_default", {"sampling_backend": args.get("sampling_backend")}],
+        ["_page_size_default", {"page_size": args.get("page_size")}],
+        ["_data_parallelism_defaults", {"enable_dp_attention": False, "enable_dp_lm_head": False}],
+    ]
+    if args.get("speculative_algorithm"):
+        overrides.append(["_speculative_moe_runner_default", {"speculative_moe_runner_backend": "auto"}])
+    state.update(
+        _resolved_overrides=overrides,
+        grpc_worker_threads=4,
+        _quantization_explicitly_unset=False,
+        _cuda_graph_config_locked=[],
+        _declarations_materialized=True,
+        _mx_config_cache={},
+        max_speculative_num_draft_tokens=args.get("speculative_num_draft_tokens"),
+    )
+    scheduler_startup = {k: v for k, v in startup_time.items() if k != "tokenizer_e2e"}
+    extras = dict(internal_state)
+    avg = extras.pop("avg_spec_accept_length", None)
+    state.update(
+        last_gen_throughput=extras.pop("last_gen_throughput", 0.0),
+        memory_usage=extras.pop("memory_usage", {}),
+        startup_time=scheduler_startup,
+        effective_max_running_requests_per_dp=extras.pop("effective_max_running_requests_per_dp", None),
+    )
+    if avg is not None:
+        state["avg_spec_accept_length"] = avg
+    info["internal_states"] = [state]
+    info["version"] = version
+    info["kv_events"] = None
+    return info
+
+
+def get_load(version: str, running: int, waiting: int, used_tokens: int) -> list[dict[str, Any]]:
+    load: dict[str, Any] = {"dp_rank": 0, "num_reqs": running, "num_waiting_reqs": waiting, "num_tokens": used_tokens}
+    if detailed(version):
+        load.update(num_pending_tokens=0, ts_tic=time.monotonic())
+    return [load]
 
 
 def v1_loads(
@@ -204,26 +475,45 @@ def v1_loads(
     accept_length: float | None,
     accept_rate: float | None,
     gpu_count: int,
+    accelerator: str = "cuda",
 ) -> dict[str, Any]:
-    load: dict[str, Any] = {
-        "dp_rank": 0,
-        "num_running_reqs": running,
-        "num_waiting_reqs": waiting,
-        "num_used_tokens": used_tokens,
-        "max_total_num_tokens": max_total_num_tokens,
-        "max_running_requests": max_running_requests,
-        "token_usage": used_tokens / max_total_num_tokens if max_total_num_tokens else 0.0,
-        "gen_throughput": gen_throughput,
-        "cache_hit_rate": 0.0,
-        "utilization": running / max_running_requests if max_running_requests else 0.0,
-        "memory": memory,
-    }
+    now = time.time()
+    load: dict[str, Any] = {"dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": waiting}
+    if detailed(version):
+        load = {"timestamp": now, **load, "num_waiting_uncached_tokens": 0}
+    load["num_used_tokens"] = used_tokens
+    if detailed(version):
+        load.update(num_total_tokens=used_tokens, num_active_tokens=used_tokens)
+    load.update(
+        max_total_num_tokens=max_total_num_tokens,
+        max_running_requests=max_running_requests,
+        token_usage=used_tokens / max_total_num_tokens if max_total_num_tokens else 0.0,
+        gen_throughput=gen_throughput,
+        cache_hit_rate=0.0,
+        utilization=running / max_running_requests if max_running_requests else 0.0,
+    )
+    if detailed(version):
+        load.update(total_prefill_uncached_tokens=0, total_prefill_busy_us=0, decode_moments=[0.0] * 6)
+    load["memory"] = memory
     if accept_length is not None:
         load["speculative"] = {"accept_length": accept_length, "accept_rate": accept_rate}
+    if detailed(version):
+        load["disaggregation"] = {
+            "mode": "null",
+            "prefill_bootstrap_queue_reqs": 0,
+            "prefill_inflight_queue_reqs": 0,
+            "decode_prealloc_queue_reqs": 0,
+            "decode_transfer_queue_reqs": 0,
+            "decode_retracted_queue_reqs": 0,
+            "kv_transfer_speed_gb_s": 0.0,
+            "kv_transfer_latency_ms": 0.0,
+        }
+        load["queues"] = {"waiting": waiting, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0}
+    stamp: Any = datetime.fromtimestamp(now, UTC).isoformat() if detailed(version) else now
     return {
-        "timestamp": time.time(),
+        "timestamp": stamp,
         "version": version,
-        "accelerator": "cuda",
+        "accelerator": accelerator if detailed(version) else "cuda",
         "num_accelerators": gpu_count,
         "loads": [load],
     }

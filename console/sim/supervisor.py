@@ -158,12 +158,18 @@ class UnitSupervisor:
     result: str = "success"
     started_at: float | None = None
     n_restarts: int = 0
-    exit_status: int | None = None
+    exit_status: int | None = None  # as asyncio reports it: the exit status, or -N when killed by signal N
     enabled: bool = False
+    # systemd's monotonic timestamps (µs) of the last time the unit left `active`, entered inactive/failed, and
+    # of the main process's exit: what tells a stop that ends in SIGKILL (SGLang 0.5.17) from a crash.
+    active_exit_us: int = 0
+    inactive_enter_us: int = 0
+    main_exit_us: int = 0
     _entries: list[_Entry] = field(default_factory=list)
     _seq: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _stopping: bool = False
+    _stop_timed_out: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _watch: asyncio.Task[None] | None = None
     lock_owner: str | None = None  # who holds the apply lock (see control_app's /lock)
@@ -259,6 +265,7 @@ class UnitSupervisor:
         self._ensure_guard()
         self._system(f"Started {self.unit} - SGLang server.")
         loop = asyncio.get_running_loop()
+        self.exit_status = None
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _UnitProtocol(loop),
@@ -274,6 +281,7 @@ class UnitSupervisor:
         except OSError as e:
             self._append(f"{self.unit}: Failed to execute {spec.argv[0]}: {e.strerror}", 3, 1)
             self._system(f"{self.unit}: Main process exited, code=exited, status=203/EXEC")
+            self.exit_status, self.main_exit_us = 203, int(time.monotonic() * 1e6)
             self._set("failed", "failed", "exit-code")
             return
         self.process = proc = asyncio.subprocess.Process(transport, protocol, loop)
@@ -290,6 +298,12 @@ class UnitSupervisor:
         self._watch = asyncio.create_task(self._watch_exit(proc, protocol.exited, readers, spec))
 
     def _set(self, active: str, sub: str, result: str | None = None) -> None:
+        was = self.active_state
+        now_us = int(time.monotonic() * 1e6)
+        if was in ("active", "reloading") and active not in ("active", "reloading"):
+            self.active_exit_us = now_us
+        if active in ("inactive", "failed") and was not in ("inactive", "failed"):
+            self.inactive_enter_us = now_us
         self.active_state, self.sub_state = active, sub
         if result is not None:
             self.result = result
@@ -318,6 +332,7 @@ class UnitSupervisor:
         await exited
         code = proc.returncode
         assert code is not None
+        self.main_exit_us = int(time.monotonic() * 1e6)
         # What is left of its group goes with it, as systemd's KillMode=control-group; then its output drains.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -330,15 +345,20 @@ class UnitSupervisor:
             sig = signal.Signals(-code).name[3:]
             self._system(f"{self.unit}: Main process exited, code=killed, status={-code}/{sig}")
             clean = self._stopping and -code in (signal.SIGTERM, signal.SIGINT)
-            result = "success" if clean else "signal"
+            result = "success" if clean else "timeout" if self._stop_timed_out else "signal"
         else:
             self._system(
                 f"{self.unit}: Main process exited, code=exited, status={code}/{'SUCCESS' if code == 0 else 'FAILURE'}"
             )
             result = "success" if code == 0 else "exit-code"
-        if self._stopping or result == "success":
+        if result == "success":
             self._set("inactive", "dead", result)
-            self._system(f"{self.unit}: Deactivated successfully." if result == "success" else f"Stopped {self.unit}.")
+            self._system(f"{self.unit}: Deactivated successfully.")
+        elif self._stopping:
+            # systemd: a stop whose main process did not exit cleanly (SGLang 0.5.17 SIGKILLs itself) ends `failed`
+            # with the result kept until the next start.
+            self._system(f"{self.unit}: Failed with result '{result}'.")
+            self._set("failed", "failed", result)
         else:
             self._system(f"{self.unit}: Failed with result '{result}'.")
             if spec.restart in ("on-failure", "always", "on-abnormal"):
@@ -363,6 +383,7 @@ class UnitSupervisor:
     async def _stop_locked(self) -> None:
         proc = self.process
         self._stopping = True  # also cancels a pending automatic restart
+        self._stop_timed_out = False
         if proc is None or proc.returncode is not None:
             if self.sub_state == "auto-restart":
                 self._set("inactive", "dead")
@@ -379,6 +400,7 @@ class UnitSupervisor:
         try:
             await asyncio.wait_for(asyncio.shield(exited), timeout)
         except TimeoutError:
+            self._stop_timed_out = True  # systemd: Result=timeout, whatever the signal's own verdict
             self._system(f"{self.unit}: State 'stop-sigterm' timed out. Killing.")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -447,7 +469,7 @@ class UnitSupervisor:
             "active_state": self.active_state,
             "sub_state": self.sub_state,
             "main_pid": pid,
-            "started_at": self.started_at if pid else None,
+            "started_at": self.started_at,  # kept after the process ends, like ExecMainStartTimestamp
             "n_restarts": self.n_restarts,
             "result": self.result,
             "unit_file_state": "enabled" if self.enabled else "disabled",
@@ -455,10 +477,23 @@ class UnitSupervisor:
             "fragment_path": str(self.unit_path),
             "properties": {
                 "Type": "simple",
-                "ExecMainStatus": str(self.exit_status if self.exit_status is not None else 0),
-                "ExecMainStartTimestamp": _usec_timestamp(self.started_at if pid else None),
+                **self._exit_properties(),
+                "ExecMainStartTimestamp": _usec_timestamp(self.started_at),
                 "LoadState": "loaded",
             },
+        }
+
+    def _exit_properties(self) -> dict[str, str]:
+        """ExecMainCode/ExecMainStatus as systemd prints them (1 = exited with status, 2 = killed by signal; 0 while
+        the process runs or before the first) and the monotonic timestamps console.core.exits reads."""
+        code = self.exit_status
+        main_code, main_status = (0, 0) if code is None else (2, -code) if code < 0 else (1, code)
+        return {
+            "ExecMainCode": str(main_code),
+            "ExecMainStatus": str(main_status),
+            "ExecMainExitTimestampMonotonic": str(self.main_exit_us if code is not None else 0),
+            "ActiveExitTimestampMonotonic": str(self.active_exit_us),
+            "InactiveEnterTimestampMonotonic": str(self.inactive_enter_us),
         }
 
 

@@ -12,7 +12,7 @@ from tests.support.demo import Demo
 
 SERVICE_KEYS = {
     "unit", "active_state", "sub_state", "main_pid", "started_at", "uptime_s", "n_restarts", "result",
-    "unit_file_state", "need_daemon_reload", "fragment_path",
+    "unit_file_state", "need_daemon_reload", "fragment_path", "last_exit", "summary",
 }  # fmt: skip
 SGLANG_KEYS = {
     "url", "healthy", "version", "model_path", "served_model_name", "speculative_algorithm",

@@ -104,3 +104,26 @@ def test_poll_command_runs_both_queries_on_one_channel() -> None:
     argv = gpu_poll_argv(["/opt/bin/nvidia-smi"])
     assert argv[:2] == ["sh", "-c"] and argv[-1] == "/opt/bin/nvidia-smi"
     assert "--query-gpu=" in argv[2] and "--query-compute-apps=" in argv[2]
+
+
+def test_nvml_process_names_come_from_nvml_else_from_proc(tmp_path: Path) -> None:
+    """On the real H200 host NVML's process list carried no names while nvidia-smi showed `sglang::scheduler`."""
+    from console.host.gpu import nvml_process_name
+
+    class FakeNvml:
+        class NVMLError(Exception):
+            pass
+
+        def __init__(self, names: dict[int, object]) -> None:
+            self.names = names
+
+        def nvmlSystemGetProcessName(self, pid: int) -> object:  # NVML's own name
+            if pid not in self.names:
+                raise self.NVMLError("not found")
+            return self.names[pid]
+
+    (tmp_path / "750").mkdir()
+    (tmp_path / "750" / "cmdline").write_bytes(b"sglang::scheduler\0\0")
+    assert nvml_process_name(FakeNvml({750: b"sglang::scheduler"}), 750, tmp_path) == "sglang::scheduler"
+    assert nvml_process_name(FakeNvml({}), 750, tmp_path) == "sglang::scheduler"  # NVML refused: /proc
+    assert nvml_process_name(FakeNvml({}), 999, tmp_path) is None  # gone

@@ -392,3 +392,70 @@ def test_any_argv_gives_a_report_never_an_exception(argv: list[str], version: st
     assert r.ok == (not r.errors)
     for finding in r.errors:
         assert finding.message and finding.sglang_log
+
+
+# --- 0.5.17, reviewed against its wheel's server_args.py / speculative_hook.py and run on an H200 -------------
+
+TINY = ["--model-path", "/opt/sgm/tiny-llama", "--attention-backend", "triton"]
+TINY_EAGLE = [*TINY, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/opt/sgm/tiny-eagle"]
+
+
+def test_0_5_17_agrees_with_every_launch_captured_on_the_real_server() -> None:
+    """research/real-sglang runs/3_cg_ok_and_variants/var: (a)-(d) and NGRAM, as the real 0.5.17 took them."""
+    # (c) an unknown flag: argparse's text from "sglang serve", exit 2
+    c = check_launch([*TINY_EAGLE, "--speculative-num-stepz", "2", "--speculative-eagle-topk", "1"], {}, "0.5.17")
+    assert codes(c.errors)[0] == "unknown-flag"  # argparse stops there; the rules see the rest too
+    assert c.errors[0].sglang_log == "sglang serve: error: unrecognized arguments: --speculative-num-stepz 2"
+    # (b) draft tokens 8 with topk 1 and steps 2: started, adjusted to 3 with SGLang's warning
+    b = check_launch([*TINY_EAGLE, *triple(2, 1, 8)], {}, "0.5.17", architecture="LlamaForCausalLM")
+    assert b.ok and adjusted(b)["speculative_num_draft_tokens"] == (8, 3)
+    # (a) SGLANG_ENABLE_SPEC_V2=1 with topk 2: started, the removal logged, overlap kept
+    a = check_launch([*TINY_EAGLE, *triple(2, 2, 4)], {"SGLANG_ENABLE_SPEC_V2": "1"}, "0.5.17")
+    assert a.ok and a.resolved["disable_overlap_schedule"] is False
+    assert any((w.sglang_log or "").startswith("SGLANG_ENABLE_SPEC_V2 has been removed") for w in a.warnings)
+    # (d) EAGLE without a draft path: not refused
+    d = check_launch([*TINY, "--speculative-algorithm", "EAGLE", *triple(2, 1, 3)], {}, "0.5.17")
+    assert d.ok and d.resolved["speculative_draft_model_path"] is None
+    # NGRAM: 12 draft tokens by default, topk 10, steps 1, 48 running requests
+    n = check_launch([*TINY, "--speculative-algorithm", "NGRAM"], {}, "0.5.17")
+    assert n.ok
+    assert {k: n.resolved[k] for k in (*("speculative_num_draft_tokens", "speculative_eagle_topk"),)} == {
+        "speculative_num_draft_tokens": 12,
+        "speculative_eagle_topk": 10,
+    }
+    assert (n.resolved["speculative_num_steps"], n.resolved["max_running_requests"]) == (1, 48)
+    # the golden launch: max running requests reset to 48, nothing else
+    g = check_launch([*TINY_EAGLE, *triple(2, 1, 3), "--enable-metrics", "--mem-fraction-static", "0.3"], {}, "0.5.17")
+    assert g.ok and adjusted(g) == {"max_running_requests": (None, 48)}
+
+
+def test_0_5_17_auto_choice_knows_the_mimo_models() -> None:
+    for arch in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM"):
+        assert auto_speculative_params("0.5.17", "EAGLE", arch) == (3, 1, 4)
+    assert auto_speculative_params("0.5.17", "EAGLE", "LlamaForCausalLM") == (5, 4, 8)
+
+
+def test_0_5_17_adaptive_takes_step_0_and_refuses_multi_layer_eagle() -> None:
+    base = [*TINY_EAGLE, "--speculative-adaptive", "--speculative-eagle-topk", "1"]
+    assert check_launch([*base, "--speculative-num-steps", "0"], {}, "0.5.17").ok  # candidates 0, 1, 3, 7
+    assert not check_launch([*base, "--speculative-num-steps", "0"], {}, "0.5.23").ok  # 1, 3, 7
+    off = check_launch([*base, "--enable-multi-layer-eagle"], {}, "0.5.17")
+    assert adjusted(off)["speculative_adaptive"] == (True, False)
+
+
+def test_0_5_17_rejection_sampling_refuses_deterministic_inference() -> None:
+    r = check_launch(
+        [*TINY_EAGLE, *triple(2, 1, 3), "--speculative-use-rejection-sampling", "--enable-deterministic-inference"],
+        {},
+        "0.5.17",
+    )
+    assert codes(r.errors) == ["rejection-sampling-deterministic"]
+
+
+def test_0_5_17_draft_window_and_skip_dp_mlp_sync_checks() -> None:
+    window = check_launch([*TINY_EAGLE, *triple(2, 1, 3), "--speculative-draft-window-size", "0"], {}, "0.5.17")
+    assert codes(window.errors) == ["draft-window-size"]
+    assert window.errors[0].sglang_log == "ValueError: --speculative-draft-window-size must be positive, got 0."
+    skip = check_launch([*TINY, "--speculative-algorithm", "NGRAM", "--speculative-skip-dp-mlp-sync"], {}, "0.5.17")
+    assert codes(skip.errors) == ["skip-dp-mlp-sync-algorithm"]
+    assert check_launch([*TINY_EAGLE, *triple(2, 1, 3), "--speculative-skip-dp-mlp-sync"], {}, "0.5.17").ok

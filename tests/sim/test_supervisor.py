@@ -186,7 +186,8 @@ async def test_sigkill_after_timeout_stop_sec(manager: tuple[DemoServiceManager,
     await client.stop()
     assert time.monotonic() - started >= 0.5
     assert any("timed out. Killing." in m for m in await journal_messages(client))
-    assert (await client.state()).active_state == "inactive"
+    state = await client.state()  # as systemd leaves a unit whose stop had to be finished with SIGKILL
+    assert (state.active_state, state.result, state.properties["ExecMainStatus"]) == ("failed", "timeout", "9")
 
 
 async def test_failure_is_reported_like_systemd(manager: tuple[DemoServiceManager, UnitSupervisor, Path]) -> None:
@@ -265,3 +266,74 @@ async def test_restart_on_failure_counts_restarts_until_stopped(
     await _tick()
     assert (await client.state()).n_restarts == count  # no restart after stop
     assert any("Scheduled restart job, restart counter is at 1." in m for m in await journal_messages(client))
+
+
+# SGLang 0.5.17 on SIGTERM: drain, then kill its process tree with itself in it (exit status 137).
+SELF_KILLER = """\
+import os, signal, sys, time
+def bye(*_):
+    print("SIGTERM received. Draining requests and shutting down...", flush=True)
+    time.sleep(0.1)
+    os.kill(os.getpid(), signal.SIGKILL)
+signal.signal(signal.SIGTERM, bye)
+print("service starting", flush=True)  # after the handler: a stop from here on goes through it
+if len(sys.argv) > 1:  # "crash": die of SIGKILL without being stopped (the OOM killer, a kill -9)
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGKILL)
+while True:
+    time.sleep(0.05)
+"""
+
+
+async def _run(client: DemoServiceManager, tmp: Path, *args: str) -> None:
+    script = tmp / "self_killer.py"
+    script.write_text(SELF_KILLER)
+    text = unit(script, extra="TimeoutStopSec=30")  # the process ends itself, well before the supervisor would
+    await client.write_unit(text.replace(f"{script}\n", f"{script} {' '.join(args)}\n"))
+    await client.daemon_reload()
+    await client.restart()
+    deadline = time.monotonic() + 10
+    while "service starting" not in await journal_messages(client):
+        assert time.monotonic() < deadline
+        await _tick()
+
+
+async def test_a_stop_that_ends_in_the_process_own_sigkill_is_reported_as_systemd_does(
+    manager: tuple[DemoServiceManager, UnitSupervisor, Path],
+) -> None:
+    from console.core.exits import STOPPED_BY_SIGKILL, describe, stopped_by_own_sigkill
+
+    client, _sup, tmp = manager
+    await _run(client, tmp)
+    started = (await client.state()).started_at
+    await client.stop()
+    state = await client.state()
+    # systemd: a main process killed by SIGKILL is not a clean exit, even on stop -> failed, Result=signal
+    assert (state.active_state, state.sub_state, state.result, state.main_pid) == ("failed", "failed", "signal", None)
+    assert (state.properties["ExecMainCode"], state.properties["ExecMainStatus"]) == ("2", "9")
+    assert int(state.properties["ActiveExitTimestampMonotonic"]) < int(
+        state.properties["ExecMainExitTimestampMonotonic"]
+    )
+    assert state.started_at == started  # ExecMainStartTimestamp stays after the process is gone
+    assert stopped_by_own_sigkill(state) and describe(state) == STOPPED_BY_SIGKILL
+    messages = await journal_messages(client)
+    assert "demo.service: Main process exited, code=killed, status=9/KILL" in messages
+    assert "demo.service: Failed with result 'signal'." in messages
+    # The next start clears it, as systemd's does.
+    await client.start()
+    await wait_state(client, "active")
+    assert (await client.state()).result == "success"
+
+
+async def test_a_process_that_dies_of_sigkill_on_its_own_is_a_crash(
+    manager: tuple[DemoServiceManager, UnitSupervisor, Path],
+) -> None:
+    from console.core.exits import describe, stopped_by_own_sigkill
+
+    client, _sup, tmp = manager
+    await _run(client, tmp, "crash")
+    await wait_state(client, "failed")
+    state = await client.state()
+    assert (state.result, state.properties["ExecMainStatus"]) == ("signal", "9")
+    assert not stopped_by_own_sigkill(state)
+    assert describe(state) == "failed (result: signal, killed by signal 9)"

@@ -73,7 +73,7 @@ class SimProcess:
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if http_status(self.url + "/health", timeout=1.0) == 200:
+            if http_status(self.url + "/health", timeout=5.0) == 200:  # 0.5.17's /health takes a second
                 return
             if self.proc.poll() is not None:
                 raise AssertionError(f"simulator exited with {self.proc.returncode}:\n{self.output()}")

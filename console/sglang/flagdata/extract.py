@@ -11,11 +11,16 @@ ambiguity errors), not only the ones we know by name.
     python -m venv /tmp/v && /tmp/v/bin/pip install msgspec      # 0.5.14+ builds ServerArgs with msgspec
     /tmp/v/bin/python console/sglang/flagdata/extract.py /tmp/w/x 0.5.9 > console/sglang/flagdata/sglang-0.5.9.json
 
+Besides the flags it writes `fields`: every ServerArgs dataclass field in declaration order with its default
+(also the ones without a flag, e.g. `custom_sigquit_handler`), which is the key set and order of that release's
+`/server_info` (the simulator serves it). Tables generated before this was added have no `fields`.
+
 Choices computed from stubbed registries (tool-call/reasoning parsers from 0.5.12 on, LoRA
 targets) come out empty or as just ["auto"]; they are written as null (not validated).
 """
 
 import argparse
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -197,7 +202,16 @@ def main():
                 "deprecated": type(action).__name__.startswith("Deprecated"),
             }
         )
-    json.dump({"version": VERSION, "flags": rows}, sys.stdout, separators=(",", ":"))
+    fields = []
+    for f in dataclasses.fields(server_args.ServerArgs):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        fields.append({"name": f.name, "default": plain(default)})
+    json.dump({"version": VERSION, "flags": rows, "fields": fields}, sys.stdout, separators=(",", ":"))
 
 
 if __name__ == "__main__":
