@@ -7,6 +7,7 @@ Pure code, stdlib only: check-args imports it on its fast path.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -25,8 +26,10 @@ _MIN_SECRET_LEN = 3
 _ASSIGNMENT = re.compile(r"^([\"']?)(-{0,2}[A-Za-z0-9_.-]+)=(.*)$", re.DOTALL)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """Whether a flag (with or without dashes) or an environment variable name holds a secret."""
+    """Whether a flag (with or without dashes) or an environment variable name holds a secret. (Cached: every
+    key of every JSON answer the console reads is asked, and a server's keys are the same each second.)"""
     return bool(SECRET_NAME.search(name.lstrip("-")))
 
 

@@ -21,7 +21,7 @@ from console.errors import ExitCode
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
 HANDLERS = {
     "connect": "console.cli.connect:run",
-    "demo": "console.sim.demo:run",
+    "demo": "console.cli.demo:run",
     "status": "console.cli.status:run",
     "check-args": "console.cli.check_args:run",
     "apply": "console.cli.apply:run",
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the console on the embedded simulated GPU host (no GPU, no SSH)")
     p.add_argument("--no-ui", action="store_true", help="only run the demo host and print how to reach it")
+    p.add_argument("--read-only", action="store_true", help="the console without the actions that change the host")
     p.add_argument("--port", type=int, default=0, help="port for the simulated SGLang server (default: a free one)")
     p.add_argument(
         "--profile",

@@ -6,7 +6,10 @@ that names the key. Every TARGET is resolved before the screen opens, so a typo 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+from collections.abc import Callable
 
 from console.cli.common import workspace_of
 from console.errors import ExitCode, UsageError
@@ -45,6 +48,23 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
     return app
 
 
+def on_hangup(abandon: Callable[[], None] | None = None) -> None:
+    """SIGHUP: the terminal is gone (window closed, tmux killed, SSH dropped). Textual's own shutdown writes to
+    the terminal and can block on it for ever (its writer queue fills and nothing drains it), with the event
+    loop stuck inside a write, so the handler is a plain signal handler, run in the main thread even there: it
+    lets go of what must not outlive the console (`abandon`: the demo host's unit) and leaves at once. Remote
+    hosts need nothing: their locks go with the closed connections."""
+
+    def leave(signum: int, _frame: object) -> None:
+        try:
+            if abandon is not None:
+                abandon()
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGHUP, leave)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         app = build_app(args, list(args.targets))
@@ -54,4 +74,5 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         print(f"opsconsole connect: {exc}", file=sys.stderr)
         return ExitCode.FAILED
+    on_hangup()
     return int(app.run() or ExitCode.OK)

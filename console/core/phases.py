@@ -99,11 +99,7 @@ def is_failure_line(line: str) -> bool:
 
 
 LineKind = str  # "failure" | "ready" | "phase" | "warning" | "normal"
-_PHASE_MARKERS = tuple(
-    m
-    for spec in (LOAD_WEIGHTS, KV_CACHE, CUDA_GRAPH, DRAFT_CUDA_GRAPH, DRAFT_EXTEND_CUDA_GRAPH)
-    for m in (*spec.begin_markers, *spec.end_markers)
-)
+_MARKED_PHASES = (LOAD_WEIGHTS, KV_CACHE, CUDA_GRAPH, DRAFT_CUDA_GRAPH, DRAFT_EXTEND_CUDA_GRAPH)
 _WARNING = re.compile(r"\b(WARNING|Warning|warning|deprecated|DEPRECATED)\b")
 
 
@@ -113,7 +109,7 @@ def classify_line(line: str) -> LineKind:
         return "failure"
     if READY_MARKER in line:
         return "ready"
-    if any(marker in line for marker in _PHASE_MARKERS):
+    if any(spec.begins(line) or spec.ends(line) for spec in _MARKED_PHASES):
         return "phase"
     if _WARNING.search(line):
         return "warning"

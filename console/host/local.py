@@ -7,6 +7,7 @@ the console already runs as root. The SGLang port is reached directly, without a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import time
@@ -61,11 +62,13 @@ class LocalTransport:
             self._audit(full, status, started, note=why)
             return CommandResult(shlex.join(full), status, "", f"{full[0]}: {why}", 0.0)
         try:
-            out, err = await asyncio.wait_for(
-                process.communicate(input.encode() if input is not None else None), timeout
-            )
+            async with asyncio.timeout(timeout):
+                out, err = await process.communicate(input.encode() if input is not None else None)
         except asyncio.CancelledError:
-            process.terminate()  # the caller gave up on it: don't leave the command running
+            # The caller gave up on it: stop the command and reap it now, so that neither it nor its pipes
+            # outlive the event loop (a transport collected after the loop closed fails in its __del__).
+            with contextlib.suppress(Exception):
+                await _stop(process, grace_s=2.0)
             raise
         except TimeoutError:
             await _stop(process)
@@ -118,13 +121,16 @@ class LocalTransport:
 
 
 async def _stop(process: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
-    """End a streaming command. SIGTERM first: sudo relays it to its (root-owned) child, which we may not
-    signal ourselves; a SIGKILLed sudo would orphan `journalctl -f`, whose open pipe then never closes."""
-    process.terminate()
+    """End a command. SIGTERM first: sudo relays it to its (root-owned) child, which we may not signal
+    ourselves; a SIGKILLed sudo would orphan `journalctl -f`, whose open pipe then never closes."""
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
     try:
-        await asyncio.wait_for(process.wait(), grace_s)
+        async with asyncio.timeout(grace_s):
+            await process.wait()
     except TimeoutError:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
         await process.wait()
 
 

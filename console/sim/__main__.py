@@ -147,7 +147,6 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
             final = f"ValueError: {final}"
         return _fail_like_sglang(logs, final), None
     resolved = dict(report.resolved)
-    logs.append(L.server_args(resolved))
     for path_key in ("model_path", "speculative_draft_model_path"):
         path = resolved.get(path_key)
         if isinstance(path, str) and _is_local_path(path) and not Path(path).exists():

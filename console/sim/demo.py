@@ -3,8 +3,9 @@
 Starts the SGLang stand-in as the unit `sglang-demo.service` under the demo supervisor (a real
 systemd-style unit file that `apply` and `freeze` edit with the same unit model as on a GPU host),
 writes `profiles/demo.toml` so that any other `opsconsole` process reaches it (`status demo`,
-`apply demo ...`, `bench demo ...`, `logs demo -f`), prints how to reach it and keeps it running until
-Ctrl-C, then stops everything it started and removes its runtime folder.
+`apply demo ...`, `bench demo ...`, `logs demo -f`), and stops everything it started and removes its runtime
+folder when it ends. `demo_host()` is that lifetime; `opsconsole demo` runs the console on it
+(console/cli/demo.py), `--no-ui` prints how to reach it and waits for Ctrl-C (run_headless).
 
 It leaves no process behind however it ends: Ctrl-C, SIGTERM and SIGHUP (its terminal closed: a tmux session
 killed, an SSH connection dropped) stop the unit as Ctrl-C does, and printing to a terminal that is gone does
@@ -22,13 +23,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shlex
 import shutil
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+
+from aiohttp import web
 
 from console.sim.supervisor import UnitSupervisor, serve_control
 from console.workspace import Workspace
@@ -133,16 +139,58 @@ async def _wait_ready(sup: UnitSupervisor, timeout: float) -> bool:
     return False
 
 
-async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None) -> int:
+class DemoAlreadyRunning(Exception):
+    """A demo host already runs for this workspace (the message names its control socket)."""
+
+
+@dataclass
+class DemoHost:
+    """A running demo host: how to reach it, where its files are, and how to stop it (close(), once)."""
+
+    workspace: Workspace
+    port: int
+    profile_path: Path
+    unit_path: Path
+    state_dir: Path
+    supervisor: UnitSupervisor
+    runner: web.AppRunner
+    runtime: Path
+    closed: bool = False
+
+    def abandon(self) -> None:
+        """The process is about to end at once (its terminal is gone): signal the unit's process group and
+        remove the files; the supervisor's guard finishes the stop (SIGKILL after TimeoutStopSec if need be)."""
+        proc = self.supervisor.process
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        shutil.rmtree(self.runtime, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.profile_path.unlink()
+
+    async def close(self) -> None:
+        """Stop the unit and the control socket, remove the runtime folder and the profile."""
+        if self.closed:
+            return
+        self.closed = True
+        await self.supervisor.close()
+        await self.runner.cleanup()
+        shutil.rmtree(self.runtime, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.profile_path.unlink()
+
+
+@contextlib.asynccontextmanager
+async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
+    """Start the demo host (supervisor, control socket, profile, the unit started) and stop all of it on the way
+    out, however the block ends. Yields as soon as the unit is started; `wait_ready()` waits for the server."""
     workspace = Workspace.resolve(getattr(args, "workspace", None)).ensure()
     running = _running_demo(workspace.profiles / f"{PROFILE_NAME}.toml")
     if running:
-        print(
+        raise DemoAlreadyRunning(
             f"A demo host is already running for this workspace (control socket {running}); "
-            f"stop it with Ctrl-C in its terminal, or use another --workspace.",
-            file=sys.stderr,
+            f"stop it with Ctrl-C in its terminal, or use another --workspace."
         )
-        return 1
     home = workspace.root / ".demo"
     state_dir = home / "gpu-state"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -167,34 +215,39 @@ async def run_demo(args: argparse.Namespace, ready: asyncio.Event | None = None)
     profile_path = workspace.profiles / f"{PROFILE_NAME}.toml"
     gpu_command = [sys.executable, "-m", "console.sim.nvidia_smi", "--sim-state-dir", str(state_dir)]
     profile_path.write_text(profile_toml(control=control, port=port, gpu_command=gpu_command))
+    host = DemoHost(workspace, port, profile_path, unit_path, state_dir, sup, runner, runtime)
+    try:
+        sup.daemon_reload()
+        await sup.start()
+        yield host
+    finally:
+        await host.close()
 
+
+async def run_headless(args: argparse.Namespace) -> int:
+    """`opsconsole demo --no-ui`: the demo host, how to reach it, until Ctrl-C (or SIGTERM, SIGHUP)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     try:
-        sup.daemon_reload()
-        await sup.start()
-        _say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
-        up = asyncio.create_task(_wait_ready(sup, 900))
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if not stop.is_set():
-            if not up.result():
-                _say(f"The demo server did not come up; its journal: opsconsole logs {PROFILE_NAME}")
-            _print_howto(port, profile_path, unit_path, state_dir, workspace)
-            if ready is not None:
-                ready.set()
-            await stop.wait()
-        up.cancel()
-        stopper.cancel()
+        async with demo_host(args) as host:
+            _say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
+            up = asyncio.create_task(_wait_ready(host.supervisor, 900))
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not stop.is_set():
+                if not up.result():
+                    _say(f"The demo server did not come up; its journal: opsconsole logs {PROFILE_NAME}")
+                _print_howto(host.port, host.profile_path, host.unit_path, host.state_dir, host.workspace)
+                await stop.wait()
+            up.cancel()
+            stopper.cancel()
+            _say("Stopping the demo host ...")
+    except DemoAlreadyRunning as exc:
+        print(exc, file=sys.stderr)
+        return 1
     finally:
-        _say("Stopping the demo host ...")
-        await sup.close()
-        await runner.cleanup()
-        shutil.rmtree(runtime, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            profile_path.unlink()
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
     _say("Demo host stopped.")
@@ -248,8 +301,8 @@ def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path
 
 
 def run(args: argparse.Namespace) -> int:
-    """`opsconsole demo`. The TUI does not exist yet, so this always runs headless (as with --no-ui)."""
+    """`opsconsole demo --no-ui` (the console on it is console.cli.demo)."""
     try:
-        return asyncio.run(run_demo(args))
+        return asyncio.run(run_headless(args))
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         return 1

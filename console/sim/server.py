@@ -385,6 +385,7 @@ class SimServer:
         if self.detailed:
             await self._start_scheduler_detailed()
             return
+        self.log(L.server_args(self.args() or dict(self.config.resolved)), rank="")
         p = self.config.profile
         phases = dict(self.engine.startup_phases())
         total = p.gpu.memory_mib / 1024
@@ -428,7 +429,7 @@ class SimServer:
         scale = cfg.time_scale
         phases = dict(self.engine.startup_phases())
         args = self.args()
-        self.log("server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")", rank="")
+        self.log(L.server_args(args), rank="")
         draft = cfg.speculative and str(resolved.get("speculative_algorithm")) in ("EAGLE", "EAGLE3", "STANDALONE")
         total = p.gpu.memory_mib / 1024
         final_gib = self.engine.perf.memory_used_mib() / 1024

@@ -4,11 +4,12 @@ GPU host (real sshd + systemd) in a real terminal (tmux), where sshd is killed u
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,14 +50,20 @@ async def test_the_dashboard_shows_what_the_demo_host_really_runs(demo: Demo) ->
             pilot, lambda: "● local" in screen_text(app) and "SGLang 0.5.9" in screen_text(app), "a refresh", 30
         )
         await wait_until(pilot, lambda: "fired up and ready to roll" in screen_text(app), "the journal", 30)
+        await wait_until(pilot, lambda: len(_gpu_rows(screen_text(app))) == len(truth.gpus), "the GPU rows", 30)
         text = screen_text(app)
     sg = truth.sglang
     assert f"SGLang {sg.version}" in text and str(sg.model_path) in text
     assert f"steps {sg.speculative_num_steps}  topk {sg.speculative_eagle_topk}" in text
     assert f"draft tokens {sg.speculative_num_draft_tokens}" in text
     assert f"{truth.service.unit} active/running" in text
-    gpu_rows = [line for line in text.splitlines() if "°C" in line]
-    assert len(gpu_rows) == len(truth.gpus) == 4
+    assert len(truth.gpus) == 4
+    for gpu, row in zip(truth.gpus, _gpu_rows(text), strict=True):
+        assert row.split()[0] == str(gpu.index) and f"/{gpu.power_limit_w:.0f}" in row
+
+
+def _gpu_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "°C" in line]
 
 
 async def test_an_unreachable_target_is_said_in_its_tab_and_the_others_live_on(demo: Demo, tmp_path: Path) -> None:
@@ -101,13 +108,16 @@ class Terminal:
         subprocess.run([*self.tmux, "send-keys", "-t", "console", *keys], check=True)
 
     def wait_for(self, what: str, timeout: float = 60.0) -> str:
+        return self.wait_until(lambda screen: what in screen, repr(what), timeout)
+
+    def wait_until(self, condition: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if what in screen:
+            if condition(screen):
                 return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what!r}; the screen:\n{screen}")
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}; the screen:\n{screen}")
             time.sleep(0.1)  # polling a terminal's screen for a condition
 
     def close(self) -> None:
@@ -141,3 +151,63 @@ def test_in_a_real_terminal_a_killed_sshd_shows_reconnecting_and_the_tab_recover
     finally:
         term.close()
         host.root_run("systemctl start ssh.service", check=False)
+
+
+def _demo_process_pids(workspace: Path) -> list[int]:
+    """The processes of this workspace's demo host: the supervisor's service (console.sim) and its guard."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(workspace) in cmdline and "console.sim" in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_opsconsole_demo_in_a_real_terminal_shows_the_demo_keys_help_and_palette(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
+    try:
+        term.wait_for("fired up and ready to roll")
+        term.wait_for("sglang-demo.service active/running")
+        term.wait_for("SGLang 0.5.9")
+        screen = term.wait_for("steps 1  topk 1")
+        assert "draft tokens 2" in screen
+        screen = term.wait_until(lambda s: len(_gpu_rows(s)) == 4, "four GPU rows")
+        assert all("/600" in row for row in _gpu_rows(screen))
+        term.keys("?")
+        screen = term.wait_for("Keys — host demo")
+        assert "Restart" in screen and "Freeze" in screen and "Next host" in screen
+        term.keys("Escape")
+        term.wait_for("journal (following)")
+        term.keys("C-p")
+        term.wait_for("Search")
+        term.keys("r", "e", "s", "t", "a", "r", "t")
+        term.wait_for("Restart the service without edits")
+        term.keys("Escape")
+        term.wait_until(lambda screen: "Restart the service without edits" not in screen, "the palette to close")
+        assert _demo_process_pids(workspace), "the demo host's processes were not found: the check below proves nothing"
+        term.keys("q")
+        deadline = time.monotonic() + 30
+        while _demo_process_pids(workspace):
+            assert time.monotonic() < deadline, f"left running after q: {_demo_process_pids(workspace)}"
+            time.sleep(0.1)  # polling for the processes to be gone
+    finally:
+        term.close()
+
+
+def test_closing_the_terminal_of_opsconsole_demo_leaves_no_process(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
+    try:
+        term.wait_for("sglang-demo.service active/running")
+        assert _demo_process_pids(workspace)
+    finally:
+        term.close()  # the tmux server goes: the console gets SIGHUP, as when a window or SSH session closes
+    deadline = time.monotonic() + 30
+    while _demo_process_pids(workspace):
+        assert time.monotonic() < deadline, f"left running: {_demo_process_pids(workspace)}"
+        time.sleep(0.1)  # polling for the processes to be gone

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import Screen
 from textual.widgets import Static
 
 from console.tui.config import CONFIG_NAME
@@ -30,7 +30,9 @@ def key_table(rows: list[KeyRow]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Screen[None]):
+    """Opaque on purpose: a translucent modal re-renders the dashboard under it at every journal line."""
+
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close", id="close-help")]
 
     def __init__(self, title: str, rows: list[KeyRow]) -> None:

@@ -38,6 +38,8 @@ class HostPane(Vertical):
         self._pending_journal: list[JournalEntry] = []
         self._drawn_stale: tuple[bool, ...] = ()
         self._gpu_rows: tuple[int, bool] | None = None
+        self._gpu_key: object = None
+        self._server_key: object = None
 
     def compose(self) -> ComposeResult:
         yield HostHeader(classes="host-header")
@@ -109,9 +111,45 @@ class HostPane(Vertical):
         # Fixed-size panels are redrawn without a layout pass (the whole screen's), which would cost more than
         # the drawing; only a change in the number of GPU rows moves anything.
         self.query_one(HostHeader).update(render_header(view, now), layout=False)
-        rows = (len(view.status.gpus), bool(view.status.gpu_error)) if view.status else (0, False)
-        self.query_one(GpuPanel).update(
-            render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
-        )
-        self._gpu_rows = rows
-        self.query_one(ServerPanel).update(render_server(view, now, history_width=spark), layout=False)
+        # The panels are drawn again only when what they show changed: an idle host mostly repeats itself,
+        # and drawing a table is most of what a refresh costs the console.
+        gpus = _gpu_key(view, gpu_history, self._drawn_stale)
+        if gpus != self._gpu_key:
+            rows = (len(view.status.gpus), bool(view.status.gpu_error)) if view.status else (0, False)
+            self.query_one(GpuPanel).update(
+                render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
+            )
+            self._gpu_key, self._gpu_rows = gpus, rows
+        server = _server_key(view, spark, self._drawn_stale)
+        if server != self._server_key or self._drawn_stale[1]:  # a stale server panel shows its age
+            self.query_one(ServerPanel).update(render_server(view, now, history_width=spark), layout=False)
+            self._server_key = server
+
+
+def _gpu_key(view: HostView, history: int, stale: tuple[bool, ...]) -> object:
+    """Everything the GPU table shows, to tell whether it must be drawn again."""
+    status = view.status
+    if status is None:
+        return None
+    tails = tuple(
+        (tuple(view.gpu_util.get(g.index, ())[-history:]), tuple(view.gpu_power.get(g.index, ())[-history:]))
+        for g in status.gpus
+    )
+    return (tuple(status.gpus), status.gpu_error, history, stale, tails, view.gpus_at if status.gpu_error else None)
+
+
+def _server_key(view: HostView, spark: int, stale: tuple[bool, ...]) -> object:
+    """Everything the server panel shows, to tell whether it must be drawn again."""
+    status = view.status
+    if status is None:
+        return None
+    return (
+        status.sglang,
+        view.setup,
+        view.spec_v2,
+        view.latency,
+        tuple(view.throughput[-spark:]),
+        tuple(view.accept_length[-spark:]),
+        spark,
+        stale,
+    )

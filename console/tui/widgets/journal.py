@@ -13,12 +13,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Input, RichLog, Static
 
 from console.core.phases import classify_line
 from console.host.base import JournalEntry
 
 MAX_LINES = 5000
+# Lines reach the screen at most this often: each write that grows the log costs Textual a layout of the whole
+# screen (a scroll view's virtual size is a layout property), so 100 lines/s written one batch at a time would
+# keep the console busy and slow every key.
+FLUSH_S = 0.25
 LINE_STYLE = {"failure": "bold red", "ready": "bold green", "phase": "cyan", "warning": "yellow", "normal": ""}
 
 
@@ -60,6 +65,8 @@ class JournalView(Vertical):
         self.filter_text = ""
         self.missed = 0  # lines that arrived while the operator was reading back
         self._status: Text | None = None
+        self._pending: list[JournalEntry] = []
+        self._flush_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="journal-status")
@@ -81,6 +88,17 @@ class JournalView(Vertical):
         return not self.filter_text or self.filter_text.lower() in entry.message.lower()
 
     def add(self, entries: list[JournalEntry]) -> None:
+        """Take new lines; they are drawn with the next flush (at most FLUSH_S from now)."""
+        self._pending.extend(entries)
+        del self._pending[:-MAX_LINES]
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(FLUSH_S, self.flush)
+
+    def flush(self) -> None:
+        self._flush_timer = None
+        entries, self._pending = self._pending, []
+        if not entries:
+            return
         follow = self.following
         log = self.log_widget
         for entry in entries:
@@ -136,6 +154,7 @@ class JournalView(Vertical):
         self.log_widget.focus()
 
     def apply_filter(self, text: str) -> None:
+        self.flush()
         self.filter_text = text
         search = self.query_one(".journal-search", Input)
         search.set_class(bool(text), "-open")

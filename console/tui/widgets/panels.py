@@ -85,7 +85,7 @@ GPU_COLUMNS = (
     ("SM MHz", "right", 6),
     ("throttle", "left", 11),
 )
-GPU_FIXED_WIDTH = sum(width + 2 for _title, _justify, width in GPU_COLUMNS)
+GPU_FIXED_WIDTH = sum(width + 1 for _title, _justify, width in GPU_COLUMNS)
 # nvidia-smi's clock event reasons, as short as a column allows
 THROTTLE_SHORT = {
     "sw_power_cap": "power cap",
@@ -105,43 +105,47 @@ def _pct(used: float | None, total: float | None) -> float | None:
     return 100.0 * used / total
 
 
+def _cell(text: str, width: int, justify: str) -> str:
+    text = text if len(text) <= width else text[: width - 1] + "…"
+    return text.rjust(width) if justify == "right" else text.ljust(width)
+
+
 def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, history_width: int) -> RenderableType:
+    """One line per GPU, columns padded by hand: a rich Table of 8 rows costs ~20 ms to draw, lines ~2 ms."""
     status = view.status
     if status is None:
         return Text("GPUs: waiting for the first refresh", style="dim")
     stale = view.is_stale(view.gpus_at, now)
-    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", show_edge=False)
-    for title, justify, width in GPU_COLUMNS:
-        table.add_column(title, justify=justify, no_wrap=True, min_width=width, max_width=width)  # type: ignore[arg-type]
+    lines = Text(no_wrap=True, overflow="ellipsis")
+    header = " ".join(_cell(title, width, justify) for title, justify, width in GPU_COLUMNS)
     if history_width > 0:
-        table.add_column("util history", no_wrap=True, width=history_width)
-        table.add_column("power history", no_wrap=True, width=history_width)
+        header += (
+            " " + _cell("util history", history_width, "left") + " " + _cell("power history", history_width, "left")
+        )
+    lines.append(header, style="bold")
     for gpu in status.gpus:
         mem_pct = _pct(gpu.memory_used_mib, gpu.memory_total_mib)
         power_pct = _pct(gpu.power_draw_w, gpu.power_limit_w)
         throttle = ",".join(THROTTLE_SHORT.get(r, r) for r in gpu.throttle_reasons if r != "gpu_idle") or DASH
-        row: list[RenderableType] = [
-            Text(str(gpu.index)),
-            Text(num(gpu.utilization_gpu, 0, "%"), style=level_style(gpu.utilization_gpu, thresholds.util, LOAD)),
-            Text(
-                f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib, 0)}",
-                style=level_style(mem_pct, thresholds.memory),
-            ),
-            Text(f"{num(gpu.power_draw_w)}/{num(gpu.power_limit_w)}", style=level_style(power_pct, thresholds.power)),
-            Text(num(gpu.temperature_gpu, 0, "°C"), style=level_style(gpu.temperature_gpu, thresholds.temperature)),
-            Text(num(gpu.clocks_sm_mhz)),
-            Text(throttle, style="red" if throttle != DASH else "dim"),
-        ]
+        cells = (
+            (str(gpu.index), ""),
+            (num(gpu.utilization_gpu, 0, "%"), level_style(gpu.utilization_gpu, thresholds.util, LOAD)),
+            (f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib, 0)}", level_style(mem_pct, thresholds.memory)),
+            (f"{num(gpu.power_draw_w)}/{num(gpu.power_limit_w)}", level_style(power_pct, thresholds.power)),
+            (num(gpu.temperature_gpu, 0, "°C"), level_style(gpu.temperature_gpu, thresholds.temperature)),
+            (num(gpu.clocks_sm_mhz), ""),
+            (throttle, "red" if throttle != DASH else "dim"),
+        )
+        lines.append("\n")
+        for (text, style), (_title, justify, width) in zip(cells, GPU_COLUMNS, strict=True):
+            lines.append(_cell(text, width, justify), style=f"{style} dim".strip() if stale else style)
+            lines.append(" ")
         if history_width > 0:
-            row.append(Text(sparkline(view.gpu_util.get(gpu.index, ()), history_width, hi=100.0), style="cyan"))
-            row.append(
-                Text(
-                    sparkline(view.gpu_power.get(gpu.index, ()), history_width, hi=gpu.power_limit_w or None),
-                    style="magenta",
-                )
-            )
-        table.add_row(*row, style="dim" if stale else None)
-    parts: list[RenderableType] = [table]
+            lines.append(sparkline(view.gpu_util.get(gpu.index, ()), history_width, hi=100.0), style="cyan")
+            lines.append(" ")
+            power = sparkline(view.gpu_power.get(gpu.index, ()), history_width, hi=gpu.power_limit_w or None)
+            lines.append(power, style="magenta")
+    parts: list[RenderableType] = [lines]
     if status.gpu_error:
         note = f"GPUs: {status.gpu_error}"
         if view.gpus_at is not None and status.gpus:

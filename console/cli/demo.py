@@ -1,0 +1,59 @@
+"""`opsconsole demo [--no-ui]`: the console on the embedded demo GPU host (console.sim.demo), in this process.
+
+The console opens at once: the demo server's start runs in its journal. Quitting the console stops the demo
+host; so do SIGTERM and SIGHUP (the terminal closed). Killed outright, the supervisor's guard and the kernel's
+parent-death signal stop the simulated server (console/sim/supervisor.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from console.cli.connect import on_hangup
+from console.errors import ExitCode, UsageError
+from console.host.base import HostError
+
+
+async def _with_console(args: argparse.Namespace) -> int:
+    from console.cli.connect import build_app
+    from console.sim.demo import PROFILE_NAME, DemoAlreadyRunning, demo_host
+
+    try:
+        async with demo_host(args) as host:
+            connect = argparse.Namespace(
+                workspace=str(host.workspace.root),
+                ssh_config=None,
+                refresh=None,
+                read_only=bool(getattr(args, "read_only", False)),
+                targets=[PROFILE_NAME],
+            )
+            app = build_app(connect, [PROFILE_NAME])
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, app.exit)
+            on_hangup(host.abandon)
+            try:
+                await app.run_async()
+            finally:
+                loop.remove_signal_handler(signal.SIGTERM)
+                signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    except DemoAlreadyRunning as exc:
+        print(exc, file=sys.stderr)
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.no_ui:
+        from console.sim.demo import run as run_headless
+
+        return run_headless(args)
+    try:
+        return asyncio.run(_with_console(args))
+    except UsageError as exc:
+        print(f"opsconsole demo: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except HostError as exc:
+        print(f"opsconsole demo: {exc}", file=sys.stderr)
+        return ExitCode.FAILED
