@@ -71,7 +71,7 @@ class Overview(DataTable[Text]):
         row = overview_row(view, now)
         if view.label in self.rows:
             for column, cell in zip(COLUMNS, row, strict=True):
-                self.update_cell(view.label, column, cell)
+                self.update_cell(view.label, column, cell, update_width=True)
         else:
             self.add_row(*row, key=view.label)
 
