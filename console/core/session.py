@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 from console.core.rollout import VersionSource, choose_version
 from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
@@ -67,6 +68,14 @@ class MaskedService:
 
     async def restore_unit(self, backup: UnitBackup) -> None:
         await self.inner.restore_unit(backup)
+
+    async def backups(self) -> list[UnitBackup]:
+        return await self.inner.backups()
+
+    async def read_backup(self, backup: UnitBackup) -> str:
+        text = await self.inner.read_backup(backup)
+        self.secrets.learn(secrets_in_unit(text))
+        return text
 
     async def daemon_reload(self) -> None:
         await self.inner.daemon_reload()
@@ -125,6 +134,12 @@ class Session:
         client = await self.host.sglang()
         client.mask = self.secrets.data
         return client
+
+    @property
+    def last_server_info(self) -> dict[str, Any] | None:
+        """The server's settings as last read (masked), without a request; None before the first read."""
+        client = self.host.client
+        return client.last_server_info if client is not None else None
 
     async def sglang_url(self) -> str:
         return await self.host.sglang_url()

@@ -111,6 +111,7 @@ class JournalEntry:
 @dataclass(frozen=True)
 class UnitBackup:
     path: str  # where the backup lives on the host
+    taken_at: datetime | None = None  # when it was taken (from its name), when known
 
 
 @runtime_checkable
@@ -130,6 +131,14 @@ class ServiceManager(Protocol):
         ...
 
     async def restore_unit(self, backup: UnitBackup) -> None: ...
+
+    async def backups(self) -> list[UnitBackup]:
+        """The unit's backups on the host (those write_unit took), newest first."""
+        ...
+
+    async def read_backup(self, backup: UnitBackup) -> str:
+        """One backup's text, for a person to compare or bring back through an apply."""
+        ...
 
     async def daemon_reload(self) -> None: ...
 

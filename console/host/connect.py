@@ -52,6 +52,11 @@ class HostSession:
         port = await self.transport.forward_port(endpoint.host, endpoint.port)
         return f"http://127.0.0.1:{port}"
 
+    @property
+    def client(self) -> SglangClient | None:
+        """The SGLang client once made (sglang() makes it), else None."""
+        return self._clients[0] if self._clients else None
+
     async def sglang(self, *, timeout_s: float = 10.0) -> SglangClient:
         """The session's client for the host's SGLang API (one per session, closed with it).
 

@@ -78,7 +78,9 @@ class CursorDeduplicator:
 
 
 def journalctl_argv(unit: str, *, lines: int, follow: bool, after_cursor: str | None) -> list[str]:
-    argv = ["journalctl", "-u", unit, "-o", "json", "--no-pager"]
+    # --all: without it `-o json` prints a field over 4096 bytes as null, and SGLang's server_args line (every
+    # setting, logged at each start) is longer than that.
+    argv = ["journalctl", "-u", unit, "-o", "json", "--all", "--no-pager"]
     if after_cursor:
         argv.append(f"--after-cursor={after_cursor}")
     else:

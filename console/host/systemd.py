@@ -131,6 +131,22 @@ def backup_path(fragment_path: str, now: datetime) -> str:
     return f"{fragment_path}{_BACKUP_SUFFIX}{now.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
+def parse_backups(listing: str, fragment_path: str) -> list[UnitBackup]:
+    """`ls` of the unit's directory -> its backups (named by backup_path), newest first. Pure."""
+    prefix = f"{fragment_path}{_BACKUP_SUFFIX}"
+    found = []
+    for line in listing.splitlines():
+        path = line.strip()
+        if not path.startswith(prefix):
+            continue
+        try:
+            taken = datetime.strptime(path[len(prefix) :], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        found.append(UnitBackup(path, taken))
+    return sorted(found, key=lambda b: b.taken_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+
 class SystemdService:
     """The SGLang unit on a host, managed with systemctl/journalctl over a Transport."""
 
@@ -189,6 +205,29 @@ class SystemdService:
         )
         if not result.ok:
             raise HostError(f"{self.transport.label}: restoring {path} from {backup.path} failed: {result.stderr}")
+
+    async def backups(self) -> list[UnitBackup]:
+        path = await self._fragment_path()
+        # The glob expands on the host; nothing of ours is in the pattern but the unit's own path.
+        result = await self.transport.run(
+            [
+                "sh",
+                "-c",
+                'for f in "$1"*; do [ -f "$f" ] && printf "%s\\n" "$f"; done; true',
+                "sh",
+                path + _BACKUP_SUFFIX,
+            ],
+            timeout=30,
+        )
+        return parse_backups(result.stdout, path)
+
+    async def read_backup(self, backup: UnitBackup) -> str:
+        if _BACKUP_SUFFIX not in backup.path:
+            raise HostError(f"{backup.path} is not an opsconsole unit backup")
+        result = await self.transport.run(["cat", "--", backup.path], sudo=self.sudo, timeout=30)
+        if not result.ok:
+            raise HostError(f"{self.transport.label}: cannot read {backup.path}: {result.stderr.strip()}")
+        return result.stdout
 
     async def daemon_reload(self) -> None:
         await self._systemctl("daemon-reload", root=True)

@@ -227,6 +227,24 @@ class UnitSupervisor:
         os.replace(tmp, self.unit_path)
         return UnitBackup(str(backup))
 
+    def backups(self) -> list[UnitBackup]:
+        """Its backups, newest first (named by write_unit's timestamp)."""
+        found = []
+        for path in self.backup_dir.glob(f"{self.unit}.*.bak") if self.backup_dir.is_dir() else ():
+            stamp = path.name[len(self.unit) + 1 : -len(".bak")]
+            try:
+                taken = datetime.strptime(stamp, "%Y%m%dT%H%M%S.%f").astimezone(UTC)
+            except ValueError:
+                continue
+            found.append(UnitBackup(str(path), taken))
+        return sorted(found, key=lambda b: b.taken_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def read_backup(self, backup: UnitBackup) -> str:
+        path = Path(backup.path)
+        if path.parent.resolve() != self.backup_dir.resolve() or not path.is_file():
+            raise HostError(f"{backup.path} is not a backup of {self.unit} (backups live in {self.backup_dir})")
+        return path.read_text()
+
     def restore_unit(self, backup: UnitBackup) -> None:
         path = Path(backup.path)
         if path.parent.resolve() != self.backup_dir.resolve() or not path.is_file():
@@ -518,6 +536,14 @@ def control_app(sup: UnitSupervisor) -> web.Application:
         text = (await request.json())["text"]
         return await guarded(lambda: _value({"backup": sup.write_unit(text).path}))
 
+    async def backups(request: web.Request) -> web.Response:
+        listed = [{"path": b.path, "taken_at": b.taken_at.isoformat() if b.taken_at else None} for b in sup.backups()]
+        return await guarded(lambda: _value({"backups": listed}))
+
+    async def read_backup(request: web.Request) -> web.Response:
+        path = request.query.get("path", "")
+        return await guarded(lambda: _value({"text": sup.read_backup(UnitBackup(path))}))
+
     async def restore(request: web.Request) -> web.Response:
         path = (await request.json())["backup"]
 
@@ -592,6 +618,8 @@ def control_app(sup: UnitSupervisor) -> web.Application:
     app.router.add_get("/unit", read_unit)
     app.router.add_put("/unit", write_unit)
     app.router.add_post("/restore", restore)
+    app.router.add_get("/backups", backups)
+    app.router.add_get("/backup", read_backup)
     app.router.add_post("/daemon-reload", verb(reload))
     app.router.add_post("/start", verb(sup.start))
     app.router.add_post("/stop", verb(sup.stop))
@@ -689,6 +717,17 @@ class DemoServiceManager:
 
     async def restore_unit(self, backup: UnitBackup) -> None:
         await self._call("POST", "/restore", {"backup": backup.path})
+
+    async def backups(self) -> list[UnitBackup]:
+        listed = (await self._call("GET", "/backups"))["backups"]
+        return [
+            UnitBackup(b["path"], datetime.fromisoformat(b["taken_at"]) if b.get("taken_at") else None) for b in listed
+        ]
+
+    async def read_backup(self, backup: UnitBackup) -> str:
+        from urllib.parse import quote
+
+        return str((await self._call("GET", f"/backup?path={quote(backup.path)}"))["text"])
 
     async def daemon_reload(self) -> None:
         await self._call("POST", "/daemon-reload")

@@ -12,32 +12,36 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import ClassVar, Protocol
 
+from rich.text import Text
+from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from console.core.apply import plan_restart
 from console.core.monitor import HostView
 from console.core.session import Session
-from console.host.base import JournalEntry
+from console.host.base import HostError, JournalEntry, UnitLocked
 from console.tui.config import ConsoleConfig
+from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.edit import EditScreen
 from console.tui.screens.help import HelpScreen, KeyRow
+from console.tui.screens.progress import ProgressScreen
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import JournalLog
 from console.tui.widgets.overview import Overview
 
 OVERVIEW_TAB = "overview"
+READ_ONLY = "read-only console: Apply is off"
 READ_ONLY_ACTIONS = {
-    "edit": "read-only: the editor opens to read, Apply is disabled",
     "restart": "read-only: restarting changes the host",
     "freeze": "read-only: freezing writes the unit and enables it",
     "benchmark": "read-only: a benchmark flushes the server's cache and loads it",
 }
 # Actions of the issues still to land: present in the keys and the palette, saying so.
 NOT_YET = {
-    "edit": "Edit parameters",
-    "restart": "Restart",
     "benchmark": "Benchmark",
     "compare": "Compare runs",
     "freeze": "Freeze a production snapshot",
@@ -100,6 +104,7 @@ class DashboardScreen(Screen[object]):
         Binding("shift+tab", "app.previous_host", "Previous host", id="previous-host", show=False),
         *(Binding(str(n), f"app.show_host({n})", f"Host {n}", id=f"host-{n}", show=False) for n in range(1, 10)),
         Binding("ctrl+r", "app.refresh", "Refresh now", id="refresh", show=False),
+        Binding("q", "app.quit", "Quit", id="quit"),  # here only: on a form, q is a letter
     ]
 
     def compose(self) -> ComposeResult:
@@ -128,7 +133,6 @@ class OpsConsoleApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="help"),
         Binding("ctrl+p", "command_palette", "Commands", id="command-palette", show=False),
-        Binding("q", "quit", "Quit", id="quit"),
     ]
 
     def __init__(
@@ -238,10 +242,9 @@ class OpsConsoleApp(App[int]):
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Read-only and the overview disable the host actions: shown dimmed, and `?` says why."""
+        """On the overview the host actions are dimmed. In read-only mode the keys that would change a host stay
+        live and say why they do nothing (`?` says it too): a key that silently does nothing reads as broken."""
         if action in HOST_ACTIONS and self.current_pane is None:
-            return None
-        if self.options.read_only and action in READ_ONLY_ACTIONS:
             return None
         return True
 
@@ -280,8 +283,9 @@ class OpsConsoleApp(App[int]):
             display = self.get_key_display(binding)
             if display not in shown:
                 shown.append(display)
-            why = "" if active.enabled else self.why_disabled(binding.action.removeprefix("app."))
-            rows[ident] = (", ".join(shown), description, binding.id or "", why)
+            why = self.why_disabled(binding.action.removeprefix("app."))
+            known_id = binding.id or (rows[ident][2] if ident in rows else "")
+            rows[ident] = (", ".join(shown), description, known_id, why)
         return list(rows.values())
 
     def action_next_host(self) -> None:
@@ -320,7 +324,7 @@ class OpsConsoleApp(App[int]):
             self.sources[pane.label].refresh_now()
 
     def _not_yet(self, action: str) -> None:
-        why = self.why_disabled(action)
+        why = self.why_disabled(action)  # read-only says so first
         if why:
             self.notify(why, title=NOT_YET[action], severity="warning")
             return
@@ -330,11 +334,74 @@ class OpsConsoleApp(App[int]):
             severity="information",
         )
 
+    def _connected_session(self) -> tuple[HostPane, Session] | None:
+        """The current host's open session, or None (and a notice saying why)."""
+        pane = self.current_pane
+        if pane is None:
+            self.notify(self.why_disabled("edit"), severity="warning")
+            return None
+        session = self.sources[pane.label].session
+        if session is None:
+            self.notify(
+                f"{pane.label} is not connected yet; try again once the header says connected", severity="warning"
+            )
+            return None
+        return pane, session
+
     def action_edit(self) -> None:
-        self._not_yet("edit")
+        found = self._connected_session()
+        if found is None:
+            return
+        pane, session = found
+        source = self.sources[pane.label]
+        resolved = session.last_server_info or {}
+        self.push_screen(
+            EditScreen(
+                session,
+                label=pane.label,
+                read_only=READ_ONLY if self.options.read_only else "",
+                resolved=dict(resolved),
+                on_applied=source.refresh_now,
+            )
+        )
 
     def action_restart(self) -> None:
-        self._not_yet("restart")
+        if self.why_disabled("restart"):
+            self.notify(self.why_disabled("restart"), severity="warning")
+            return
+        found = self._connected_session()
+        if found is not None:
+            self._restart(*found)
+
+    @work(exclusive=True, group="restart")
+    async def _restart(self, pane: HostPane, session: Session) -> None:
+        try:
+            pending = await plan_restart(session)
+        except UnitLocked as exc:
+            self.notify(f"The unit is locked: {exc.holder or 'another console'}", title="locked", severity="error")
+            return
+        except (HostError, ValueError) as exc:
+            self.notify(f"Cannot restart: {exc}", severity="error")
+            return
+        status = pane.view.status
+        body = Text("The unit is not changed.", style="dim")
+        if status is not None and status.service.need_daemon_reload:
+            body = Text("The unit on disk changed and is not loaded: the restart runs the loaded one.", style="yellow")
+        unit = session.service.unit
+        if not await self.push_screen_wait(ConfirmScreen(f"Restart {unit} on {pane.label}?", body, danger=True)):
+            await pending.abort("not confirmed; nothing was restarted")
+            return
+        source = self.sources[pane.label]
+        await self.push_screen_wait(
+            ProgressScreen(pending, title=f"Restarting {unit} on {pane.label}", on_done=lambda _r: source.refresh_now())
+        )
+
+    def action_quit(self) -> None:  # type: ignore[override]
+        running = [s for s in self.screen_stack if isinstance(s, ProgressScreen) and s.result is None]
+        if running:
+            self.notify("an apply or restart is running: let it finish, or esc to abort it first", severity="warning")
+            return
+        self.exit()
 
     def action_benchmark(self) -> None:
         self._not_yet("benchmark")

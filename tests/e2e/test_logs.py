@@ -38,7 +38,7 @@ def test_logs_follow_survives_a_dropped_link_without_gaps_or_duplicates(pristine
     """`logs -f` across a restart seen live, one while the link is down, and one while the host has just closed
     the connection: it resumes from its cursor, so what it printed is exactly the journal, in order, each once."""
     host = pristine_gpu_host
-    first = json.loads(host.root_run(["journalctl", "-u", host.unit, "-n", "1", "-o", "json"]).stdout)
+    first = json.loads(host.root_run(["journalctl", "-u", host.unit, "-n", "1", "-o", "json", "--all"]).stdout)
     follow = subprocess.Popen(
         [str(OPSCONSOLE), "--workspace", str(host.workspace), "logs", host.name, "-f", "-n", "1"],
         env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -67,7 +67,9 @@ def test_logs_follow_survives_a_dropped_link_without_gaps_or_duplicates(pristine
         follow.terminate()
         follow.wait(timeout=10)
         reader.join(timeout=10)
-    journal = host.root_run(["journalctl", "-u", host.unit, "--after-cursor", first["__CURSOR"], "-o", "json"]).stdout
+    journal = host.root_run(
+        ["journalctl", "-u", host.unit, "--after-cursor", first["__CURSOR"], "-o", "json", "--all"]
+    ).stdout
     expected = [_message(first)] + [_message(json.loads(line)) for line in journal.splitlines()]
     shown = [_strip_prefix(line) for line in printed]
     assert shown == expected[: len(shown)], "\n".join(difflib.unified_diff(expected, shown, lineterm=""))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -239,6 +240,13 @@ async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str
         await pilot.pause(0.02)
 
 
+async def without_cursor(pilot: Pilot[Any]) -> None:
+    """Take focus off the form, so that no text cursor (whose blink, under load, can land either
+    way) decides the picture; Pilot tests check where focus goes."""
+    pilot.app.screen.set_focus(None)
+    await wait_until(pilot, lambda: pilot.app.focused is None, "no focused field")
+
+
 def screen_text(app: OpsConsoleApp) -> str:
     """What the terminal shows now, as plain text (the compositor's own render of the screen)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
@@ -256,3 +264,153 @@ def modal_rows(app: OpsConsoleApp) -> list[str]:
         if line.count("█") >= 2:
             rows.append(line[line.index("█") + 1 : line.rindex("█")].strip())
     return rows
+
+
+# --- fixed hosts for the editor's and the progress screen's snapshots ------------------------------------
+
+DEMO_UNIT = """[Unit]
+Description=SGLang server
+
+[Service]
+Environment="SGLANG_ENABLE_SPEC_V2=False"
+ExecStart=/usr/bin/python3 -m sglang.launch_server \\
+    --model-path Qwen/Qwen3.5-122B-A10B-FP8 \\
+    --tp-size 4 \\
+    --speculative-algorithm EAGLE3 \\
+    --speculative-draft-model-path /models/qwen-eagle3 \\
+    --speculative-num-steps 2 \\
+    --speculative-eagle-topk 1 \\
+    --speculative-num-draft-tokens 3
+"""
+
+
+class FixedService:
+    """The service part of a session, fixed: one unit, two backups."""
+
+    unit = "sglang.service"
+
+    def __init__(self, unit_text: str) -> None:
+        self.unit_text = unit_text
+
+    async def read_unit(self) -> str:
+        return self.unit_text
+
+    async def backups(self) -> list[Any]:
+        from console.host.base import UnitBackup
+
+        return [
+            UnitBackup(
+                "/etc/systemd/system/sglang.service.bak-20261129T221500Z", NOW - timedelta(hours=13, minutes=45)
+            ),
+            UnitBackup("/etc/systemd/system/sglang.service.bak-20261128T090000Z", NOW - timedelta(days=2, hours=3)),
+        ]
+
+    async def read_backup(self, backup: Any) -> str:
+        return self.unit_text.replace("--speculative-num-steps 2", "--speculative-num-steps 1")
+
+
+class FixedSession:
+    """What the editor asks of a session, answered from fixed data (the snapshots need fixed screens)."""
+
+    def __init__(self, unit_text: str = DEMO_UNIT, version: str = "0.5.9") -> None:
+        from console.secrets import SecretMask
+
+        self.service = FixedService(unit_text)
+        self.version = version
+        self.workspace = None
+        self.secrets = SecretMask()
+
+    async def sglang_version(self) -> tuple[str, str]:
+        return self.version, "server"
+
+
+START_LINES = [
+    "[2026-11-30 11:58:01 TP0] Load weight begin. avail mem=139.01 GB",
+    "[2026-11-30 11:58:40 TP0] Load weight end. type=Qwen3_5MoeForConditionalGeneration",
+    "[2026-11-30 11:58:41 TP0] KV Cache is allocated. #tokens: 1511067",
+    "[2026-11-30 11:58:42 TP0] Capture cuda graph begin. This can take up to several minutes.",
+    "[2026-11-30 11:59:10 TP0] Capture cuda graph end. Time elapsed: 28.10 s",
+    "[2026-11-30 11:59:11 TP0] Capture draft cuda graph begin.",
+    "[2026-11-30 11:59:15 TP0] Capture draft cuda graph end.",
+    "[2026-11-30 11:59:15 TP0] Capture draft extend cuda graph begin.",
+    "[2026-11-30 11:59:18 TP0] Capture draft extend cuda graph end.",
+    "[2026-11-30 11:59:19] INFO:     Uvicorn running on http://127.0.0.1:30000",
+    "[2026-11-30 11:59:20] The server is fired up and ready to roll!",
+]
+FAIL_LINES = [
+    "[2026-11-30 11:58:01 TP0] Load weight begin. avail mem=139.01 GB",
+    "Traceback (most recent call last):",
+    "OSError: /models/gone does not appear to have a file named config.json.",
+    "sglang.service: Main process exited, code=exited, status=1/FAILURE",
+    "sglang.service: Failed with result 'exit-code'.",
+]
+
+
+class ScriptedPending:
+    """A PendingApply whose execute() plays a fixed apply through the core's own state machine and phase
+    tracker (fixed times), for the progress screen's snapshots."""
+
+    restart_only = False
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.aborted: str | None = None
+
+    def request_abort(self, why: str = "") -> None:
+        self.aborted = why
+
+    async def execute(self, on_event: Callable[[Any], None]) -> Any:
+        from console.core.apply import ApplyResult, StartWatch
+        from console.core.events import LogLine, PhaseChanged, StepChanged
+        from console.core.phases import PhaseTracker
+        from console.core.rollout import ApplyState, EditRequest, Rollout, build_plan, verify_resolved
+        from console.sglang.rules import check_launch
+        from console.sglang.unit import UnitFile
+
+        edits = EditRequest(set_flags=(("--speculative-num-steps", "3"),))
+        plan = build_plan(
+            DEMO_UNIT, edits, unit_name="sglang.service", version="0.5.9", version_source="server",
+            parse_unit=lambda t: UnitFile.parse(t, "0.5.9"), check=check_launch,
+        )  # fmt: skip
+        rollout = Rollout.start(NOW)
+        result = ApplyResult(rollout, plan, "gpu-a", "sglang.service")
+        clock = [NOW]
+
+        def step(state: ApplyState, detail: str = "") -> None:
+            clock[0] += timedelta(seconds=1)
+            rollout.advance(state, clock[0], detail)
+            on_event(StepChanged(state, detail, clock[0]))
+
+        def start(lines: list[str], kind: str) -> StartWatch:
+            tracker = PhaseTracker.for_start(speculative=True)
+            for i, line in enumerate(lines):
+                at = NOW + timedelta(seconds=5 + 8 * i)
+                entry = JournalEntry(cursor=f"{kind}{i}", timestamp=at, message=line)
+                on_event(LogLine(entry, kind))  # type: ignore[arg-type]
+                for event in tracker.feed(line, at):
+                    phases = tuple(replace(p) for p in tracker.phases)
+                    on_event(PhaseChanged(event.kind, event.phase, at, line, tracker.progress, phases, kind))  # type: ignore[arg-type]
+            return StartWatch(healthy=tracker.ready, tracker=tracker)
+
+        step(ApplyState.BACKED_UP, "/etc/systemd/system/sglang.service.bak-20261130T120001Z")
+        step(ApplyState.WRITTEN)
+        step(ApplyState.DAEMON_RELOADED)
+        step(ApplyState.RESTARTING)
+        step(ApplyState.STARTING)
+        if self.outcome == "verified":
+            result.start = start(START_LINES, "new")
+            step(ApplyState.HEALTHY)
+            info = {"speculative_num_steps": 3, "speculative_num_draft_tokens": 4, "max_running_requests": 48}
+            result.verification = verify_resolved(plan.expectations(), info)
+            step(ApplyState.VERIFIED)
+        else:
+            result.start = start(FAIL_LINES, "new")
+            result.error = (
+                "the service failed (result: exit-code): OSError: /models/gone does not appear to have a file"
+            )
+            step(ApplyState.FAILED, result.error)
+            step(ApplyState.ROLLING_BACK)
+            step(ApplyState.RESTORED)
+            result.rollback = start(START_LINES, "rollback")
+            step(ApplyState.HEALTHY_ON_OLD)
+        return result

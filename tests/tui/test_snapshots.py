@@ -15,7 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from console.host.ssh import ConnectionState
-from tests.tui.support import NOW, screen_text, scripted_app, startup_journal, view, wait_until
+from tests.tui.support import NOW, screen_text, scripted_app, startup_journal, view, wait_until, without_cursor
 
 
 def _settled(*needles: str) -> Any:
@@ -83,3 +83,80 @@ def test_service_failed_and_server_unhealthy(snap_compare: Any) -> None:
 def test_no_gpu_tool(snap_compare: Any) -> None:
     app = scripted_app(views={"gpu-a": view(gpu_error="nvidia-smi: command not found (exit 127)")})
     assert snap_compare(app, terminal_size=(120, 40), run_before=_settled("command not found"))
+
+
+def _editor_app(values: dict[str, str] | None = None) -> tuple[Any, Any]:
+    from console.tui.screens.edit import EditScreen
+    from tests.tui.support import FixedSession
+
+    app = scripted_app(views={"gpu-a": view()})
+    editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app.push_screen(editor)
+        await wait_until(
+            pilot,
+            lambda: editor.form is not None and "backup of" in str(editor.query_one("#preset")._options),
+            "the editor",
+        )  # type: ignore[attr-defined]
+        for dest, text in (values or {}).items():
+            editor.query_one(f"#field-{dest.replace('_', '-').replace(':', '-')}").value = text  # type: ignore[attr-defined]
+        await wait_until(pilot, lambda: "apply" in screen_text(app).lower(), "the report")
+        await without_cursor(pilot)
+        await pilot.pause()
+
+    return app, run_before
+
+
+def test_editor_with_a_valid_edit_and_its_silent_changes(snap_compare: Any) -> None:
+    app, run_before = _editor_app({"speculative_num_steps": "3"})
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_editor_refusing_spec_v2_with_a_tree_on_0_5_9(snap_compare: Any) -> None:
+    app, run_before = _editor_app({"speculative_eagle_topk": "2", "speculative_num_draft_tokens": "4"})
+
+    async def refuse(pilot: Pilot[Any]) -> None:
+        await run_before(pilot)
+        pilot.app.screen.query_one("#field-env-SGLANG-ENABLE-SPEC-V2").value = True  # type: ignore[attr-defined]
+        await wait_until(pilot, lambda: "Apply is blocked" in screen_text(app), "the refusal")
+        await without_cursor(pilot)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=refuse)
+
+
+def test_confirmation_with_the_unit_diff(snap_compare: Any) -> None:
+    from console.tui.screens.confirm import ConfirmScreen, diff_text
+
+    app = scripted_app(views={"gpu-a": view()})
+    diff = (
+        "--- sglang.service (now)\n+++ sglang.service (new)\n@@ -9,7 +9,7 @@\n"
+        "     --speculative-draft-model-path /models/qwen-eagle3 \\\n"
+        "-    --speculative-num-steps 2 \\\n+    --speculative-num-steps 3 \\\n"
+        "     --speculative-eagle-topk 1 \\\n"
+    )
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app.push_screen(
+            ConfirmScreen("Write this unit to gpu-a and restart sglang.service?", diff_text(diff), danger=True)
+        )
+        await wait_until(pilot, lambda: "Write this unit" in screen_text(app), "the question")
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+@pytest.mark.parametrize("outcome", ["verified", "rolled_back"])
+def test_progress_to_its_outcome(snap_compare: Any, outcome: str) -> None:
+    from console.tui.screens.progress import ProgressScreen
+    from tests.tui.support import ScriptedPending
+
+    app = scripted_app(views={"gpu-a": view()})
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        screen = ProgressScreen(ScriptedPending(outcome), title="Applying to gpu-a (sglang.service)", clock=lambda: NOW)  # type: ignore[arg-type]
+        app.push_screen(screen)
+        await wait_until(pilot, lambda: screen.result is not None, "the outcome")
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -98,6 +98,8 @@ class HostPane(Vertical):
         return tuple(view.is_stale(at, now) for at in (view.refreshed_at, view.sglang_at, view.gpus_at))
 
     def render_view(self) -> None:
+        if not self.query(ServerPanel):
+            return  # not composed yet: on_mount draws it
         now = self.clock()
         view = self.view
         width = self.size.width or 120

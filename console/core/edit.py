@@ -1,0 +1,247 @@
+"""The parameter editor's model (pure): which fields, their kinds from the version's flag table, the values the
+unit has, the edit a set of field values makes, and what the server will really run.
+
+    form = editor_form(unit_text, version)           # fields (speculative first) with the unit's values
+    preview = form.preview({"speculative_num_steps": "3", "speculative_num_draft_tokens": "4"})
+    preview.plan.report.errors / .warnings / preview.changes ("draft tokens 8 -> 3", "overlap off", ...)
+    preview.edits                                    # the EditRequest plan_apply takes
+
+The console calls preview() on every keystroke (it is the rules of that SGLang version on the edited unit, no
+I/O: a few milliseconds); the CLI's `apply --set` is the same edit written by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from console.core.rollout import EditRequest, FlagValue, Plan, build_plan, values_equal
+
+FieldKind = Literal["int", "float", "text", "choice", "switch"]
+SPEC_V2_DEST = "env:SGLANG_ENABLE_SPEC_V2"
+NONE_CHOICE = "none"  # the algorithm field: no speculative decoding (the flag removed)
+
+# (dest, label, group) in the order the editor shows them: speculative decoding first, then serving.
+FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("speculative_algorithm", "algorithm", "speculative"),
+    ("speculative_num_steps", "steps", "speculative"),
+    ("speculative_eagle_topk", "topk", "speculative"),
+    ("speculative_num_draft_tokens", "draft tokens", "speculative"),
+    (SPEC_V2_DEST, "spec v2 (SGLANG_ENABLE_SPEC_V2)", "speculative"),
+    ("speculative_draft_model_path", "draft model path", "speculative"),
+    ("max_running_requests", "max running requests", "serving"),
+    ("mem_fraction_static", "mem fraction static", "serving"),
+    ("cuda_graph_max_bs", "CUDA graph max batch size", "serving"),
+    ("chunked_prefill_size", "chunked prefill size", "serving"),
+    ("attention_backend", "attention backend", "serving"),
+    ("tp_size", "tensor parallel (tp)", "serving"),
+)
+# How the silent changes read for a person.
+LABELS = {dest: label for dest, label, _group in FIELDS} | {
+    "disable_overlap_schedule": "overlap",
+    "speculative_algorithm": "algorithm",
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    dest: str
+    label: str
+    group: str
+    kind: FieldKind
+    flag: str | None  # the option written in the unit; None for an environment variable
+    choices: tuple[str, ...] = ()
+    default: Any = None
+
+    def parse(self, text: str) -> FlagValue | None:
+        """The typed-in text as the unit will hold it; None clears the field (the flag removed). Raises
+        ValueError saying what to type."""
+        value = text.strip()
+        if value == "" or (self.kind == "choice" and value == NONE_CHOICE):
+            return None
+        if self.kind == "int":
+            try:
+                return str(int(value))
+            except ValueError:
+                raise ValueError(f"{self.label}: a whole number, e.g. 3 (not {value!r})") from None
+        if self.kind == "float":
+            try:
+                return str(float(value))
+            except ValueError:
+                raise ValueError(f"{self.label}: a number, e.g. 0.85 (not {value!r})") from None
+        if self.kind == "switch":
+            return "true" if value.lower() in ("1", "true", "yes", "on") else "false"
+        if self.kind == "choice" and self.choices and value not in self.choices:
+            raise ValueError(f"{self.label}: one of {', '.join(self.choices)} (not {value!r})")
+        return value
+
+    def step(self, text: str, delta: int) -> str:
+        """`+`/`-` on a number field: the next value (never below 0; an empty field starts from the default)."""
+        base = text.strip() or ("" if self.default is None else str(self.default))
+        if self.kind == "int":
+            return str(max(0, int(base or 0) + delta))
+        if self.kind == "float":
+            return f"{max(0.0, float(base or 0.0) + delta * 0.01):.2f}"
+        return text
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the form's values make of the unit: the edit, the plan (rules' verdict), and the silent changes."""
+
+    edits: EditRequest
+    plan: Plan | None
+    problems: tuple[str, ...] = ()  # values that could not be read (the plan is then None)
+    changes: tuple[str, ...] = ()  # "draft tokens 8 -> 3", "overlap off", "max running requests unset -> 48"
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.plan is not None and self.plan.ok
+
+    @property
+    def changed(self) -> bool:
+        return self.plan is not None and self.plan.changed
+
+
+@dataclass(frozen=True)
+class EditorForm:
+    unit_text: str = field(repr=False)
+    version: str
+    fields: tuple[FieldSpec, ...]
+    values: Mapping[str, str]  # what the unit has now, as the form shows it ("" for not set)
+    unit_name: str = "sglang.service"
+
+    def field(self, dest: str) -> FieldSpec:
+        return next(f for f in self.fields if f.dest == dest)
+
+    def preview(self, values: Mapping[str, str]) -> Preview:
+        """The edit these form values make (only the fields that differ from the unit), checked by the rules."""
+        sets: list[tuple[str, FlagValue]] = []
+        unsets: list[str] = []
+        set_env: list[tuple[str, str]] = []
+        unset_env: list[str] = []
+        problems: list[str] = []
+        for spec in self.fields:
+            text = values.get(spec.dest, self.values.get(spec.dest, ""))
+            if text.strip() == self.values.get(spec.dest, "").strip():
+                continue
+            try:
+                value = spec.parse(text)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            if spec.flag is None:  # an environment variable
+                name = spec.dest.removeprefix("env:")
+                if value is None:
+                    unset_env.append(name)
+                else:
+                    set_env.append((name, "1" if value == "true" else "0" if value == "false" else str(value)))
+            elif value is None:
+                unsets.append(spec.flag)
+            else:
+                sets.append((spec.flag, value))
+        edits = EditRequest(tuple(sets), tuple(unsets), tuple(set_env), tuple(unset_env))
+        if problems:
+            return Preview(edits, None, tuple(problems))
+        plan = _plan(self.unit_text, edits, self.version, self.unit_name)
+        return Preview(edits, plan, (), silent_changes(plan))
+
+
+def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.service") -> EditorForm:
+    """The editor's fields for that SGLang version, filled with what the unit has. Raises UnitError."""
+    from console.sglang.argv import parse_argv
+    from console.sglang.flags import flag_table
+    from console.sglang.rules import SPEC_V2_ENV, spec_v2_env_default
+    from console.sglang.unit import UnitFile
+
+    table = flag_table(version)
+    unit = UnitFile.parse(unit_text, version)
+    parsed = parse_argv(unit.flags(), table)
+    env = unit.environment()
+    fields: list[FieldSpec] = []
+    values: dict[str, str] = {}
+    for dest, label, group in FIELDS:
+        if dest == SPEC_V2_DEST:
+            if spec_v2_env_default(version) is None:
+                continue  # the version no longer reads the variable
+            fields.append(FieldSpec(dest, label, group, "switch", None, default=spec_v2_env_default(version)))
+            raw = env.get(SPEC_V2_ENV)
+            values[dest] = "" if raw is None else ("true" if raw.lower() in ("1", "true", "yes", "y") else "false")
+            continue
+        spec = table.spec_for(dest)
+        if spec is None:
+            continue  # not a flag of this version
+        kind: FieldKind
+        if spec.choices:
+            kind = "choice"
+        elif spec.type == "int":
+            kind = "int"
+        elif spec.type == "float":
+            kind = "float"
+        else:
+            kind = "text"
+        choices = tuple(str(c) for c in spec.choices) if spec.choices else ()
+        if dest == "speculative_algorithm":
+            kind = "choice"
+            known = choices or ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # 0.5.12+: a free string
+            choices = (NONE_CHOICE, *known)
+        fields.append(FieldSpec(dest, label, group, kind, spec.name, choices, spec.default))
+        values[dest] = "" if dest not in parsed.explicit else _shown(parsed.values.get(dest))
+    return EditorForm(unit_text, version, tuple(fields), values, unit_name)
+
+
+def running_values(form: EditorForm, resolved: Mapping[str, Any]) -> dict[str, str]:
+    """A preset: the form filled with what the running server resolved (its /server_info)."""
+    out = dict(form.values)
+    for spec in form.fields:
+        if spec.flag is not None and spec.dest in resolved:
+            value = resolved[spec.dest]
+            out[spec.dest] = "" if value is None else _shown(value)
+    return out
+
+
+def silent_changes(plan: Plan) -> tuple[str, ...]:
+    """The values SGLang will run differently from what the unit asks, as a person reads them."""
+    out = []
+    for adjustment in plan.report.adjustments:
+        label = LABELS.get(adjustment.flag, adjustment.flag.replace("_", " "))
+        before, after = adjustment.from_value, adjustment.to_value
+        if adjustment.flag == "disable_overlap_schedule" and isinstance(after, bool):
+            out.append(f"{label} {'off' if after else 'on'}")
+            continue
+        out.append(f"{label} {_said(before)} -> {_said(after)}")
+    return tuple(out)
+
+
+def _said(value: Any) -> str:
+    return "unset" if value is None else _shown(value)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(value)
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _plan(unit_text: str, edits: EditRequest, version: str, unit_name: str) -> Plan:
+    from console.sglang.rules import check_launch
+    from console.sglang.unit import UnitFile
+
+    return build_plan(
+        unit_text,
+        edits,
+        unit_name=unit_name,
+        version=version,
+        version_source="server",
+        parse_unit=lambda text: UnitFile.parse(text, version),
+        check=check_launch,
+    )
+
+
+def same_values(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Two form states show the same setup."""
+    keys = set(a) | set(b)
+    return all(values_equal(a.get(k, "") or None, b.get(k, "") or None) for k in keys)

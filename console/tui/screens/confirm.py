@@ -1,0 +1,60 @@
+"""Questions that change a host get their own screen: what will happen, then `y` or `n`."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured the way every operator reads one."""
+    out = Text()
+    for line in diff.splitlines():
+        style = ""
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        out.append(line + "\n", style=style)
+    return out
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """`question` over `body`; `y` answers yes, `n` or `esc` no."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes", id="confirm-yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm-no"),
+    ]
+
+    def __init__(self, question: str, body: RenderableType | None = None, *, danger: bool = False) -> None:
+        super().__init__()
+        self.question = question
+        self.body = body
+        self.danger = danger
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="confirm-box", classes="-danger" if self.danger else ""):
+            if self.body is not None:
+                yield Static(self.body, id="confirm-body")
+            yield Static(
+                Group(
+                    Text(self.question, style="bold"),
+                    Text("y: yes    n / esc: no", style="dim"),
+                ),
+                id="confirm-question",
+            )
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

@@ -1,0 +1,379 @@
+"""`e`: the speculative and serving flags of a host's unit, edited from the keyboard, checked by the rules of
+the SGLang version the host runs at every keystroke, then applied: the unit diff and a confirmation naming
+host and unit, then the restart watched phase by phase (screens/progress.py).
+
+The model is console/core/edit.py (fields from the version's flag table, the edit, the rules' verdict, the
+silent changes); this screen only shows it and sends the intents."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Label, Select, Static, Switch
+
+from console.core.apply import ApplyResult, plan_apply
+from console.core.edit import NONE_CHOICE, EditorForm, FieldSpec, Preview, editor_form, running_values
+from console.core.history import applied_setups, record_applied
+from console.core.rollout import ApplyState
+from console.core.session import Session
+from console.host.base import HostError, UnitBackup, UnitLocked
+from console.tui.screens.confirm import ConfirmScreen, diff_text
+from console.tui.screens.progress import ProgressScreen
+
+UNIT_PRESET = "unit"
+RUNNING_PRESET = "running"
+
+
+class NumberInput(Input):
+    """A number field: type it, or `+` / `-` to step it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("plus", "step(1)", "+1", id="field-increment", priority=True),
+        Binding("minus", "step(-1)", "-1", id="field-decrement", priority=True),
+    ]
+
+    def __init__(self, spec: FieldSpec, value: str, *, id: str, disabled: bool) -> None:
+        super().__init__(value=value, id=id, disabled=disabled, placeholder=_placeholder(spec), compact=True)
+        self.spec = spec
+
+    def action_step(self, delta: int) -> None:
+        try:
+            self.value = self.spec.step(self.value, delta)
+        except ValueError:
+            self.app.bell()
+
+
+def _placeholder(spec: FieldSpec) -> str:
+    return "unset" if spec.default is None else f"unset (SGLang's default: {spec.default})"
+
+
+def _field_id(dest: str) -> str:
+    return "field-" + dest.replace(":", "-").replace("_", "-")
+
+
+class EditScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "apply", "Apply", id="editor-apply"),
+        Binding("ctrl+z", "reset", "Reset to the unit", id="editor-reset"),
+        Binding("escape", "close", "Close", id="editor-close"),
+    ]
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        label: str,
+        read_only: str = "",
+        resolved: dict[str, object] | None = None,
+        on_applied: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.label = label
+        self.read_only = read_only  # why Apply is off, or "" when it is on
+        self.resolved = resolved or {}
+        self.on_applied = on_applied
+        self.form: EditorForm | None = None
+        self.preview: Preview | None = None
+        self.error = ""
+        self.busy = False
+        self._backups: dict[str, UnitBackup] = {}
+        self._applied: dict[str, dict[str, str]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"Edit {self.label}: reading the unit ...", style="bold"), id="editor-title")
+        with Horizontal(id="editor-body"):
+            yield VerticalScroll(id="editor-form")
+            yield Static("", id="editor-report")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._load()
+
+    # -- loading -------------------------------------------------------------------------------------------
+
+    @work(exclusive=True, group="editor-load")
+    async def _load(self) -> None:
+        try:
+            version, source = await self.session.sglang_version()
+            unit_text = await self.session.service.read_unit()
+            form = editor_form(unit_text, version, unit_name=self.session.service.unit)
+        except (HostError, ValueError) as exc:  # ValueError: UnitError, the unit is not an SGLang unit
+            self.query_one("#editor-title", Static).update(Text(f"Edit {self.label}: {exc}", style="bold red"))
+            return
+        self.form = form
+        where = {"server": "the running server", "profile": "the profile", "newest": "the newest supported"}[source]
+        title = Text(f"Edit {self.session.service.unit} on {self.label}", style="bold")
+        title.append(f"   SGLang {version} rules (version from {where})", style="dim")
+        if self.read_only:
+            title.append(f"   {self.read_only}", style="yellow")
+        self.query_one("#editor-title", Static).update(title)
+        await self._build_fields(form)
+        self._update_report()
+        first = next((f for f in form.fields if f.kind in ("int", "float")), None)
+        if first is not None and not self.read_only:
+            self.query_one(f"#{_field_id(first.dest)}").focus()  # steps: the value operators change most
+        self._load_presets()
+
+    async def _build_fields(self, form: EditorForm) -> None:
+        container = self.query_one("#editor-form", VerticalScroll)
+        rows: list[Widget] = [
+            Horizontal(
+                Label("preset", classes="field-label"),
+                Select[str](
+                    [("the unit as it is", UNIT_PRESET)],
+                    value=UNIT_PRESET,
+                    id="preset",
+                    allow_blank=False,
+                    compact=True,
+                ),
+                classes="field-row",
+            )
+        ]
+        group = ""
+        disabled = bool(self.read_only)
+        for spec in form.fields:
+            if spec.group != group:
+                group = spec.group
+                rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
+            widget = self._widget(spec, form, disabled)
+            row_classes = "field-row -switch" if spec.kind == "switch" else "field-row"
+            rows.append(Horizontal(Label(spec.label, classes="field-label"), widget, classes=row_classes))
+        await container.mount_all(rows)
+
+    def _widget(self, spec: FieldSpec, form: EditorForm, disabled: bool) -> Widget:
+        value = form.values.get(spec.dest, "")
+        ident = _field_id(spec.dest)
+        if spec.kind in ("int", "float"):
+            return NumberInput(spec, value, id=ident, disabled=disabled)
+        if spec.kind == "choice":
+            options = [(c, c) for c in spec.choices]
+            if spec.dest == "speculative_algorithm":
+                return Select[str](
+                    options, value=value or NONE_CHOICE, id=ident, allow_blank=False, disabled=disabled, compact=True
+                )
+            if value:
+                return Select[str](
+                    options, value=value, id=ident, prompt=_placeholder(spec), disabled=disabled, compact=True
+                )
+            return Select[str](options, id=ident, prompt=_placeholder(spec), disabled=disabled, compact=True)
+        if spec.kind == "switch":
+            on = value == "true" if value else bool(spec.default)
+            return Switch(value=on, id=ident, disabled=disabled)
+        return Input(value=value, id=ident, placeholder=_placeholder(spec), disabled=disabled, compact=True)
+
+    @work(exclusive=True, group="editor-presets")
+    async def _load_presets(self) -> None:
+        """The running setup, the unit's backups on the host (with their dates), the setups applied from here."""
+        assert self.form is not None
+        options: list[tuple[str, str]] = [("the unit as it is", UNIT_PRESET)]
+        if self.resolved:
+            options.append(("what the server runs now", RUNNING_PRESET))
+        self._backups.clear()
+        try:
+            for backup in (await self.session.service.backups())[:8]:
+                key = f"backup:{backup.path}"
+                when = f"{backup.taken_at:%Y-%m-%d %H:%M:%S} UTC" if backup.taken_at else backup.path
+                options.append((f"backup of {when}", key))
+                self._backups[key] = backup
+        except HostError as exc:
+            self.notify(f"the unit's backups could not be listed: {exc}", severity="warning")
+        self._applied.clear()
+        logs = self.session.workspace.logs if self.session.workspace else None
+        if logs is not None:
+            for entry in applied_setups(logs, self.label, self.session.service.unit):
+                key = f"applied:{entry.at.isoformat()}"
+                options.append((f"applied from this console {entry.at:%Y-%m-%d %H:%M}", key))
+                self._applied[key] = entry.values
+        self.query_one("#preset", Select).set_options(options)
+        self.query_one("#preset", Select).value = UNIT_PRESET
+
+    @on(Select.Changed, "#preset")
+    def _preset_chosen(self, event: Select.Changed) -> None:
+        key = str(event.value)
+        if self.form is None or event.value == Select.NULL:
+            return
+        if key == UNIT_PRESET:
+            self._fill(dict(self.form.values))
+        elif key == RUNNING_PRESET:
+            self._fill(running_values(self.form, self.resolved))
+        elif key in self._applied:
+            self._fill({**self.form.values, **self._applied[key]})
+        elif key in self._backups:
+            self._fill_from_backup(key)
+
+    @work(exclusive=True, group="editor-presets")
+    async def _fill_from_backup(self, key: str) -> None:
+        assert self.form is not None
+        try:
+            text = await self.session.service.read_backup(self._backups[key])
+            values = editor_form(text, self.form.version).values
+        except (HostError, ValueError) as exc:
+            self.notify(f"that backup cannot be read as an SGLang unit: {exc}", severity="error")
+            return
+        self._fill(dict(values))
+
+    def _fill(self, values: dict[str, str]) -> None:
+        assert self.form is not None
+        for spec in self.form.fields:
+            widget = self.query_one(f"#{_field_id(spec.dest)}")
+            value = values.get(spec.dest, "")
+            if isinstance(widget, Input):
+                widget.value = value
+            elif isinstance(widget, Select):
+                if spec.dest == "speculative_algorithm":
+                    widget.value = value or NONE_CHOICE
+                elif value:
+                    widget.value = value
+                else:
+                    widget.clear()
+            elif isinstance(widget, Switch):
+                widget.value = value == "true" if value else bool(spec.default)
+        self._update_report()
+
+    # -- the live report -----------------------------------------------------------------------------------
+
+    def values(self) -> dict[str, str]:
+        """The form as the core reads it (field dest -> text; "" for unset)."""
+        assert self.form is not None
+        out: dict[str, str] = {}
+        for spec in self.form.fields:
+            widget = self.query_one(f"#{_field_id(spec.dest)}")
+            if isinstance(widget, Input):
+                out[spec.dest] = widget.value
+            elif isinstance(widget, Select):
+                out[spec.dest] = "" if widget.value == Select.NULL else str(widget.value)
+            elif isinstance(widget, Switch):
+                unit_value = self.form.values.get(spec.dest, "")
+                effective = unit_value == "true" if unit_value else bool(spec.default)
+                out[spec.dest] = unit_value if widget.value == effective else ("true" if widget.value else "false")
+        return out
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(Switch.Changed)
+    def _changed(self, event: Input.Changed | Select.Changed | Switch.Changed) -> None:
+        if event.control is not None and event.control.id == "preset":
+            return
+        self._update_report()
+
+    def _update_report(self) -> None:
+        if self.form is None:
+            return
+        self.preview = self.form.preview(self.values())
+        self.query_one("#editor-report", Static).update(self._report(self.preview))
+        values = self.values()
+        for spec in self.form.fields:  # changed fields are marked beside their label
+            row = self.query_one(f"#{_field_id(spec.dest)}").parent
+            if isinstance(row, Widget):
+                changed = values.get(spec.dest, "").strip() != self.form.values.get(spec.dest, "").strip()
+                row.set_class(changed, "-changed")
+        self.refresh_bindings()
+
+    def _report(self, preview: Preview) -> RenderableType:
+        parts: list[RenderableType] = []
+        for problem in preview.problems:
+            parts.append(Text(f"✖ {problem}", style="bold red"))
+        plan = preview.plan
+        if plan is not None:
+            for error in plan.report.errors:
+                parts.append(Text(f"✖ {error.message}", style="bold red"))
+            for warning in plan.report.warnings:
+                parts.append(Text(f"! {warning.message}", style="yellow"))
+            if preview.changes:
+                parts.append(Text("What the server will really run:", style="bold"))
+                parts.extend(Text(f"  {change}", style="cyan") for change in preview.changes)
+        if self.error:
+            parts.append(Text(self.error, style="bold red"))
+        parts.append(Text(""))
+        parts.append(self._verdict(preview))
+        return Group(*parts)
+
+    def _verdict(self, preview: Preview) -> Text:
+        if self.read_only:
+            return Text(f"Apply is off: {self.read_only}", style="yellow")
+        if preview.problems or (preview.plan is not None and not preview.plan.ok):
+            return Text("Apply is blocked: fix what is marked ✖ above", style="bold red")
+        if not preview.changed:
+            return Text("Nothing to apply: the form is the unit as it is", style="dim")
+        count = len(preview.edits.set_flags) + len(preview.edits.unset_flags) + len(preview.edits.set_env)
+        count += len(preview.edits.unset_env)
+        plural = "s" * (count != 1)
+        return Text(f"ctrl+s: apply {count} change{plural} (the diff and a confirmation first)", style="green")
+
+    # -- intents -------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "apply":
+            preview = self.preview
+            if self.read_only or self.busy or preview is None or not preview.ok or not preview.changed:
+                return None
+        return True
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_reset(self) -> None:
+        if self.form is not None:
+            self._fill(dict(self.form.values))
+
+    def action_apply(self) -> None:
+        if self.check_action("apply", ()) is None or self.preview is None:
+            return
+        self._plan(self.values())
+
+    @work(exclusive=True, group="editor-apply")
+    async def _plan(self, values: dict[str, str]) -> None:
+        assert self.preview is not None
+        self.busy = True
+        self.error = ""
+        try:
+            pending = await plan_apply(self.session, self.preview.edits)
+        except UnitLocked as exc:
+            who = exc.holder or "another console"
+            self.error = f"The unit is locked: {who}. Nothing was changed; wait for it to finish."
+            self.notify(self.error, title="locked", severity="error", timeout=10)
+            return
+        except (HostError, ValueError) as exc:
+            self.error = f"Cannot plan the apply: {exc}"
+            return
+        finally:
+            self.busy = False
+            if self.preview is not None:
+                self.query_one("#editor-report", Static).update(self._report(self.preview))
+            self.refresh_bindings()
+        if not pending.needs_confirmation:
+            result = await pending.abort()
+            self.notify(result.error or "nothing to change", severity="warning")
+            return
+        unit = self.session.service.unit
+        warnings = (Text(f"! {w.message}", style="yellow") for w in pending.plan.report.warnings)
+        body = Group(diff_text(pending.plan.diff), *warnings)
+        confirmed = await self.app.push_screen_wait(
+            ConfirmScreen(f"Write this unit to {self.label} and restart {unit}?", body, danger=True)
+        )
+        if not confirmed:
+            await pending.abort("not confirmed; nothing was changed")
+            self.notify("not applied; nothing was changed", timeout=4)
+            return
+
+        def done(result: ApplyResult) -> None:
+            logs = self.session.workspace.logs if self.session.workspace else None
+            if result.state is ApplyState.VERIFIED and logs is not None:
+                record_applied(logs, self.label, unit, values, set(self.session.secrets.values))
+            if self.on_applied is not None:
+                self.on_applied()
+
+        await self.app.push_screen_wait(
+            ProgressScreen(pending, title=f"Applying to {self.label} ({unit})", on_done=done)
+        )
+        self.dismiss(None)
