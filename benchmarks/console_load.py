@@ -1,5 +1,6 @@
 """What the console costs: CPU idle on an 8-GPU host at 1 Hz, 16 hosts at 1 Hz, key press → screen updated while
-the journal streams 100 lines/s, and resident memory over an hour's worth of journal.
+the journal streams 100 lines/s, the editor's rule report after a keystroke, and resident memory over an hour's
+worth of journal.
 
 Two kinds of host: an SSH host (a real OpenSSH sshd on loopback with an 8-GPU nvidia-smi stand-in and the
 SGLang stand-in behind the port forward: what `opsconsole connect gpu-host` does) and the demo host
@@ -134,7 +135,7 @@ def rss_mib() -> float:
 
 async def keys_and_memory(
     workspace: Path, presses: int, hour_lines: int
-) -> tuple[list[float], list[tuple[int, float]]]:
+) -> tuple[list[float], list[float], list[float], list[tuple[int, float]]]:
     from textual import events
 
     from console.cli.connect import build_app
@@ -209,6 +210,7 @@ async def keys_and_memory(
             await pilot.press("escape")
             while isinstance(app.screen, HelpScreen):
                 await pilot.pause(0)
+        report = await rule_report_latencies(app, frames, presses)
         streamer.cancel()
 
         memory = [(0, rss_mib())]
@@ -221,7 +223,34 @@ async def keys_and_memory(
             fed += step
             await pilot.pause(0.05)
             memory.append((fed, rss_mib()))
-    return latencies, help_open, memory
+    return latencies, help_open, report, memory
+
+
+async def rule_report_latencies(app: Any, frames: list[float], presses: int) -> list[float]:
+    """`e`, then `+` and `-` on the steps field: from the key to the first frame drawn after the rule report
+    changed (the version's rules re-run on every keystroke)."""
+    from textual import events
+
+    from console.tui.screens.edit import EditScreen
+
+    app.action_edit()
+    while not (isinstance(app.screen, EditScreen) and app.screen.preview is not None):
+        await asyncio.sleep(0.01)
+    editor = app.screen
+    latencies = []
+    for i in range(presses):
+        before = editor.preview
+        await asyncio.sleep(0.1)  # a typing pace
+        started = time.perf_counter()
+        app._driver.send_message(events.Key("plus" if i % 2 == 0 else "minus", "+" if i % 2 == 0 else "-"))
+        while editor.preview is before:
+            await asyncio.sleep(0.001)
+        shown = len(frames)
+        while len(frames) == shown:
+            await asyncio.sleep(0.001)
+        latencies.append((frames[-1] - started) * 1000)
+    app.pop_screen()
+    return latencies
 
 
 def main() -> int:
@@ -246,10 +275,11 @@ def main() -> int:
                 (workspace / "profiles" / f"{name}.toml").write_text(profile)
             idle = console_cpu(workspace, ["demo"], warmup=8.0, seconds=opts.seconds)
             sixteen = console_cpu(workspace, many, warmup=15.0, seconds=opts.seconds)
-            latencies, help_open, memory = asyncio.run(keys_and_memory(workspace, opts.presses, 360_000))
+            latencies, help_open, report, memory = asyncio.run(keys_and_memory(workspace, opts.presses, 360_000))
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
     p95 = statistics.quantiles(latencies, n=20)[18]
+    report_p95 = statistics.quantiles(report, n=20)[18]
     figures = {
         "idle_cpu_pct_ssh_8_gpus_1hz": round(over_ssh, 2),
         f"cpu_pct_{opts.hosts}_ssh_hosts_1hz": round(sixteen_ssh, 2),
@@ -258,6 +288,8 @@ def main() -> int:
         "key_to_screen_ms_p50": round(statistics.median(latencies), 1),
         "key_to_screen_ms_p95": round(p95, 1),
         "help_open_ms_median": round(statistics.median(help_open), 1),
+        "rule_report_ms_p50": round(statistics.median(report), 1),
+        "rule_report_ms_p95": round(report_p95, 1),
         "rss_mib_by_journal_lines": {str(n): round(m, 1) for n, m in memory},
     }
     if opts.json:
@@ -274,6 +306,10 @@ def main() -> int:
         f"p95 {p95:.1f} ms over {len(latencies)} presses   (aim p95 <= 50 ms)"
     )
     print(f"`?` (a whole screen composed and drawn), same stream: median {statistics.median(help_open):.0f} ms")
+    print(
+        f"editor, + / - on steps -> rule report on screen: p50 {statistics.median(report):.1f} ms, "
+        f"p95 {report_p95:.1f} ms over {len(report)} presses   (aim p95 <= 50 ms)"
+    )
     print("resident memory while an hour of journal (360,000 lines) streams in:")
     for lines, mib in memory:
         print(f"  after {lines:>7,} lines: {mib:6.1f} MiB")

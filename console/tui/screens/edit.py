@@ -118,10 +118,12 @@ class EditScreen(Screen[None]):
             title.append(f"   {self.read_only}", style="yellow")
         self.query_one("#editor-title", Static).update(title)
         await self._build_fields(form)
-        self._update_report()
         first = next((f for f in form.fields if f.kind in ("int", "float")), None)
         if first is not None and not self.read_only:
-            self.query_one(f"#{_field_id(first.dest)}").focus()  # steps: the value operators change most
+            # steps: the value operators change most; focused before the report shows, so that keys typed once
+            # the editor looks ready land after it
+            self.query_one(f"#{_field_id(first.dest)}").focus()
+        self._update_report()
         self._load_presets()
 
     async def _build_fields(self, form: EditorForm) -> None:
@@ -269,15 +271,17 @@ class EditScreen(Screen[None]):
     def _update_report(self) -> None:
         if self.form is None:
             return
+        could_apply = self.check_action("apply", ())
         self.preview = self.form.preview(self.values())
-        self.query_one("#editor-report", Static).update(self._report(self.preview))
+        self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
         values = self.values()
         for spec in self.form.fields:  # changed fields are marked beside their label
             row = self.query_one(f"#{_field_id(spec.dest)}").parent
             if isinstance(row, Widget):
                 changed = values.get(spec.dest, "").strip() != self.form.values.get(spec.dest, "").strip()
                 row.set_class(changed, "-changed")
-        self.refresh_bindings()
+        if self.check_action("apply", ()) != could_apply:
+            self.refresh_bindings()  # only then: the footer is composed again each time (~20 ms a keystroke)
 
     def _report(self, preview: Preview) -> RenderableType:
         parts: list[RenderableType] = []
@@ -349,7 +353,7 @@ class EditScreen(Screen[None]):
         finally:
             self.busy = False
             if self.preview is not None:
-                self.query_one("#editor-report", Static).update(self._report(self.preview))
+                self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
             self.refresh_bindings()
         if not pending.needs_confirmation:
             result = await pending.abort()
