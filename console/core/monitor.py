@@ -420,10 +420,10 @@ class HostWatcher:
         key = (svc.main_pid, svc.started_at, svc.need_daemon_reload, status.sglang.version)
         if key == self._asked_for:
             return
+        self._asked_for = key  # read once per start: an unreadable unit is tried again when the service changes
         try:
             version, _source = await session.sglang_version()
             self._asked = unit_ask(await session.service.read_unit(), version)
-            self._asked_for = key
         except (HostError, ValueError):
             self._asked = None  # an unreadable or foreign unit: the setup is shown without marks
 
