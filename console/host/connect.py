@@ -170,7 +170,9 @@ async def open_host(
     transport: Any
     if target.transport == "ssh":
         transport = SshTransport(target, audit=audit, on_state=on_state)
-        await transport.connect()
+        await transport.connect()  # also starts the host's command shells, in the background
+        # The SGLang forward now, so that its first connection is open (a spare) when the first read comes.
+        await transport.forward_port(target.sglang.host, target.sglang.port)
         service: ServiceManager = SystemdService(transport, target.unit, sudo=target.sudo)
     elif target.transport == "local":
         transport = LocalTransport(target.label, audit=audit)

@@ -10,6 +10,7 @@ reconnect without the listener being rebuilt. Bytes are passed through as they c
 ways (a slow reader pauses the other side). For the round-trip count (console.host.linkmeter) every channel
 opened is one exchange, and so is each request on a connection: bytes going out while nothing is awaited begin
 one, the first bytes coming back end it (an HTTP/1.1 request and its answer, or the start of a streamed one).
+One channel is kept open ahead of need (a spare), so that a new local connection does not wait for its channel.
 """
 
 from __future__ import annotations
@@ -26,26 +27,39 @@ ConnectionGetter = Callable[[], Awaitable[asyncssh.SSHClientConnection]]
 
 
 class _Remote(asyncssh.SSHTCPSession[bytes]):
-    """The channel's side: what the host's server sends goes to the local socket."""
+    """The channel's side: what the host's server sends goes to the local socket. A spare channel has no local
+    socket yet (see PortForward): if its server closes it meanwhile, it is dropped."""
 
-    def __init__(self, local: _Local) -> None:
-        self._local = local
+    def __init__(self, local: _Local | None, forward: PortForward) -> None:
+        self.local = local
+        self._forward = forward
+        self.closed = False
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        self._local.from_remote(data)
+        if self.local is not None:
+            self.local.from_remote(data)
 
     def eof_received(self) -> bool:
-        self._local.remote_eof()
+        if self.local is None:
+            self._forward.spare_lost(self)
+            return False
+        self.local.remote_eof()
         return True  # half-close: the local side may still send
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._local.remote_closed()
+        self.closed = True
+        if self.local is None:
+            self._forward.spare_lost(self)
+        else:
+            self.local.remote_closed()
 
     def pause_writing(self) -> None:
-        self._local.pause_reading()
+        if self.local is not None:
+            self.local.pause_reading()
 
     def resume_writing(self) -> None:
-        self._local.resume_reading()
+        if self.local is not None:
+            self.local.resume_reading()
 
 
 class _Local(asyncio.Protocol):
@@ -68,17 +82,20 @@ class _Local(asyncio.Protocol):
 
     async def _open(self) -> None:
         forward = self._forward
-        opening = forward.meter.begin(CHANNEL_OPEN)
-        try:
-            conn = await forward.get_connection()
-            host, port = forward.remote_host, forward.remote_port
-            chan, _session = await conn.create_connection(lambda: _Remote(self), host, port)
-        except Exception:  # refused on the host, no connection, anything: the local client sees its socket close
+        chan = forward.take_spare(self)
+        if chan is None:
+            opening = forward.meter.begin(CHANNEL_OPEN)
+            try:
+                conn = await forward.get_connection()
+                host, port = forward.remote_host, forward.remote_port
+                chan, _session = await conn.create_connection(lambda: _Remote(self, forward), host, port)
+            except Exception:  # refused on the host, no connection, anything: the local client sees its socket close
+                forward.meter.end(opening)
+                if self._transport is not None:
+                    self._transport.close()
+                return
             forward.meter.end(opening)
-            if self._transport is not None:
-                self._transport.close()
-            return
-        forward.meter.end(opening)
+        forward.refill()
         if self._closed:
             chan.close()
             return
@@ -161,6 +178,10 @@ class PortForward:
         self.meter = meter
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # One channel opened ahead of need: the next local connection starts sending at once instead of waiting a
+        # round trip for its channel (the first status read, a health probe after the server came back).
+        self._spare: tuple[asyncssh.SSHTCPChannel[bytes], _Remote] | None = None
+        self._opening_spare = False
         self.port = 0
 
     def track(self, task: asyncio.Task[None]) -> None:
@@ -171,11 +192,52 @@ class PortForward:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Local(self), "127.0.0.1", local_port)
         self.port = int(self._server.sockets[0].getsockname()[1])
+        self.refill()
         return self.port
+
+    def refill(self) -> None:
+        """Open a spare channel in the background, unless there is one (or one on its way)."""
+        if self._spare is None and not self._opening_spare and self._server is not None:
+            self._opening_spare = True
+            self.track(asyncio.get_running_loop().create_task(self._open_spare()))
+
+    async def _open_spare(self) -> None:
+        opening = self.meter.begin(CHANNEL_OPEN)
+        try:
+            conn = await self.get_connection()
+            remote = _Remote(None, self)
+            chan, _session = await conn.create_connection(lambda: remote, self.remote_host, self.remote_port)
+        except Exception:  # the server is down, the connection is gone: the next local connection opens its own
+            return
+        finally:
+            self.meter.end(opening)
+            self._opening_spare = False
+        if remote.closed or self._server is None:
+            chan.close()
+            return
+        self._spare = (chan, remote)
+
+    def take_spare(self, local: _Local) -> asyncssh.SSHTCPChannel[bytes] | None:
+        spare, self._spare = self._spare, None
+        if spare is None or spare[1].closed:
+            return None
+        chan, remote = spare
+        remote.local = local
+        return chan
+
+    def spare_lost(self, remote: _Remote) -> None:
+        """The server closed the spare before it was used (it restarted, or does not keep idle connections)."""
+        if self._spare is not None and self._spare[1] is remote:
+            chan, _ = self._spare
+            self._spare = None
+            chan.close()
 
     def close(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._spare is not None:
+            self._spare[0].close()
+            self._spare = None
         for task in list(self._tasks):
             task.cancel()

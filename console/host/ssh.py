@@ -138,6 +138,9 @@ class SshTransport:
         self._forwards: dict[tuple[str, int], PortForward] = {}  # (remote host, port): listeners kept across drops
         self._shells: list[CommandShell] = []
         self._shell_starting = 0
+        self._shell_tasks: set[asyncio.Task[None]] = set()
+        self._pool_changed = asyncio.Condition()  # a shell became ready or free, or failed to start
+        self._waiting_for_shell = 0
         self._shells_unavailable: str | None = None  # why this host cannot run the command shell, once known
         self.meter = LinkMeter()
         self.state = ConnectionState("idle")
@@ -257,6 +260,7 @@ class SshTransport:
                     raise HostError(message) from None
                 self._ever_connected = True
                 self._set_state(ConnectionState("connected"))
+                self._fill_shells(self._conn)
                 return self._conn
 
     def _connection_lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> None:
@@ -284,6 +288,8 @@ class SshTransport:
         for shell in self._shells:
             shell.close()
         self._shells.clear()
+        for task in list(self._shell_tasks):
+            task.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -340,38 +346,71 @@ class SshTransport:
                 meter.end(step)
         return shell[0]
 
-    async def _take_shell(self, conn: asyncssh.SSHClientConnection) -> CommandShell | None:
-        """An idle command shell on this connection (started if the pool has room), marked busy; None when the
-        host cannot run one or every shell is busy (the caller opens a channel of its own then)."""
+    def _fill_shells(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Start the pool's shells side by side (two round trips for all of them), in the background: a fresh
+        connection has them ready by the time its first commands come."""
         if self._shells_unavailable is not None:
-            return None
-        self._shells = [s for s in self._shells if not s.closed]
-        for shell in self._shells:
-            if not shell.busy:
-                shell.busy = True
-                return shell
-        if len(self._shells) + self._shell_starting >= SHELL_POOL:
-            return None
-        self._shell_starting += 1
+            return
+        missing = SHELL_POOL - len([s for s in self._shells if not s.closed]) - self._shell_starting
+        for _ in range(max(0, missing)):
+            self._shell_starting += 1  # counted now: a caller looking at the pool before the task runs waits for it
+            task = asyncio.get_running_loop().create_task(self._add_shell(conn))
+            self._shell_tasks.add(task)
+            task.add_done_callback(self._shell_tasks.discard)
+
+    async def _add_shell(self, conn: asyncssh.SSHClientConnection) -> None:
         try:
             shell = await self._start_shell(conn)
         except ShellClosed as exc:
             # The shell ran but said it cannot work here (no base64): use plain channels from now on.
-            self._shells_unavailable = str(exc)
-            self._audit("sh -c <opsconsole command shell>", None, time.monotonic(), note=f"no command shell: {exc}")
-            return None
+            if self._shells_unavailable is None:
+                self._shells_unavailable = str(exc)
+                self._audit("sh -c <opsconsole command shell>", None, time.monotonic(), note=f"no command shell: {exc}")
+            return
+        except (*_CHANNEL_FAILURES, TimeoutError, asyncssh.Error):
+            return  # the connection is going away; its commands find out on their own
         finally:
             self._shell_starting -= 1
-        if conn is not self._conn:  # the connection died meanwhile
+            async with self._pool_changed:
+                self._pool_changed.notify_all()
+        if conn is not self._conn or self._closed:  # the connection died meanwhile
             shell.close()
-            return None
-        shell.busy = True
+            return
         self._shells.append(shell)
-        return shell
 
-    @staticmethod
-    def _release(shell: CommandShell) -> None:
+    async def _take_shell(self, conn: asyncssh.SSHClientConnection) -> CommandShell | None:
+        """An idle command shell on this connection, marked busy: one that is free, else one that is starting
+        (the pool is filled when the connection opens), else None when the host cannot run one or every shell is
+        busy (the caller opens a channel of its own then)."""
+        async with self._pool_changed:
+            while True:
+                if self._shells_unavailable is not None or conn is not self._conn:
+                    return None
+                self._shells = [s for s in self._shells if not s.closed]
+                for shell in self._shells:
+                    if not shell.busy:
+                        shell.busy = True
+                        return shell
+                if len(self._shells) + self._shell_starting < SHELL_POOL:
+                    self._fill_shells(conn)
+                if self._shell_starting == 0:
+                    return None
+                self._waiting_for_shell += 1
+                try:
+                    await self._pool_changed.wait()
+                finally:
+                    self._waiting_for_shell -= 1
+
+    def _release(self, shell: CommandShell) -> None:
         shell.busy = False
+        if self._waiting_for_shell:  # only when a caller waits for one (a task per command would cost CPU)
+            task = asyncio.get_running_loop().create_task(self._notify_pool())
+            self._shell_tasks.add(task)
+            task.add_done_callback(self._shell_tasks.discard)
+
+    async def _notify_pool(self) -> None:
+        async with self._pool_changed:
+            self._pool_changed.notify_all()
 
     async def _run_on_shell(
         self, shell: CommandShell, command: str, input: str | None, timeout: float | None

@@ -66,10 +66,13 @@ _RESTORE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; mv -f -- "$2" "$3"'
 # holds it while writing a heartbeat line five times a second: once the console closes the stream, dies or loses
 # the connection, the next write fails (SIGPIPE; with sudo's use_pty, sudo relays it) and the lock goes with
 # the shell. flock is util-linux, on every Debian/Ubuntu host; sh is already in the documented sudoers rule.
+# Right after `locked` it prints the unit as read_unit reads it (base64, one line: `unit ...`), so that the plan
+# that follows the lock does not wait another round trip for it.
 _LOCK_SCRIPT = r"""exec 9>>"$1"
 if ! flock -n 9; then printf 'busy %s\n' "$(cat -- "$1")"; exit 75; fi
 printf '%s\n' "$2" > "$1"
 echo locked
+printf 'unit '; sh -c "$4" sh "$3" 9>&- | base64 -w0 9>&-; echo
 while echo held; do sleep 0.2 9>&-; done"""
 LOCK_TIMEOUT_S = 60.0  # to open the lock's channel and hear back; the lock itself never waits
 LOCK_RETAKE_S = 0.5  # between attempts to take the lock back after a dropped connection
@@ -141,6 +144,20 @@ def _checked(unit: str) -> str:
         raise HostError(f"invalid unit name: {exc}") from None
 
 
+def _decoded_read(line: str) -> str | None:
+    """The lock's `unit BASE64` line -> _READ_SCRIPT's output; None when it is not one (no base64 on the host)."""
+    import base64
+    import binascii
+
+    if not line.startswith("unit "):
+        return None
+    try:
+        text = base64.b64decode(line[5:], validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return None
+    return text if UNIT_SEPARATOR in text else None
+
+
 def lock_path(unit: str) -> str:
     return f"/run/lock/opsconsole-{_checked(unit)}.lock"
 
@@ -172,6 +189,7 @@ class SystemdService:
         self.transport = transport
         self.unit = _checked(unit)
         self.sudo = sudo
+        self._locked_read: str | None = None  # the unit as the lock found it, for the next read_unit
 
     async def _systemctl(self, *args: str, root: bool = False) -> str:
         # Root commands run as plain `sudo -n -- systemctl ...` so that a sudoers rule naming
@@ -192,6 +210,10 @@ class SystemdService:
         return [self.unit, ",".join(SHOW_PROPERTIES)]
 
     async def read_unit(self) -> str:
+        if self._locked_read is not None:  # read by the lock a moment ago, under the lock: no other apply changed it
+            path, text = self._unit_read(self._locked_read, 0)
+            self._locked_read = None
+            return text
         argv = ["sh", "-c", _READ_SCRIPT, "sh", self.unit]
         result = await self.transport.run(argv, timeout=30)
         path, text = self._unit_read(result.stdout, result.exit_status)
@@ -301,6 +323,7 @@ class SystemdService:
                 )
             yield
         finally:
+            self._locked_read = None
             holder.cancel()  # closes the stream, which releases the lock on the host
             await asyncio.gather(holder, return_exceptions=True)
 
@@ -312,15 +335,18 @@ class SystemdService:
         taken again once the host lets go of the old holder (the same owner: this apply, on the dead channel);
         if another apply got it in between, there is nothing left to hold.
         """
-        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner]
+        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner, self.unit, _READ_SCRIPT]
         while True:
             answer: str | None = None
             try:
                 async for line in self.transport.stream(argv, sudo=self.sudo):
                     if answer is None:
                         answer = line
-                        if not first.done():
+                        if line != "locked" and not first.done():
                             first.set_result(line)
+                    elif not first.done():  # the unit's read, after `locked`
+                        self._locked_read = _decoded_read(line)
+                        first.set_result(answer)
             except HostError as exc:
                 if not first.done():
                     first.set_exception(exc)
