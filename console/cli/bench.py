@@ -118,7 +118,7 @@ async def _bench_target(
 ) -> list[BenchRecord]:
     def on_event(event: BenchEvent) -> None:
         if isinstance(event, ClientPlaced):
-            err.print(placement_line(event), highlight=False, markup=False)
+            err.print(placement_line(event), highlight=False, markup=False, soft_wrap=True)
         elif renderer is not None:
             renderer(event)
 
