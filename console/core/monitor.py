@@ -105,6 +105,7 @@ class HostView:
     alerts: tuple[str, ...] = ()
     error: str | None = None  # why the host cannot be reached at all (before the first refresh, or a refusal)
     interval_s: float = DEFAULT_INTERVAL_S
+    round_trip_ms: float | None = None  # the SSH link's round trip (None: no link, or not measured yet)
 
     def age_s(self, part_at: datetime | None, now: datetime | None = None) -> float | None:
         if part_at is None:
@@ -241,6 +242,7 @@ class Monitor:
         connection: ConnectionState | None = None,
         at: datetime | None = None,
         clock: float | None = None,
+        round_trip_ms: float | None = None,
     ) -> HostView:
         """Take one refresh. `clock` is a monotonic time for the latency window (time.monotonic())."""
         at = at or _now()
@@ -277,6 +279,7 @@ class Monitor:
             accept_length=tuple(self._accept),
             sglang_gpu_memory_mib=sglang_gpu_memory(status),
             interval_s=self.interval_s,
+            round_trip_ms=round_trip_ms if round_trip_ms is not None else old.round_trip_ms,
         )
         self.view = view
         return self._with_alerts()
@@ -398,7 +401,10 @@ class HostWatcher:
         FULL_REFRESH_S and whenever the service restarted; the figures that move are read every time."""
         now = time.monotonic()
         light = now - self._full_at < FULL_REFRESH_S and self._asked_for is not None
-        status = await read_status(session, light=light)
+        if light:
+            status = await read_status(session, light=True)
+        else:  # the link's round trip is measured with each full read, side by side with it (no round trip more)
+            status, _ = await asyncio.gather(read_status(session), _measure_round_trip(session))
         if not light or _restarted(status, self._asked_for):
             if light:  # the service restarted since the last full read: read its new settings now
                 status = await read_status(session)
@@ -410,6 +416,7 @@ class HostWatcher:
             histograms=client.last_histograms if client is not None else None,
             asked=self._asked,
             connection=session.connection,
+            round_trip_ms=None if session.round_trip_s is None else session.round_trip_s * 1000,
         )
         self._on_view(view)
         return view
@@ -459,6 +466,12 @@ def _restarted(status: HostStatus, seen: tuple[Any, ...] | None) -> bool:
     """The service runs another process than at the last full read (or its unit was changed on disk)."""
     svc = status.service
     return seen is None or seen[:3] != (svc.main_pid, svc.started_at, svc.need_daemon_reload)
+
+
+async def _measure_round_trip(session: Session) -> None:
+    """One ping of the host (kept by the transport); a failed ping leaves the last figure in place."""
+    with contextlib.suppress(HostError):
+        await session.measure_round_trip(samples=1)
 
 
 async def _client_or_none(session: Session) -> Any:

@@ -19,6 +19,7 @@ import pytest
 
 from console.core.apply import flag_kinds, plan_apply
 from console.core.events import ApplyEvent, StepChanged
+from console.core.monitor import HostView, HostWatcher
 from console.core.rollout import ApplyState, parse_edits
 from console.core.session import Session, open_session
 from console.core.status import read_status
@@ -95,3 +96,15 @@ async def test_apply_costs_at_most_ten_round_trips_beyond_the_servers_start(far:
     outside = before_start.depth + after_healthy.depth
     print(f"apply over 300 ms: {before_start} before the start, {after_healthy} after healthy")
     assert outside + DETECTION_MAX <= APPLY_MAX, (before_start, after_healthy)
+
+
+async def test_the_consoles_view_of_the_host_carries_the_links_round_trip(far: tuple[GpuHost, str]) -> None:
+    """What the header shows (console/tui/widgets/panels.py): the round trip the watcher measured on this link."""
+    host, alias = far
+    views: list[HostView] = []
+    watcher = HostWatcher(alias, Workspace(host.workspace), on_view=views.append, ssh_config=str(host.ssh_config))
+    async with open_session(alias, Workspace(host.workspace), ssh_config=str(host.ssh_config)) as session:
+        first = await watcher.refresh(session)  # the first refresh is a full one: it pings the host too
+        steady = await watcher.refresh(session)
+    assert first.round_trip_ms is not None and 280 < first.round_trip_ms < 1000, first.round_trip_ms
+    assert steady.round_trip_ms == first.round_trip_ms  # kept between pings
