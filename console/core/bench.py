@@ -305,8 +305,8 @@ async def bench_host(
 async def _place(
     session: Session, choice: ClientChoice, rtt_ms: float | None, unit_text: str | None
 ) -> tuple[ClientPlaced, str | None]:
-    """Where the load generator runs (see bench_host) and, on the host, with which interpreter; UsageError when
-    `host` is asked for and impossible."""
+    """Where the load generator runs (see bench_host) and, on the host, with which interpreter. `host` asked for
+    and impossible: UsageError for a target without SSH, HostError for a host without a Python to run it."""
     over_ssh = session.target.transport == "ssh"
     if not over_ssh:
         if choice == "host":
@@ -323,7 +323,7 @@ async def _place(
     if python is None:
         problem = f"{session.label} has no Python 3.10+ to run the load generator (tried the unit's and python3)"
         if choice == "host":
-            raise UsageError(f"--client host: {problem}")
+            raise HostError(f"--client host: {problem}; install one, or use --client console")
         return ClientPlaced("console", rtt_ms, None, f"{why}, but {problem}: the load runs here"), None
     where = f"{python[0]} (Python {python[1]})"
     return ClientPlaced("host", rtt_ms, where, f"{why}: the load runs on the host"), python[0]
@@ -368,7 +368,7 @@ async def _bench_on_host(
         f"http://{endpoint.host}:{endpoint.port}",
         config,
         api_key=endpoint.api_key(),
-        gpu_command=session.host.gpu_command(),
+        gpu_command=session.host.gpu_command() or ("nvidia-smi",),
         on_event=on_event,
     )
     try:
