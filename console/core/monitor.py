@@ -448,8 +448,10 @@ class HostWatcher:
                 self._on_journal(pending.copy())
                 pending.clear()
 
+        pause = 1.0
         while True:
             session = await self.wait_connected()
+            started = loop.time()
             try:
                 lines = JOURNAL_BACKLOG if after is None else 1000
                 async for entry in session.service.journal(lines=lines, follow=True, after_cursor=after):
@@ -459,7 +461,10 @@ class HostWatcher:
                         scheduled = loop.call_later(JOURNAL_BATCH_S, flush)
             except HostError:
                 pass  # the session reconnects (or is being reopened): follow again from the last cursor
-            await asyncio.sleep(1.0)  # between attempts to follow again, not a wait for a condition
+            # A follow that keeps ending at once (a host whose journalctl fails) is retried less and less often,
+            # up to every 30 s: a new channel every second per host costs the console CPU for nothing.
+            pause = min(pause * 2, 30.0) if loop.time() - started < 5.0 else 1.0
+            await asyncio.sleep(pause)  # between attempts to follow again, not a wait for a condition
 
 
 def _restarted(status: HostStatus, seen: tuple[Any, ...] | None) -> bool:
