@@ -452,6 +452,7 @@ class HostWatcher:
         while True:
             session = await self.wait_connected()
             started = loop.time()
+            ended_by_itself = False
             try:
                 lines = JOURNAL_BACKLOG if after is None else 1000
                 async for entry in session.service.journal(lines=lines, follow=True, after_cursor=after):
@@ -459,11 +460,13 @@ class HostWatcher:
                     pending.append(entry)
                     if scheduled is None:  # at most one batch per JOURNAL_BATCH_S, however fast lines come
                         scheduled = loop.call_later(JOURNAL_BATCH_S, flush)
+                ended_by_itself = True
             except HostError:
                 pass  # the session reconnects (or is being reopened): follow again from the last cursor
-            # A follow that keeps ending at once (a host whose journalctl fails) is retried less and less often,
-            # up to every 30 s: a new channel every second per host costs the console CPU for nothing.
-            pause = min(pause * 2, 30.0) if loop.time() - started < 5.0 else 1.0
+            # A follow that keeps ending by itself at once (a host whose journalctl fails) is retried less and less
+            # often, up to every 30 s: a new channel every second per host costs the console CPU for nothing.
+            quick = ended_by_itself and loop.time() - started < 5.0
+            pause = min(pause * 2, 30.0) if quick else 1.0
             await asyncio.sleep(pause)  # between attempts to follow again, not a wait for a condition
 
 
