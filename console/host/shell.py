@@ -127,9 +127,12 @@ class CommandShell(asyncssh.SSHClientSession[bytes]):
         if datatype == asyncssh.EXTENDED_DATA_STDERR:
             self._stderr = (self._stderr + data)[-2000:]
             return
-        self._buffer += data
-        while (end := self._buffer.find(b"\n")) >= 0:
-            line, self._buffer = self._buffer[:end], self._buffer[end + 1 :]
+        if b"\n" not in data:  # a long answer (a journal backlog) arrives in many pieces: scan only the new one
+            self._buffer += data
+            return
+        lines = (self._buffer + data).split(b"\n")
+        self._buffer = lines.pop()
+        for line in lines:
             self._line(line)
 
     def connection_lost(self, exc: Exception | None) -> None:
