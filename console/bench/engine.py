@@ -1,7 +1,9 @@
 """The load engine: closed-loop concurrency sweeps and open-loop Poisson rates against a streaming SGLang API.
 
 No UI: progress goes out as events (console.bench.events); results come back as LevelResult, which
-console.bench.records turns into log records. Protocol per level (the README's benchmark methodology):
+console.bench.records turns into log records. Standard library only (with the default HTTP client), and
+Python 3.10 compatible: console.bench.agent runs this engine on a GPU host with the Python it has.
+Protocol per level (the README's benchmark methodology):
 1. warm-up requests, excluded from every figure;
 2. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
 3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;
@@ -20,11 +22,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from console.bench import telemetry
-from console.bench.client import BenchClient
+from console.bench.client import WAIT_TIMEOUTS, BenchClient
 from console.bench.events import (
     BenchEvent,
     Level,
@@ -37,7 +39,9 @@ from console.bench.events import (
 )
 from console.bench.metrics import RequestResult, compute_metrics
 from console.bench.workloads import PreparedRequest, WorkloadSpec, build_requests
-from console.sglang.client import summarize
+
+# datetime.UTC is 3.11+; this module also runs under a GPU host's Python 3.10 (console.bench.agent).
+_UTC = timezone.utc  # noqa: UP017
 
 # Below this many finished requests the error rate is too noisy to stop on (unless all of them failed).
 ERROR_RATE_MIN_SAMPLE = 10
@@ -170,8 +174,11 @@ async def fetch_server_info(client: BenchClient) -> ServerInfo:
 
 
 async def _server_accept_length(client: BenchClient) -> float | None:
-    value = summarize(await _get_server_info(client))["avg_spec_accept_length"]
-    return float(value) if isinstance(value, (int, float)) else None
+    """The server's lifetime mean accept length (internal_states[0], as `status` reads it)."""
+    states = (await _get_server_info(client)).get("internal_states")
+    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    value = state.get("avg_spec_accept_length")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class BenchEngine:
@@ -181,11 +188,13 @@ class BenchEngine:
         config: SweepConfig,
         on_event: Callable[[BenchEvent], None] | None = None,
         gpu_sampler: telemetry.GpuSampler | None = None,
+        on_level: Callable[[LevelResult], None] | None = None,
     ) -> None:
         config.validate()
         self.client = client
         self.config = config
         self._emit = on_event or (lambda _e: None)
+        self._on_level = on_level or (lambda _level: None)  # each finished level, as it finishes
         self.gpu_sampler = gpu_sampler
         self._sweep_deadline = 0.0
         self._gpu_identity: list[Any] = []
@@ -207,6 +216,7 @@ class BenchEngine:
                 for repeat_index in range(cfg.repeat):
                     result = await self._run_level(workload, level, index, repeat_index, server)
                     self._done.append(result)
+                    self._on_level(result)
                     if result.stopped:
                         stopped = result.stopped
                         raise _Stop
@@ -214,6 +224,11 @@ class BenchEngine:
             pass
         self._emit(SweepDone(levels_done=len(self._done), stopped=stopped))
         return self.result_so_far(stopped)
+
+    @property
+    def server(self) -> ServerInfo:
+        """What the server said about itself (filled in once run() started)."""
+        return self._server
 
     def result_so_far(self, stopped: str | None = None) -> SweepResult:
         """The levels finished until now: the whole sweep once run() returned, the finished part of one
@@ -250,7 +265,7 @@ class BenchEngine:
                 warm_results.append(await self._send(workload, req))
             if not any(r.success for r in warm_results):
                 errors = sorted({r.error for r in warm_results})
-                started = datetime.now(UTC)
+                started = datetime.now(_UTC)
                 return LevelResult(
                     # the failed warm-up requests are the level's only requests: count them, don't show 0 failed
                     level, repeat_index, started, started, compute_metrics(warm_results, 0.0), {},
@@ -264,7 +279,7 @@ class BenchEngine:
         polls: list[list[Any]] = []
         sampling_done = asyncio.Event()
         sampler_task = asyncio.create_task(self._sample(polls, sampling_done)) if self.gpu_sampler else None
-        started_at = datetime.now(UTC)
+        started_at = datetime.now(_UTC)
         level_start = time.perf_counter()
         results: list[RequestResult] = []
         stopped = await self._drive(workload, level, pool, planned, results, level_start)
@@ -275,7 +290,7 @@ class BenchEngine:
             # The poll in flight finishes rather than being cancelled: a level shorter than one poll still
             # gets its sample, and a cancelled nvidia-smi would be left running.
             sampling_done.set()
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(*WAIT_TIMEOUTS):
                 await asyncio.wait_for(sampler_task, TELEMETRY_FINISH_S)
         metrics = compute_metrics(results, duration, level_start)
         source = "requests" if metrics["accept_length"] is not None else None
@@ -285,7 +300,16 @@ class BenchEngine:
         tele = telemetry.aggregate(polls, metrics["total_output_tokens"], duration)
         self._emit(LevelDone(level, repeat_index, metrics, tele, stopped))
         return LevelResult(
-            level, repeat_index, started_at, datetime.now(UTC), metrics, tele, results, source, flushed, stopped
+            level,
+            repeat_index,
+            started_at,
+            datetime.now(_UTC),
+            metrics,
+            tele,
+            results,
+            source,
+            flushed,
+            stopped,
         )
 
     async def _sample(self, polls: list[list[Any]], done: asyncio.Event) -> None:
@@ -298,7 +322,7 @@ class BenchEngine:
                     self._gpu_identity = self._gpu_identity or sample
             except Exception:
                 pass  # a missed telemetry poll must not fail the benchmark
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(*WAIT_TIMEOUTS):
                 await asyncio.wait_for(done.wait(), self.config.telemetry_interval)
 
     async def _send(self, workload: WorkloadSpec, req: PreparedRequest) -> RequestResult:

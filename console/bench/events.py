@@ -28,6 +28,19 @@ class Level:
 
 
 @dataclass(frozen=True)
+class ClientPlaced:
+    """Where the load generator runs, and why: said before the sweep starts (console.core.bench).
+
+    location: `console` (this machine, through the SSH port forward), `host` (carried to the GPU host over the
+    SSH connection and run there), `on-host` (the console itself runs on the host), `direct` (--url)."""
+
+    location: str
+    round_trip_ms: float | None  # the link's round trip as measured just before; None without a link
+    python: str | None  # the host's interpreter that runs it (`host` only), with its version
+    reason: str
+
+
+@dataclass(frozen=True)
 class SweepStarted:
     levels: list[Level]
     repeat: int
@@ -79,4 +92,4 @@ class SweepDone:
     stopped: str | None = None
 
 
-BenchEvent = SweepStarted | LevelStarted | RequestDone | RunningFigures | LevelDone | SweepDone
+BenchEvent = ClientPlaced | SweepStarted | LevelStarted | RequestDone | RunningFigures | LevelDone | SweepDone

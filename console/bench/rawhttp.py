@@ -4,8 +4,9 @@ Why not aiohttp for the hot path: at high concurrency the load client's own CPU 
 events per second it can follow. aiohttp spends several Python calls per HTTP chunk (protocol → stream
 reader → iterator wake-up); here `data_received` decodes the chunk framing of whatever the socket gave and
 hands the body bytes straight to the SSE parser with the arrival time: one call per socket read.
-benchmarks/bench_client_events.py measures both. Only what a benchmark needs: POST with a JSON body,
-status line + headers, chunked or Content-Length or read-until-close bodies, keep-alive reuse, TLS.
+benchmarks/bench_client_events.py measures both. Only what a benchmark needs: POST with a JSON body (and the
+small GET/POST control calls), status line + headers, chunked or Content-Length or read-until-close bodies,
+keep-alive reuse, TLS. Standard library only: the load generator also runs on GPU hosts (console.bench.agent).
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ class RawHttpPool:
         self.ssl = ssl.create_default_context() if parts.scheme == "https" else None
         host_header = parts.netloc.rsplit("@", 1)[-1]
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() not in ("host", "content-length"))
-        self._head_template = "POST {path} HTTP/1.1\r\nHost: " + host_header + "\r\n" + extra
+        self._head_template = "{method} {path} HTTP/1.1\r\nHost: " + host_header + "\r\n" + extra
         self._idle: list[_Response] = []
 
     async def _connection(self) -> tuple[_Response, bool]:
@@ -208,25 +209,34 @@ class RawHttpPool:
         _, protocol = await loop.create_connection(_Response, self.host, self.port, ssl=self.ssl)
         return protocol, False
 
-    async def post_stream(self, path: str, body: bytes, sink: BodySink) -> tuple[int, bytes]:
+    async def post_stream(self, path: str, body: bytes, sink: BodySink, method: str = "POST") -> tuple[int, bytes]:
         """POST; body bytes of a 200 go to sink(data, arrival time). Returns (status, body of a non-200).
 
         A kept-alive connection that the server closed while idle fails before any answer arrives; that
         request is sent again, once, on a new connection (nothing of it reached the server's handler)."""
         conn, reused = await self._connection()
         try:
-            return await self._exchange(conn, path, body, sink)
+            return await self._exchange(conn, method, path, body, sink)
         except HttpError:
             if not reused or conn.status:
                 raise
         conn, _ = await self._connection()
-        return await self._exchange(conn, path, body, sink)
+        return await self._exchange(conn, method, path, body, sink)
 
-    async def _exchange(self, conn: _Response, path: str, body: bytes, sink: BodySink) -> tuple[int, bytes]:
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """A small request whose whole answer is wanted (/server_info, /flush_cache): (status, body)."""
+        received = bytearray()
+        status, error_body = await self.post_stream(path, body, lambda data, _at: received.extend(data), method)
+        return status, bytes(received) if status == 200 else error_body
+
+    async def _exchange(
+        self, conn: _Response, method: str, path: str, body: bytes, sink: BodySink
+    ) -> tuple[int, bytes]:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         conn.start(sink, done)
         assert conn.transport is not None
-        head = self._head_template.format(path=self.prefix + path) + f"Content-Length: {len(body)}\r\n\r\n"
+        head = self._head_template.format(method=method, path=self.prefix + path)
+        head += f"Content-Length: {len(body)}\r\n\r\n"
         conn.transport.write(head.encode() + body)
         try:
             await done

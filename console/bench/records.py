@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # only annotations: `compare` reads records without loading t
     from console.bench.engine import LevelResult, SweepResult
 
 SCHEMA_VERSION = 1
-ClientLocation = Literal["direct", "console", "on-host"]
+# Where the load came from: `direct` (--url), `console` (this machine, through the SSH port forward), `host` (the
+# console's engine carried to the GPU host over SSH and run there), `on-host` (the console itself runs on the host).
+ClientLocation = Literal["direct", "console", "host", "on-host"]
 
 # Server args an operator tunes for speculative decoding, shown first in every record.
 SPECULATIVE_ARG_ORDER = (
@@ -60,6 +62,7 @@ class BenchRecord(BaseModel):
     repeat_index: int = 0
     target: str
     client_location: ClientLocation = "direct"
+    link_round_trip_ms: float | None = None  # the SSH link's round trip when the sweep started (TARGET runs)
     started_at: datetime
     ended_at: datetime
     # provenance
@@ -148,10 +151,13 @@ def records_from_sweep(
     client_location: ClientLocation = "direct",
     unit_hash: str | None = None,
     workload: dict[str, Any] | None = None,
+    link_round_trip_ms: float | None = None,
 ) -> list[BenchRecord]:
     out = []
     for level in sweep.levels:
-        out.append(_record(level, sweep, run_id, label, target, client_location, unit_hash, workload or {}))
+        record = _record(level, sweep, run_id, label, target, client_location, unit_hash, workload or {})
+        record.link_round_trip_ms = link_round_trip_ms
+        out.append(record)
     return out
 
 

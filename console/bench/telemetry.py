@@ -82,3 +82,57 @@ def aggregate(polls: Sequence[Sequence[Any]], output_tokens: int, duration: floa
         out["energy_j"] = mean_power * duration
         out["tokens_per_joule"] = output_tokens / out["energy_j"]
     return out
+
+
+# -- nvidia-smi, run by the load generator itself ---------------------------------------------------------
+# On a GPU host the engine (console.bench.agent) samples the GPUs with the host's own nvidia-smi; this is a
+# minimal reader of what it needs (the host layer's full one needs pydantic, which a GPU host may not have).
+SMI_FIELDS = ("index", "name", "power.draw", "utilization.gpu", "clocks.sm", "memory.used", "memory.total")
+_SMI_KEYS = ("index", "name", "power_draw_w", "utilization_gpu", "clocks_sm_mhz", "memory_used_mib", "memory_total_mib")
+
+
+def parse_smi_csv(text: str, driver_version: str | None = None) -> list[dict[str, Any]]:
+    """`--query-gpu=SMI_FIELDS --format=csv,noheader,nounits` -> one sample per GPU (unreadable values: None;
+    lines that are not a GPU, such as driver errors, are skipped). Pure."""
+    samples: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != len(SMI_FIELDS) or not cells[0].isdigit():
+            continue
+        sample: dict[str, Any] = {"index": int(cells[0]), "name": cells[1] or None}
+        for key, cell in zip(_SMI_KEYS[2:], cells[2:], strict=True):
+            try:
+                sample[key] = float(cell)
+            except ValueError:
+                sample[key] = None  # [N/A], [Not Supported]
+        if driver_version:
+            sample["driver_version"] = driver_version
+        samples.append(sample)
+    return samples
+
+
+def nvidia_smi_sampler(command: Sequence[str]) -> GpuSampler:
+    """A sampler that runs `command` (nvidia-smi or a stand-in) on this machine; the driver version is read once."""
+    import asyncio
+
+    driver: list[str | None] = []
+
+    async def query(*args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await process.communicate()
+        return out.decode("utf-8", "replace") if process.returncode == 0 else ""
+
+    async def sample() -> list[dict[str, Any]]:
+        if not driver:
+            lines = (await query("--query-gpu=driver_version", "--format=csv,noheader")).split()
+            driver.append(lines[0] if lines else None)
+        text = await query(f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits")
+        return parse_smi_csv(text, driver[0])
+
+    return sample

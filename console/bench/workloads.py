@@ -13,10 +13,10 @@ Request bodies are encoded to bytes once here so the load loop only sends them.
 from __future__ import annotations
 
 import json
+import pkgutil
 import random
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Literal
 
 WorkloadName = Literal["random", "chat"]
@@ -78,8 +78,12 @@ class PreparedRequest:
 
 @cache
 def chat_prompts() -> tuple[str, ...]:
-    raw = resources.files("console.bench").joinpath("chat_prompts.json").read_text(encoding="utf-8")
-    prompts = json.loads(raw)
+    # pkgutil rather than importlib.resources: it also reads from the in-memory loader the engine runs under
+    # on a GPU host (console.bench.agent), which answers get_data() only.
+    raw = pkgutil.get_data("console.bench", "chat_prompts.json")
+    if raw is None:
+        raise RuntimeError("console.bench's chat_prompts.json cannot be read")
+    prompts = json.loads(raw.decode("utf-8"))
     return tuple(str(p) for p in prompts)
 
 

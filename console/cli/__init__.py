@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-error-rate", type=float, default=0.5)
     p.add_argument("--time-cap", type=float, default=3600.0, help="hard cap on the whole sweep, seconds")
     p.add_argument("--label", help="name for this run (used by compare)")
+    p.add_argument(
+        "--client",
+        choices=["auto", "console", "host"],
+        default="auto",
+        help="where the load is generated: here through the SSH forward (console), on the GPU host with a Python "
+        "it has (host), or on the host when the round trip is over 5 ms (auto, the default)",
+    )
     p.add_argument("--json", action="store_true", help="print the result records as JSON")
     _add_target_options(p)
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from typing import Any
 from urllib.parse import urlparse
 
 from rich.console import Console
@@ -14,7 +15,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from console.bench.engine import SweepConfig
-from console.bench.events import BenchEvent, LevelDone, LevelStarted, RequestDone, RunningFigures, SweepDone
+from console.bench.events import (
+    BenchEvent,
+    ClientPlaced,
+    LevelDone,
+    LevelStarted,
+    RequestDone,
+    RunningFigures,
+    SweepDone,
+)
 from console.bench.records import BenchRecord
 from console.cli.common import workspace_of
 from console.core.bench import API_KEY_ENV, bench_host, bench_url, check_url, config_from_args, default_label
@@ -95,11 +104,26 @@ def summary_table(records: list[BenchRecord]) -> Table:
     return table
 
 
+def placement_line(event: ClientPlaced) -> str:
+    """Where the load runs and why, as said before the sweep (e.g. `load generator: on the host ...`)."""
+    where = {"host": "on the host", "console": "here, through the SSH port forward", "on-host": "here (on the host)"}
+    text = f"load generator: {where.get(event.location, event.location)}"
+    if event.python:
+        text += f" with {event.python}"
+    return f"{text} ({event.reason})"
+
+
 async def _bench_target(
-    args: argparse.Namespace, config: SweepConfig, label: str, renderer: object
+    args: argparse.Namespace, config: SweepConfig, label: str, renderer: Any, err: Console
 ) -> list[BenchRecord]:
+    def on_event(event: BenchEvent) -> None:
+        if isinstance(event, ClientPlaced):
+            err.print(placement_line(event), highlight=False, markup=False, soft_wrap=True)
+        elif renderer is not None:
+            renderer(event)
+
     async with open_session(args.target, workspace_of(args).ensure(), ssh_config=args.ssh_config) as session:
-        return await bench_host(session, config, label=label, on_event=renderer)
+        return await bench_host(session, config, label=label, on_event=on_event, client=args.client)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
             api_key=os.environ.get(API_KEY_ENV) or None,
         )
     else:
-        coro = _bench_target(args, config, label, renderer)
+        coro = _bench_target(args, config, label, renderer, err)
     try:
         if renderer:
             with renderer.progress:
@@ -144,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return ExitCode.FAILED
+    except UsageError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         err.print(f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}")
         return ExitCode.INTERRUPTED

@@ -264,9 +264,13 @@ class Applier:
             return self.result
         if self.abort_requested:
             return self.abort(f"{self._abort_reason}; nothing was changed")
-        before = await self._retrying("read the service state", self.service.state)
-        cursor = await self._journal_cursor()
+        # The service's state and the journal's position must be read before the restart; they go out together
+        # with the write (one round trip for the three): the write changes neither.
+        reads = asyncio.ensure_future(
+            asyncio.gather(self._retrying("read the service state", self.service.state), self._journal_cursor())
+        )
         if self.restart_only:
+            before, cursor = await reads
             return await self._restart_only(before, cursor)
         # The write runs to its end even through a cancellation: only then is it known whether the unit changed.
         write = asyncio.ensure_future(self._write())
@@ -278,11 +282,15 @@ class Applier:
             cancelled = True
             written = await write
         if not written:
+            reads.cancel()
+            await asyncio.gather(reads, return_exceptions=True)
             return self.result
         # From here on the new unit is on the host: every way out either verifies it or rolls it back.
         try:
             if cancelled:
+                reads.cancel()
                 raise asyncio.CancelledError
+            before, cursor = await reads
             self._check_abort()
             await self._retrying("daemon-reload", self.service.daemon_reload)
             self._advance(ApplyState.DAEMON_RELOADED)
@@ -450,12 +458,18 @@ class Applier:
         while loop.time() < deadline:
             if abortable and self.abort_requested:
                 return False, self._abort_reason or INTERRUPTED, False
-            try:
-                state = await self.service.state()
-            except Exception as exc:  # a dropped connection being re-established: keep watching until the deadline
-                self._emit(Reconnecting("watch the start", self.session.secrets.text(str(exc))))
-                last_state = f"unknown ({exc})"
-                state = None
+            # The state and /health are read together (one round trip per poll); /health counts only for a new
+            # process in state active.
+            state_read, healthy = await asyncio.gather(self.service.state(), self._healthy(), return_exceptions=True)
+            state: ServiceState | None = None
+            if isinstance(state_read, BaseException):
+                if not isinstance(state_read, Exception):
+                    raise state_read
+                # a dropped connection being re-established: keep watching until the deadline
+                self._emit(Reconnecting("watch the start", self.session.secrets.text(str(state_read))))
+                last_state = f"unknown ({state_read})"
+            else:
+                state = state_read
             if state is not None:
                 last_state = f"{state.active_state}/{state.sub_state}"
                 if baseline is None:
@@ -464,7 +478,7 @@ class Applier:
                 failure = start_failure(state, baseline, seen_running=seen_running, before=before)
                 if failure:
                     return False, failure, True
-                if state.active_state == "active" and is_new_start(before, state) and await self._healthy():
+                if state.active_state == "active" and is_new_start(before, state) and healthy is True:
                     return True, "", False
             await self._pause(POLL_INTERVAL_S) if abortable else await asyncio.sleep(POLL_INTERVAL_S)
         return False, f"not healthy within {timeout_s:g} s (service {last_state})", False
@@ -699,9 +713,15 @@ async def _planned(
     from console.sglang.rules import Finding, check_launch
     from console.sglang.unit import UnitFile
 
-    version, source = await session.sglang_version()
-    stack = await _take_lock(session, owner)
+    # The version (an HTTP read) and the lock (a channel on the host) go out together: one round trip, not two.
+    version_read = asyncio.ensure_future(session.sglang_version())
     try:
+        stack = await _take_lock(session, owner)
+    except BaseException:
+        version_read.cancel()
+        raise
+    try:
+        version, source = await version_read
         unit_text = await session.service.read_unit()
         plan = build_plan(
             unit_text,

@@ -13,15 +13,18 @@ import asyncio
 import hashlib
 import ipaddress
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
 
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig, SweepResult
+from console.bench.events import ClientPlaced
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
+from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
 from console.bench.telemetry import GpuSampler
 from console.bench.workloads import WorkloadSpec
 from console.errors import UsageError
+from console.host.base import HostError
 from console.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
     from console.host.connect import HostSession
 
 API_KEY_ENV = "OPSCONSOLE_API_KEY"
+ClientChoice = Literal["console", "host", "auto"]
+# `--client auto` runs the load on the host above this round trip: on a LAN the forward costs nothing
+# (benchmarks/bench_forward_cost.py), a closed loop through a link of a few ms already loses throughput to it.
+AUTO_HOST_ABOVE_MS = 5.0
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
@@ -91,6 +98,51 @@ def check_url(url: str) -> str:
     return url.rstrip("/")
 
 
+class _Sweep(Protocol):
+    async def run(self) -> SweepResult: ...
+
+    def result_so_far(self, stopped: str | None = None) -> SweepResult: ...
+
+
+async def _keep_records(
+    sweep: _Sweep,
+    config: SweepConfig,
+    *,
+    label: str,
+    target: str,
+    client_location: ClientLocation,
+    workspace: Workspace | None,
+    unit_hash: str | None,
+    link_round_trip_ms: float | None = None,
+) -> list[BenchRecord]:
+    """Run the sweep (here or on the host) and append its records to the workspace's logs/ (when a workspace is
+    given); cancelled, or cut off by a dropped link, append the records of the levels that finished."""
+    started = datetime.now(UTC)
+    run_id = f"{label}@{started:%Y%m%dT%H%M%S.%fZ}"
+
+    def keep(result: SweepResult) -> list[BenchRecord]:
+        records = records_from_sweep(
+            result,
+            run_id=run_id,
+            label=label,
+            target=target,
+            client_location=client_location,
+            unit_hash=unit_hash,
+            workload=config.workload.describe(),
+            link_round_trip_ms=link_round_trip_ms,
+        )
+        if workspace is not None:
+            append_records(workspace.logs, records)
+        return records
+
+    try:
+        result = await sweep.run()
+    except (asyncio.CancelledError, Exception):  # Ctrl-C, a dropped link: an hour-long sweep keeps what finished
+        keep(sweep.result_so_far())
+        raise
+    return keep(result)
+
+
 async def run_bench(
     base_url: str,
     config: SweepConfig,
@@ -103,34 +155,22 @@ async def run_bench(
     gpu_sampler: GpuSampler | None = None,
     unit_hash: str | None = None,
     api_key: str | None = None,
+    link_round_trip_ms: float | None = None,
 ) -> list[BenchRecord]:
-    """Run the sweep and append its records to the workspace's logs/ (when a workspace is given); cancelled,
-    append the records of the levels that finished."""
-    started = datetime.now(UTC)
-    run_id = f"{label}@{started:%Y%m%dT%H%M%S.%fZ}"
-
-    def keep(sweep: SweepResult) -> list[BenchRecord]:
-        records = records_from_sweep(
-            sweep,
-            run_id=run_id,
+    """Run the sweep from this machine and append its records to the workspace's logs/ (when a workspace is
+    given); cancelled, append the records of the levels that finished."""
+    async with BenchClient(base_url, api_key=api_key) as client:
+        engine = BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler)
+        return await _keep_records(
+            engine,
+            config,
             label=label,
             target=target,
             client_location=client_location,
+            workspace=workspace,
             unit_hash=unit_hash,
-            workload=config.workload.describe(),
+            link_round_trip_ms=link_round_trip_ms,
         )
-        if workspace is not None:
-            append_records(workspace.logs, records)
-        return records
-
-    async with BenchClient(base_url, api_key=api_key) as client:
-        engine = BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler)
-        try:
-            sweep = await engine.run()
-        except asyncio.CancelledError:  # Ctrl-C: an hour-long sweep keeps the levels that finished
-            keep(engine.result_so_far())
-            raise
-    return keep(sweep)
 
 
 def unit_hash(unit_text: str) -> str:
@@ -216,14 +256,36 @@ async def bench_url(
         await session.close()
 
 
-async def bench_host(session: Session, config: SweepConfig, *, label: str, on_event: Any = None) -> list[BenchRecord]:
-    """Benchmark the session's host: SGLang through the session's own port forward (or directly for a local
-    target), GPU telemetry from the host's nvidia-smi/NVML once a second, the unit's hash as provenance."""
-    base_url = await session.sglang_url()
+async def bench_host(
+    session: Session,
+    config: SweepConfig,
+    *,
+    label: str,
+    on_event: Any = None,
+    client: ClientChoice = "auto",
+) -> list[BenchRecord]:
+    """Benchmark the session's host, its unit's hash as provenance. First the link's round trip is measured and
+    the load generator placed (ClientPlaced says where and why): `console` runs it here, through the session's
+    port forward, sampling the GPUs over the connection once a second; `host` carries the engine to the host over
+    the connection and runs it there with a Python the host has (console.bench.remote), sampling the GPUs with
+    the host's nvidia-smi; `auto` (default) chooses the host when the round trip is above AUTO_HOST_ABOVE_MS and
+    the host has a Python to run it (else here, saying why). A local target runs here (`on-host`)."""
+    emit = on_event or (lambda _event: None)
     try:
-        hashed: str | None = unit_hash(await session.service.read_unit())
+        unit_text: str | None = await session.service.read_unit()
     except Exception:
-        hashed = None  # provenance is best effort; the benchmark does not need the unit
+        unit_text = None  # provenance is best effort; the benchmark does not need the unit
+    hashed = unit_hash(unit_text) if unit_text is not None else None
+    try:
+        round_trip = await session.measure_round_trip(samples=3)
+    except HostError:
+        round_trip = None
+    rtt_ms = round(round_trip * 1000, 1) if round_trip is not None else None
+    placement, python = await _place(session, client, rtt_ms, unit_text)
+    emit(placement)
+    if python is not None:
+        return await _bench_on_host(session, config, label, on_event, python, hashed, rtt_ms)
+    base_url = await session.sglang_url()
     location: ClientLocation = "console" if session.target.transport == "ssh" else "on-host"
     return await run_bench(
         base_url,
@@ -236,7 +298,92 @@ async def bench_host(session: Session, config: SweepConfig, *, label: str, on_ev
         gpu_sampler=await _gpu_sampler(session.host),
         unit_hash=hashed,
         api_key=session.target.sglang.api_key(),
+        link_round_trip_ms=rtt_ms,
     )
+
+
+async def _place(
+    session: Session, choice: ClientChoice, rtt_ms: float | None, unit_text: str | None
+) -> tuple[ClientPlaced, str | None]:
+    """Where the load generator runs (see bench_host) and, on the host, with which interpreter. `host` asked for
+    and impossible: UsageError for a target without SSH, HostError for a host without a Python to run it."""
+    over_ssh = session.target.transport == "ssh"
+    if not over_ssh:
+        if choice == "host":
+            raise UsageError(f"--client host needs an SSH target; {session.label} is reached without SSH")
+        return ClientPlaced("on-host", None, None, "the console runs on the host itself"), None
+    link = f"round trip {rtt_ms:g} ms" if rtt_ms is not None else "round trip not measured"
+    if choice == "console":
+        return ClientPlaced("console", rtt_ms, None, f"{link}; --client console"), None
+    if choice == "auto" and (rtt_ms is None or rtt_ms <= AUTO_HOST_ABOVE_MS):
+        why = f"{link}: at most {AUTO_HOST_ABOVE_MS:g} ms, the port forward costs nothing"
+        return ClientPlaced("console", rtt_ms, None, why), None
+    python = await _host_python(session, unit_text)
+    why = f"{link}; --client host" if choice == "host" else f"{link}: above {AUTO_HOST_ABOVE_MS:g} ms"
+    if python is None:
+        problem = f"{session.label} has no Python 3.10+ to run the load generator (tried the unit's and python3)"
+        if choice == "host":
+            raise HostError(f"--client host: {problem}; install one, or use --client console")
+        return ClientPlaced("console", rtt_ms, None, f"{why}, but {problem}: the load runs here"), None
+    where = f"{python[0]} (Python {python[1]})"
+    return ClientPlaced("host", rtt_ms, where, f"{why}: the load runs on the host"), python[0]
+
+
+async def _host_python(session: Session, unit_text: str | None) -> tuple[str, str] | None:
+    """The interpreter on the host that runs the load generator, and its version: SGLang's own (ExecStart), else
+    python3 (one remote command tries them all)."""
+    argv: list[str] | None = None
+    if unit_text is not None:
+        try:
+            from console.sglang.unit import UnitFile
+
+            argv = UnitFile.parse(unit_text).exec_argv()
+        except ValueError:
+            argv = None
+    candidates = python_candidates(argv)
+    try:
+        result = await session.host.transport.run(["sh", "-c", PROBE_SCRIPT, "sh", *candidates], timeout=60)
+    except HostError:
+        return None
+    return parse_probe(result.stdout) if result.ok else None
+
+
+async def _bench_on_host(
+    session: Session,
+    config: SweepConfig,
+    label: str,
+    on_event: Any,
+    python: str,
+    hashed: str | None,
+    rtt_ms: float | None,
+) -> list[BenchRecord]:
+    transport = session.host.transport
+    interact = getattr(transport, "interact", None)
+    if interact is None:
+        raise HostError(f"{session.label}: this connection cannot run a command interactively")
+    endpoint = session.target.sglang
+    sweep = HostSweep(
+        interact,
+        python,
+        f"http://{endpoint.host}:{endpoint.port}",
+        config,
+        api_key=endpoint.api_key(),
+        gpu_command=session.host.gpu_command() or ("nvidia-smi",),
+        on_event=on_event,
+    )
+    try:
+        return await _keep_records(
+            sweep,
+            config,
+            label=label,
+            target=session.label,
+            client_location="host",
+            workspace=session.workspace,
+            unit_hash=hashed,
+            link_round_trip_ms=rtt_ms,
+        )
+    except RemoteBenchError as exc:
+        raise HostError(f"{session.label}: {session.secrets.text(str(exc))}") from None
 
 
 def default_label(where: str, now: datetime | None = None) -> str:

@@ -105,6 +105,7 @@ class HostView:
     alerts: tuple[str, ...] = ()
     error: str | None = None  # why the host cannot be reached at all (before the first refresh, or a refusal)
     interval_s: float = DEFAULT_INTERVAL_S
+    round_trip_ms: float | None = None  # the SSH link's round trip (None: no link, or not measured yet)
 
     def age_s(self, part_at: datetime | None, now: datetime | None = None) -> float | None:
         if part_at is None:
@@ -241,6 +242,7 @@ class Monitor:
         connection: ConnectionState | None = None,
         at: datetime | None = None,
         clock: float | None = None,
+        round_trip_ms: float | None = None,
     ) -> HostView:
         """Take one refresh. `clock` is a monotonic time for the latency window (time.monotonic())."""
         at = at or _now()
@@ -277,6 +279,7 @@ class Monitor:
             accept_length=tuple(self._accept),
             sglang_gpu_memory_mib=sglang_gpu_memory(status),
             interval_s=self.interval_s,
+            round_trip_ms=round_trip_ms if round_trip_ms is not None else old.round_trip_ms,
         )
         self.view = view
         return self._with_alerts()
@@ -398,7 +401,10 @@ class HostWatcher:
         FULL_REFRESH_S and whenever the service restarted; the figures that move are read every time."""
         now = time.monotonic()
         light = now - self._full_at < FULL_REFRESH_S and self._asked_for is not None
-        status = await read_status(session, light=light)
+        if light:
+            status = await read_status(session, light=True)
+        else:  # the link's round trip is measured with each full read, side by side with it (no round trip more)
+            status, _ = await asyncio.gather(read_status(session), _measure_round_trip(session))
         if not light or _restarted(status, self._asked_for):
             if light:  # the service restarted since the last full read: read its new settings now
                 status = await read_status(session)
@@ -410,6 +416,7 @@ class HostWatcher:
             histograms=client.last_histograms if client is not None else None,
             asked=self._asked,
             connection=session.connection,
+            round_trip_ms=None if session.round_trip_s is None else session.round_trip_s * 1000,
         )
         self._on_view(view)
         return view
@@ -420,10 +427,10 @@ class HostWatcher:
         key = (svc.main_pid, svc.started_at, svc.need_daemon_reload, status.sglang.version)
         if key == self._asked_for:
             return
+        self._asked_for = key  # read once per start: an unreadable unit is tried again when the service changes
         try:
             version, _source = await session.sglang_version()
             self._asked = unit_ask(await session.service.read_unit(), version)
-            self._asked_for = key
         except (HostError, ValueError):
             self._asked = None  # an unreadable or foreign unit: the setup is shown without marks
 
@@ -441,8 +448,11 @@ class HostWatcher:
                 self._on_journal(pending.copy())
                 pending.clear()
 
+        pause = 1.0
         while True:
             session = await self.wait_connected()
+            started = loop.time()
+            ended_by_itself = False
             try:
                 lines = JOURNAL_BACKLOG if after is None else 1000
                 async for entry in session.service.journal(lines=lines, follow=True, after_cursor=after):
@@ -450,15 +460,26 @@ class HostWatcher:
                     pending.append(entry)
                     if scheduled is None:  # at most one batch per JOURNAL_BATCH_S, however fast lines come
                         scheduled = loop.call_later(JOURNAL_BATCH_S, flush)
+                ended_by_itself = True
             except HostError:
                 pass  # the session reconnects (or is being reopened): follow again from the last cursor
-            await asyncio.sleep(1.0)  # between attempts to follow again, not a wait for a condition
+            # A follow that keeps ending by itself at once (a host whose journalctl fails) is retried less and less
+            # often, up to every 30 s: a new channel every second per host costs the console CPU for nothing.
+            quick = ended_by_itself and loop.time() - started < 5.0
+            pause = min(pause * 2, 30.0) if quick else 1.0
+            await asyncio.sleep(pause)  # between attempts to follow again, not a wait for a condition
 
 
 def _restarted(status: HostStatus, seen: tuple[Any, ...] | None) -> bool:
     """The service runs another process than at the last full read (or its unit was changed on disk)."""
     svc = status.service
     return seen is None or seen[:3] != (svc.main_pid, svc.started_at, svc.need_daemon_reload)
+
+
+async def _measure_round_trip(session: Session) -> None:
+    """One ping of the host (kept by the transport); a failed ping leaves the last figure in place."""
+    with contextlib.suppress(HostError):
+        await session.measure_round_trip(samples=1)
 
 
 async def _client_or_none(session: Session) -> Any:

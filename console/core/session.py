@@ -23,7 +23,7 @@ from typing import Any
 
 from console.core.rollout import VersionSource, choose_version
 from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
-from console.host.connect import HostSession, open_host
+from console.host.connect import HostPoll, HostSession, open_host
 from console.host.gpu import GpuSnapshot
 from console.host.ssh import ConnectionState
 from console.host.targets import Target, resolve_target
@@ -146,6 +146,19 @@ class Session:
 
     async def gpus(self) -> GpuSnapshot:
         return await self.host.gpus()
+
+    async def poll(self) -> HostPoll:
+        """The unit's state and the GPUs together (over SSH: one remote command, one round trip)."""
+        return await self.host.poll()
+
+    @property
+    def round_trip_s(self) -> float | None:
+        """The SSH link's round trip as last measured; None without a link (local, demo) or before a ping."""
+        return self.host.round_trip_s
+
+    async def measure_round_trip(self, samples: int = 3) -> float | None:
+        """Ping the host now; None when there is no link to measure (local, demo)."""
+        return await self.host.measure_round_trip(samples)
 
     async def server_version(self) -> str | None:
         """The running server's version (/server_info), or None when it does not answer (it may be down)."""

@@ -1,7 +1,7 @@
 """One full refresh of a host, as a typed `HostStatus` (its JSON is `opsconsole status --json`).
 
-All reads of a refresh run concurrently over the one connection: `systemctl show`, the GPU poll
-(both nvidia-smi queries on one channel) and the SGLang API through the port forward (/health and
+All reads of a refresh run concurrently over the one connection: `systemctl show` with the GPU poll
+(both nvidia-smi queries, in one remote command) and the SGLang API through the port forward (/health and
 the version first, then /model_info, the load endpoint and /metrics). A part that fails is reported
 in its own `error` field; the other parts still show.
 
@@ -69,7 +69,7 @@ from pydantic import (
 from console.core.exits import exit_json
 from console.core.session import Session
 from console.host.base import HostError, ServiceState
-from console.host.gpu import GpuProcess, GpuSample
+from console.host.gpu import GpuProcess, GpuSample, GpuSnapshot
 from console.sglang.client import SglangClient, SglangError, summarize
 
 
@@ -264,11 +264,12 @@ async def read_status(session: Session, *, light: bool = False) -> HostStatus:
     """One refresh (everything concurrently); never raises for a part that fails. `light`: see read_sglang."""
     started = time.monotonic()
 
-    async def service() -> ServiceStatus:
-        try:
-            return ServiceStatus.from_state(await session.service.state(), datetime.now(UTC))
-        except HostError as exc:
-            return ServiceStatus(unit=session.service.unit, error=session.secrets.text(str(exc)))
+    async def service_and_gpus() -> tuple[ServiceStatus, GpuSnapshot]:
+        poll = await session.poll()  # the unit and the GPUs in one remote command
+        if poll.state is None:
+            error = session.secrets.text(poll.service_error or "unknown")
+            return ServiceStatus(unit=session.service.unit, error=error), poll.gpus
+        return ServiceStatus.from_state(poll.state, datetime.now(UTC)), poll.gpus
 
     async def sglang() -> SglangStatus:
         try:
@@ -277,7 +278,7 @@ async def read_status(session: Session, *, light: bool = False) -> HostStatus:
             return SglangStatus(error=session.secrets.text(str(exc)))
         return await read_sglang(client, light=light)
 
-    service_part, sglang_part, snapshot = await asyncio.gather(service(), sglang(), session.gpus())
+    (service_part, snapshot), sglang_part = await asyncio.gather(service_and_gpus(), sglang())
     connection = session.connection
     return HostStatus(
         target=session.label,

@@ -1,4 +1,4 @@
-"""GPU telemetry: `nvidia-smi --query-gpu` over a Transport (one channel per poll), or NVML locally.
+"""GPU telemetry: `nvidia-smi --query-gpu` over a Transport (one command per poll), or NVML locally.
 
 The CSV parser is pure and tolerant: `[N/A]`, `[Not Supported]`, unit suffixes (when run without
 `nounits`), per-GPU "Unable to determine the device handle" lines, "No devices were found" and
@@ -194,16 +194,18 @@ def parse_snapshot(stdout: str, stderr: str = "", exit_status: int = 0) -> GpuSn
     return GpuSnapshot(gpus=samples, processes=parse_compute_apps(apps_text), error=error)
 
 
+# Both queries in one shell script, the nvidia-smi to run as "$@": a poll is one remote command.
+GPU_POLL_SCRIPT = (
+    f'"$@" --query-gpu={",".join(QUERY_FIELDS)} --format=csv,noheader,nounits; status=$?; '
+    f"echo {APPS_SEPARATOR}; "
+    f'"$@" --query-compute-apps={",".join(APP_FIELDS)} --format=csv,noheader,nounits 2>/dev/null; '
+    "exit $status"
+)
+
+
 def gpu_poll_argv(gpu_command: Sequence[str] | None = None) -> list[str]:
-    """One shell command that runs both queries, so a poll costs one channel."""
-    smi = list(gpu_command or ["nvidia-smi"])
-    script = (
-        f'"$@" --query-gpu={",".join(QUERY_FIELDS)} --format=csv,noheader,nounits; status=$?; '
-        f"echo {APPS_SEPARATOR}; "
-        f'"$@" --query-compute-apps={",".join(APP_FIELDS)} --format=csv,noheader,nounits 2>/dev/null; '
-        "exit $status"
-    )
-    return ["sh", "-c", script, "sh", *smi]
+    """One shell command that runs both queries, so a poll costs one command."""
+    return ["sh", "-c", GPU_POLL_SCRIPT, "sh", *list(gpu_command or ["nvidia-smi"])]
 
 
 async def read_gpus(transport: Transport, gpu_command: Sequence[str] | None = None) -> GpuSnapshot:

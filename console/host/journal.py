@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from console.host.base import ConnectionDropped, JournalEntry, Transport
+from console.host.base import ConnectionDropped, HostError, JournalEntry, Transport
 
 
 def decode_field(value: Any) -> str | None:
@@ -100,14 +100,16 @@ async def follow_journal(
     after_cursor: str | None = None,
     max_resumes: int = 100,
 ) -> AsyncIterator[JournalEntry]:
-    """Backlog (and with follow, new entries) of UNIT; resumes from the last cursor after a drop."""
+    """Backlog (and with follow, new entries) of UNIT; resumes from the last cursor after a drop.
+
+    A backlog alone is one command (`run`: one round trip on a command shell); a follow is a stream."""
     seen = CursorDeduplicator()
     cursor = after_cursor
     resumes = 0
     while True:
         argv = journalctl_argv(unit, lines=lines, follow=follow, after_cursor=cursor)
         try:
-            async for line in transport.stream(argv, sudo=sudo):
+            async for line in transport.stream(argv, sudo=sudo) if follow else _backlog(transport, argv, sudo):
                 entry = parse_journal_line(line)
                 if entry is None or not seen.first_time(entry.cursor):
                     continue
@@ -121,3 +123,12 @@ async def follow_journal(
             if cursor is None:
                 lines = 0 if follow else lines  # nothing seen yet: do not replay an already-shown backlog
             continue  # the transport reconnects on the next stream()
+
+
+async def _backlog(transport: Transport, argv: list[str], sudo: bool) -> AsyncIterator[str]:
+    """The lines of a journalctl that ends by itself, read as one command."""
+    result = await transport.run(argv, sudo=sudo, timeout=120)
+    if not result.ok and not result.stdout:
+        raise HostError(f"{transport.label}: `journalctl -u ...` failed: {(result.stderr or '').strip()[:500]}")
+    for line in result.stdout.splitlines():
+        yield line

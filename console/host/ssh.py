@@ -9,12 +9,20 @@
   visible as `state` (connected / reconnecting(attempt, last error)).
 - A command whose channel never opened is retried once on a fresh connection; a command that was
   running when the link died raises ConnectionDropped (its effect on the host is unknown).
+- Short commands (`run`) go through a small pool of long-lived command shells on the host (console.host.shell):
+  one round trip each instead of the two a fresh channel costs (open, exec), and no channel set up and torn
+  down per command. A host without the shell's tools, or a burst wider than the pool, gets fresh channels.
+- The port forward (console.host.forward) is a local listener that opens a channel per connection on whatever
+  connection is current, so its port and URL survive reconnects.
+- `meter` (console.host.linkmeter) counts every exchange the console waits for and the round trips they cost;
+  `round_trip()` measures the link's round trip with a ping answered by the command shell itself.
 - Every command is written to the audit log (redacted), never its stdin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import shlex
@@ -30,10 +38,17 @@ import asyncssh
 from console.host.audit import AuditLog
 from console.host.base import AccessRefused, CommandResult, ConnectionDropped, HostError
 from console.host.commands import shell_command, sudo_error, sudo_wants_password
+from console.host.forward import PortForward
 from console.host.knownhosts import HostIdentity, HostKeyStatus, key_status, known_hosts_files, refusal
+from console.host.linkmeter import CHANNEL_OPEN, EXEC, Exchange, LinkMeter
+from console.host.shell import SHELL_SCRIPT, CommandShell, ShellAnswer, ShellClosed
 from console.host.targets import Target
 
-DEFAULT_CHANNEL_BUDGET = 6  # sshd's MaxSessions defaults to 10; leave room for the operator's own ssh
+# sshd's MaxSessions defaults to 10: up to SHELL_POOL command shells plus this many other channels at once (streams,
+# commands beyond the shells), which leaves room for the operator's own ssh.
+DEFAULT_CHANNEL_BUDGET = 5
+SHELL_POOL = 3  # command shells per connection: the reads of one refresh or one apply step go out together
+SHELL_START_TIMEOUT_S = 30.0
 _CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError)
 # ChannelOpenError: a ProxyJump host could not reach the target, as good as a refused TCP connect.
 _RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError, TimeoutError)
@@ -120,8 +135,14 @@ class SshTransport:
         self._reconnect_task: asyncio.Task[Any] | None = None
         self._ever_connected = False
         self._closed = False
-        self._forward_ports: dict[tuple[str, int], int] = {}  # (remote host, port) -> local port, kept across drops
-        self._listeners: dict[tuple[str, int], asyncssh.SSHListener] = {}
+        self._forwards: dict[tuple[str, int], PortForward] = {}  # (remote host, port): listeners kept across drops
+        self._shells: list[CommandShell] = []
+        self._shell_starting = 0
+        self._shell_tasks: set[asyncio.Task[None]] = set()
+        self._pool_changed = asyncio.Condition()  # a shell became ready or free, or failed to start
+        self._waiting_for_shell = 0
+        self._shells_unavailable: str | None = None  # why this host cannot run the command shell, once known
+        self.meter = LinkMeter()
         self.state = ConnectionState("idle")
         self.options = self._resolve_options()
         self.identity = HostIdentity(host=self.options.host, port=self.options.port, alias=self.options.host_key_alias)
@@ -189,13 +210,6 @@ class SshTransport:
             keepalive_count_max=3,
             connect_timeout=self._connect_timeout,
         )
-        for (remote_host, remote_port), local_port in list(self._forward_ports.items()):
-            try:  # same local port as before the drop, so clients holding the URL keep working
-                self._listeners[(remote_host, remote_port)] = await conn.forward_local_port(
-                    "127.0.0.1", local_port, remote_host, remote_port
-                )
-            except (OSError, asyncssh.Error):
-                del self._forward_ports[(remote_host, remote_port)]  # forward_port() picks a new one
         return conn
 
     async def _connection(self) -> asyncssh.SSHClientConnection:
@@ -246,13 +260,14 @@ class SshTransport:
                     raise HostError(message) from None
                 self._ever_connected = True
                 self._set_state(ConnectionState("connected"))
+                self._fill_shells(self._conn)
                 return self._conn
 
     def _connection_lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> None:
         if conn is not self._conn:
             return
         self._conn = None
-        self._listeners.clear()
+        self._shells.clear()  # their channels died with the connection
         if self._closed:
             return
         self._set_state(ConnectionState("reconnecting", 0, _describe(exc) if exc else "connection closed"))
@@ -268,11 +283,184 @@ class SshTransport:
         self._closed = True
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
+        for forward in self._forwards.values():
+            forward.close()
+        for shell in self._shells:
+            shell.close()
+        self._shells.clear()
+        for task in list(self._shell_tasks):
+            task.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
             await conn.wait_closed()
         self._set_state(ConnectionState("closed"))
+
+    # -- channels -------------------------------------------------------------------------------------
+
+    async def _start_process(
+        self, conn: asyncssh.SSHClientConnection, command: str, *, encoding: str | None = "utf-8"
+    ) -> asyncssh.SSHClientProcess[Any]:
+        """conn.create_process(command), with its two round trips (channel open, exec request) metered."""
+        meter = self.meter
+        steps: list[Exchange] = [meter.begin(CHANNEL_OPEN)]
+
+        def opened() -> _MeteredProcess:
+            meter.end(steps[0])
+            steps.append(meter.begin(EXEC))
+            return _MeteredProcess(meter, steps[1])
+
+        try:
+            _chan, session = await conn.create_session(opened, command, encoding=encoding, errors="replace")
+        finally:
+            for step in steps:
+                meter.end(step)
+        assert isinstance(session, _MeteredProcess)
+        await session.redirect(asyncssh.PIPE, asyncssh.PIPE, asyncssh.PIPE)
+        return session
+
+    # -- the command shells ---------------------------------------------------------------------------
+
+    async def _start_shell(self, conn: asyncssh.SSHClientConnection) -> CommandShell:
+        meter = self.meter
+        steps: list[Exchange] = [meter.begin(CHANNEL_OPEN)]
+        shell: list[CommandShell] = []
+
+        def opened() -> CommandShell:
+            meter.end(steps[0])
+            steps.append(meter.begin(EXEC))
+            shell.append(CommandShell(meter, on_started=lambda: meter.end(steps[1])))
+            return shell[0]
+
+        command = shlex.join(["sh", "-c", SHELL_SCRIPT, "opsconsole-shell"])  # $0: what `ps` shows it as
+        try:
+            await conn.create_session(opened, command, encoding=None)
+            async with asyncio.timeout(SHELL_START_TIMEOUT_S):
+                await shell[0].wait_ready()
+        except BaseException:
+            if shell:
+                shell[0].close()
+            raise
+        finally:
+            for step in steps:
+                meter.end(step)
+        return shell[0]
+
+    def _fill_shells(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Start the pool's shells side by side (two round trips for all of them), in the background: a fresh
+        connection has them ready by the time its first commands come."""
+        if self._shells_unavailable is not None:
+            return
+        missing = SHELL_POOL - len([s for s in self._shells if not s.closed]) - self._shell_starting
+        for _ in range(max(0, missing)):
+            self._shell_starting += 1  # counted now: a caller looking at the pool before the task runs waits for it
+            task = asyncio.get_running_loop().create_task(self._add_shell(conn))
+            self._shell_tasks.add(task)
+            task.add_done_callback(self._shell_tasks.discard)
+
+    async def _add_shell(self, conn: asyncssh.SSHClientConnection) -> None:
+        try:
+            shell = await self._start_shell(conn)
+        except ShellClosed as exc:
+            # The shell ran but said it cannot work here (no base64): use plain channels from now on.
+            if self._shells_unavailable is None:
+                self._shells_unavailable = str(exc)
+                self._audit("sh -c <opsconsole command shell>", None, time.monotonic(), note=f"no command shell: {exc}")
+            return
+        except (*_CHANNEL_FAILURES, TimeoutError, asyncssh.Error):
+            return  # the connection is going away; its commands find out on their own
+        finally:
+            self._shell_starting -= 1
+            async with self._pool_changed:
+                self._pool_changed.notify_all()
+        if conn is not self._conn or self._closed:  # the connection died meanwhile
+            shell.close()
+            return
+        self._shells.append(shell)
+
+    async def _take_shell(self, conn: asyncssh.SSHClientConnection) -> CommandShell | None:
+        """An idle command shell on this connection, marked busy: one that is free, else one that is starting
+        (the pool is filled when the connection opens), else None when the host cannot run one or every shell is
+        busy (the caller opens a channel of its own then)."""
+        async with self._pool_changed:
+            while True:
+                if self._shells_unavailable is not None or conn is not self._conn:
+                    return None
+                self._shells = [s for s in self._shells if not s.closed]
+                for shell in self._shells:
+                    if not shell.busy:
+                        shell.busy = True
+                        return shell
+                if len(self._shells) + self._shell_starting < SHELL_POOL:
+                    self._fill_shells(conn)
+                if self._shell_starting == 0:
+                    return None
+                self._waiting_for_shell += 1
+                try:
+                    await self._pool_changed.wait()
+                finally:
+                    self._waiting_for_shell -= 1
+
+    def _release(self, shell: CommandShell) -> None:
+        shell.busy = False
+        if self._waiting_for_shell:  # only when a caller waits for one (a task per command would cost CPU)
+            task = asyncio.get_running_loop().create_task(self._notify_pool())
+            self._shell_tasks.add(task)
+            task.add_done_callback(self._shell_tasks.discard)
+
+    async def _notify_pool(self) -> None:
+        async with self._pool_changed:
+            self._pool_changed.notify_all()
+
+    async def _run_on_shell(
+        self, shell: CommandShell, command: str, input: str | None, timeout: float | None
+    ) -> ShellAnswer:
+        """One command on a taken shell. A timeout closes the shell (the command may still run on the host, as a
+        closed channel leaves it); a cancelled caller leaves the shell busy until the host answers."""
+        answer = asyncio.ensure_future(shell.run(command, input.encode() if input else None))
+        try:
+            async with asyncio.timeout(timeout):
+                result = await asyncio.shield(answer)
+        except TimeoutError:
+            shell.close()
+            answer.cancel()
+            raise
+        except asyncio.CancelledError:
+            answer.add_done_callback(lambda _done: self._release(shell))
+            raise
+        except BaseException:
+            shell.close()
+            raise
+        self._release(shell)
+        return result
+
+    async def round_trip(self, samples: int = 1) -> float:
+        """The link's round trip in seconds (the median of `samples` pings of a command shell), also kept in
+        `meter.round_trip_s`. Raises HostError when the host cannot be reached."""
+        measured: list[float] = []
+        for _ in range(max(1, samples)):
+            conn = await self._connection()
+            try:
+                shell = await self._take_shell(conn)
+            except _CHANNEL_FAILURES as exc:
+                self._forget(conn)
+                raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
+            if shell is None:  # no shell to answer: time the smallest command on a channel of its own
+                started = time.monotonic()
+                await self.run(["true"], timeout=30)
+                measured.append((time.monotonic() - started) / 2)  # a channel costs two round trips
+                continue
+            try:
+                async with asyncio.timeout(30):
+                    measured.append(await shell.ping())
+            except (ShellClosed, TimeoutError) as exc:
+                shell.close()
+                raise HostError(f"{self.label}: no answer to a ping ({_describe(exc)})") from None
+            finally:
+                self._release(shell)
+        for value in measured:
+            self.meter.round_trip_measured(value)
+        return sorted(measured)[len(measured) // 2]
 
     # -- commands -------------------------------------------------------------------------------------
 
@@ -292,46 +480,94 @@ class SshTransport:
         started = time.monotonic()
         for attempt in (1, 2):
             conn = await self._connection()
-            async with self._channels:
+            try:
+                shell = await self._take_shell(conn)
+            except _CHANNEL_FAILURES as exc:
+                # The shell's channel never opened (typically: the link died and the drop is not noticed yet),
+                # so the command did not run: retry once on a fresh connection.
+                self._forget(conn)
+                if attempt == 1:
+                    continue
+                self._audit(command, None, started, note=f"channel open failed: {_describe(exc)}")
+                raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
+            if shell is not None:
                 try:
-                    process = await conn.create_process(command, encoding="utf-8", errors="replace")
-                except _CHANNEL_FAILURES as exc:
-                    # The channel never opened (typically: the link died and the drop is not noticed yet),
-                    # so the command did not run: retry once on a fresh connection.
-                    self._forget(conn)
-                    if attempt == 1:
-                        continue
-                    self._audit(command, None, started, note=f"channel open failed: {_describe(exc)}")
-                    raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
-                try:
-                    if not input:
-                        process.stdin.write_eof()  # communicate() closes stdin only after writing input
-                    stdout, stderr = await asyncio.wait_for(process.communicate(input or None), timeout)
+                    answer = await self._run_on_shell(shell, command, input, timeout)
                 except TimeoutError:
-                    process.close()
                     self._audit(command, None, started, note="timeout")
                     raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
-                except _CHANNEL_FAILURES as exc:
+                except ShellClosed as exc:
                     self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
                     raise ConnectionDropped(
                         f"the connection to {self.label} dropped while running `{shlex.join(argv)}`"
                     ) from None
-            if process.exit_status is None and process.exit_signal is None:
-                self._audit(command, None, started, note="connection lost")
-                raise ConnectionDropped(f"the connection to {self.label} dropped while running `{shlex.join(argv)}`")
-            exit_status = process.exit_status if process.exit_status is not None else 255
-            self._audit(command, exit_status, started)
-            stderr_text = _text(stderr)
-            if sudo and exit_status != 0 and sudo_wants_password(stderr_text):
-                raise sudo_error(self.label, self.options.username, argv)
-            return CommandResult(command, exit_status, _text(stdout), stderr_text, time.monotonic() - started)
+                return self._result(argv, command, sudo, answer.exit_status, answer.stdout, answer.stderr, started)
+            result = await self._run_on_channel(conn, argv, command, sudo, timeout, input, started, attempt)
+            if result is not None:
+                return result
         raise AssertionError("unreachable")
+
+    def _result(
+        self,
+        argv: Sequence[str],
+        command: str,
+        sudo: bool,
+        exit_status: int,
+        stdout: object,
+        stderr: object,
+        started: float,
+    ) -> CommandResult:
+        self._audit(command, exit_status, started)
+        stderr_text = _text(stderr)
+        if sudo and exit_status != 0 and sudo_wants_password(stderr_text):
+            raise sudo_error(self.label, self.options.username, argv)
+        return CommandResult(command, exit_status, _text(stdout), stderr_text, time.monotonic() - started)
+
+    async def _run_on_channel(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        argv: Sequence[str],
+        command: str,
+        sudo: bool,
+        timeout: float | None,
+        input: str | None,
+        started: float,
+        attempt: int,
+    ) -> CommandResult | None:
+        """The command on a channel of its own; None when the channel did not open on the first attempt."""
+        async with self._channels:
+            try:
+                process = await self._start_process(conn, command)
+            except _CHANNEL_FAILURES as exc:
+                self._forget(conn)
+                if attempt == 1:
+                    return None
+                self._audit(command, None, started, note=f"channel open failed: {_describe(exc)}")
+                raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
+            try:
+                if not input:
+                    process.stdin.write_eof()  # communicate() closes stdin only after writing input
+                stdout, stderr = await asyncio.wait_for(process.communicate(input or None), timeout)
+            except TimeoutError:
+                process.close()
+                self._audit(command, None, started, note="timeout")
+                raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
+            except _CHANNEL_FAILURES as exc:
+                self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
+                raise ConnectionDropped(
+                    f"the connection to {self.label} dropped while running `{shlex.join(argv)}`"
+                ) from None
+        if process.exit_status is None and process.exit_signal is None:
+            self._audit(command, None, started, note="connection lost")
+            raise ConnectionDropped(f"the connection to {self.label} dropped while running `{shlex.join(argv)}`")
+        exit_status = process.exit_status if process.exit_status is not None else 255
+        return self._result(argv, command, sudo, exit_status, stdout, stderr, started)
 
     def _forget(self, conn: asyncssh.SSHClientConnection) -> None:
         """Stop using a connection that failed to open a channel; the next call reconnects."""
         if conn is self._conn:
             self._conn = None
-            self._listeners.clear()
+            self._shells.clear()
             conn.abort()
             if not self._closed:
                 self._set_state(ConnectionState("reconnecting", 0, "the connection stopped opening channels"))
@@ -344,7 +580,7 @@ class SshTransport:
         note = ""
         async with self._channels:
             try:
-                process = await conn.create_process(command, encoding="utf-8", errors="replace")
+                process = await self._start_process(conn, command)
             except _CHANNEL_FAILURES as exc:
                 self._audit(command, None, started, note=f"stream not started: {_describe(exc)}")
                 raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
@@ -375,22 +611,93 @@ class SshTransport:
                     command, exit_status, started, note=note or ("stream closed" if exit_status is None else "")
                 )
 
+    @contextlib.asynccontextmanager
+    async def interact(self, argv: Sequence[str], *, note: str = "") -> AsyncIterator[RemoteProcess]:
+        """A command whose stdin the caller writes and whose stdout lines it reads while it runs (the benchmark
+        load generator on the host). Leaving the block closes the channel: the command sees EOF on its stdin,
+        and sshd closes its session. The command line is audited; what goes over stdin is not."""
+        command = shell_command(argv)
+        started = time.monotonic()
+        conn = await self._connection()
+        async with self._channels:
+            try:
+                process = await self._start_process(conn, command)
+            except _CHANNEL_FAILURES as exc:
+                self._audit(command, None, started, note=f"not started: {_describe(exc)}")
+                raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
+            remote = RemoteProcess(self.label, process)
+            try:
+                yield remote
+            finally:
+                process.close()
+                exit_status = process.exit_status
+                self._audit(command, exit_status, started, note=note or ("closed" if exit_status is None else ""))
+
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
         key = (remote_host, remote_port)
-        conn = await self._connection()
-        if key in self._listeners:
-            return self._forward_ports[key]
+        await self._connection()  # a host that cannot be reached says so here, not at the first request
+        if key not in self._forwards:
+            forward = PortForward(self._connection, remote_host, remote_port, self.meter)
+            try:
+                await forward.start()
+            except OSError as exc:
+                raise HostError(
+                    f"{self.label}: cannot listen on a local port for {remote_host}:{remote_port}: {exc}"
+                ) from None
+            self._forwards[key] = forward
+        return self._forwards[key].port
+
+
+class _MeteredProcess(asyncssh.SSHClientProcess[Any]):
+    """asyncssh's process, telling the meter when the exec request was answered."""
+
+    def __init__(self, meter: LinkMeter, exec_step: Exchange) -> None:
+        super().__init__()
+        self._meter = meter
+        self._exec_step = exec_step
+
+    def session_started(self) -> None:
+        self._meter.end(self._exec_step)
+        super().session_started()
+
+
+class RemoteProcess:
+    """A running command: write its stdin, read its stdout by lines (see SshTransport.interact)."""
+
+    def __init__(self, label: str, process: asyncssh.SSHClientProcess[Any]) -> None:
+        self.label = label
+        self._process = process
+
+    def write(self, text: str) -> None:
+        self._process.stdin.write(text)
+
+    async def drain(self) -> None:
+        await self._process.stdin.drain()
+
+    def write_eof(self) -> None:
+        with contextlib.suppress(OSError, asyncssh.Error):
+            self._process.stdin.write_eof()
+
+    async def readline(self) -> str:
+        """The next line of stdout without its newline; '' at the end. ConnectionDropped when the link died."""
         try:
-            listener = await conn.forward_local_port(
-                "127.0.0.1", self._forward_ports.get(key, 0), remote_host, remote_port
-            )
-        except (OSError, asyncssh.Error) as exc:
-            raise HostError(
-                f"{self.label}: cannot forward a local port to {remote_host}:{remote_port}: {exc}"
-            ) from None
-        self._listeners[key] = listener
-        self._forward_ports[key] = listener.get_port()
-        return self._forward_ports[key]
+            line: str = await self._process.stdout.readline()
+        except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+            raise ConnectionDropped(f"the connection to {self.label} dropped ({_describe(exc)})") from None
+        return line.rstrip("\n")
+
+    async def stderr_tail(self, limit: int = 4000) -> str:
+        """What the command wrote on stderr (read once it ended)."""
+        try:
+            async with asyncio.timeout(2):
+                text = _text(await self._process.stderr.read())
+        except (TimeoutError, asyncssh.Error, OSError):
+            return ""
+        return text[-limit:]
+
+    @property
+    def exit_status(self) -> int | None:
+        return self._process.exit_status
 
 
 def _text(data: object) -> str:

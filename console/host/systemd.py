@@ -40,18 +40,39 @@ SHOW_PROPERTIES = (
 )
 _BACKUP_SUFFIX = ".bak-"
 
-# Written as one `sh -c` so that backup, write and rename happen on one channel: a dropped connection
-# leaves either the old unit or the new one, never a half-written file.
-_WRITE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; cat > "$3"; chmod --reference="$1" -- "$3"; mv -f -- "$3" "$1"'
+# Written as one `sh -c` so that backup, write and rename happen in one command: a dropped connection leaves
+# either the old unit or the new one, never a half-written file. The unit file is found by the script itself
+# (FragmentPath), so that a write costs one round trip; it prints the backup's path.
+_WRITE_SCRIPT = (
+    'set -e; p=$(systemctl --no-pager show "$1" -p FragmentPath --value); '
+    '[ -n "$p" ] || { echo "systemd reports no unit file (FragmentPath) for $1" >&2; exit 4; }; '
+    'b="$p$2"; t="$p.opsconsole-tmp"; '
+    'cp -p -- "$p" "$b"; cat > "$t"; chmod --reference="$p" -- "$t"; mv -f -- "$t" "$p"; printf "%s\\n" "$b"'
+)
+# Reading the unit in one command: what systemd says about it (LoadState, FragmentPath), a separator, the file.
+UNIT_SEPARATOR = "@@opsconsole-unit-file@@"
+_READ_SCRIPT = (
+    'systemctl --no-pager show "$1" -p LoadState -p FragmentPath || exit 3; '
+    f"echo {UNIT_SEPARATOR}; "
+    'p=$(systemctl --no-pager show "$1" -p FragmentPath --value); [ -z "$p" ] || exec cat -- "$p"'
+)
+# `systemctl show` of the unit with its exit status after a marker, for a poll that reads other things too
+# (console.host.connect: the unit and the GPUs in one command). Takes the unit and the properties as $1 and $2
+# and shifts them off for what follows.
+SHOW_MARKER = "@@opsconsole-show@@"
+SHOW_SCRIPT = f'env TZ=UTC systemctl --no-pager show "$1" -p "$2" 2>&1; echo "{SHOW_MARKER} $?"; shift 2; '
 _RESTORE_SCRIPT = 'set -e; cp -p -- "$1" "$2"; mv -f -- "$2" "$3"'
 # Takes the unit's lock on fd 9 (never waiting), records the owner in the file for whoever is refused, then
 # holds it while writing a heartbeat line five times a second: once the console closes the stream, dies or loses
 # the connection, the next write fails (SIGPIPE; with sudo's use_pty, sudo relays it) and the lock goes with
 # the shell. flock is util-linux, on every Debian/Ubuntu host; sh is already in the documented sudoers rule.
+# Right after `locked` it prints the unit as read_unit reads it (base64, one line: `unit ...`), so that the plan
+# that follows the lock does not wait another round trip for it.
 _LOCK_SCRIPT = r"""exec 9>>"$1"
 if ! flock -n 9; then printf 'busy %s\n' "$(cat -- "$1")"; exit 75; fi
 printf '%s\n' "$2" > "$1"
 echo locked
+printf 'unit '; sh -c "$4" sh "$3" 9>&- | base64 -w0 9>&-; echo
 while echo held; do sleep 0.2 9>&-; done"""
 LOCK_TIMEOUT_S = 60.0  # to open the lock's channel and hear back; the lock itself never waits
 LOCK_RETAKE_S = 0.5  # between attempts to take the lock back after a dropped connection
@@ -123,6 +144,20 @@ def _checked(unit: str) -> str:
         raise HostError(f"invalid unit name: {exc}") from None
 
 
+def _decoded_read(line: str) -> str | None:
+    """The lock's `unit BASE64` line -> _READ_SCRIPT's output; None when it is not one (no base64 on the host)."""
+    import base64
+    import binascii
+
+    if not line.startswith("unit "):
+        return None
+    try:
+        text = base64.b64decode(line[5:], validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return None
+    return text if UNIT_SEPARATOR in text else None
+
+
 def lock_path(unit: str) -> str:
     return f"/run/lock/opsconsole-{_checked(unit)}.lock"
 
@@ -154,6 +189,7 @@ class SystemdService:
         self.transport = transport
         self.unit = _checked(unit)
         self.sudo = sudo
+        self._locked_read: str | None = None  # the unit as the lock found it, for the next read_unit
 
     async def _systemctl(self, *args: str, root: bool = False) -> str:
         # Root commands run as plain `sudo -n -- systemctl ...` so that a sudoers rule naming
@@ -169,31 +205,47 @@ class SystemdService:
         text = await self._systemctl("show", self.unit, "-p", ",".join(SHOW_PROPERTIES))
         return parse_show(text, self.unit)
 
-    async def _fragment_path(self) -> str:
-        state = await self.state()
-        if not state.fragment_path:
-            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
-        return state.fragment_path
+    def show_script_args(self) -> list[str]:
+        """$1 and $2 of SHOW_SCRIPT for this unit."""
+        return [self.unit, ",".join(SHOW_PROPERTIES)]
 
     async def read_unit(self) -> str:
-        path = await self._fragment_path()
-        result = await self.transport.run(["cat", "--", path], timeout=30)
-        if not result.ok and self.sudo:  # unit files are usually world-readable; some sites lock them down
-            result = await self.transport.run(["cat", "--", path], sudo=True, timeout=30)
-        if not result.ok:
-            raise HostError(f"{self.transport.label}: cannot read {path}: {result.stderr.strip()}")
-        return result.stdout
+        if self._locked_read is not None:  # read by the lock a moment ago, under the lock: no other apply changed it
+            path, text = self._unit_read(self._locked_read, 0)
+            self._locked_read = None
+            return text
+        argv = ["sh", "-c", _READ_SCRIPT, "sh", self.unit]
+        result = await self.transport.run(argv, timeout=30)
+        path, text = self._unit_read(result.stdout, result.exit_status)
+        if result.ok:
+            return text
+        if self.sudo:  # unit files are usually world-readable; some sites lock them down
+            result = await self.transport.run(argv, sudo=True, timeout=30)
+            path, text = self._unit_read(result.stdout, result.exit_status)
+            if result.ok:
+                return text
+        raise HostError(f"{self.transport.label}: cannot read {path}: {result.stderr.strip()}")
+
+    def _unit_read(self, stdout: str, exit_status: int) -> tuple[str, str]:
+        """(unit file path, its text) from _READ_SCRIPT's output; HostError when there is no unit file."""
+        props, found, text = stdout.partition(UNIT_SEPARATOR + "\n")
+        if not found:
+            raise HostError(f"{self.transport.label}: `systemctl show {self.unit}` failed (exit status {exit_status})")
+        state = parse_show(props, self.unit)  # raises for LoadState=not-found
+        if not state.fragment_path:
+            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
+        return state.fragment_path, text
 
     async def write_unit(self, text: str) -> UnitBackup:
-        path = await self._fragment_path()
-        backup = backup_path(path, datetime.now(UTC))
-        tmp = f"{path}.opsconsole-tmp"
+        suffix = backup_path("", datetime.now(UTC))
         result = await self.transport.run(
-            ["sh", "-c", _WRITE_SCRIPT, "sh", path, backup, tmp], sudo=self.sudo, input=text, timeout=60
+            ["sh", "-c", _WRITE_SCRIPT, "sh", self.unit, suffix], sudo=self.sudo, input=text, timeout=60
         )
         if not result.ok:
-            raise HostError(f"{self.transport.label}: writing {path} failed: {result.stderr.strip()}")
-        return UnitBackup(path=backup)
+            raise HostError(
+                f"{self.transport.label}: writing the unit file of {self.unit} failed: {result.stderr.strip()}"
+            )
+        return UnitBackup(path=result.stdout.strip())
 
     async def restore_unit(self, backup: UnitBackup) -> None:
         if _BACKUP_SUFFIX not in backup.path:
@@ -271,6 +323,7 @@ class SystemdService:
                 )
             yield
         finally:
+            self._locked_read = None
             holder.cancel()  # closes the stream, which releases the lock on the host
             await asyncio.gather(holder, return_exceptions=True)
 
@@ -282,15 +335,18 @@ class SystemdService:
         taken again once the host lets go of the old holder (the same owner: this apply, on the dead channel);
         if another apply got it in between, there is nothing left to hold.
         """
-        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner]
+        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner, self.unit, _READ_SCRIPT]
         while True:
             answer: str | None = None
             try:
                 async for line in self.transport.stream(argv, sudo=self.sudo):
                     if answer is None:
                         answer = line
-                        if not first.done():
+                        if line != "locked" and not first.done():
                             first.set_result(line)
+                    elif not first.done():  # the unit's read, after `locked`
+                        self._locked_read = _decoded_read(line)
+                        first.set_result(answer)
             except HostError as exc:
                 if not first.done():
                     first.set_exception(exc)

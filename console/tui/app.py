@@ -149,6 +149,8 @@ class OpsConsoleApp(App[int]):
         self.labels = list(options.targets)
         self.sources: dict[str, HostSource] = {}
         self.views: dict[str, HostView] = {}  # the latest of each host, for a pane mounted after it arrived
+        self._panes: dict[str, HostPane] = {}
+        self._overview: Overview | None = None
         self.early_journal: dict[str, list[JournalEntry]] = {}
         self._make_source = make_source
         if self.config.theme:
@@ -191,16 +193,24 @@ class OpsConsoleApp(App[int]):
         return screen
 
     def pane_for(self, label: str) -> HostPane | None:
-        """The host's pane, or None while the tabs are still being mounted (it takes the latest view then)."""
-        found = self.dashboard.query(f"#pane-{self.labels.index(label) + 1}").results(HostPane)
-        return next(iter(found), None)
+        """The host's pane, or None while the tabs are still being mounted (it takes the latest view then).
+        Found once and kept: a DOM query per host per refresh was most of the console's CPU with 16 hosts."""
+        pane = self._panes.get(label)
+        if pane is None or not pane.is_attached:
+            found = self.dashboard.query(f"#pane-{self.labels.index(label) + 1}").results(HostPane)
+            pane = next(iter(found), None)
+            if pane is not None:
+                self._panes[label] = pane
+        return pane
 
     def on_host_view_changed(self, message: HostViewChanged) -> None:
         self.views[message.view.label] = message.view
         pane = self.pane_for(message.view.label)
         if pane is not None:
             pane.show(message.view)
-        overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
+        overview = self._overview
+        if overview is None or not overview.is_attached:
+            overview = self._overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
         if overview is not None:
             overview.show(message.view, self.clock())
 

@@ -9,7 +9,8 @@ speculative server accepting `tokens_per_chunk` tokens per verify step.
 `--interval-ms 0` emits as fast as the server can (for the client-speed benchmark).
 
 Run: python -m tests.bench.schedule_server --port 0 [--ttft-ms 50 --interval-ms 20 --tokens-per-chunk 2]
-Prints `LISTENING <port>` on stdout once it accepts connections.
+Prints `LISTENING <port>` on stdout once it accepts connections. GET /in_flight says how many streamed answers
+are being sent (a client that went away ends its own).
 """
 
 from __future__ import annotations
@@ -52,8 +53,19 @@ class Schedule:
         return sizes
 
 
+IN_FLIGHT = {"streams": 0}  # streamed answers being sent now (GET /in_flight): a client that went away ends its own
+
+
 async def _emit(request: web.Request, schedule: Schedule, events: Any) -> web.StreamResponse:
     """Send the events (an iterator of bytes, one per chunk) on the schedule, then [DONE]."""
+    IN_FLIGHT["streams"] += 1
+    try:
+        return await _emit_counted(request, schedule, events)
+    finally:
+        IN_FLIGHT["streams"] -= 1
+
+
+async def _emit_counted(request: web.Request, schedule: Schedule, events: Any) -> web.StreamResponse:
     arrived = time.perf_counter()
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
@@ -173,6 +185,7 @@ def build_app(schedule: Schedule) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_route("*", "/flush_cache", flush)
     app.router.add_get("/health", health)
+    app.router.add_get("/in_flight", lambda _r: web.json_response(IN_FLIGHT))  # type: ignore[arg-type,return-value]
     return app
 
 
@@ -182,7 +195,7 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     runner = web.AppRunner(build_app(schedule), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
+    site = web.TCPSite(runner, args.host, args.port, backlog=4096)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     print(f"LISTENING {port}", flush=True)
@@ -192,6 +205,7 @@ async def _serve(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--interval-ms", type=float, default=20.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)

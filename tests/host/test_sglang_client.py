@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from console.sglang.client import Endpoints, SglangClient, parse_metrics, summarize
+from console.sglang.histograms import Histogram
 
 METRICS = """# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge
@@ -164,3 +166,56 @@ def test_summary_prefers_internal_state_and_v1_loads() -> None:
     assert summary["speculative_num_steps"] == 3 and summary["avg_spec_accept_length"] == 2.4
     assert (summary["num_running_reqs"], summary["num_queue_reqs"], summary["gen_throughput"]) == (7, 2, 500.0)
     assert summary["spec_accept_rate"] == 0.6
+
+
+def _reference_parse(text: str) -> tuple[dict[str, float], dict[str, Histogram]]:
+    """What the console computed with prometheus_client's general parser (before its own lean reader)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from console.sglang.client import RATIO_GAUGES
+    from console.sglang.histograms import LATENCY_HISTOGRAMS, merged
+
+    values: dict[str, float] = {}
+    ranks: dict[str, int] = {}
+    histograms: dict[str, Histogram] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type == "histogram" and family.name in LATENCY_HISTOGRAMS:
+            hist = merged(family)
+            if hist is not None:
+                histograms[family.name] = hist
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") or sample.labels.get("tp_rank", "0") != "0":
+                continue
+            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+            ranks[sample.name] = ranks.get(sample.name, 0) + 1
+    for name in RATIO_GAUGES & values.keys():
+        values[name] /= ranks[name]
+    return values, histograms
+
+
+def test_the_lean_metrics_reader_gives_what_prometheus_clients_parser_gives() -> None:
+    """On a real SGLang 0.5.17's /metrics (71 families, histograms with many label sets) and on a hand-made text
+    with escapes, NaN, +Inf and two DP ranks."""
+    import math
+
+    from console.sglang.client import parse_metrics_text
+
+    real = (Path(__file__).parents[1] / "sim/fixtures/real-0.5.17/capture/metrics_after.txt").read_text()
+    odd = (
+        '# HELP sglang:x A "quoted" help\n# TYPE sglang:x gauge\nsglang:x{model_name="a \\"b\\" c",tp_rank="0"} NaN\n'
+        "# TYPE sglang:time_to_first_token_seconds histogram\n"
+        'sglang:time_to_first_token_seconds_bucket{le="0.1",tp_rank="0"} 3.0\n'
+        'sglang:time_to_first_token_seconds_bucket{le="+Inf",tp_rank="0"} 5.0\n'
+        'sglang:time_to_first_token_seconds_bucket{le="0.1",tp_rank="1"} 1.0\n'
+        'sglang:time_to_first_token_seconds_bucket{le="+Inf",tp_rank="1"} 2.0\n'
+        'sglang:time_to_first_token_seconds_sum{tp_rank="0"} 0.7\nsglang:time_to_first_token_seconds_count 5.0\n'
+        "# TYPE sglang:num_requests_total counter\nsglang:num_requests_total 42.0 1700000000000\n"
+        + "".join(f'sglang:token_usage{{tp_rank="0",dp_rank="{dp}"}} {u}\n' for dp, u in ((0, 0.25), (1, 0.75)))
+    )
+    for text in (real, odd):
+        mine, theirs = parse_metrics_text(text), _reference_parse(text)
+        assert mine[1] == theirs[1]
+        assert mine[0].keys() == theirs[0].keys()
+        for key, value in theirs[0].items():
+            assert mine[0][key] == value or (math.isnan(value) and math.isnan(mine[0][key])), key
+    assert len(_reference_parse(real)[0]) > 50 and len(_reference_parse(real)[1]) == 3

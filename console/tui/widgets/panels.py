@@ -39,6 +39,8 @@ def render_header(view: HostView, now: datetime) -> RenderableType:
         line1.append(f"✖ {view.error or conn.last_error or 'cannot connect'}", style=style)
     else:
         line1.append(f"● {conn.phase}", style=style)
+    if view.round_trip_ms is not None and conn.phase == "connected":
+        line1.append(f" · rtt {view.round_trip_ms:,.0f} ms", style="dim")
     line1.append("  ")
     line1.append(view.label, style="bold")
     status = view.status
