@@ -47,7 +47,7 @@ JSON keys (stable; SGLang's own names where they exist):
     gpu_processes[]             gpu_uuid, pid, process_name, used_memory_mib
     gpu_error                   nvidia-smi / NVML failure text, or null
     refresh_ms                  how long the refresh took
-    production                  the host's production snapshot (`opsconsole freeze`) and the drift from it, or null
+    production                  the host's production snapshot (`opsconsole freeze`) and the drift from it; absent
                                 when the host has none: {snapshot, frozen_at, document, in_sync (null while the
                                 server's values are unknown), drift: [{key, running, production, text}]}, text e.g.
                                 "steps 3, production v2 has 2" (console/core/drift.py)
@@ -213,7 +213,7 @@ class HostStatus(BaseModel):
         return self.service.error is None and self.sglang.healthy
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude={"production"} if self.production is None else None)
 
 
 async def read_sglang(client: SglangClient, *, light: bool = False) -> SglangStatus:
