@@ -206,6 +206,8 @@ class PendingFreeze:
                 backup = await service.write_unit(plan.new_text)
                 self.result.backup = backup.path
                 self._step("unit_written", f"added {INSTALL_SECTION.strip()!r} (enable needs it); backup {backup.path}")
+            if plan.unit_changed or self.capture.state.need_daemon_reload:
+                # Forced past a pending daemon-reload: systemd loads the frozen unit (the process runs on as it is).
                 await service.daemon_reload()
                 self._step("daemon_reloaded")
             await service.enable()
