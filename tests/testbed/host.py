@@ -156,7 +156,9 @@ class GpuHost:
     @property
     def disk(self) -> Path:
         """A persistent host's disk: upper (what it wrote), work, root (the merged tree it boots)."""
-        return self.temp_dir / "disk"
+        overlay = self.res.overlay
+        assert overlay is not None
+        return overlay.parent
 
     def _start(self, tree: Path, site: Path, *, wait_healthy: bool) -> None:
         t0 = time.monotonic()
@@ -166,9 +168,7 @@ class GpuHost:
         self._site = site
         self._root = tree
         if self.persistent:
-            self._root = resources.mount_overlay(tree, self.disk)
-            self.res.overlay = str(self._root)
-            self.res.save()
+            self._root = resources.mount_overlay(tree, self.res)
         to_ssh, to_running, started = self._boot_container()
         self._install_service()
         to_healthy = 0.0

@@ -38,7 +38,12 @@ class HostResources:
     nspawn_pid: int | None = None
     temp_dir: str | None = None
     cgroups: list[str] = field(default_factory=list)
-    overlay: str | None = None  # a persistent host's root: an overlay mount (tree below, its own disk above)
+    # (No more fields: a parallel test run of an older checkout reads these files and removes what it cannot read.)
+
+    @property
+    def overlay(self) -> Path | None:
+        """A persistent host's root: an overlay mount (the tree below, its own disk above) in its temp dir."""
+        return Path(self.temp_dir) / "disk" / "root" if self.temp_dir else None
 
     @property
     def outside_address(self) -> str:
@@ -128,8 +133,8 @@ def create_cgroups(host: HostResources) -> list[Path]:
 def destroy(host: HostResources, *, stop_timeout: float = 20.0) -> None:
     """Halt the container, remove the netns and cgroups, forget the host. Safe to call on a partial host."""
     halt(host, stop_timeout=stop_timeout)
-    if host.overlay:
-        unmount_overlay(Path(host.overlay))
+    if host.overlay is not None:
+        unmount_overlay(host.overlay)
     if host.name in list_netns():
         run(["ip", "netns", "del", host.name], what="removing the testbed network namespace", check=False)
     # `ip netns del` takes the veth pair with it; a pair whose netns vanished some other way may remain.
@@ -148,10 +153,13 @@ def halt(host: HostResources, *, stop_timeout: float = 20.0) -> None:
         _stop_process(host.nspawn_pid, stop_timeout)
 
 
-def mount_overlay(tree: Path, disk: Path) -> Path:
-    """The tree below, `disk`/upper above: what the host writes stays in its own disk, the tree stays untouched
-    (other hosts boot from it at the same time). Returns the merged root."""
-    upper, work, root = disk / "upper", disk / "work", disk / "root"
+def mount_overlay(tree: Path, host: HostResources) -> Path:
+    """The tree below, the host's disk/upper above: what the host writes stays on its own disk, the tree stays
+    untouched (other hosts boot from it at the same time). Returns the merged root (HostResources.overlay)."""
+    root = host.overlay
+    assert root is not None, "reserve the host's temp dir first"
+    disk = root.parent
+    upper, work = disk / "upper", disk / "work"
     for d in (upper, work, root):
         d.mkdir(parents=True, exist_ok=True)
     run(

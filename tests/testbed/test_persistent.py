@@ -22,7 +22,7 @@ def _mounted(path: Path) -> bool:
 
 def test_a_persistent_host_keeps_its_disk_and_starts_only_enabled_units_after_a_reboot(testbed_ready: None) -> None:
     host = GpuHost.boot("gpu7", unit_text=TRIVIAL_UNIT, persistent=True)
-    root = Path(str(host.res.overlay))
+    root = host.disk / "root"
     in_the_shared_tree = cache.ensure_tree().path / "var/lib/sglang/written-on-the-host"
     try:
         assert _mounted(root)
