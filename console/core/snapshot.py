@@ -331,3 +331,13 @@ def best_throughput(snapshot: Snapshot) -> float | None:
     values = [e.get("output_throughput") for e in snapshot.benchmarks]
     found = [float(v) for v in values if isinstance(v, int | float)]
     return max(found) if found else None
+
+
+def next_name(snapshots: Sequence[Snapshot], label: str) -> str:
+    """A name for the host's next snapshot: v(N+1) after its highest vN, never one that is taken."""
+    taken = {s.name for s in snapshots}
+    numbers = [int(m.group(1)) for s in snapshots if s.host.label == label and (m := re.fullmatch(r"v(\d+)", s.name))]
+    n = max(numbers, default=0) + 1
+    while f"v{n}" in taken:
+        n += 1
+    return f"v{n}"

@@ -123,7 +123,7 @@ def render_document(snapshot: Snapshot, *, restore_target: str | None = None) ->
         ["host", f"{_cell(host.hostname)} (as {_cell(host.ssh_user)}, reached as {host.label})"],
         ["unit", f"`{host.unit}` at `{_cell(host.fragment_path)}`, {_cell(unit.unit_file_state)}, {unit.hash}"],
     ]
-    out += [*_table(["", ""], rows), ""]
+    out += [f"- **{what}**: {value}" for what, value in rows] + [""]
     out += ["### Launch command", "", *_fence(unit.launch_command, "sh"), ""]
     if unit.environment or unit.environment_files:
         env = "\n".join(f"{k}={v}" for k, v in unit.environment.items())

@@ -166,7 +166,7 @@ def test_the_document_says_what_runs_why_when_by_whom_and_how_to_restore() -> No
     for expected in (
         "# Production setup v2 — gpu1 (gpu-01)",
         "by alice@laptop",
-        "| SGLang | 0.5.9 |",
+        "- **SGLang**: 0.5.9",
         "EAGLE steps 2, topk 1, draft tokens 3, overlap on",
         "2 × NVIDIA H200 (143,771 MiB each), driver 580.159.04",
         "/usr/bin/python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B",

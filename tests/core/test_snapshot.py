@@ -126,3 +126,13 @@ def test_a_file_renamed_by_hand_is_not_taken_for_another_snapshot(tmp_path: Path
     path.rename(path.with_name("v7.toml"))
     found, problems = load_snapshots(workspace)
     assert found == [] and "names itself 'v1'" in problems[0]
+
+
+def test_the_next_name_follows_the_hosts_versions_and_is_never_taken() -> None:
+    from console.core.snapshot import next_name
+
+    assert next_name([], "gpu1") == "v1"
+    mine = [snapshot("v1"), snapshot("v2"), snapshot("prod-x")]
+    assert next_name(mine, "gpu1") == "v3"
+    other = [snapshot("v3", label="gpu2")]
+    assert next_name([*mine, *other], "gpu1") == "v4" and next_name(other, "gpu2") == "v4"
