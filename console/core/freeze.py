@@ -59,9 +59,12 @@ HEALTH_TIMEOUT_S = 10.0
 # Written as one `sh -c` so that the document appears whole or not at all: a temp file next to it, then a
 # rename. As the SSH user: the document lives in their home (or wherever --doc says they may write).
 _DOCUMENT_SCRIPT = (
-    'set -e; t=$(mktemp -- "$1.XXXXXX"); trap \'rm -f -- "$t"\' EXIT; cat > "$t"; chmod 644 -- "$t"; '
+    'set -e; if [ -d "$1" ]; then echo "$1 is a directory" >&2; exit 1; fi; '
+    't=$(mktemp -- "$1.XXXXXX"); trap \'rm -f -- "$t"\' EXIT; cat > "$t"; chmod 644 -- "$t"; '
     'mv -f -- "$t" "$1"; trap - EXIT'
 )
+# Refusals that say the server is down: a freeze forced past them does not expect it healthy afterwards.
+SERVER_DOWN = frozenset({"not-active", "unhealthy", "no-server-info"})
 _FACTS_SCRIPT = 'uname -n; id -un; printf "%s\\n" "$HOME"'
 
 FreezeState = Literal["planned", "frozen", "refused", "aborted", "failed", "locked", "error"]
@@ -254,7 +257,8 @@ class PendingFreeze:
         if state.need_daemon_reload:
             problems.append("systemd still has another unit loaded (NeedDaemonReload=yes)")
         self.result.healthy = await _healthy(self.session)
-        if not self.result.healthy:
+        forced_down = plan.forced and any(r.code in SERVER_DOWN for r in plan.refusals)
+        if not self.result.healthy and not forced_down:
             problems.append("the server does not answer /health with 200 any more")
         read = await self.session.host.transport.run(["cat", "--", plan.document_path], timeout=30)
         if not read.ok or read.stdout != plan.document:

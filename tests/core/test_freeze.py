@@ -127,3 +127,23 @@ async def test_a_name_that_is_taken_is_refused_before_anything_is_read(demo: Dem
     with pytest.raises(FileExistsError, match="choose another name"):
         await _freeze(demo, "v1", tmp_path / "b.md")
     assert not (tmp_path / "b.md").exists()
+
+
+async def test_a_stopped_server_is_refused_and_can_be_forced_with_a_reason(demo: Demo, tmp_path: Path) -> None:
+    async with _session(demo) as session:
+        await session.service.stop()
+    refused, _ = await _freeze(demo, "v1", tmp_path / "d.md")
+    assert refused.state == "refused"
+    assert {"not-active", "unhealthy", "no-server-info"} <= {r.code for r in refused.plan.refusals}
+    forced, _ = await _freeze(demo, "v1", tmp_path / "d.md", force="the unit to keep while the GPU is repaired")
+    assert forced.ok and forced.healthy is False, forced.error
+    kept = load_snapshot(Workspace.resolve(demo.workspace), "v1")
+    assert kept.forced is not None and kept.server.version is None and kept.unit.unit_file_state == "enabled"
+
+
+async def test_a_document_path_that_is_a_directory_fails_before_anything_else(demo: Demo, tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    result, _ = await _freeze(demo, "v1", tmp_path / "docs")
+    assert result.state == "failed" and "is a directory" in str(result.error)
+    assert list((tmp_path / "docs").iterdir()) == []
+    assert not snapshot_path(Workspace.resolve(demo.workspace), "v1").exists()
