@@ -183,3 +183,25 @@ async def test_freeze_and_restore_from_the_console_on_the_demo_host(demo: Demo, 
         await wait_until(pilot, lambda: "restored v1: verified" in _text(app), "the restore", 60)
         await pilot.press("escape")
         await wait_until(pilot, lambda: "= production v1" in _text(app), "in sync again", 30)
+
+
+async def test_a_change_after_the_preview_needs_a_new_preview_before_freeze() -> None:
+    made: list[ScriptedPending] = []
+    app = scripted_app(views={"gpu-a": view()})
+    app.freeze_planner = scripted_planner(made)  # type: ignore[attr-defined]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("F")
+        await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")
+        await pilot.press(*"first", "enter")
+        await wait_until(pilot, lambda: "ready: " in _text(app), "the preview")
+        go = app.screen.query_one("#freeze-go", Button)
+        assert not go.disabled
+        await pilot.press(*" and second")
+        await wait_until(pilot, lambda: "changed since the preview" in _text(app), "the stale preview")
+        assert go.disabled
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not go.disabled, "the new preview")
+        assert made[-1].plan.request.note == "first and second" and made[0].aborted == "planned again"
+        await pilot.click("#freeze-go")
+        await wait_until(pilot, lambda: "frozen as v1" in _text(app), "the freeze")
+    assert made[-1].executed and not made[0].executed

@@ -189,6 +189,13 @@ class FreezeScreen(Screen[bool]):
         if self.pending is not None and self.pending.plan.refused and not self.done:
             self.query_one("#freeze-go", Button).disabled = not event.value.strip()
 
+    @on(Input.Changed, "#freeze-name, #freeze-note, #freeze-doc")
+    def _request_changed(self) -> None:
+        """The preview no longer shows what Freeze would write: it must be made again."""
+        if self.pending is not None and not self.running and not self.done:
+            self.query_one("#freeze-go", Button).disabled = True
+            self._status("changed since the preview: Enter (or Preview) to see it again", "yellow")
+
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "freeze-force" and self.pending is not None:
@@ -208,7 +215,7 @@ class FreezeScreen(Screen[bool]):
 
     def _freeze(self) -> None:
         pending = self.pending
-        if pending is None or self.running or self.done:
+        if pending is None or self.running or self.done or self.query_one("#freeze-go", Button).disabled:
             return
         reason = self.query_one("#freeze-force", Input).value.strip()
         if pending.plan.refusals and reason:
