@@ -45,6 +45,7 @@ from console.core.freeze_plan import (
     ProcessView,
     Refusal,
     build_freeze_plan,
+    looks_like_argv,
     restore_edits,
     restored_matches,
 )
@@ -311,8 +312,9 @@ async def _read_text(session: Session, path: str) -> str | None:
 
 
 def _nul_split(text: str) -> list[str]:
-    words = text.split("\0")
-    return words[:-1] if words and words[-1] == "" else words
+    """NUL-separated words; trailing NULs (a renamed process pads its title with them) end the list."""
+    stripped = text.rstrip("\0")
+    return stripped.split("\0") if stripped else []
 
 
 async def read_process(session: Session, state: ServiceState) -> ProcessView:
@@ -333,7 +335,7 @@ async def read_process(session: Session, state: ServiceState) -> ProcessView:
         else:
             notes.append(f"the main process's environment (/proc/{pid}/environ) could not be read: not compared")
     mtime = None
-    if (argv is None or len(argv) < 2) and state.fragment_path:
+    if not looks_like_argv(argv) and state.fragment_path:
         with contextlib.suppress(HostError, ValueError):
             done = await session.host.transport.run(["stat", "-c", "%Y", "--", state.fragment_path], timeout=30)
             if done.ok:

@@ -170,8 +170,13 @@ class Capture:
 
 
 def looks_like_argv(argv: Sequence[str] | None) -> bool:
-    """A process that renamed itself (setproctitle) shows one word with spaces: that is no argv to compare."""
-    return argv is not None and len(argv) >= 2
+    """A process that renamed itself (setproctitle: `sglang::...`, one word, perhaps with spaces) shows no argv
+    to compare, and its environment's memory may hold the title too."""
+    return argv is not None and len(argv) >= 2 and "::" not in argv[0]
+
+
+def renamed(process: ProcessView) -> bool:
+    return process.argv is not None and not looks_like_argv(process.argv)
 
 
 def same_argv(running: Sequence[str], unit: Sequence[str]) -> bool:
@@ -269,7 +274,7 @@ def _process_refusals(capture: Capture, unit: Any) -> list[Refusal]:
                 "whether it runs the change. Restart it on the unit, then freeze",
             )
         )
-    if process.environ is not None:
+    if process.environ is not None and not renamed(process):
         env = unit.environment()
         differ = sorted(k for k, v in env.items() if process.environ.get(k) != v)
         extra = (
@@ -352,6 +357,11 @@ def build_freeze_plan(capture: Capture, request: FreezeRequest) -> FreezePlan:
     launch = unit.launch
     doc_path = document_path(request.document or capture.document_template, request.name, capture.facts.home)
     warnings = list(capture.process.notes)
+    if renamed(capture.process):
+        warnings.append(
+            "the main process renamed itself, so its flags and environment were not compared with the unit; the "
+            "unit file's age against the process's start and the resolved values were"
+        )
     from console.sglang.rules import check_launch
 
     report = check_launch(unit.flags(), unit.environment(), capture.version)

@@ -70,9 +70,12 @@ def test_without_the_process_argv_the_unit_files_mtime_against_the_start_stands_
     newer = capture(text, process_argv=None)
     newer.process = type(newer.process)(None, newer.process.environ, STARTED + timedelta(minutes=5))
     assert codes(build_freeze_plan(newer, FreezeRequest("v2"))) == ["unit-newer"]
-    older = capture(text, process_argv=("sglang::scheduler",))  # a renamed process: no argv to compare
-    older.process = type(older.process)(("sglang::scheduler",), older.process.environ, STARTED - timedelta(minutes=5))
-    assert codes(build_freeze_plan(older, FreezeRequest("v2"))) == []
+    # A process that renamed itself (setproctitle) has no argv to compare, and its environment is not trusted.
+    title = ("sglang::tokenizer", "")
+    renamed = capture(text, process_argv=title, process_env=environ(text, SGLANG_ENABLE_SPEC_V2="0"))
+    renamed.process = type(renamed.process)(title, renamed.process.environ, STARTED - timedelta(minutes=5))
+    p = build_freeze_plan(renamed, FreezeRequest("v2"))
+    assert codes(p) == [] and "renamed itself" in p.snapshot.warnings[0]
 
 
 def test_an_environment_the_unit_does_not_set_is_refused() -> None:
