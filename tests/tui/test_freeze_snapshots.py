@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 
 from tests.support import snapshots as snaps
 from tests.tui.freeze_support import ScriptedPending, scripted_planner, snapshot_workspace, view_with_production
-from tests.tui.support import screen_text, scripted_app, view, wait_until
+from tests.tui.support import screen_text, scripted_app, view, wait_until, without_cursor
 
 
 def _freeze_app(**capture: Any) -> Any:
@@ -30,6 +30,7 @@ def _previewed(*needles: str) -> Any:
         await wait_until(pilot, lambda: "as a production snapshot" in screen_text(app), "the dialog")  # type: ignore[arg-type]
         await pilot.press(*"steps 2: +45 % at C = 32", "enter")
         await wait_until(pilot, lambda: all(n in screen_text(app) for n in needles), f"{needles}")  # type: ignore[arg-type]
+        await without_cursor(pilot)
 
     return run_before
 

@@ -115,9 +115,7 @@ class FreezeScreen(Screen[bool]):
                 yield Input(placeholder="the profile's, else ~/production_{name}.md", id="freeze-doc")
             with Horizontal(classes="freeze-row", id="freeze-force-row"):
                 yield Label("force", classes="freeze-label")
-                yield Input(
-                    placeholder="a reason to freeze anyway (recorded in snapshot and document)", id="freeze-force"
-                )
+                yield Input(placeholder=FORCE_HINT, id="freeze-force")
             yield Static("", id="freeze-status")
             with VerticalScroll(id="freeze-preview"):
                 hint = Text(

@@ -4,7 +4,7 @@ host's production (★), the highlighted one's document, the diff of two, and re
 Keys: m marks a snapshot, d diffs the marked one (else the host's production) with the highlighted one, r restores
 the highlighted one onto its host through the validated apply (console.core.freeze.plan_restore): the plan (diff,
 rule report, notes) is shown first and y writes it, n or Esc lets go. Reading only the workspace, the view works
-without a host; restore needs the snapshot's host open in this console, and is off in read-only mode.
+without a host; restore needs the snapshot's host open in this console, and in read-only mode r says it is off.
 """
 
 from __future__ import annotations
@@ -189,13 +189,14 @@ class SnapshotsScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("confirm", "decline"):
             return self.confirming is not None and not self.busy
-        if action == "restore" and (self.read_only or self.restorer is None):
-            return None  # shown dimmed: read-only mode
-        return True
+        return True  # read-only: r stays live and says why it does nothing (a silent key reads as broken)
 
     def action_restore(self) -> None:
         snap = self.highlighted()
-        if snap is None or self.busy or self.restorer is None:
+        if self.read_only or self.restorer is None:
+            self.notify("read-only: restoring rewrites the unit and restarts the host", severity="warning", timeout=4)
+            return
+        if snap is None or self.busy:
             return
         self.busy = True
         self._status(f"planning the restore of {snap.name} onto {snap.host.label} ...", "yellow")
