@@ -28,6 +28,9 @@ HANDLERS = {
     "bench": "console.cli.bench:run",
     "compare": "console.cli.compare:run",
     "freeze": "console.cli.freeze:run",
+    "snapshots": "console.cli.snapshots:run",
+    "diff": "console.cli.diff:run",
+    "restore": "console.cli.restore:run",
     "logs": "console.cli.logs:run",
     "trust": "console.cli.trust:run",
 }
@@ -148,10 +151,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run label or JSONL file; the first is the baseline")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("freeze", help="production snapshot: document on host, unit = exact setup, enabled")
+    p = sub.add_parser(
+        "freeze",
+        help="production snapshot: document on the host, unit = the running setup, enabled on boot, kept locally",
+        description="Freeze what runs as the host's production snapshot: write the production document on the "
+        "host, make sure the unit is exactly the running setup and enable it, keep profiles/snapshots/NAME.toml. "
+        "Refused (exit 1, nothing written) when the server is not healthy or does not run the unit on disk.",
+    )
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
-    p.add_argument("--name", required=True)
-    p.add_argument("--yes", action="store_true")
+    p.add_argument("--name", required=True, help="the snapshot's name (e.g. v2): profiles/snapshots/NAME.toml")
+    p.add_argument("--note", default="", help="why this setup (goes into the document and the snapshot)")
+    p.add_argument(
+        "--doc",
+        metavar="PATH",
+        help="the document's path on the host, absolute or ~/...; {name} is replaced "
+        "(default: the profile's [freeze] document, else ~/production_{name}.md)",
+    )
+    p.add_argument("--force", metavar="REASON", help="freeze although it is refused; the reason is recorded")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    _add_target_options(p)
+
+    p = sub.add_parser("snapshots", help="the production snapshots in profiles/snapshots/ (* = production)")
+    p.add_argument("target", nargs="?", metavar="TARGET", help="only this host's snapshots (as the freeze named it)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    p = sub.add_parser("diff", help="how two snapshots differ: flags, environment, resolved values, benchmarks")
+    p.add_argument("a", metavar="A", help="snapshot name (the baseline)")
+    p.add_argument("b", metavar="B", help="snapshot name")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    p = sub.add_parser("restore", help="bring a snapshot's flags and environment back (validated apply with rollback)")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot name (opsconsole snapshots lists them)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (apply's keys + snapshot, notes)")
     _add_target_options(p)
 
     p = sub.add_parser("logs", help="the service journal")

@@ -39,7 +39,7 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
             resolved[label], workspace, on_view=on_view, on_journal=on_journal, interval_s=config.refresh_s
         )
 
-    app = OpsConsoleApp(ConsoleOptions(tuple(targets), config, bool(args.read_only)), make_source)
+    app = OpsConsoleApp(ConsoleOptions(tuple(targets), config, bool(args.read_only), workspace), make_source)
     if config.theme and config.theme not in app.available_themes:
         raise UsageError(
             f"{workspace.root / 'console.toml'}: theme {config.theme!r} is not a Textual theme; "

@@ -74,7 +74,20 @@ def render_text(status: HostStatus) -> str:
         )
     if status.gpu_error:
         lines.append(f"  gpus     {status.gpu_error}")
+    lines.extend(production_lines(status))
     return "\n".join(lines)
+
+
+def production_lines(status: HostStatus) -> list[str]:
+    """The production snapshot line (`opsconsole freeze`), when the host has one."""
+    prod = status.production
+    if prod is None:
+        return []
+    if prod.in_sync is None:
+        return [f"  production  {prod.snapshot} (the server's values are unknown now)"]
+    if prod.in_sync:
+        return [f"  production  {prod.snapshot}: runs it"]
+    return [f"  production  {prod.snapshot}: DRIFT: {prod.summary}"]
 
 
 async def status_main(args: argparse.Namespace, out: TextIO) -> int:

@@ -707,6 +707,10 @@ async def _take_lock(session: Session, owner: str) -> AsyncExitStack:
         await asyncio.sleep(POLL_INTERVAL_S / 4)
 
 
+# The same lock for the other operations that change the unit (freeze): one holder per unit, whatever it does.
+take_unit_lock = _take_lock
+
+
 async def _planned(
     session: Session, edits: EditRequest, *, timeout_s: float, owner: str, restart_only: bool
 ) -> PendingApply:

@@ -47,6 +47,10 @@ JSON keys (stable; SGLang's own names where they exist):
     gpu_processes[]             gpu_uuid, pid, process_name, used_memory_mib
     gpu_error                   nvidia-smi / NVML failure text, or null
     refresh_ms                  how long the refresh took
+    production                  the host's production snapshot (`opsconsole freeze`) and the drift from it; absent
+                                when the host has none: {snapshot, frozen_at, document, in_sync (null while the
+                                server's values are unknown), drift: [{key, running, production, text}]}, text e.g.
+                                "steps 3, production v2 has 2" (console/core/drift.py)
 """
 
 from __future__ import annotations
@@ -66,8 +70,10 @@ from pydantic import (
     model_serializer,
 )
 
+from console.core.drift import ProductionStatus
 from console.core.exits import exit_json
 from console.core.session import Session
+from console.core.snapshot_store import production_of_host
 from console.host.base import HostError, ServiceState
 from console.host.gpu import GpuProcess, GpuSample, GpuSnapshot
 from console.sglang.client import SglangClient, SglangError, summarize
@@ -199,6 +205,7 @@ class HostStatus(BaseModel):
     gpu_processes: list[GpuProcess]
     gpu_error: str | None
     refresh_ms: float
+    production: ProductionStatus | None = None
 
     @property
     def ok(self) -> bool:
@@ -206,7 +213,7 @@ class HostStatus(BaseModel):
         return self.service.error is None and self.sglang.healthy
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude={"production"} if self.production is None else None)
 
 
 async def read_sglang(client: SglangClient, *, light: bool = False) -> SglangStatus:
@@ -291,4 +298,5 @@ async def read_status(session: Session, *, light: bool = False) -> HostStatus:
         gpu_processes=snapshot.processes,
         gpu_error=snapshot.error,
         refresh_ms=round((time.monotonic() - started) * 1000, 1),
+        production=production_of_host(session.workspace, session.label, session.service.unit, sglang_part),
     )

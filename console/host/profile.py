@@ -13,6 +13,9 @@
     api_key_env = "SGLANG_API_KEY"
     sglang_version = "0.5.9"     # the version the rules use when the server does not answer
 
+    [freeze]
+    document = "~/production_{name}.md"   # where `opsconsole freeze` writes the production document on the host
+
 A malformed profile raises ProfileError naming the file, the key and what was expected. An API key never
 lives in a profile: `api_key` is refused with the way to do it instead.
 """
@@ -124,9 +127,28 @@ class SglangSection(_Section):
         return value
 
 
+class FreezeSection(_Section):
+    # The production document's path on the host: absolute or in the SSH user's home (~/), {name} = the snapshot.
+    document: str | None = None
+
+    @field_validator("document")
+    @classmethod
+    def _document(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ValueError("expected a path without control characters or newlines")
+        if not value.startswith(("/", "~/")) or value.endswith("/"):
+            raise ValueError(
+                f"expected a file path, absolute or under ~/ (e.g. ~/production_{{name}}.md), not {value!r}"
+            )
+        return value
+
+
 class Profile(_Section):
     host: HostSection
     sglang: SglangSection = SglangSection()
+    freeze: FreezeSection = FreezeSection()
 
 
 def _describe(error: Any) -> str:

@@ -49,6 +49,12 @@ _WRITE_SCRIPT = (
     'b="$p$2"; t="$p.opsconsole-tmp"; '
     'cp -p -- "$p" "$b"; cat > "$t"; chmod --reference="$p" -- "$t"; mv -f -- "$t" "$p"; printf "%s\\n" "$b"'
 )
+# The unit file's path, then its backups beside it, one per line.
+_BACKUPS_SCRIPT = (
+    'p=$(systemctl --no-pager show "$1" -p FragmentPath --value); [ -n "$p" ] || exit 4; printf "%s\\n" "$p"; '
+    'for f in "$p$2"*; do [ -f "$f" ] && printf "%s\\n" "$f"; done; true'
+)
+
 # Reading the unit in one command: what systemd says about it (LoadState, FragmentPath), a separator, the file.
 UNIT_SEPARATOR = "@@opsconsole-unit-file@@"
 _READ_SCRIPT = (
@@ -259,19 +265,13 @@ class SystemdService:
             raise HostError(f"{self.transport.label}: restoring {path} from {backup.path} failed: {result.stderr}")
 
     async def backups(self) -> list[UnitBackup]:
-        path = await self._fragment_path()
-        # The glob expands on the host; nothing of ours is in the pattern but the unit's own path.
-        result = await self.transport.run(
-            [
-                "sh",
-                "-c",
-                'for f in "$1"*; do [ -f "$f" ] && printf "%s\\n" "$f"; done; true',
-                "sh",
-                path + _BACKUP_SUFFIX,
-            ],
-            timeout=30,
-        )
-        return parse_backups(result.stdout, path)
+        # One command: the script finds the unit file itself (its path is the first line), then lists the
+        # backups beside it; the glob expands on the host and nothing of ours is in it but that path.
+        result = await self.transport.run(["sh", "-c", _BACKUPS_SCRIPT, "sh", self.unit, _BACKUP_SUFFIX], timeout=30)
+        path, _, listing = result.stdout.partition("\n")
+        if not result.ok or not path:
+            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
+        return parse_backups(listing, path)
 
     async def read_backup(self, backup: UnitBackup) -> str:
         if _BACKUP_SUFFIX not in backup.path:

@@ -54,6 +54,7 @@ class Target:
     control: str | None = None  # demo transport: the demo's control socket
     profile_path: Path | None = None
     sglang_version: str | None = None  # the profile's: what the rules use when the server does not answer
+    production_doc: str | None = None  # the profile's [freeze] document: where freeze writes the document
 
 
 def parse_destination(text: str) -> tuple[str | None, str, int | None]:
@@ -116,6 +117,7 @@ def target_from_profile(name: str, profile: Profile, *, path: Path | None, ssh_c
         control=host.control,
         profile_path=path,
         sglang_version=sglang.sglang_version,
+        production_doc=profile.freeze.document,
     )
 
 

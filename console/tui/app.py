@@ -32,6 +32,7 @@ from console.tui.screens.progress import ProgressScreen
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import JournalLog
 from console.tui.widgets.overview import Overview
+from console.workspace import Workspace
 
 OVERVIEW_TAB = "overview"
 READ_ONLY = "read-only console: Apply is off"
@@ -44,7 +45,6 @@ READ_ONLY_ACTIONS = {
 NOT_YET = {
     "benchmark": "Benchmark",
     "compare": "Compare runs",
-    "freeze": "Freeze a production snapshot",
 }
 HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh"}
 
@@ -83,6 +83,7 @@ class ConsoleOptions:
     targets: tuple[str, ...]
     config: ConsoleConfig
     read_only: bool = False
+    workspace: Workspace | None = None  # profiles/ and logs/: where the snapshots view reads
 
 
 def _pane_id(index: int) -> str:
@@ -420,7 +421,14 @@ class OpsConsoleApp(App[int]):
         self._not_yet("compare")
 
     def action_freeze(self) -> None:
-        self._not_yet("freeze")
+        from console.tui.screens.freeze import open_freeze
+
+        open_freeze(self)
+
+    def action_snapshots(self) -> None:
+        from console.tui.screens.snapshots import open_snapshots
+
+        open_snapshots(self)
 
     # -- the command palette: every action, with its key --------------------------------------------------
 
@@ -432,6 +440,7 @@ class OpsConsoleApp(App[int]):
             ("Benchmark", "Run a benchmark sweep on this host", "benchmark"),
             ("Compare", "Compare benchmark runs side by side", "compare"),
             ("Freeze", "Freeze the running setup as a production snapshot", "freeze"),
+            ("Snapshots", "Production snapshots: which is production, diff two, restore one", "snapshots"),
             ("Search the journal", "Filter the journal lines (/)", "search"),
             ("Refresh now", "Refresh this host without waiting for the interval", "refresh"),
             ("Overview", "All hosts on one table", "overview"),

@@ -1,6 +1,6 @@
 """Start and stop testbed GPU hosts by hand, and measure them.
 
-scripts/testbed up [--alias gpu1] [--untrusted] [--trivial]   # boot, print how to reach it, wait for ^C
+scripts/testbed up [--alias gpu1] [--untrusted] [--trivial] [--persistent]   # boot, print how to reach it, wait for ^C
 scripts/testbed build [--cold]                                # the cached tree (--cold: from scratch, timed)
 scripts/testbed measure [--runs N]                            # boot-to-ssh, to-healthy and teardown times
 scripts/testbed cleanup                                       # remove hosts left by crashed runs
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--alias", default="gpu1", help="ssh_config alias and profile name (default gpu1)")
     up.add_argument("--untrusted", action="store_true", help="leave known_hosts empty (unknown host key)")
     up.add_argument("--trivial", action="store_true", help="a trivial HTTP server instead of the simulator")
+    up.add_argument("--persistent", action="store_true", help="a disk of its own that survives a halt")
     build = sub.add_parser("build", help="build (or find) the cached tree and site packages")
     build.add_argument("--cold", action="store_true", help="build from scratch in a temp cache and time it")
     measure = sub.add_parser("measure", help="time boot and teardown")
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     unit = recipe.sglang_unit(TRIVIAL_EXEC_START, description="trivial") if args.trivial else None
     if args.command == "measure":
         return _measure(args.runs, unit)
-    return _up(args.alias, unit, trusted=not args.untrusted)
+    return _up(args.alias, unit, trusted=not args.untrusted, persistent=args.persistent)
 
 
 def _build(*, cold: bool) -> int:
@@ -78,9 +79,9 @@ def _measure(runs: int, unit: str | None) -> int:
     return 0
 
 
-def _up(alias: str, unit: str | None, *, trusted: bool) -> int:
+def _up(alias: str, unit: str | None, *, trusted: bool, persistent: bool = False) -> int:
     resources.cleanup_leftovers()
-    host = GpuHost.boot(alias, unit_text=unit, trusted=trusted)
+    host = GpuHost.boot(alias, unit_text=unit, trusted=trusted, persistent=persistent)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

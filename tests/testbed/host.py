@@ -58,7 +58,10 @@ class GpuHost:
     host_key_fingerprint: str = ""
     timings: BootTimings | None = None
     trusted: bool = True  # False: known_hosts starts empty (the unknown-host-key case)
+    persistent: bool = False  # True: its disk (an overlay over the tree) survives a halt; reboot() keeps it
     _leader_pid: int | None = field(default=None, repr=False)
+    _root: Path | None = field(default=None, repr=False)  # the directory nspawn boots
+    _site: Path | None = field(default=None, repr=False)
 
     # ---- what tests read -------------------------------------------------------------------------------
     ssh_port = 22
@@ -125,8 +128,12 @@ class GpuHost:
         unit_text: str | None = None,
         trusted: bool = True,
         wait_healthy: bool = True,
+        persistent: bool = False,
     ) -> GpuHost:
-        """Boot a host from the cached tree (building it first if needed); tear down whatever fails."""
+        """Boot a host from the cached tree (building it first if needed); tear down whatever fails.
+
+        The default host is volatile (its writes live in memory and are gone at halt). A persistent one gets a disk
+        of its own, an overlay over the tree in its temp dir, that survives reboot() and goes with teardown()."""
         tree = cache.ensure_tree().path
         site = cache.ensure_site().path
         res = resources.reserve_host()
@@ -135,7 +142,7 @@ class GpuHost:
             temp_dir = Path(tempfile.mkdtemp(prefix=f"opsconsole-testbed-{res.name}-"))
             res.temp_dir = str(temp_dir)
             res.save()
-            host = cls(alias, res, temp_dir, unit_text or recipe.sglang_unit(), trusted=trusted)
+            host = cls(alias, res, temp_dir, unit_text or recipe.sglang_unit(), trusted=trusted, persistent=persistent)
             host._start(tree, site, wait_healthy=wait_healthy)
             return host
         except BaseException:
@@ -146,20 +153,23 @@ class GpuHost:
                 resources.destroy(res)
             raise
 
+    @property
+    def disk(self) -> Path:
+        """A persistent host's disk: upper (what it wrote), work, root (the merged tree it boots)."""
+        overlay = self.res.overlay
+        assert overlay is not None
+        return overlay.parent
+
     def _start(self, tree: Path, site: Path, *, wait_healthy: bool) -> None:
         t0 = time.monotonic()
         self._write_keys_and_client_files()
         resources.create_network(self.res)
         network_s = time.monotonic() - t0
-        cgroups = resources.create_cgroups(self.res)
-        self.process = self._launch(tree, site, cgroups)
-        started = time.monotonic()
-        poll_until(self._ssh_banner, timeout=BOOT_TIMEOUT, what=f"sshd on {self.address}:22", explain=self.console_tail)
-        to_ssh = time.monotonic() - started
-        poll_until(
-            self._system_running, timeout=BOOT_TIMEOUT, what="systemd to finish booting", explain=self._boot_failures
-        )
-        to_running = time.monotonic() - started
+        self._site = site
+        self._root = tree
+        if self.persistent:
+            self._root = resources.mount_overlay(tree, self.res)
+        to_ssh, to_running, started = self._boot_container()
         self._install_service()
         to_healthy = 0.0
         if wait_healthy:
@@ -168,17 +178,51 @@ class GpuHost:
         self.timings = BootTimings(network_s, to_ssh, to_running, to_healthy)
         log.info("testbed host %s (%s) up: %s", self.alias, self.machine, self.timings)
 
-    def _launch(self, tree: Path, site: Path, cgroups: list[Path]) -> subprocess.Popen[bytes]:
+    def _boot_container(self) -> tuple[float, float, float]:
+        """Launch nspawn in fresh cgroups; wait for sshd and for systemd to finish booting. (to ssh, to running,
+        the monotonic time it started)."""
+        assert self._root is not None and self._site is not None
+        cgroups = resources.create_cgroups(self.res)
+        self.process = self._launch(self._root, self._site, cgroups)
+        started = time.monotonic()
+        poll_until(self._ssh_banner, timeout=BOOT_TIMEOUT, what=f"sshd on {self.address}:22", explain=self.console_tail)
+        to_ssh = time.monotonic() - started
+        poll_until(
+            self._system_running, timeout=BOOT_TIMEOUT, what="systemd to finish booting", explain=self._boot_failures
+        )
+        return to_ssh, time.monotonic() - started, started
+
+    def reboot(self) -> BootTimings:
+        """Halt the host cleanly (systemd stops every service) and boot it again from its own disk: the network,
+        keys and client files stay, and so does everything the host wrote. Nothing is installed again: the units
+        that are enabled start by themselves. Only for a persistent host (a volatile one would lose it all)."""
+        if not self.persistent:
+            raise TestbedError(f"{self.alias} is volatile: its disk goes with a halt; boot it with persistent=True")
+        halted = time.monotonic()
+        resources.halt(self.res)
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
+        self._leader_pid = None
+        for cgroup in self.res.cgroups:
+            resources.remove_cgroup_tree(Path(cgroup))
+        to_ssh, to_running, _started = self._boot_container()
+        log.info("testbed host %s rebooted (halt + boot %.1f s)", self.alias, time.monotonic() - halted)
+        return BootTimings(0.0, to_ssh, to_running, 0.0)
+
+    def _launch(self, root: Path, site: Path, cgroups: list[Path]) -> subprocess.Popen[bytes]:
+        # A volatile host boots the shared tree under a throwaway overlay; a persistent one its own overlay mount.
+        volatile = [] if self.persistent else ["--volatile=overlay"]
         nspawn = [
             "systemd-nspawn",
             "--quiet",
-            f"--directory={tree}",
+            f"--directory={root}",
             f"--machine={self.machine}",
             f"--hostname={self.machine}",
             "--register=no",
             "--keep-unit",
             "--console=passive",
-            "--volatile=overlay",
+            *volatile,
             f"--network-namespace-path=/run/netns/{self.machine}",
             f"--bind-ro={cache.REPO_ROOT}:{recipe.REPO_MOUNT}",
             f"--bind-ro={site}:{recipe.SITE_MOUNT}",
@@ -188,7 +232,7 @@ class GpuHost:
         # The launcher moves itself into its own cgroups before exec, so nspawn and everything the
         # container runs live in a tree of their own (two containers sharing one break `systemctl`).
         enter_cgroups = " && ".join(f"echo $$ > {shlex.quote(str(c / 'cgroup.procs'))}" for c in cgroups)
-        with open(self.console_log, "wb") as console:
+        with open(self.console_log, "ab") as console:  # a reboot appends its boot to the first one
             process = subprocess.Popen(
                 ["/bin/sh", "-c", f'{enter_cgroups} && exec "$@"', "sh", *nspawn],
                 stdin=subprocess.DEVNULL,

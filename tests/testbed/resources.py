@@ -38,6 +38,12 @@ class HostResources:
     nspawn_pid: int | None = None
     temp_dir: str | None = None
     cgroups: list[str] = field(default_factory=list)
+    # (No more fields: a parallel test run of an older checkout reads these files and removes what it cannot read.)
+
+    @property
+    def overlay(self) -> Path | None:
+        """A persistent host's root: an overlay mount (the tree below, its own disk above) in its temp dir."""
+        return Path(self.temp_dir) / "disk" / "root" if self.temp_dir else None
 
     @property
     def outside_address(self) -> str:
@@ -126,8 +132,9 @@ def create_cgroups(host: HostResources) -> list[Path]:
 
 def destroy(host: HostResources, *, stop_timeout: float = 20.0) -> None:
     """Halt the container, remove the netns and cgroups, forget the host. Safe to call on a partial host."""
-    if host.nspawn_pid is not None and _is_nspawn_of(host.nspawn_pid, host.name):
-        _stop_process(host.nspawn_pid, stop_timeout)
+    halt(host, stop_timeout=stop_timeout)
+    if host.overlay is not None:
+        unmount_overlay(host.overlay)
     if host.name in list_netns():
         run(["ip", "netns", "del", host.name], what="removing the testbed network namespace", check=False)
     # `ip netns del` takes the veth pair with it; a pair whose netns vanished some other way may remain.
@@ -138,6 +145,40 @@ def destroy(host: HostResources, *, stop_timeout: float = 20.0) -> None:
     if host.temp_dir:
         run(["rm", "-rf", "--one-file-system", host.temp_dir], check=False)
     host.state_file.unlink(missing_ok=True)
+
+
+def halt(host: HostResources, *, stop_timeout: float = 20.0) -> None:
+    """Halt the container (SIGTERM to nspawn: systemd shuts down cleanly), keeping everything around it."""
+    if host.nspawn_pid is not None and _is_nspawn_of(host.nspawn_pid, host.name):
+        _stop_process(host.nspawn_pid, stop_timeout)
+
+
+def mount_overlay(tree: Path, host: HostResources) -> Path:
+    """The tree below, the host's disk/upper above: what the host writes stays on its own disk, the tree stays
+    untouched (other hosts boot from it at the same time). Returns the merged root (HostResources.overlay)."""
+    root = host.overlay
+    assert root is not None, "reserve the host's temp dir first"
+    disk = root.parent
+    upper, work = disk / "upper", disk / "work"
+    for d in (upper, work, root):
+        d.mkdir(parents=True, exist_ok=True)
+    run(
+        ["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={tree},upperdir={upper},workdir={work}", str(root)],
+        what="mounting a persistent host's overlay",
+    )
+    return root
+
+
+def unmount_overlay(root: Path) -> None:
+    if not _is_mounted(root):
+        return
+    if run(["umount", str(root)], check=False).returncode != 0:
+        run(["umount", "--lazy", str(root)], check=False, what="unmounting a persistent host's overlay")
+
+
+def _is_mounted(path: Path) -> bool:
+    target = str(path)
+    return any(line.split()[1] == target for line in Path("/proc/mounts").read_text().splitlines() if line.strip())
 
 
 def remove_cgroup_tree(top: Path, timeout: float = 10.0) -> None:

@@ -211,3 +211,50 @@ def test_closing_the_terminal_of_opsconsole_demo_leaves_no_process(tmp_path: Pat
     while _demo_process_pids(workspace):
         assert time.monotonic() < deadline, f"left running: {_demo_process_pids(workspace)}"
         time.sleep(0.1)  # polling for the processes to be gone
+
+
+@pytest.mark.testbed
+def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_back(
+    pristine_gpu_host: GpuHost,
+) -> None:
+    """e, + on steps, ctrl+s, y: the unit is rewritten, the service restarted and verified, and the dashboard
+    shows what SGLang really runs (draft tokens raised with steps); then a missing draft model is rolled back."""
+    host = pristine_gpu_host
+    term = Terminal([OPSCONSOLE, "connect", host.alias, "--refresh", "0.5"], host.client_env())
+    try:
+        term.wait_for("sglang.service active/running")
+        term.wait_until(lambda s: "steps 2  topk 1" in s and "draft tokens 3" in s, "the running setup")
+        term.keys("e")
+        term.wait_for("What the server will really run")
+        term.keys("+")  # the steps field has focus when the editor opens
+        term.wait_for("draft tokens 3 -> 4")
+        term.keys("C-s")
+        screen = term.wait_for("and restart sglang.service?")
+        assert "--speculative-num-steps 3" in screen
+        term.keys("y")
+        screen = term.wait_for("✔ verified", timeout=120)
+        assert "changed by SGLang" in screen  # draft tokens: 3 asked, 4 run
+        term.keys("Escape")
+        term.wait_until(lambda s: "steps 3  topk 1" in s and "draft tokens 4" in s, "the new setup on the dashboard")
+        unit = host.root_run("systemctl cat sglang.service").stdout
+        assert "--speculative-num-steps 3" in unit
+
+        term.keys("e")
+        term.wait_for("What the server will really run")
+        for _ in range(4):  # steps -> topk -> draft tokens -> spec v2 -> draft model path
+            term.keys("Tab")
+        term.keys("End", "C-u")  # the path's text, all of it
+        term.keys("/models/missing-draft")
+        term.wait_for("ctrl+s: apply")
+        term.keys("C-s")
+        term.wait_for("and restart sglang.service?")
+        term.keys("y")
+        screen = term.wait_for("The host is healthy on the previous unit", timeout=180)
+        assert "✖" in screen and "missing-draft" in screen
+        term.keys("Escape")
+        term.wait_until(
+            lambda s: "steps 3  topk 1" in s and "sglang.service active/running" in s, "the previous setup again"
+        )
+        assert "missing-draft" not in host.root_run("systemctl cat sglang.service").stdout
+    finally:
+        term.close()

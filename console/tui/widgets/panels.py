@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from console.core.drift import ProductionStatus
 from console.core.monitor import HostView, SetupValue
 from console.tui.config import Thresholds
 from console.tui.format import DASH, LOAD, age, gib, level_style, num, sparkline, uptime
@@ -66,6 +67,7 @@ def render_header(view: HostView, now: datetime) -> RenderableType:
         sg = status.sglang
         stale = view.is_stale(view.sglang_at, now)
         line2.append(f"SGLang {num(sg.version)}", style="bold dim" if stale else "bold")
+        line2.append_text(production_text(status.production))
         line2.append(f"  {num(sg.model_path)}", style="dim" if stale else "")
         if view.sglang_gpu_memory_mib is not None:
             line2.append(f"  GPU memory {gib(view.sglang_gpu_memory_mib)} GiB", style="dim" if stale else "")
@@ -75,6 +77,18 @@ def render_header(view: HostView, now: datetime) -> RenderableType:
     elif refreshed is not None:
         line2.append(f"  refreshed {age(refreshed)} ago", style="dim")
     return Group(line1, line2)
+
+
+def production_text(production: ProductionStatus | None) -> Text:
+    """The host's production snapshot (opsconsole freeze) and the drift from it, computed by the core:
+    `  ≠ steps 3, production v2 has 2` (drift), `  = production v2` (runs it), nothing without a snapshot."""
+    if production is None:
+        return Text()
+    if production.in_sync is None:
+        return Text(f"  production {production.snapshot} (unknown now)", style="dim")
+    if production.in_sync:
+        return Text(f"  = production {production.snapshot}", style="green")
+    return Text(f"  ≠ {production.summary}", style="bold yellow")
 
 
 # (title, justify, width) of the GPU table's figures; the two history columns share what is left.

@@ -1,0 +1,332 @@
+"""`F`: freeze the host's running setup as its production snapshot (console.core.freeze).
+
+The screen asks for a name and a note (the document's path is the profile's or ~/production_NAME.md unless
+given), plans the freeze in a worker (the unit's lock is held from then on: no apply can change the unit while
+the operator reads), and shows what will be written: why it is refused (with a field for --force's reason), the
+unit diff if the freeze must add [Install], and the whole document. Freeze writes it; Cancel or Esc writes
+nothing and lets go of the lock. The TUI holds no logic: the planner is console.core.freeze.plan_freeze on the
+host's session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Protocol
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Input, Label, Static
+
+from console.core.freeze_plan import FreezePlan, FreezeRequest
+
+
+class PendingLike(Protocol):
+    """What the screen needs of console.core.freeze.PendingFreeze."""
+
+    plan: FreezePlan
+
+    def force(self, reason: str) -> FreezePlan: ...
+
+    async def execute(self, on_event: Callable[[Any], None]) -> Any: ...
+
+    async def abort(self, why: str = ...) -> Any: ...
+
+
+Planner = Callable[[FreezeRequest], Awaitable[PendingLike]]
+FORCE_HINT = "a reason to freeze anyway (recorded in the snapshot and the document)"
+PREVIEW_HINT = "Preview (Enter) shows what will be written; nothing is written before Freeze."
+
+
+class Planned(Message):
+    def __init__(self, pending: PendingLike | None, error: str | None = None) -> None:
+        super().__init__()
+        self.pending = pending
+        self.error = error
+
+
+class Progressed(Message):
+    def __init__(self, line: str) -> None:
+        super().__init__()
+        self.line = line
+
+
+class Finished(Message):
+    def __init__(self, ok: bool, summary: str) -> None:
+        super().__init__()
+        self.ok = ok
+        self.summary = summary
+
+
+def preview(plan: FreezePlan) -> Text:
+    """Refusals, the unit diff and the document, as the freeze would write them."""
+    out = Text()
+    if plan.refusals:
+        title = "Forced despite:" if plan.forced else "Refused: nothing will be written until this is fixed (or forced)"
+        out.append(title + "\n", style="bold red" if not plan.forced else "bold yellow")
+        for refusal in plan.refusals:
+            out.append(f"  [{refusal.code}] ", style="bold")
+            out.append(refusal.message + "\n")
+        out.append("\n")
+    if plan.unit_changed:
+        out.append("Unit change (enable needs an [Install] section):\n", style="bold")
+        for line in plan.unit_diff.splitlines():
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            out.append(line + "\n", style=style)
+        out.append("\n")
+    else:
+        out.append("Unit: unchanged (it is the running setup); it will be enabled.\n\n", style="bold")
+    out.append(f"Document {plan.document_path}:\n", style="bold")
+    out.append(plan.document)
+    return out
+
+
+class FreezeScreen(Screen[bool]):
+    """Dismissed with True when the host was frozen."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="freeze-cancel"),
+    ]
+
+    def __init__(self, label: str, planner: Planner, *, suggested_name: str = "v1") -> None:
+        super().__init__()
+        self.label = label
+        self.planner = planner
+        self.suggested_name = suggested_name
+        self.pending: PendingLike | None = None
+        self.running = False
+        self.done = False
+        self.frozen = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="freeze-box"):
+            yield Static(Text(f"Freeze {self.label} as a production snapshot", style="bold"), id="freeze-title")
+            with Horizontal(classes="freeze-row"):
+                yield Label("name ", classes="freeze-label")
+                yield Input(self.suggested_name, id="freeze-name", classes="freeze-name")
+                yield Label(" note ", classes="freeze-label")
+                yield Input(placeholder="why this setup (goes into the document)", id="freeze-note")
+            with Horizontal(classes="freeze-row"):
+                yield Label("doc  ", classes="freeze-label")
+                yield Input(placeholder="the profile's, else ~/production_{name}.md", id="freeze-doc")
+            with Horizontal(classes="freeze-row", id="freeze-force-row"):
+                yield Label("force", classes="freeze-label")
+                yield Input(placeholder=FORCE_HINT, id="freeze-force")
+            yield Static("", id="freeze-status")
+            with VerticalScroll(id="freeze-preview"):
+                hint = Text(
+                    "Preview (Enter) shows what will be written; nothing is written before Freeze.", style="dim"
+                )
+                yield Static(hint, id="freeze-text")
+            with Horizontal(id="freeze-buttons"):
+                yield Button("Preview", id="freeze-plan", variant="primary")
+                yield Button("Freeze", id="freeze-go", variant="warning", disabled=True)
+                yield Button("Cancel", id="freeze-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#freeze-force-row").display = False
+        self.query_one("#freeze-note", Input).focus()
+
+    # -- the plan -------------------------------------------------------------------------------------------
+
+    def request(self) -> FreezeRequest:
+        doc = self.query_one("#freeze-doc", Input).value.strip() or None
+        return FreezeRequest(
+            self.query_one("#freeze-name", Input).value.strip(), self.query_one("#freeze-note", Input).value, doc
+        )
+
+    def _status(self, text: str, style: str = "") -> None:
+        self.query_one("#freeze-status", Static).update(Text(text, style=style))
+
+    def action_preview(self) -> None:
+        if self.running or self.done:
+            return
+        self.running = True
+        self.query_one("#freeze-go", Button).disabled = True
+        self._status("reading the host (the unit's lock is held until Freeze or Cancel) ...", "yellow")
+        self.run_worker(self._plan(self.request()), exclusive=True, group="freeze", exit_on_error=False)
+
+    async def _plan(self, request: FreezeRequest) -> None:
+        previous, self.pending = self.pending, None
+        if previous is not None:
+            await previous.abort("planned again")
+        try:
+            pending = await self.planner(request.checked())
+        except Exception as exc:  # a usage error, a taken name, the lock, the host: said, nothing written
+            self.post_message(Planned(None, str(exc)))
+            return
+        self.post_message(Planned(pending))
+
+    def on_planned(self, message: Planned) -> None:
+        self.running = False
+        if message.pending is None:
+            self._status(f"not planned: {message.error}", "bold red")
+            return
+        self.pending = message.pending
+        self._show(message.pending.plan)
+
+    def _show(self, plan: FreezePlan) -> None:
+        self.query_one("#freeze-text", Static).update(preview(plan))
+        self.query_one("#freeze-force-row").display = bool(plan.refusals)
+        go = self.query_one("#freeze-go", Button)
+        if plan.refused:
+            self._status(f"refused ({len(plan.refusals)}): see below; a force reason unlocks Freeze", "bold red")
+            go.disabled = not self.query_one("#freeze-force", Input).value.strip()
+            go.label = "Freeze anyway"
+        else:
+            lines = plan.document.count("\n") + 1
+            self._status(f"ready: {lines} lines to {plan.document_path}; nothing written yet", "green")
+            go.disabled = False
+
+    @on(Input.Changed, "#freeze-force")
+    def _force_changed(self, event: Input.Changed) -> None:
+        if self.pending is not None and self.pending.plan.refused and not self.done:
+            self.query_one("#freeze-go", Button).disabled = not event.value.strip()
+
+    @on(Input.Changed, "#freeze-name, #freeze-note, #freeze-doc")
+    def _request_changed(self) -> None:
+        """The preview no longer shows what Freeze would write: it must be made again."""
+        if self.pending is not None and not self.running and not self.done:
+            self.query_one("#freeze-go", Button).disabled = True
+            self._status("changed since the preview: Enter (or Preview) to see it again", "yellow")
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "freeze-force" and self.pending is not None:
+            self._freeze()
+        else:
+            self.action_preview()
+
+    # -- freezing -----------------------------------------------------------------------------------------
+
+    @on(Button.Pressed, "#freeze-plan")
+    def _plan_pressed(self) -> None:
+        self.action_preview()
+
+    @on(Button.Pressed, "#freeze-go")
+    def _go_pressed(self) -> None:
+        self._freeze()
+
+    def _freeze(self) -> None:
+        pending = self.pending
+        if pending is None or self.running or self.done or self.query_one("#freeze-go", Button).disabled:
+            return
+        reason = self.query_one("#freeze-force", Input).value.strip()
+        if pending.plan.refusals and reason:
+            pending.force(reason)
+        elif pending.plan.refused:
+            return
+        self.running = True
+        for button in self.query(Button):
+            button.disabled = True
+        self._status("freezing ...", "yellow")
+        self.run_worker(self._execute(pending), exclusive=True, group="freeze", exit_on_error=False)
+
+    async def _execute(self, pending: PendingLike) -> None:
+        def show(event: Any) -> None:
+            step = getattr(event, "step", None)
+            text = f"{step.replace('_', ' ')}: {event.detail}" if step else str(getattr(event, "message", event))
+            self.post_message(Progressed(text))
+
+        try:
+            result = await pending.execute(on_event=show)
+        except Exception as exc:
+            self.post_message(Finished(False, f"failed: {exc}"))
+            return
+        if result.ok:
+            summary = (
+                f"frozen as {result.name}: {result.unit} {result.unit_file_state}, document "
+                f"{pending.plan.document_path}, snapshot {result.snapshot_path}"
+            )
+            self.post_message(Finished(True, summary))
+        else:
+            self.post_message(Finished(False, f"not frozen ({result.state}): {result.error}"))
+
+    def on_progressed(self, message: Progressed) -> None:
+        self._status(message.line, "yellow")
+
+    def on_finished(self, message: Finished) -> None:
+        self.running = False
+        self.done = True
+        self.pending = None
+        self._status(message.summary, "bold green" if message.ok else "bold red")
+        close = self.query_one("#freeze-close", Button)
+        close.label = "Close"
+        close.disabled = False
+        close.focus()
+        self.frozen = message.ok
+
+    @on(Button.Pressed, "#freeze-close")
+    def _close_pressed(self) -> None:
+        self.action_cancel()
+
+    def action_cancel(self) -> None:
+        if self.running:
+            self.notify("wait for the freeze to finish", severity="warning", timeout=3)
+            return
+        pending, self.pending = self.pending, None
+        if pending is not None:  # the app's worker: it outlives this screen, and lets go of the unit's lock
+            self.app.run_worker(pending.abort("not confirmed; nothing was written"), group="freeze-abort")
+        self.dismiss(self.frozen)
+
+
+# --- how the console opens it ---------------------------------------------------------------------------------
+
+
+def session_of(app: Any, label: str) -> Any:
+    """The open session of a host in this console (its HostWatcher's), or HostError saying why there is none."""
+    from console.host.base import HostError
+
+    source = app.sources.get(label)
+    session = getattr(source, "session", None)
+    if session is None:
+        why = "is not open in this console" if source is None else "is not connected (see its header)"
+        raise HostError(f"{label} {why}")
+    return session
+
+
+def workspace_of(app: Any, label: str | None = None) -> Any:
+    """The console's workspace (profiles/, logs/), from its options or else a host's session."""
+    workspace = getattr(app.options, "workspace", None)
+    if workspace is None and label is not None:
+        session = getattr(app.sources.get(label), "session", None)
+        workspace = getattr(session, "workspace", None)
+    return workspace
+
+
+def session_planner(app: Any, label: str) -> Planner:
+    async def plan(request: FreezeRequest) -> PendingLike:
+        from console.core.freeze import plan_freeze
+
+        pending: PendingLike = await plan_freeze(session_of(app, label), request)
+        return pending
+
+    return plan
+
+
+def open_freeze(app: Any) -> None:
+    """F / the palette: the freeze screen for the current host (not on the overview, not read-only)."""
+    from console.core.snapshot import next_name
+    from console.core.snapshot_store import load_snapshots
+
+    pane = app.current_pane
+    why = app.why_disabled("freeze")
+    if why or pane is None:
+        app.notify(why or "open a host first", title="Freeze", severity="warning")
+        return
+    label = pane.label
+    custom = getattr(app, "freeze_planner", None)  # tests: a scripted planner
+    planner = custom(label) if custom is not None else session_planner(app, label)
+    workspace = workspace_of(app, label)
+    suggested = next_name(load_snapshots(workspace)[0], label) if workspace is not None else "v1"
+
+    def closed(frozen: bool | None) -> None:
+        source = app.sources.get(label)
+        if frozen and source is not None:
+            source.refresh_now()  # the header shows the new production snapshot at once
+
+    app.push_screen(FreezeScreen(label, planner, suggested_name=suggested), closed)
