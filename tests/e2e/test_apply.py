@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import subprocess
@@ -10,6 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from console.core.session import open_session
+from console.host.base import UnitBackup
+from console.workspace import Workspace
 from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole, server_info, unit_dir_listing
 from tests.testbed.host import GpuHost
 from tests.testbed.system import TestbedError, poll_until
@@ -52,6 +56,15 @@ def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: Gpu
     assert result["backup"]
     assert host.root_run(["cat", result["backup"]]).stdout == host.unit_text
     assert [name for name in unit_dir_listing(host) if name.startswith("sglang.service") and "tmp" in name] == []
+    # The editor's presets find that backup through the session, with its text.
+    backups, text = asyncio.run(_backups_through_a_session(host))
+    assert [b.path for b in backups] == [result["backup"]] and text == host.unit_text
+
+
+async def _backups_through_a_session(host: GpuHost) -> tuple[list[UnitBackup], str]:
+    async with open_session(host.name, Workspace(host.workspace), ssh_config=str(host.ssh_config)) as session:
+        backups = await session.service.backups()
+        return backups, await session.service.read_backup(backups[0])
 
 
 def test_a_change_the_rules_refuse_leaves_the_host_untouched(pristine_gpu_host: GpuHost) -> None:
