@@ -332,6 +332,7 @@ class TuneResult:
                     "levels": [m for m in (self.level_metrics(t.candidate.key, c) for c in self.cells) if m],
                     "name": t.candidate.name,
                     "error": t.error,
+                    "journal": list(t.journal),
                     "labels": list(t.labels),
                 }
                 for t in self.trials
@@ -521,6 +522,8 @@ class _TuneRun:
             self.search.stop("error")
         if self.p.abort_requested:
             self.result.stopped = self.p._abort_reason
+        elif self._restored_by_host():
+            self.result.stopped = self._restored_by_host()
         elif self.search.stop_reason in ("budget", "error") or self.host_broken:
             self.result.stopped = self.search.stop_reason
         self._conclude()
@@ -529,9 +532,19 @@ class _TuneRun:
         self.emit(TuneFinished(self.result.final_unit, self.result.host_healthy, self.result.stopped, _now()))
         return self.result
 
+    def _restored_by_host(self) -> str | None:
+        """Set when the host's guard gave the original unit back by itself (this console was away too long)."""
+        restored = getattr(self.p._guard, "restored_at", None)
+        if restored:
+            return (
+                f"the host restored the original unit by itself at {restored} (this console's connection was gone "
+                f"longer than --restore-after {self.request.restore_after_s:g} s)"
+            )
+        return None
+
     async def _search(self, t0: float) -> None:
         loop = asyncio.get_running_loop()
-        while not self.p.abort_requested and not self.host_broken:
+        while not self.p.abort_requested and not self.host_broken and not self._restored_by_host():
             stage = self.search.next_stage(self.running)
             if stage is None:
                 return
@@ -541,8 +554,9 @@ class _TuneRun:
             self.emit(StageStarted(stage.index, stage.kind, names, cells, estimate, _now()))
             for run in stage.runs:
                 trial = self._trial_ref(run.candidate, stage, run.cells)
-                if self.p.abort_requested or self.host_broken:
-                    self._skip(trial, self.p._abort_reason or "the host is not healthy")
+                restored = self._restored_by_host()
+                if self.p.abort_requested or self.host_broken or restored:
+                    self._skip(trial, self.p._abort_reason or restored or "the host is not healthy")
                     continue
                 if self._over_budget(stage, run.candidate, loop.time() - t0):
                     self.search.stop("budget")
@@ -842,6 +856,13 @@ class _TuneRun:
     async def _finish(self) -> None:
         """Put the original unit back (or the best one), check the server, then let the host's guard go."""
         original = self.p._original
+        if self._restored_by_host():
+            # The host put the original back and let go of the lock: touch nothing more, say where it stands.
+            self.result.host_healthy = await self._wait_healthy_final()
+            with contextlib.suppress(HostError):
+                if await self.session.service.read_unit() == original:
+                    self.result.final_unit = "original"
+            return
         best = self.best() if self.request.apply_best and not self.p.abort_requested else None
         target: FinalUnit = "best" if best is not None else "original"
         text = best.unit_text if best is not None else original

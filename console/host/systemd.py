@@ -87,7 +87,7 @@ rm -f -- "$hb"
 """
 _GUARD_WATCHER = r"""trap '' HUP INT PIPE TERM
 unit_file=$1 unit=$2 p=$3 ticks=$4 w=$5 hb=$6
-trap 'rm -f -- "$w"' EXIT
+trap 'rm -f -- "$w" "$hb"' EXIT
 alive=$(cat -- "$p.alive" 2>/dev/null) seen=$(cat -- "$hb" 2>/dev/null) quiet=0
 while [ -e "$p.orig" ]; do
   sleep 0.2 9>&-
@@ -103,7 +103,7 @@ while [ -e "$p.orig" ]; do
   systemctl daemon-reload
   systemctl restart "$unit"
   echo "$stamp" > "$p.restored"
-  rm -f -- "$p.orig"
+  rm -f -- "$p.orig" "$p.alive"
   exit 0
 done"""
 _DISARM_SCRIPT = 'rm -f -- "$1.orig" "$1.alive" "$1.restored"'
