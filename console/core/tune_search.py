@@ -6,13 +6,15 @@ one per candidate (one restart each), each benchmarking the cells where that can
 
 - Stage 0, screening: every candidate, every cell, one short run (`screen_fraction` of the full duration).
   A candidate stays alive in a cell while it can still win there: its screening figure, give or take the
-  assumed noise of one short run (`screen_noise_pct`, not measured yet), reaches the leader's; at least the
-  best two stay (a winner needs a runner-up to be judged against), at most the best half (`eta`).
+  assumed noise of one short run (`screen_noise_pct`, not measured yet), reaches the leader's; at most the
+  best `keep_per_level` stay, at least two (a winner needs a runner-up to be judged against). Successive
+  halving with the last rung a duel: the candidates' restarts, not the levels, are what a search pays most for.
 - Stage 1, 2, ...: the full duration with `repeats` repeats, for the cells still undecided and the candidates
   alive in them; full-run samples pool over the stages. A cell is decided when the leader's range over its
   repeats no longer overlaps the runner-up's (console/bench/comparison.py's notion of "within noise": the
-  difference is larger than what repeating the same setup produced). Candidates whose range does not reach
-  the leader's are dropped; the rest get more repeats, up to `max_full_stages`.
+  difference is larger than what repeating the same setup produced), or when it is a tie: each median lies
+  within the other's range, so more repeats would not tell them apart (the margin is reported within the
+  noise). Otherwise the candidates whose range reaches the leader's get more repeats, up to `max_full_stages`.
 - `strategy="grid"`: one stage, every candidate × every cell at the full duration with repeats (the
   baseline the search is measured against, benchmarks/tune_search_vs_grid.py).
 
@@ -21,7 +23,6 @@ Ordering saves restarts: a stage starts with the candidate the host already runs
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,14 +48,14 @@ class Cell:
 class Policy:
     strategy: Strategy = "halving"
     repeats: int = 2  # full runs per cell and full stage (≥ 2 measures the noise)
-    screen_fraction: float = 0.25  # screening run length as a share of the full duration
-    screen_noise_pct: float = 5.0  # assumed ± noise of one screening run, before any noise is measured
-    eta: int = 2  # screening keeps at most the best 1/eta of a cell's candidates (but at least two)
+    screen_fraction: float = 0.125  # screening run length as a share of the full duration
+    screen_noise_pct: float = 3.0  # assumed ± noise of one screening run, before any noise is measured
+    keep_per_level: int = 2  # screening keeps at most this many candidates per cell (at least two)
     max_full_stages: int = 2  # full stages after screening; each adds `repeats` samples to the contenders
 
     def __post_init__(self) -> None:
-        if self.repeats < 1 or self.max_full_stages < 1 or self.eta < 2:
-            raise ValueError("repeats and max_full_stages must be ≥ 1, eta ≥ 2")
+        if self.repeats < 1 or self.max_full_stages < 1 or self.keep_per_level < 2:
+            raise ValueError("repeats and max_full_stages must be ≥ 1, keep_per_level ≥ 2")
         if not 0 < self.screen_fraction <= 1:
             raise ValueError("screen_fraction is a share of the full duration, in (0, 1]")
 
@@ -118,6 +119,12 @@ def margin_pct(winner: Standing, runner_up: Standing) -> float | None:
 def ranges_overlap(a: Standing, b: Standing) -> bool:
     """Within noise as console/bench/comparison.py defines it: the min..max ranges over the repeats overlap."""
     return a.low <= b.high and b.low <= a.high
+
+
+def tied(a: Standing, b: Standing) -> bool:
+    """One's median within the other's range: the gap is smaller than a setup's own spread over its repeats, so more
+    repeats would not tell them apart."""
+    return a.low <= b.median <= a.high or b.low <= a.median <= b.high
 
 
 def widened(standing: Standing, noise_pct: float) -> Standing:
@@ -230,8 +237,7 @@ class Search:
         p = self.policy
         leader = widened(standings[0], p.screen_noise_pct)
         reach = [s.candidate for s in standings if widened(s, p.screen_noise_pct).high >= leader.low]
-        most = max(2, math.ceil(len(standings) / p.eta))
-        keep = reach[:most]
+        keep = reach[: p.keep_per_level]
         return keep if len(keep) >= 2 else [s.candidate for s in standings[:2]]
 
     # -- what was found ---------------------------------------------------------------------------------------
@@ -281,7 +287,9 @@ class Search:
             return Decision(cell, winner, runner_up, decided=False, within_noise=True, margin_pct=margin)
         measured = winner.noise_measured and runner_up.noise_measured
         separated = measured and not ranges_overlap(winner, runner_up)
-        return Decision(cell, winner, runner_up, separated, not separated, margin)
+        return Decision(
+            cell, winner, runner_up, separated or (measured and tied(winner, runner_up)), not separated, margin
+        )
 
     def alive(self, cell: Cell) -> list[str]:
         return list(self._alive[cell])

@@ -28,11 +28,11 @@ def test_screening_keeps_who_can_still_win_then_full_runs_decide_outside_the_noi
     search = Search(["a", "b", "c", "d"], [C1])
     screen = search.next_stage()
     assert screen is not None and screen.kind == "screen" and screen.repeats == 1
-    assert [r.candidate for r in screen.runs] == ["a", "b", "c", "d"] and screen.duration_fraction == 0.25
+    assert [r.candidate for r in screen.runs] == ["a", "b", "c", "d"] and screen.duration_fraction == 0.125
     run_stage(search, screen, truth)
     full = search.next_stage()
     assert full is not None and full.kind == "full" and full.repeats == 2 and full.duration_fraction == 1.0
-    assert [r.candidate for r in full.runs] == ["a", "b"]  # c and d cannot reach a even with 5 % noise each
+    assert [r.candidate for r in full.runs] == ["a", "b"]  # c and d cannot reach a even with 3 % noise each
     search.record("a", C1, "full", 100.0)
     search.record("a", C1, "full", 101.0)
     search.record("b", C1, "full", 96.0)
@@ -51,23 +51,40 @@ def test_overlapping_repeats_get_more_repeats_then_the_search_stops_within_noise
         stage = search.next_stage()
         assert stage is not None and stage.index == stage_number
         assert sorted(r.candidate for r in stage.runs) == ["a", "b"]
-        for value in (98.0, 102.0):
-            search.record("a", C1, "full", value)
-            search.record("b", C1, "full", value - 1)
+        # ranges overlap (100..104 and 97..101) but neither median is inside the other's range: worth repeating
+        for a, b in ((100.0, 97.0), (104.0, 101.0)):
+            search.record("a", C1, "full", a)
+            search.record("b", C1, "full", b)
         search.finish_stage()
     assert search.next_stage() is None and search.stop_reason == "the most repeats planned"
     decision = search.decision(C1)
     assert decision.within_noise and decision.winner and decision.winner.samples == 4
 
 
-def test_screening_keeps_at_most_half_but_always_two() -> None:
+def test_a_tie_stops_at_once_within_the_noise() -> None:
+    search = Search(["a", "b"], [C1])
+    run_stage(search, search.next_stage(), {("a", C1): 100.0, ("b", C1): 99.0})  # type: ignore[arg-type]
+    stage = search.next_stage()
+    assert stage is not None
+    for a, b in ((98.0, 99.0), (102.0, 100.0)):  # a 98..102 (median 100), b 99..100: b's median inside a's range
+        search.record("a", C1, "full", a)
+        search.record("b", C1, "full", b)
+    search.finish_stage()
+    decision = search.decision(C1)
+    assert decision.decided and decision.within_noise and decision.winner and decision.winner.candidate == "a"
+    assert search.next_stage() is None
+
+
+def test_screening_keeps_the_best_few_but_always_two() -> None:
     cands = [f"k{i}" for i in range(8)]
-    search = Search(cands, [C1])
     truth = {(c, C1): 100.0 - i * 0.5 for i, c in enumerate(cands)}  # all within the assumed noise
+    search = Search(cands, [C1])
     run_stage(search, search.next_stage(), truth)  # type: ignore[arg-type]
-    full = search.next_stage()
-    assert full is not None and [r.candidate for r in full.runs] == ["k0", "k1", "k2", "k3"]
-    lone = Search(["x", "y", "z"], [C1])
+    assert [r.candidate for r in search.next_stage().runs] == ["k0", "k1"]  # type: ignore[union-attr]
+    wider = Search(cands, [C1], Policy(keep_per_level=4))
+    run_stage(wider, wider.next_stage(), truth)  # type: ignore[arg-type]
+    assert [r.candidate for r in wider.next_stage().runs] == ["k0", "k1", "k2", "k3"]  # type: ignore[union-attr]
+    lone = Search(["x", "y", "z"], [C1], Policy(keep_per_level=3))
     run_stage(lone, lone.next_stage(), {("x", C1): 100.0, ("y", C1): 10.0, ("z", C1): 5.0})  # type: ignore[arg-type]
     assert [r.candidate for r in lone.next_stage().runs] == ["x", "y"]  # type: ignore[union-attr]
 
@@ -126,8 +143,8 @@ def test_time_estimate_counts_restarts_except_the_running_one() -> None:
     search = Search(["a", "b"], [C1, C64])
     stage = search.next_stage(running="a")
     assert stage is not None
-    # one restart (b) + 2 candidates × 2 cells × 1 repeat × a quarter of 60 s
-    assert estimate_stage_seconds(stage, restart_s=100.0, full_level_s=60.0, running="a") == 100.0 + 4 * 15.0
+    # one restart (b) + 2 candidates × 2 cells × 1 repeat × an eighth of 60 s
+    assert estimate_stage_seconds(stage, restart_s=100.0, full_level_s=60.0, running="a") == 100.0 + 4 * 7.5
 
 
 @pytest.mark.parametrize("seed", range(20))
