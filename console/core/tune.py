@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import statistics
 from collections.abc import AsyncIterator, Callable
@@ -645,6 +646,10 @@ class _TuneRun:
             self.emit(TrialFailed(trial, reason, False, (), _now()))
             return
         journal = applied.journal_excerpt()
+        if self.p.abort_requested and state is ApplyState.HEALTHY_ON_OLD:
+            # Interrupted while it started: rolled back, and not a verdict on the setup.
+            self._skip(trial, f"{self.p._abort_reason}: its start was rolled back")
+            return
         self._fail(trial, applied.error or state.value, rolled_back=applied.rollout.rolled_back, journal=journal)
         if state is not ApplyState.HEALTHY_ON_OLD:
             # The old unit did not come back either (or nothing could be written): stop searching, restore.
@@ -939,6 +944,7 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
         space = build_space(
             request.space, original, unit_name=session.service.unit, version=version, architecture=architecture
         )
+        space = _masked(space, session)
         if not space.candidates:
             reasons = "; ".join(f"{p.setting.describe()}: {p.reason}" for p in space.pruned[:3])
             raise UsageError(f"nothing to run: SGLang {version} would refuse every setup asked for ({reasons})")
@@ -946,6 +952,17 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
         await stack.aclose()
         raise
     return PendingTune(session, request, space, original, stack, guard, owner)
+
+
+def _masked(space: Space, session: Session) -> Space:
+    """The space as anyone may see it: the rules' texts may quote values from the unit."""
+    text = session.secrets.text
+    return Space(
+        space.sglang_version,
+        space.candidates,
+        [dataclasses.replace(p, reason=text(p.reason)) for p in space.pruned],
+        [dataclasses.replace(m, reason=text(m.reason)) for m in space.merged],
+    )
 
 
 async def _architecture(session: Session) -> str | None:
