@@ -38,6 +38,7 @@ def seed_unit(
     speculative: Sequence[tuple[str, str]] = (),
     spec_v2: bool | None = None,
     speedup: float = SPEEDUP,
+    time_scale: float = 0.001,
 ) -> str:
     """The demo unit as the seeds' host: model and tensor parallelism of the profile, its speculative flags."""
     unit = UnitFile.parse(text, version)
@@ -53,7 +54,7 @@ def seed_unit(
     unit.set_flag("--sim-profile", profile)
     unit.set_flag("--sim-sglang-version", version)
     unit.set_flag("--sim-speedup", f"{speedup:g}")
-    unit.set_flag("--sim-time-scale", "0.001")
+    unit.set_flag("--sim-time-scale", f"{time_scale:g}")
     if spec_v2 is None:
         unit.unset_env("SGLANG_ENABLE_SPEC_V2")
     else:
