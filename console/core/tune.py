@@ -419,15 +419,16 @@ class PendingTune:
         return self._guard is not None
 
     def estimate_s(self, restart_s: float) -> float:
-        """Time of the search if it ran every stage it may plan (screening + every full stage for all), for a
-        start taking restart_s; the operator sees it before confirming."""
+        """About how long the tune takes for a start of restart_s (the operator sees it before confirming):
+        screening every setup, then full runs for two per level (grid: every setup fully), then the restore."""
         policy = self.request.policy()
         n, cells = len(self.space.candidates), len(self.request.cells())
-        level = self.request.duration_s + 5.0
+        level = self.request.duration_s + 5.0  # warm-up, flush and the last requests' tail
         if policy.strategy == "grid":
             return n * (restart_s + cells * policy.repeats * level) + restart_s
         screen = n * (restart_s + cells * level * policy.screen_fraction)
-        full = min(n, 2 * cells) * (restart_s + policy.repeats * level * max(1, cells // 2))
+        contenders = min(n, policy.keep_per_level * cells)
+        full = contenders * restart_s + policy.keep_per_level * cells * policy.repeats * level
         return screen + full + restart_s
 
     def request_abort(self, why: str = "interrupted") -> None:
@@ -446,9 +447,14 @@ class PendingTune:
         return self._abort.is_set()
 
     async def abort(self, why: str = "not confirmed; nothing was changed") -> None:
-        """Give the lock back without running anything."""
+        """Give the lock back without running anything (the host's guard disarmed first: nothing to restore)."""
+        if self._finished:
+            return
         self._finished = True
-        await self._hold.aclose()
+        try:
+            await _disarm(self._guard)
+        finally:
+            await self._hold.aclose()
 
     async def __aenter__(self) -> PendingTune:
         return self
@@ -937,6 +943,7 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
     owner = owner or default_owner("opsconsole tune")
     version, _source = await session.sglang_version()
     stack = AsyncExitStack()
+    guard: Any = None
     try:
         guard = await stack.enter_async_context(_hold(session, owner, request.restore_after_s))
         original = await session.service.read_unit()
@@ -949,9 +956,18 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
             reasons = "; ".join(f"{p.setting.describe()}: {p.reason}" for p in space.pruned[:3])
             raise UsageError(f"nothing to run: SGLang {version} would refuse every setup asked for ({reasons})")
     except BaseException:
-        await stack.aclose()
+        try:
+            await _disarm(guard)  # nothing was changed: the host must not restore anything when it is let go
+        finally:
+            await stack.aclose()
         raise
     return PendingTune(session, request, space, original, stack, guard, owner)
+
+
+async def _disarm(guard: Any) -> None:
+    if guard is not None and not guard.disarmed:
+        with contextlib.suppress(HostError):
+            await guard.disarm()
 
 
 def _masked(space: Space, session: Session) -> Space:

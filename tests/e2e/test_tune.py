@@ -122,6 +122,21 @@ def test_a_setup_that_fails_to_start_is_rolled_back_and_skipped_and_the_original
     assert {lab.split("/")[1] for lab in labels} == {t["labels"][0].split("/")[1] for t in others}
 
 
+def test_a_tune_that_is_not_confirmed_lets_go_at_once_and_the_host_restores_nothing(fast_host: GpuHost) -> None:
+    host = fast_host
+    before = host.service_properties("MainPID", "NRestarts")
+    done = opsconsole(host, "tune", host.name, "--steps", "1,3", *SHORT_RUNS, "--restore-after", "1")  # no --yes
+    assert done.returncode == 2 and "re-run with --yes" in done.stderr, done.stderr
+    assert _guard_files(host) == []  # disarmed before it was let go
+    poll_until(lambda: _lock_free(host), timeout=10, what="the lock to be released")
+    # past the guard's grace: nothing was restarted behind anyone's back
+    try:
+        poll_until(lambda: host.service_properties("MainPID", "NRestarts") != before, timeout=4, what="")
+        raise AssertionError("the service was restarted after a tune that changed nothing")
+    except TestbedError:
+        pass
+
+
 def test_a_second_apply_is_refused_while_a_tune_holds_the_unit_and_ctrl_c_puts_the_original_back(
     fast_host: GpuHost,
 ) -> None:
