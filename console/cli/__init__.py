@@ -33,6 +33,7 @@ HANDLERS = {
     "restore": "console.cli.restore:run",
     "logs": "console.cli.logs:run",
     "trust": "console.cli.trust:run",
+    "tune": "console.cli.tune:run",
 }
 
 TARGET_HELP = "a profile name (profiles/NAME.toml), an ~/.ssh/config alias, or [user@]host[:port]"
@@ -195,10 +196,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--lines", type=int, default=100)
     _add_target_options(p)
 
+    _add_tune_parser(sub)
+
     p = sub.add_parser("trust", help="show a host's key fingerprint and record it after you type yes")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     _add_target_options(p)
     return parser
+
+
+def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="search speculative setups: restart, benchmark, recommend per level; the original unit goes back",
+        description="Try speculative-decoding setups on a host: the version's rules prune what SGLang would "
+        "refuse, each remaining setup is applied (rolled back if it fails to start) and benchmarked at your "
+        "concurrency levels (short runs for all, longer repeated runs for those that can still win), then the "
+        "best setup per level is recommended and the original unit is put back (or the best with --apply-best).",
+    )
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("--space", metavar="FILE", help="TOML: the axes below as lists, and/or [[candidate]] tables")
+    p.add_argument("--algorithm", metavar="A,B", help="EAGLE, EAGLE3, NEXTN, STANDALONE, none (default: the unit's)")
+    p.add_argument("--steps", metavar="1,2,3", help="speculative steps to try (default 1,2,3)")
+    p.add_argument("--topk", metavar="1,2,4", help="EAGLE topk values to try (default 1)")
+    p.add_argument("--draft-tokens", metavar="auto,N", help="draft tokens: numbers or auto (default auto)")
+    p.add_argument("--spec-v2", metavar="on,off", help="the overlap (spec v2) path on and/or off (default: the unit's)")
+    p.add_argument("--draft-model-path", metavar="PATH", help="draft model for EAGLE3/STANDALONE setups")
+    p.add_argument("--concurrency", default="1,8,32,64", help="comma-separated concurrency levels (default 1,8,32,64)")
+    p.add_argument("--workload", default="random", help="random and/or chat, comma-separated (default random)")
+    p.add_argument("--budget", type=float, metavar="MINUTES", help="stop searching when this much time is spent")
+    p.add_argument("--apply-best", action="store_true", help="leave the recommended setup on the host")
+    p.add_argument("--best-at", type=int, metavar="C", help="with --apply-best: the winner at this level")
+    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds per level of a full run")
+    p.add_argument("--repeat", type=int, default=2, help="repeats of a full run (2+ measure the noise)")
+    p.add_argument("--input-len", type=int, default=1024)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--api", choices=["generate", "chat"], default="generate", help="native or OpenAI endpoint")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--strategy", choices=["halving", "grid"], default="halving", help="grid: every setup fully")
+    p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds each start may take")
+    p.add_argument(
+        "--restore-after",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds the host waits for a console that went away before it restores the original unit",
+    )
+    p.add_argument("--label", help="prefix of the benchmark records' labels (default tune-DATE-TIME)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    _add_target_options(p)
 
 
 def _load_handler(command: str) -> Callable[[argparse.Namespace], int]:

@@ -57,12 +57,14 @@ from console.core.rollout import (
     Plan,
     Rollout,
     Verification,
+    VersionSource,
     build_plan,
     held_by,
     is_new_start,
     lock_owner,
     mask_plan,
     start_failure,
+    unified_diff,
     verify_resolved,
 )
 from console.core.session import Session
@@ -712,30 +714,41 @@ take_unit_lock = _take_lock
 
 
 async def _planned(
-    session: Session, edits: EditRequest, *, timeout_s: float, owner: str, restart_only: bool
+    session: Session,
+    edits: EditRequest,
+    *,
+    timeout_s: float,
+    owner: str,
+    restart_only: bool,
+    lock_held: bool = False,
+    unit_text: str | None = None,
 ) -> PendingApply:
     from console.sglang.rules import Finding, check_launch
     from console.sglang.unit import UnitFile
 
     # The version (an HTTP read) and the lock (a channel on the host) go out together: one round trip, not two.
+    # lock_held: the caller holds the unit's lock for longer than this apply (a tune holds it for all its trials).
     version_read = asyncio.ensure_future(session.sglang_version())
     try:
-        stack = await _take_lock(session, owner)
+        stack = AsyncExitStack() if lock_held else await _take_lock(session, owner)
     except BaseException:
         version_read.cancel()
         raise
     try:
         version, source = await version_read
-        unit_text = await session.service.read_unit()
-        plan = build_plan(
-            unit_text,
-            edits,
-            unit_name=session.service.unit,
-            version=version,
-            version_source=source,
-            parse_unit=lambda text: UnitFile.parse(text, version),
-            check=check_launch,
-        )
+        current = await session.service.read_unit()
+        if unit_text is None:
+            plan = build_plan(
+                current,
+                edits,
+                unit_name=session.service.unit,
+                version=version,
+                version_source=source,
+                parse_unit=lambda text: UnitFile.parse(text, version),
+                check=check_launch,
+            )
+        else:
+            plan = _replacement_plan(current, unit_text, session.service.unit, version, source)
         warnings = [Finding("console-api-key", m, ("--api-key",)) for m in _console_warnings(session, plan)]
         session.secrets.learn(secrets_in_unit(plan.new_text))  # the edit's own keys, before anything shows it
         plan = mask_plan(plan, session.secrets)
@@ -746,18 +759,53 @@ async def _planned(
     return PendingApply(session, plan, stack, timeout_s=timeout_s, restart_only=restart_only)
 
 
+def _replacement_plan(current: str, new_text: str, unit_name: str, version: str, source: VersionSource) -> Plan:
+    """The plan for writing a whole unit text (kept from before, e.g. the unit a tune started from) in place of
+    the current one, checked with the version's rules like any edit."""
+    from console.sglang.rules import check_launch
+    from console.sglang.unit import UnitFile
+
+    new, old = UnitFile.parse(new_text, version), UnitFile.parse(current, version)
+    return Plan(
+        old_text=current,
+        new_text=new_text,
+        diff=unified_diff(current, new_text, unit_name),
+        sglang_version=version,
+        version_source=source,
+        report=check_launch(list(new.flags()), dict(new.environment()), version),
+        old_report=check_launch(list(old.flags()), dict(old.environment()), version),
+    )
+
+
 async def plan_apply(
-    session: Session, edits: EditRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, owner: str | None = None
+    session: Session,
+    edits: EditRequest,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    owner: str | None = None,
+    lock_held: bool = False,
+    unit_text: str | None = None,
 ) -> PendingApply:
     """Take the unit's lock (UnitLocked if another holds it), read the unit and the SGLang version, apply the
     edits through the unit model and check them with that version's rules. Asks nothing, changes nothing.
 
+    lock_held: the caller already holds the unit's lock (ServiceManager.lock) and keeps it past this apply;
+    none is taken or released here. unit_text: write this whole unit text instead of editing the current one
+    (edits are then ignored); it is checked with the rules the same way.
     Raises UnitError (the unit cannot be read as an SGLang unit) and HostError, with the lock released."""
-    return await _planned(session, edits, timeout_s=timeout_s, owner=owner or default_owner(), restart_only=False)
+    return await _planned(
+        session,
+        edits,
+        timeout_s=timeout_s,
+        owner=owner or default_owner(),
+        restart_only=False,
+        lock_held=lock_held,
+        unit_text=unit_text,
+    )
 
 
 async def plan_restart(
-    session: Session, *, timeout_s: float = DEFAULT_TIMEOUT_S, owner: str | None = None
+    session: Session, *, timeout_s: float = DEFAULT_TIMEOUT_S, owner: str | None = None, lock_held: bool = False
 ) -> PendingApply:
     """The same for a restart without edits: execute() restarts the unit as it is, watches the phases, waits
     for health and checks that the server resolved what the rules predict. Nothing is written, so a failed
@@ -768,4 +816,5 @@ async def plan_restart(
         timeout_s=timeout_s,
         owner=owner or default_owner("opsconsole restart"),
         restart_only=True,
+        lock_held=lock_held,
     )

@@ -92,6 +92,12 @@ class MaskedService:
     def lock(self, owner: str) -> AbstractAsyncContextManager[None]:
         return self.inner.lock(owner)
 
+    def guard(self, owner: str, *, grace_s: float) -> AbstractAsyncContextManager[Any] | None:
+        """The unit's lock with a restore-on-exit guard (console.host.systemd.SystemdService.guard) where the
+        host's service manager offers one; None where it does not (the caller holds the plain lock)."""
+        make = getattr(self.inner, "guard", None)
+        return None if make is None else make(owner, grace_s=grace_s)
+
     async def journal(
         self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None
     ) -> AsyncIterator[JournalEntry]:

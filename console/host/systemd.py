@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
 from console.host.base import HostError, JournalEntry, ServiceState, Transport, UnitBackup, UnitLocked
@@ -82,6 +83,85 @@ printf 'unit '; sh -c "$4" sh "$3" 9>&- | base64 -w0 9>&-; echo
 while echo held; do sleep 0.2 9>&-; done"""
 LOCK_TIMEOUT_S = 60.0  # to open the lock's channel and hear back; the lock itself never waits
 LOCK_RETAKE_S = 0.5  # between attempts to take the lock back after a dropped connection
+
+# The restore-on-exit guard (SystemdService.guard): the unit's lock, plus a copy of the unit as it was when the
+# guard was taken, held by a detached watcher on the host. The watcher gives the original back (backup, atomic
+# write, daemon-reload, restart) when the console's heartbeat has been silent for the grace period: the console
+# died, or its connection stayed down. It stands down at once when the console disarms it (removes the copy)
+# or claims it again from a new connection (writes the .alive file: a reconnected console takes over).
+# Files: PREFIX.orig (the copy; its presence = armed), PREFIX.alive, PREFIX.restored, PREFIX.w.PID (the
+# watcher lives), PREFIX.hb.PID (the heartbeat); PREFIX = /run/lock/opsconsole-<unit>.tune-<token>.
+_GUARD_SCRIPT = r"""lock=$1 owner=$2 unit_file=$3 unit=$4 p=$5 ticks=$6 mode=$7 watch=$8
+date +%s%N > "$p.alive"
+exec 9>>"$lock"
+if [ "$mode" = take ]; then flock -n 9; else flock -w 5 9; fi || { printf 'busy %s
+' "$(cat -- "$lock")"; exit 75; }
+if [ -e "$p.restored" ]; then printf 'restored %s
+' "$(cat -- "$p.restored")"; exit 76; fi
+if [ "$mode" = take ]; then cp -p -- "$unit_file" "$p.orig" || { echo nocopy; exit 77; }; fi
+[ -e "$p.orig" ] || { echo disarmed; exit 78; }
+printf '%s
+' "$owner" > "$lock"
+w="$p.w.$$" hb="$p.hb.$$"
+: > "$w"
+echo 0 > "$hb"
+setsid sh -c "$watch" watcher "$unit_file" "$unit" "$p" "$ticks" "$w" "$hb" </dev/null >/dev/null 2>&1 &
+exec 9>&-
+echo locked
+i=0
+while [ -e "$w" ] && echo held; do i=$((i+1)); echo "$i" > "$hb"; sleep 0.2; done
+rm -f -- "$hb"
+"""
+_GUARD_WATCHER = r"""trap '' HUP INT PIPE TERM
+unit_file=$1 unit=$2 p=$3 ticks=$4 w=$5 hb=$6
+trap 'rm -f -- "$w" "$hb"' EXIT
+alive=$(cat -- "$p.alive" 2>/dev/null) seen=$(cat -- "$hb" 2>/dev/null) quiet=0
+while [ -e "$p.orig" ]; do
+  sleep 0.2 9>&-
+  now=$(cat -- "$hb" 2>/dev/null)
+  if [ "$now" != "$seen" ]; then seen=$now quiet=0; else quiet=$((quiet + 1)); fi
+  [ "$(cat -- "$p.alive" 2>/dev/null)" = "$alive" ] || exit 0
+  [ "$quiet" -lt "$ticks" ] && continue
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
+  cp -p -- "$unit_file" "$unit_file.bak-$stamp"
+  cat -- "$p.orig" > "$unit_file.opsconsole-tmp" &&
+    chmod --reference="$unit_file" -- "$unit_file.opsconsole-tmp" &&
+    mv -f -- "$unit_file.opsconsole-tmp" "$unit_file"
+  systemctl daemon-reload
+  systemctl restart "$unit"
+  echo "$stamp" > "$p.restored"
+  rm -f -- "$p.orig" "$p.alive"
+  exit 0
+done"""
+_DISARM_SCRIPT = 'rm -f -- "$1.orig" "$1.alive" "$1.restored"'
+GUARD_RELEASE_S = 5.0  # after disarming, how long to wait for the host to let go of the lock
+
+
+class UnitGuard:
+    """A held restore-on-exit guard (SystemdService.guard). restored_at: when the host restored the original
+    unit by itself (the console was away longer than the grace period), else None."""
+
+    def __init__(self, service: SystemdService, prefix: str) -> None:
+        self.service = service
+        self.prefix = prefix
+        self.disarmed = False
+        self.restored_at: str | None = None
+        self.holder: asyncio.Task[None] | None = None
+
+    async def disarm(self) -> None:
+        """The unit is where the caller wants it: the host must not restore anything. Waits (briefly) until the
+        host's watcher has let go of the lock."""
+        result = await self.service.transport.run(
+            ["sh", "-c", _DISARM_SCRIPT, "sh", self.prefix], sudo=self.service.sudo, timeout=30
+        )
+        if not result.ok:
+            raise HostError(
+                f"{self.service.transport.label}: disarming the restore guard failed: {result.stderr.strip()}"
+            )
+        self.disarmed = True
+        if self.holder is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.holder), GUARD_RELEASE_S)
 
 
 def parse_show(text: str, unit: str) -> ServiceState:
@@ -215,6 +295,12 @@ class SystemdService:
         """$1 and $2 of SHOW_SCRIPT for this unit."""
         return [self.unit, ",".join(SHOW_PROPERTIES)]
 
+    async def _fragment_path(self) -> str:
+        state = await self.state()
+        if not state.fragment_path:
+            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
+        return state.fragment_path
+
     async def read_unit(self) -> str:
         if self._locked_read is not None:  # read by the lock a moment ago, under the lock: no other apply changed it
             path, text = self._unit_read(self._locked_read, 0)
@@ -326,6 +412,78 @@ class SystemdService:
             self._locked_read = None
             holder.cancel()  # closes the stream, which releases the lock on the host
             await asyncio.gather(holder, return_exceptions=True)
+
+    @contextlib.asynccontextmanager
+    async def guard(self, owner: str, *, grace_s: float = 30.0) -> AsyncIterator[UnitGuard]:
+        """The unit's lock (as lock(): UnitLocked when another holds it), and a restore-on-exit guard: the host
+        keeps a copy of the unit as it is now and writes it back (then restarts the service) if this console's
+        heartbeat stays silent for grace_s — the console died, or its link stayed down — unless the guard was
+        disarmed first (UnitGuard.disarm(): the caller put the unit where it wants it) or a new connection of
+        this console claimed it. See _GUARD_SCRIPT. Needs flock and setsid (util-linux) and GNU date."""
+        path = lock_path(self.unit)
+        fragment = await self._fragment_path()
+        owner = " ".join(owner.split())
+        handle = UnitGuard(self, f"/run/lock/opsconsole-{self.unit}.tune-{secrets.token_hex(6)}")
+        ticks = str(max(1, round(grace_s * 5)))
+
+        def argv(mode: str) -> list[str]:
+            return ["sh", "-c", _GUARD_SCRIPT, "sh", path, owner, fragment, self.unit, handle.prefix, ticks, mode,
+                    _GUARD_WATCHER]  # fmt: skip
+
+        first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        handle.holder = asyncio.create_task(self._hold_guard(argv, owner, first, handle))
+        try:
+            try:
+                answer = await asyncio.wait_for(first, LOCK_TIMEOUT_S)
+            except TimeoutError:
+                raise HostError(
+                    f"{self.transport.label}: taking the lock {path} got no answer in {LOCK_TIMEOUT_S} s"
+                ) from None
+            if answer is not None and answer.startswith("busy"):
+                raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
+            if answer != "locked":
+                root = " (as root through sudo -n)" if self.sudo else ""
+                raise HostError(
+                    f"{self.transport.label}: could not take the lock {path} with a restore guard{root} "
+                    f"(answer: {answer!r}); the host needs flock and setsid (util-linux) and a writable /run/lock"
+                )
+            yield handle
+        finally:
+            handle.holder.cancel()  # closes the stream; a disarmed watcher has let go already
+            await asyncio.gather(handle.holder, return_exceptions=True)
+
+    async def _hold_guard(
+        self, argv: Callable[[str], list[str]], owner: str, first: asyncio.Future[str | None], handle: UnitGuard
+    ) -> None:
+        """Like _hold, for the guard: take it, read its heartbeat, and claim it again from a new connection after a
+        drop (the claim makes the old watcher stand down). Ends when the host restored the unit by itself."""
+        mode = "take"
+        while True:
+            answer: str | None = None
+            try:
+                async for line in self.transport.stream(argv(mode), sudo=self.sudo):
+                    if answer is None:
+                        answer = line
+                        if not first.done():
+                            first.set_result(line)
+            except HostError as exc:
+                if not first.done():
+                    first.set_exception(exc)
+            if not first.done():
+                first.set_result(answer)
+            if first.cancelled() or first.exception() is not None or first.result() != "locked":
+                return  # never held: the caller reports why
+            if handle.disarmed:
+                return
+            if answer is not None and answer.startswith("restored"):
+                handle.restored_at = answer.removeprefix("restored").strip() or "?"
+                return  # the host gave the original back while this console was away: nothing left to hold
+            if answer is not None and answer.startswith("busy") and answer.removeprefix("busy").strip() != owner:
+                return  # another apply took it while this one was cut off
+            if answer == "disarmed":
+                return
+            mode = "retake"
+            await asyncio.sleep(LOCK_RETAKE_S)
 
     async def _hold(self, path: str, owner: str, first: asyncio.Future[str | None]) -> None:
         """Take the lock, hand the host's first answer to `first`, and keep the lock until cancelled.

@@ -1,0 +1,373 @@
+"""`opsconsole tune TARGET ...`: the core's plan / execute (console.core.tune), rendered.
+
+Shows the space (candidates, what the version's rules prune with SGLang's reason, what they merge), asks before
+touching the host (unless --yes), then prints each trial's progress, and at the end the recommendations per
+level with margins and noise, the crossovers, the optimistic vs realistic workloads and where the unit is.
+Ctrl-C rolls back the start in progress, stops the benchmark and puts the original unit back (a second Ctrl-C
+leaves at once; on a host with the restore guard the host then puts the original back by itself).
+
+`--json` prints exactly one object (keys in the README: trials, pruned, recommendations, final_unit,
+host_healthy, plus merged, crossovers, summary, workloads and what the run was).
+Exit codes: 0 done and the host healthy on the unit it should have, 1 failed/refused/locked, 2 usage, 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from console.cli.common import is_tty, run_verb, workspace_of
+from console.core.bench import parse_int_list
+from console.core.events import Notice, Reconnecting, StepChanged
+from console.core.rollout import ApplyState
+from console.core.session import Session, open_session
+from console.core.tune import (
+    LevelProgress,
+    PendingTune,
+    Restoring,
+    StageStarted,
+    TrialApplied,
+    TrialApplyEvent,
+    TrialBenchmarked,
+    TrialFailed,
+    TrialSkipped,
+    TrialStarted,
+    TuneEvent,
+    TuneFinished,
+    TuneRequest,
+    TuneResult,
+    TuneStarted,
+    plan_tune,
+)
+from console.core.tune_space import (
+    SpaceRequest,
+    parse_algorithms,
+    parse_counts,
+    parse_switches,
+    space_from_file,
+    unit_speculation,
+)
+from console.errors import ExitCode, UsageError
+from console.host.base import HostError, UnitLocked
+
+
+class HumanProgress:
+    """The tune's events as lines a terminal (or a log) can follow."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, event: TuneEvent) -> None:
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
+        say = self._print
+        if isinstance(event, TuneStarted):
+            guard = (
+                "the host restores the original unit if this console goes away"
+                if event.guarded
+                else ("no restore guard on this host: if this console dies, the unit stays as the last trial left it")
+            )
+            say(f"[{stamp}] tuning {len(event.space.candidates)} setups on {len(event.cells)} levels ({guard})")
+        elif isinstance(event, StageStarted):
+            kind = "screening (short runs)" if event.kind == "screen" else "full runs with repeats"
+            eta = f", about {event.estimate_s / 60:.0f} min" if event.estimate_s else ""
+            levels = ", ".join(c.label for c in event.cells)
+            say(f"[{stamp}] stage {event.stage}: {kind}: {len(event.runs)} setups on {levels}{eta}")
+        elif isinstance(event, TrialStarted):
+            say(f"[{stamp}] trial {event.trial.number}: {event.trial.name}")
+        elif isinstance(event, TrialApplyEvent):
+            inner = event.event
+            if isinstance(inner, StepChanged) and inner.state in (
+                ApplyState.RESTARTING,
+                ApplyState.FAILED,
+                ApplyState.ROLLING_BACK,
+                ApplyState.HEALTHY_ON_OLD,
+                ApplyState.ROLLBACK_FAILED,
+            ):
+                detail = f": {inner.detail}" if inner.detail else ""
+                say(f"[{stamp}]   {inner.state.value.replace('_', ' ')}{detail}")
+            elif isinstance(inner, Reconnecting):
+                say(f"[{stamp}]   connection lost during {inner.operation}; reconnecting")
+        elif isinstance(event, TrialApplied):
+            how = "restarted and verified" if event.restarted else "already running"
+            say(f"[{stamp}]   {how}; benchmarking {', '.join(c.label for c in event.trial.cells)}")
+        elif isinstance(event, TrialBenchmarked):
+            figures = ", ".join(f"{cell.label} {value:,.0f} tok/s" for cell, value in event.figures)
+            say(f"[{stamp}]   {figures or 'no clean level'}")
+        elif isinstance(event, TrialFailed):
+            back = "; rolled back" if event.rolled_back else ""
+            say(f"[{stamp}]   FAILED{back}, skipped: {event.reason}")
+            for line in event.journal[-5:]:
+                say(f"             {line}")
+        elif isinstance(event, TrialSkipped):
+            say(f"[{stamp}] trial {event.trial.number}: {event.trial.name}: skipped ({event.reason})")
+        elif isinstance(event, LevelProgress):
+            if event.decided and event.leader:
+                say(f"[{stamp}]   {event.cell.label}: {event.leader} leads{_margin(event.margin_pct)} (decided)")
+        elif isinstance(event, Restoring):
+            say(f"[{stamp}] putting back {event.name}")
+        elif isinstance(event, TuneFinished):
+            health = "healthy" if event.host_healthy else "NOT healthy"
+            say(f"[{stamp}] done: the host runs the {event.final_unit or 'unknown'} unit, {health}")
+        elif isinstance(event, Notice | Reconnecting):
+            text = event.message if isinstance(event, Notice) else f"connection lost during {event.operation}"
+            say(f"[{stamp}] {text}")
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+def _margin(pct: float | None) -> str:
+    return "" if pct is None else f" by {pct:+.1f} %"
+
+
+def render_space(pending: PendingTune, out: TextIO) -> None:
+    space = pending.space
+    print(f"SGLang {space.sglang_version}: {len(space.candidates)} setups to run", file=out)
+    for candidate in space.candidates:
+        config = " ".join(f"{k}={v}" for k, v in candidate.config.items())
+        print(f"  {candidate.name:<34} {config}", file=out)
+    if space.pruned:
+        print(f"pruned ({len(space.pruned)}): SGLang {space.sglang_version} would refuse them", file=out)
+        for pruned in space.pruned:
+            print(f"  {pruned.setting.describe()}\n    {pruned.reason}", file=out)
+    if space.merged:
+        print(f"merged ({len(space.merged)}): SGLang runs them as another setup", file=out)
+        for merged in space.merged:
+            print(f"  {merged.setting.describe()} -> {merged.into_name}: {merged.reason}", file=out)
+
+
+def render_result(result: TuneResult, out: TextIO) -> None:
+    for workload in dict.fromkeys(c.workload for c in result.cells):
+        recs = [r for r in result.recommendations if r.cell.workload == workload]
+        if not recs:
+            continue
+        print(f"\n{workload}: best setup per level", file=out)
+        print(f"  {'level':<8} {'best':<34} {'tok/s':>9} {'margin':>8}  noise     runner-up", file=out)
+        for r in recs:
+            margin = "-" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
+            noise = "within" if r.within_noise else "outside"
+            print(
+                f"  C={r.cell.concurrency:<6} {r.name:<34} {r.output_throughput:>9,.1f} {margin:>8}  {noise:<8}  "
+                f"{r.runner_up or '-'}",
+                file=out,
+            )
+        print(f"  {result.summary(workload)}", file=out)
+    if result.workload_sides:
+        print("\noptimistic (random, forced lengths, temperature 0) vs realistic (chat)", file=out)
+        for side in result.workload_sides:
+            opt, real = side.optimistic, side.realistic
+            left = f"{opt.name} {opt.output_throughput:,.0f}" if opt else "-"
+            right = f"{real.name} {real.output_throughput:,.0f}" if real else "-"
+            print(f"  C={side.concurrency:<6} {left:<40} {right}", file=out)
+        for side in result.workload_sides:
+            if side.warning:
+                print(f"  warning: {side.warning}", file=out)
+    print("\ntrials", file=out)
+    for trial in result.trials:
+        levels = [m for m in (result.level_metrics(trial.candidate.key, c) for c in result.cells) if m]
+        figures = "  ".join(f"C={m['concurrency']} {m['output_throughput']:,.0f}" for m in levels)
+        note = f"  ({trial.error})" if trial.error and trial.state != "benchmarked" else ""
+        print(f"  {trial.candidate.name:<34} {trial.state:<11} {figures}{note}", file=out)
+    if result.stopped:
+        print(f"\nstopped early: {result.stopped}", file=out)
+    if result.error:
+        print(f"error: {result.error}", file=out)
+    where = {"original": "the original unit", "best": "the recommended unit"}.get(result.final_unit or "", "?")
+    health = "healthy" if result.host_healthy else "NOT healthy"
+    print(
+        f"\n{result.target}: {where}, {health}; {result.restarts} restarts in {result.elapsed_s / 60:.1f} min", file=out
+    )
+    print(
+        f"records in logs/ labelled {result.label}/<setup>/<workload>/s<stage> (opsconsole compare LABEL ...)", file=out
+    )
+
+
+# --- arguments ------------------------------------------------------------------------------------------------
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Syntax of the options (usage errors before any connection)."""
+    parse_int_list(args.concurrency, "--concurrency")
+    for workload in _workloads(args):
+        if workload not in ("random", "chat"):
+            raise UsageError(f"--workload takes random and/or chat (got {workload!r})")
+    for value, what in (
+        (args.duration, "--duration"),
+        (args.timeout, "--timeout"),
+        (args.restore_after, "--restore-after"),
+    ):
+        if not value > 0:
+            raise UsageError(f"{what} must be a positive number of seconds")
+    if args.budget is not None and not args.budget > 0:
+        raise UsageError("--budget is a positive number of minutes")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1 (2 or more measure the noise)")
+    if args.input_len < 1 or args.output_len < 1:
+        raise UsageError("--input-len and --output-len must be at least 1")
+    _space_from_args(args, None)
+
+
+def _workloads(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(w.strip() for w in args.workload.split(",") if w.strip()))
+
+
+def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
+    """The space from --space FILE and the axis options (options win); missing axes from the unit as it is."""
+    base = SpaceRequest()
+    if args.space:
+        path = Path(args.space)
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise UsageError(f"--space {args.space}: cannot read it ({exc.strerror})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"--space {args.space}: not TOML ({exc})") from None
+        base = space_from_file(data, args.space)
+    algorithms = parse_algorithms(args.algorithm) if args.algorithm else base.algorithms
+    spec_v2 = parse_switches(args.spec_v2, "--spec-v2") if args.spec_v2 else base.spec_v2
+    if unit is not None:
+        if not algorithms and base.include_grid:
+            if unit.algorithm is None:
+                raise UsageError(
+                    "the unit runs no speculative decoding: say what to try with --algorithm (e.g. none,EAGLE3) "
+                    "and --draft-model-path for a draft model"
+                )
+            algorithms = (unit.algorithm.upper(),)
+        if not spec_v2:
+            spec_v2 = (bool(unit.spec_v2),)
+    return SpaceRequest(
+        algorithms=algorithms,
+        steps=parse_counts(args.steps, "--steps") if args.steps else base.steps,
+        topks=parse_counts(args.topk, "--topk") if args.topk else base.topks,
+        draft_tokens=parse_counts(args.draft_tokens, "--draft-tokens", allow_auto=True)
+        if args.draft_tokens
+        else base.draft_tokens,
+        spec_v2=spec_v2 or (True,),
+        draft_model_path=args.draft_model_path or base.draft_model_path,
+        explicit=base.explicit,
+        include_grid=base.include_grid or bool(args.algorithm),
+    )
+
+
+def request_from_args(args: argparse.Namespace, space: SpaceRequest) -> TuneRequest:
+    return TuneRequest(
+        space=space,
+        concurrencies=tuple(parse_int_list(args.concurrency, "--concurrency")),
+        workloads=_workloads(args),
+        duration_s=args.duration,
+        repeats=args.repeat,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        api=args.api,
+        warmup=args.warmup,
+        seed=args.seed,
+        budget_s=args.budget * 60 if args.budget is not None else None,
+        apply_best=args.apply_best,
+        best_at=args.best_at,
+        strategy=args.strategy,
+        timeout_s=args.timeout,
+        label=args.label,
+        restore_after_s=args.restore_after,
+    )
+
+
+async def _unit_now(session: Session) -> Any:
+    version, _source = await session.sglang_version()
+    return unit_speculation(await session.service.read_unit(), version)
+
+
+async def _execute_interruptibly(pending: PendingTune, on_event: Any) -> tuple[TuneResult, bool]:
+    """Run the tune; the first Ctrl-C asks it to stop and restore (an intent), the second abandons."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(pending.execute(on_event=on_event))
+    presses = 0
+
+    def on_sigint() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            pending.request_abort("interrupted (Ctrl-C)")
+        else:
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        return await task, presses > 0
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+def _confirm(stdin: TextIO, stderr: TextIO, question: str) -> bool:
+    print(f"{question} [y/N] ", end="", file=stderr, flush=True)
+    return stdin.readline().strip().lower() in {"y", "yes"}
+
+
+async def tune_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    human = stderr if args.json else stdout
+    workspace = workspace_of(args).ensure()
+    try:
+        async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
+            space = _space_from_args(args, await _unit_now(session))
+            request = request_from_args(args, space)
+            async with await plan_tune(session, request) as pending:
+                if not args.json:
+                    render_space(pending, human)
+                if not args.yes:
+                    question = (
+                        f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
+                        "them (the original unit goes back afterwards)?"
+                    )
+                    if not is_tty(stdin):
+                        await pending.abort("no confirmation")
+                        raise UsageError(
+                            "stdin is not a terminal, so tune cannot ask for confirmation; re-run with --yes"
+                        )
+                    if not _confirm(stdin, stderr, question):
+                        await pending.abort("not confirmed")
+                        print("not confirmed; nothing was changed", file=stderr)
+                        return ExitCode.FAILED
+                progress = HumanProgress(human) if not args.json else (lambda _event: None)
+                result, interrupted = await _execute_interruptibly(pending, progress)
+    except UnitLocked as exc:
+        return _early_failure(args, stdout, stderr, str(exc), state="locked")
+    except UsageError:
+        raise
+    except (HostError, ValueError) as exc:
+        return _early_failure(args, stdout, stderr, str(exc))
+    if args.json:
+        print(json.dumps(result.to_json(), default=str), file=stdout)
+    else:
+        render_result(result, human)
+    if interrupted and result.host_healthy:
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK if result.ok else ExitCode.FAILED
+
+
+def _early_failure(
+    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str, *, state: str = "error"
+) -> int:
+    """Nothing was changed: say why (with --json, still as one JSON object)."""
+    print(f"opsconsole tune: {message}", file=stderr)
+    if args.json:
+        doc: dict[str, Any] = {"trials": [], "pruned": [], "recommendations": [], "final_unit": None}
+        doc.update(host_healthy=None, state=state, error=message)
+        print(json.dumps(doc), file=stdout)
+    return ExitCode.FAILED
+
+
+def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """`opsconsole tune`: exit 0 tuned (host healthy on the unit it should run), 1 failed/refused, 2 usage."""
+    streams = {"stdin": stdin or sys.stdin, "stdout": stdout or sys.stdout, "stderr": sys.stderr}
+    try:
+        check_args(args)
+    except UsageError as exc:
+        print(f"opsconsole tune: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    return run_verb("tune", lambda: tune_main(args, **streams))

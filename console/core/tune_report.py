@@ -1,0 +1,227 @@
+"""What `opsconsole tune` concludes from the search (console/core/tune_search.py): pure, no I/O.
+
+- `recommend()`: per cell (workload × concurrency) the best setup, its output tokens/s, its margin over the
+  next best and whether that margin is within the noise.
+- `find_crossovers()`: where along the concurrency levels the best setup changes, and at about which
+  concurrency the two cross (linear interpolation of their figures between the two measured levels):
+  "EAGLE3 topk 1 + spec v2 best up to C ≈ 30, no speculation beyond".
+- `compare_workloads()`: the optimistic result (random prompts, forced output lengths, temperature 0) next
+  to the realistic one (chat prompts, natural lengths, temperature 0.7) per concurrency, with a warning when
+  the optimistic winner's acceptance under temperature 0 is clearly above what it gets on chat — the
+  operators' trap: forced, greedy output is easy to draft, so its figures flatter speculation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from console.core.tune_search import Cell, Search, StageKind, Standing
+
+OPTIMISTIC = "random"
+REALISTIC = "chat"
+# Accept length under temperature 0 more than this much above chat's: the optimistic figure is inflated.
+ACCEPT_INFLATION_PCT = 10.0
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    cell: Cell
+    candidate: str  # key
+    name: str
+    config: dict[str, Any]
+    output_throughput: float
+    margin_pct: float | None  # over the runner-up; None when nothing else was measured in this cell
+    within_noise: bool
+    runner_up: str | None  # its name
+    measured_by: str  # "full" (repeated full-length runs) or "screen" (one short run)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.cell.concurrency,
+            "config": dict(self.config),
+            "output_throughput": round(self.output_throughput, 2),
+            "margin_pct": None if self.margin_pct is None else round(self.margin_pct, 2),
+            "within_noise": self.within_noise,
+            "workload": self.cell.workload,
+            "name": self.name,
+            "runner_up": self.runner_up,
+        }
+
+
+def recommend(search: Search, names: Mapping[str, str], configs: Mapping[str, dict[str, Any]]) -> list[Recommendation]:
+    out = []
+    for cell in search.cells:
+        decision = search.decision(cell)
+        if decision.winner is None:
+            continue
+        winner = decision.winner
+        out.append(
+            Recommendation(
+                cell=cell,
+                candidate=winner.candidate,
+                name=names[winner.candidate],
+                config=dict(configs[winner.candidate]),
+                output_throughput=winner.median,
+                margin_pct=decision.margin_pct,
+                within_noise=decision.within_noise,
+                runner_up=names[decision.runner_up.candidate] if decision.runner_up else None,
+                measured_by=winner.kind,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Crossover:
+    workload: str
+    below: str  # name of the setup that is best up to the crossing
+    above: str  # name of the one best beyond it
+    between: tuple[int, int]  # the two measured levels it lies between
+    at: float  # estimated concurrency where the two are equal
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "below": self.below,
+            "above": self.above,
+            "between": list(self.between),
+            "concurrency": round(self.at, 1),
+        }
+
+
+def _like_for_like(search: Search, a: str, b: str, cell: Cell) -> tuple[float, float] | None:
+    """Both candidates' figures in a cell from the same kind of run (full if both had full runs there)."""
+    kinds: tuple[StageKind, ...] = ("full", "screen")
+    for kind in kinds:
+        sa = search.standing(a, cell, kind)
+        sb = search.standing(b, cell, kind)
+        if sa is not None and sb is not None:
+            return sa.median, sb.median
+    return None
+
+
+def crossing(c1: int, d1: float, c2: int, d2: float) -> float:
+    """Where a difference d that is d1 at c1 and d2 at c2 (opposite signs) reaches 0, linearly."""
+    if d1 == d2:
+        return (c1 + c2) / 2
+    return c1 + (c2 - c1) * d1 / (d1 - d2)
+
+
+def find_crossovers(search: Search, recommendations: Sequence[Recommendation]) -> list[Crossover]:
+    """Where the best setup changes between two consecutive levels of a workload."""
+    out: list[Crossover] = []
+    by_workload: dict[str, list[Recommendation]] = {}
+    for rec in recommendations:
+        by_workload.setdefault(rec.cell.workload, []).append(rec)
+    for workload, recs in by_workload.items():
+        recs = sorted(recs, key=lambda r: r.cell.concurrency)
+        for low, high in itertools.pairwise(recs):
+            if low.candidate == high.candidate:
+                continue
+            first = _like_for_like(search, low.candidate, high.candidate, low.cell)
+            second = _like_for_like(search, low.candidate, high.candidate, high.cell)
+            c1, c2 = low.cell.concurrency, high.cell.concurrency
+            if first is None or second is None or first[0] - first[1] <= 0 or second[0] - second[1] >= 0:
+                at = (c1 + c2) / 2  # one of them was not measured in both cells alike: say "between"
+            else:
+                at = crossing(c1, first[0] - first[1], c2, second[0] - second[1])
+            out.append(Crossover(workload, low.name, high.name, (c1, c2), min(max(at, c1), c2)))
+    return out
+
+
+def crossover_summary(recommendations: Sequence[Recommendation], crossovers: Sequence[Crossover], workload: str) -> str:
+    """One line per workload: "A best up to C ≈ 30, B beyond" (or "A best at every level")."""
+    recs = sorted((r for r in recommendations if r.cell.workload == workload), key=lambda r: r.cell.concurrency)
+    if not recs:
+        return ""
+    crossings = [c for c in crossovers if c.workload == workload]
+    if not crossings:
+        return f"{recs[0].name} best at every level"
+    parts = [
+        f"{c.below} best up to C ≈ {c.at:.0f}" if i == 0 else f"{c.below} up to C ≈ {c.at:.0f}"
+        for i, c in enumerate(crossings)
+    ]
+    return ", ".join(parts) + f", {crossings[-1].above} beyond"
+
+
+@dataclass(frozen=True)
+class WorkloadSide:
+    """One concurrency level: the optimistic (random) and the realistic (chat) winner side by side."""
+
+    concurrency: int
+    optimistic: Recommendation | None
+    realistic: Recommendation | None
+    optimistic_accept_length: float | None  # the optimistic winner's, under each workload
+    realistic_accept_length: float | None
+    warning: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        def side(rec: Recommendation | None, accept: float | None) -> dict[str, Any] | None:
+            if rec is None:
+                return None
+            return {
+                "name": rec.name,
+                "config": dict(rec.config),
+                "output_throughput": round(rec.output_throughput, 2),
+                "accept_length": accept,
+            }
+
+        return {
+            "concurrency": self.concurrency,
+            "optimistic": side(self.optimistic, self.optimistic_accept_length),
+            "realistic": side(self.realistic, self.realistic_accept_length),
+            "warning": self.warning,
+        }
+
+
+def compare_workloads(
+    recommendations: Sequence[Recommendation], accept_lengths: Mapping[tuple[str, Cell], float | None]
+) -> list[WorkloadSide]:
+    """Per concurrency level measured under both workloads. accept_lengths: (candidate, cell) -> the accept length
+    it got there (None without speculation)."""
+    optimistic = {r.cell.concurrency: r for r in recommendations if r.cell.workload == OPTIMISTIC}
+    realistic = {r.cell.concurrency: r for r in recommendations if r.cell.workload == REALISTIC}
+    out = []
+    for concurrency in sorted(set(optimistic) & set(realistic)):
+        opt, real = optimistic[concurrency], realistic[concurrency]
+        accept_opt = accept_lengths.get((opt.candidate, opt.cell))
+        accept_real = accept_lengths.get((opt.candidate, Cell(REALISTIC, concurrency)))
+        out.append(
+            WorkloadSide(
+                concurrency, opt, real, accept_opt, accept_real, _inflation(opt, real, accept_opt, accept_real)
+            )
+        )
+    return out
+
+
+def _inflation(
+    opt: Recommendation, real: Recommendation, accept_opt: float | None, accept_real: float | None
+) -> str | None:
+    if accept_opt is None or accept_real is None or accept_real <= 0:
+        return None
+    inflated = (accept_opt / accept_real - 1.0) * 100.0
+    if inflated <= ACCEPT_INFLATION_PCT:
+        return None
+    text = (
+        f"C={opt.cell.concurrency}: {opt.name} accepts {accept_opt:.2f} tokens per step under temperature 0 with "
+        f"forced lengths but {accept_real:.2f} on chat (+{inflated:.0f} %): the optimistic figure "
+        f"({opt.output_throughput:,.0f} tok/s) is inflated"
+    )
+    if real.candidate != opt.candidate:
+        text += f"; on chat {real.name} is best ({real.output_throughput:,.0f} tok/s)"
+    return text
+
+
+def standing_json(standing: Standing | None) -> dict[str, Any] | None:
+    if standing is None:
+        return None
+    return {
+        "median": round(standing.median, 2),
+        "low": round(standing.low, 2),
+        "high": round(standing.high, 2),
+        "samples": standing.samples,
+        "measured_by": standing.kind,
+    }

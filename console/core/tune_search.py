@@ -1,0 +1,308 @@
+"""How `opsconsole tune` spends its time: successive halving over candidates × cells, stopping once the winner of
+every cell is outside the noise. Pure: no I/O, no clock; console/core/tune.py runs the stages it asks for.
+
+A *cell* is one thing to win: a workload at a concurrency level ("random C=32"). A *stage* is a list of runs,
+one per candidate (one restart each), each benchmarking the cells where that candidate is still alive.
+
+- Stage 0, screening: every candidate, every cell, one short run (`screen_fraction` of the full duration).
+  A candidate stays alive in a cell while it can still win there: its screening figure, give or take the
+  assumed noise of one short run (`screen_noise_pct`, not measured yet), reaches the leader's; at most the
+  best `keep_per_level` stay, at least two (a winner needs a runner-up to be judged against). Successive
+  halving with the last rung a duel: the candidates' restarts, not the levels, are what a search pays most for.
+- Stage 1, 2, ...: the full duration with `repeats` repeats, for the cells still undecided and the candidates
+  alive in them; full-run samples pool over the stages. A cell is decided when the leader's range over its
+  repeats no longer overlaps the runner-up's (console/bench/comparison.py's notion of "within noise": the
+  difference is larger than what repeating the same setup produced), or when it is a tie: each median lies
+  within the other's range, so more repeats would not tell them apart (the margin is reported within the
+  noise). Otherwise the candidates whose range reaches the leader's get more repeats, up to `max_full_stages`.
+- `strategy="grid"`: one stage, every candidate × every cell at the full duration with repeats (the
+  baseline the search is measured against, benchmarks/tune_search_vs_grid.py).
+
+Ordering saves restarts: a stage starts with the candidate the host already runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Strategy = Literal["halving", "grid"]
+StageKind = Literal["screen", "full"]
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One workload at one concurrency level: what a recommendation is made for."""
+
+    workload: str
+    concurrency: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} C={self.concurrency}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    strategy: Strategy = "halving"
+    repeats: int = 2  # full runs per cell and full stage (≥ 2 measures the noise)
+    screen_fraction: float = 0.125  # screening run length as a share of the full duration
+    screen_noise_pct: float = 3.0  # assumed ± noise of one screening run, before any noise is measured
+    keep_per_level: int = 2  # screening keeps at most this many candidates per cell (at least two)
+    max_full_stages: int = 2  # full stages after screening; each adds `repeats` samples to the contenders
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1 or self.max_full_stages < 1 or self.keep_per_level < 2:
+            raise ValueError("repeats and max_full_stages must be ≥ 1, keep_per_level ≥ 2")
+        if not 0 < self.screen_fraction <= 1:
+            raise ValueError("screen_fraction is a share of the full duration, in (0, 1]")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One candidate in one stage: one start of its unit, then a benchmark of these cells."""
+
+    candidate: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Stage:
+    index: int
+    kind: StageKind
+    duration_fraction: float  # of the full per-level duration
+    repeats: int
+    runs: tuple[Run, ...]
+
+    @property
+    def cell_runs(self) -> int:
+        """Benchmark levels this stage runs, repeats included (for time estimates)."""
+        return sum(len(run.cells) for run in self.runs) * self.repeats
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A candidate's figure in a cell, from its most thorough measurement there."""
+
+    candidate: str
+    kind: StageKind  # full when it had full runs in this cell, else screen
+    median: float
+    low: float
+    high: float
+    samples: int
+
+    @property
+    def noise_measured(self) -> bool:
+        return self.samples >= 2
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Who wins a cell, by how much, and whether that margin is outside the noise."""
+
+    cell: Cell
+    winner: Standing | None
+    runner_up: Standing | None
+    decided: bool  # the search need not look at this cell again
+    within_noise: bool  # True unless the winner is shown to be ahead by more than the noise
+    margin_pct: float | None = None  # winner over runner-up, from like-for-like runs (both full, or both screening)
+
+
+def margin_pct(winner: Standing, runner_up: Standing) -> float | None:
+    if runner_up.median <= 0:
+        return None
+    return (winner.median / runner_up.median - 1.0) * 100.0
+
+
+def ranges_overlap(a: Standing, b: Standing) -> bool:
+    """Within noise as console/bench/comparison.py defines it: the min..max ranges over the repeats overlap."""
+    return a.low <= b.high and b.low <= a.high
+
+
+def tied(a: Standing, b: Standing) -> bool:
+    """One's median within the other's range: the gap is smaller than a setup's own spread over its repeats, so more
+    repeats would not tell them apart."""
+    return a.low <= b.median <= a.high or b.low <= a.median <= b.high
+
+
+def widened(standing: Standing, noise_pct: float) -> Standing:
+    """A single-sample figure with the assumed noise around it (what it could have read on another run)."""
+    if standing.noise_measured:
+        return standing
+    spread = standing.median * noise_pct / 100.0
+    return Standing(
+        standing.candidate, standing.kind, standing.median, standing.low - spread, standing.high + spread, 1
+    )
+
+
+@dataclass
+class Search:
+    """The search's state: samples per (candidate, cell, kind), who is alive where, what is decided."""
+
+    candidates: Sequence[str]
+    cells: Sequence[Cell]
+    policy: Policy = field(default_factory=Policy)
+    stages_done: int = 0
+    stop_reason: str | None = None
+    _samples: dict[tuple[str, Cell, StageKind], list[float]] = field(default_factory=dict)
+    _alive: dict[Cell, list[str]] = field(default_factory=dict)
+    _dropped: dict[str, str] = field(default_factory=dict)  # candidate -> why it is out everywhere
+    _decided: set[Cell] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.candidates or not self.cells:
+            raise ValueError("a search needs at least one candidate and one cell")
+        self._alive = {cell: list(self.candidates) for cell in self.cells}
+
+    # -- what the runner reports -------------------------------------------------------------------------
+
+    def record(self, candidate: str, cell: Cell, kind: StageKind, value: float) -> None:
+        self._samples.setdefault((candidate, cell, kind), []).append(float(value))
+
+    def drop(self, candidate: str, reason: str) -> None:
+        """The candidate is out everywhere (its start failed, the server ran something else, ...)."""
+        self._dropped[candidate] = reason
+        for alive in self._alive.values():
+            if candidate in alive:
+                alive.remove(candidate)
+
+    def drop_cell(self, candidate: str, cell: Cell) -> None:
+        """The candidate could not be measured in this cell (the benchmark failed there)."""
+        if candidate in self._alive[cell]:
+            self._alive[cell].remove(candidate)
+
+    def stop(self, reason: str) -> None:
+        self.stop_reason = self.stop_reason or reason
+
+    # -- what to run next ----------------------------------------------------------------------------------
+
+    def next_stage(self, running: str | None = None) -> Stage | None:
+        """The next stage to run (None: finished; stop_reason says why). `running` is the candidate the host
+        runs now: it goes first, so the stage begins without a restart."""
+        if self.stop_reason is not None:
+            return None
+        p = self.policy
+        if self.stages_done == 0:
+            if p.strategy == "grid":
+                return self._stage("full", 1.0, p.repeats, {c: list(self._alive[c]) for c in self.cells}, running)
+            return self._stage("screen", p.screen_fraction, 1, {c: list(self._alive[c]) for c in self.cells}, running)
+        if p.strategy == "grid" or self.stages_done > p.max_full_stages:
+            self.stop("every cell measured as planned" if p.strategy == "grid" else "the most repeats planned")
+            return None
+        wanted: dict[Cell, list[str]] = {}
+        for cell in self.cells:
+            if cell in self._decided:
+                continue
+            alive = self._contenders(cell)
+            self._alive[cell] = alive
+            if self.decision(cell).decided:
+                self._decided.add(cell)
+                continue
+            wanted[cell] = alive
+        if not wanted:
+            self.stop("every cell's winner is outside the noise")
+            return None
+        return self._stage("full", 1.0, p.repeats, wanted, running)
+
+    def finish_stage(self) -> None:
+        self.stages_done += 1
+
+    def _stage(
+        self, kind: StageKind, fraction: float, repeats: int, wanted: dict[Cell, list[str]], running: str | None
+    ) -> Stage:
+        order = [c for c in self.candidates if c not in self._dropped]
+        if running in order:
+            order.remove(running)
+            order.insert(0, str(running))
+        runs = []
+        for candidate in order:
+            cells = tuple(cell for cell in self.cells if candidate in wanted.get(cell, ()))
+            if cells:
+                runs.append(Run(candidate, cells))
+        return Stage(self.stages_done, kind, fraction, repeats, tuple(runs))
+
+    def _contenders(self, cell: Cell) -> list[str]:
+        """Who can still win this cell, from what was measured so far."""
+        standings = [s for s in self.standings(cell) if s.candidate in self._alive[cell]]
+        if not standings:
+            return []
+        full = [s for s in standings if s.kind == "full"]
+        if full:
+            leader = full[0]
+            keep = [s.candidate for s in full if ranges_overlap(s, leader)]
+            return keep if len(keep) >= 2 else [s.candidate for s in full[:2]]
+        # Screening only: the assumed noise of a short run decides who can still reach the leader.
+        p = self.policy
+        leader = widened(standings[0], p.screen_noise_pct)
+        reach = [s.candidate for s in standings if widened(s, p.screen_noise_pct).high >= leader.low]
+        keep = reach[: p.keep_per_level]
+        return keep if len(keep) >= 2 else [s.candidate for s in standings[:2]]
+
+    # -- what was found ---------------------------------------------------------------------------------------
+
+    def samples(self, candidate: str, cell: Cell, kind: StageKind) -> list[float]:
+        return list(self._samples.get((candidate, cell, kind), []))
+
+    def standing(self, candidate: str, cell: Cell, kind: StageKind | None = None) -> Standing | None:
+        """From the full runs if it had any in this cell (else the screening), or from `kind`'s runs only."""
+        kinds: tuple[StageKind, ...] = ("full", "screen") if kind is None else (kind,)
+        for k in kinds:
+            values = self._samples.get((candidate, cell, k))
+            if values:
+                return Standing(candidate, k, statistics.median(values), min(values), max(values), len(values))
+        return None
+
+    def standings(self, cell: Cell) -> list[Standing]:
+        """Every measured candidate in this cell, best first: full-run figures ahead of screening-only ones
+        (those were left behind by the screening, and short runs are not comparable with long ones)."""
+        present = [c for c in self.candidates if c not in self._dropped]
+        found = [s for s in (self.standing(c, cell) for c in present) if s is not None]
+        return sorted(found, key=lambda s: (s.kind != "full", -s.median))
+
+    def decision(self, cell: Cell) -> Decision:
+        standings = self.standings(cell)
+        if not standings:
+            return Decision(cell, None, None, decided=True, within_noise=True)
+        winner = standings[0]
+        same_kind = [s for s in standings[1:] if s.kind == winner.kind]
+        runner_up = same_kind[0] if same_kind else (standings[1] if len(standings) > 1 else None)
+        if runner_up is None:
+            # Alone: decided once nobody else is left to measure here (the others failed or were dropped).
+            waiting = [c for c in self._alive[cell] if c != winner.candidate]
+            return Decision(cell, winner, None, decided=not waiting, within_noise=False)
+        if runner_up.kind != winner.kind:
+            # The others were left at the screening: compare like with like, the screening figures.
+            screened = self.standing(winner.candidate, cell, "screen")
+            if screened is None:
+                return Decision(cell, winner, runner_up, decided=True, within_noise=True)
+            noise = ranges_overlap(
+                widened(screened, self.policy.screen_noise_pct), widened(runner_up, self.policy.screen_noise_pct)
+            )
+            return Decision(cell, winner, runner_up, True, noise, margin_pct(screened, runner_up))
+        margin = margin_pct(winner, runner_up)
+        if winner.kind == "screen":
+            # Only short single runs so far: their noise is not measured, so no margin is outside it yet.
+            return Decision(cell, winner, runner_up, decided=False, within_noise=True, margin_pct=margin)
+        measured = winner.noise_measured and runner_up.noise_measured
+        separated = measured and not ranges_overlap(winner, runner_up)
+        return Decision(
+            cell, winner, runner_up, separated or (measured and tied(winner, runner_up)), not separated, margin
+        )
+
+    def alive(self, cell: Cell) -> list[str]:
+        return list(self._alive[cell])
+
+    def dropped(self) -> dict[str, str]:
+        return dict(self._dropped)
+
+
+def estimate_stage_seconds(stage: Stage, *, restart_s: float, full_level_s: float, running: str | None) -> float:
+    """How long a stage takes: a restart per run (none for the candidate already running) plus its levels."""
+    restarts = sum(1 for run in stage.runs if run.candidate != running)
+    return restarts * restart_s + stage.cell_runs * full_level_s * stage.duration_fraction
+
+
+def cells_for(workloads: Iterable[str], concurrencies: Iterable[int]) -> list[Cell]:
+    return [Cell(w, c) for w in workloads for c in concurrencies]

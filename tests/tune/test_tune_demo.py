@@ -1,0 +1,238 @@
+"""`opsconsole tune` on the simulator with the seeds' profiles (console.core.tune in-process, the demo host's
+supervisor and stand-in as real processes): the tuner reaches the seeds' conclusions on its own.
+
+The workload is the operators' (1024 in / 1024 forced out, temperature 0); the stand-in runs 40× faster than
+the profile (tests/tune/simhost.py), so every figure below is in the profile's own tokens/s × 40.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.core.apply import plan_apply
+from console.core.events import Notice
+from console.core.rollout import parse_edits
+from console.core.session import open_session
+from console.core.tune import (
+    TrialApplied,
+    TrialBenchmarked,
+    TrialStarted,
+    TuneEvent,
+    TuneRequest,
+    TuneResult,
+    plan_tune,
+)
+from console.core.tune_search import Cell
+from console.core.tune_space import SpaceRequest
+from console.host.base import UnitLocked
+from console.workspace import Workspace
+from tests.support.demo import Demo, running_demo
+from tests.tune.simhost import KIMI, QWEN, install, seed_unit
+
+SEEDS_WORKLOAD = {"input_len": 1024, "output_len": 1024, "warmup": 1}
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    with running_demo(tmp_path / "ws") as running:
+        yield running
+
+
+async def tune(demo: Demo, request: TuneRequest, events: list[TuneEvent] | None = None) -> tuple[TuneResult, str]:
+    """Run the tune in-process; returns its result and the unit on the host afterwards."""
+    async with open_session("demo", Workspace.resolve(demo.workspace)) as session:
+        async with await plan_tune(session, request) as pending:
+            result = await pending.execute(on_event=(events.append if events is not None else lambda _e: None))
+        return result, await session.service.read_unit()
+
+
+def names(result: TuneResult) -> dict[str, str]:
+    return {c.key: c.name for c in result.space.candidates}
+
+
+def best(result: TuneResult, concurrency: int, workload: str = "random") -> str:
+    rec = next(r for r in result.recommendations if r.cell == Cell(workload, concurrency))
+    return rec.name
+
+
+async def test_qwen_steps_3_is_best_at_c1_about_1_9x_steps_1(demo: Demo) -> None:
+    original = await install(demo, lambda text: seed_unit(
+        text, profile=QWEN, version="0.5.9", spec_v2=False,
+        speculative=[("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "1"),
+                     ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "2")],
+    ))  # fmt: skip
+    request = TuneRequest(
+        space=SpaceRequest(algorithms=("NEXTN",), steps=(1, 2, 3), spec_v2=(False,)),
+        concurrencies=(1,),
+        duration_s=4.0,
+        **SEEDS_WORKLOAD,  # type: ignore[arg-type]
+    )
+    events: list[TuneEvent] = []
+    result, unit_after = await tune(demo, request, events)
+    assert [c.name for c in result.space.candidates] == ["steps 1", "steps 2", "steps 3"]
+    assert best(result, 1) == "steps 3"
+    keys = {c.name: c.key for c in result.space.candidates}
+    cell = Cell("random", 1)
+    steps3 = result.search.standing(keys["steps 3"], cell, "screen")
+    steps1 = result.search.standing(keys["steps 1"], cell, "screen")
+    assert steps3 and steps1
+    ratio = steps3.median / steps1.median
+    assert 1.6 <= ratio <= 2.2, f"steps 3 / steps 1 at C=1: {ratio:.2f} (the seeds measured 234/123 = 1.9)"
+    rec = result.recommendations[0]
+    assert rec.within_noise is False and rec.margin_pct and rec.margin_pct > 10
+    # the original unit is back, byte for byte, and the server is healthy
+    assert unit_after == original and result.final_unit == "original" and result.host_healthy
+    # steps 1 was the unit's own setup: its screening ran without a restart
+    first = next(e for e in events if isinstance(e, TrialApplied))
+    assert first.trial.name == "steps 1" and first.restarted is False
+    doc = result.to_json()
+    assert {"trials", "pruned", "recommendations", "final_unit", "host_healthy"} <= set(doc)
+    assert {"config", "state", "levels"} <= set(doc["trials"][0])
+    assert doc["recommendations"][0]["config"]["speculative_num_steps"] == 3
+
+
+async def test_kimi_no_speculation_at_c1_eagle3_chain_with_spec_v2_at_high_concurrency_topk4_never(
+    demo: Demo,
+) -> None:
+    original = await install(demo, lambda text: seed_unit(text, profile=KIMI, version="0.5.9"))
+    request = TuneRequest(
+        space=SpaceRequest(
+            algorithms=(None, "EAGLE3"),
+            steps=(2,),
+            topks=(1, 4),
+            spec_v2=(True, False),
+            draft_model_path="sim/kimi-k2.5-eagle3",
+        ),
+        concurrencies=(1, 48),
+        duration_s=6.0,
+        **SEEDS_WORKLOAD,  # type: ignore[arg-type]
+    )
+    result, unit_after = await tune(demo, request)
+    assert [c.name for c in result.space.candidates] == [
+        "no speculation", "EAGLE3 topk 1 + spec v2", "EAGLE3 topk 1", "EAGLE3 topk 4",
+    ]  # fmt: skip
+    assert [p.code for p in result.space.pruned] == ["spec-v2-topk"]  # topk 4 with spec v2: 0.5.9 refuses it
+    assert best(result, 1) == "no speculation"
+    assert best(result, 48) == "EAGLE3 topk 1 + spec v2"
+    assert all(r.name != "EAGLE3 topk 4" for r in result.recommendations)
+    crossing = result.crossovers[0]
+    assert (crossing.below, crossing.above) == ("no speculation", "EAGLE3 topk 1 + spec v2")
+    assert result.summary("random").startswith("no speculation best up to C ≈ ")
+    assert unit_after == original and result.final_unit == "original" and result.host_healthy
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.14"])
+async def test_worth_checking_topk_2_depends_on_the_version(demo: Demo, version: str) -> None:
+    """On 0.5.9 topk 2 with spec v2 is pruned with SGLang's reason and only the v1 tree runs; from 0.5.14 topk 2 runs
+    on the V2 worker and is benchmarked."""
+    await install(demo, lambda text: seed_unit(
+        text, profile=QWEN, version=version, spec_v2=None if version == "0.5.14" else True,
+        speculative=[("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "2"),
+                     ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "3")],
+    ))  # fmt: skip
+    request = TuneRequest(
+        space=SpaceRequest(algorithms=("NEXTN",), steps=(2,), topks=(1, 2), spec_v2=(True, False)),
+        concurrencies=(1,),
+        duration_s=2.0,
+        repeats=2,
+        input_len=256,
+        output_len=256,
+        warmup=1,
+    )
+    events: list[TuneEvent] = []
+    result, _unit = await tune(demo, request, events)
+    trees = {t.candidate.config["disable_overlap_schedule"]: t for t in result.trials
+             if t.candidate.config["speculative_eagle_topk"] == 2}  # fmt: skip
+    benchmarked = {e.trial.name for e in events if isinstance(e, TrialBenchmarked)}
+    if version == "0.5.9":
+        assert [p.code for p in result.space.pruned] == ["spec-v2-topk"]
+        assert "SGLang says: ValueError: Spec v2 currently only supports topk = 1" in result.space.pruned[0].reason
+        assert set(trees) == {True}  # only the v1 path
+        assert trees[True].state == "benchmarked" and trees[True].candidate.name in benchmarked
+    else:
+        assert result.space.pruned == []
+        assert set(trees) == {True, False}
+        v2_tree = trees[False]
+        assert v2_tree.candidate.spec_v2 is True and v2_tree.state == "benchmarked"
+        assert v2_tree.candidate.name in benchmarked
+    assert result.host_healthy and result.final_unit == "original"
+
+
+async def test_a_second_tune_or_apply_is_refused_while_a_tune_holds_the_unit(demo: Demo) -> None:
+    await install(demo, lambda text: seed_unit(
+        text, profile=QWEN, version="0.5.9", spec_v2=False,
+        speculative=[("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "1"),
+                     ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "2")],
+    ))  # fmt: skip
+    request = TuneRequest(
+        space=SpaceRequest(algorithms=("NEXTN",), steps=(1, 2), spec_v2=(False,)),
+        concurrencies=(1,),
+        duration_s=2.0,
+        input_len=128,
+        output_len=128,
+        warmup=1,
+    )
+    workspace = Workspace.resolve(demo.workspace)
+    async with open_session("demo", workspace) as session, open_session("demo", workspace) as other:
+        pending = await plan_tune(session, request)
+        try:
+            with pytest.raises(UnitLocked, match="opsconsole tune"):
+                await plan_tune(other, request)
+            with pytest.raises(UnitLocked, match="opsconsole tune"):
+                await plan_apply(other, parse_edits(["speculative-num-steps=3"]))
+            started = asyncio.Event()
+
+            def sink(event: TuneEvent) -> None:
+                if isinstance(event, TrialStarted) and event.trial.number == 2:
+                    started.set()
+
+            run = asyncio.ensure_future(pending.execute(on_event=sink))
+            await asyncio.wait_for(started.wait(), 60)
+            with pytest.raises(UnitLocked, match="opsconsole tune"):
+                await plan_apply(other, parse_edits(["speculative-num-steps=3"]))
+            result = await run
+        finally:
+            await pending.abort()
+        assert result.host_healthy
+        # released at the end: an apply goes through now
+        async with await plan_apply(other, parse_edits(["speculative-num-steps=3"])) as after:
+            assert after.plan.ok
+
+
+async def test_ctrl_c_while_a_trial_starts_rolls_it_back_and_puts_the_original_back(demo: Demo) -> None:
+    original = await install(demo, lambda text: seed_unit(
+        text, profile=QWEN, version="0.5.9", spec_v2=False,
+        speculative=[("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "1"),
+                     ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "2")],
+    ))  # fmt: skip
+    request = TuneRequest(
+        space=SpaceRequest(algorithms=("NEXTN",), steps=(1, 2, 3), spec_v2=(False,)),
+        concurrencies=(1,),
+        duration_s=20.0,
+        input_len=128,
+        output_len=128,
+        warmup=1,
+    )
+    events: list[TuneEvent] = []
+    async with open_session("demo", Workspace.resolve(demo.workspace)) as session:
+        pending = await plan_tune(session, request)
+        benchmarking = asyncio.Event()
+
+        def sink(event: TuneEvent) -> None:
+            events.append(event)
+            if isinstance(event, TrialApplied) and event.restarted:
+                benchmarking.set()
+
+        run = asyncio.ensure_future(pending.execute(on_event=sink))
+        await asyncio.wait_for(benchmarking.wait(), 60)  # a trial unit runs and is being benchmarked
+        pending.request_abort("interrupted (Ctrl-C)")
+        result = await asyncio.wait_for(run, 60)
+        unit_after = await session.service.read_unit()
+    assert result.stopped == "interrupted (Ctrl-C)"
+    assert unit_after == original and result.final_unit == "original" and result.host_healthy
+    assert any(t.state == "skipped" for t in result.trials)
+    assert not any(isinstance(e, Notice) and "unexpected" in e.message for e in events)
