@@ -26,6 +26,7 @@ from console.core.history import applied_setups, record_applied
 from console.core.rollout import ApplyState
 from console.core.session import Session
 from console.host.base import HostError, UnitBackup, UnitLocked
+from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import ProgressScreen
 
@@ -65,6 +66,7 @@ class EditScreen(Screen[None]):
         Binding("ctrl+s", "apply", "Apply", id="editor-apply"),
         Binding("ctrl+z", "reset", "Reset to the unit", id="editor-reset"),
         Binding("escape", "close", "Close", id="editor-close"),
+        *FORM_FOCUS_BINDINGS,
     ]
 
     def __init__(
