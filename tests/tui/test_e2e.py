@@ -233,7 +233,7 @@ def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_
         assert "--speculative-num-steps 3" in screen
         term.keys("y")
         screen = term.wait_for("✔ verified", timeout=120)
-        assert "changed by SGLang" in screen  # draft tokens: 3 asked, 4 run
+        assert "* by SGLang" in screen and "* draft_tokens: " in screen  # draft tokens: 3 asked, 4 run
         term.keys("Escape")
         term.wait_until(lambda s: "steps 3  topk 1" in s and "draft tokens 4" in s, "the new setup on the dashboard")
         unit = host.root_run("systemctl cat sglang.service").stdout
