@@ -49,6 +49,7 @@ from console.host.targets import Target
 DEFAULT_CHANNEL_BUDGET = 5
 SHELL_POOL = 3  # command shells per connection: the reads of one refresh or one apply step go out together
 SHELL_START_TIMEOUT_S = 30.0
+SESSION_SLOT_WAIT_S = 10.0  # how long a command waits for sshd to free a session slot (MaxSessions) before failing
 _CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError)
 # ChannelOpenError: a ProxyJump host could not reach the target, as good as a refused TCP connect.
 _RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError, TimeoutError)
@@ -303,18 +304,31 @@ class SshTransport:
     ) -> asyncssh.SSHClientProcess[Any]:
         """conn.create_process(command), with its two round trips (channel open, exec request) metered."""
         meter = self.meter
-        steps: list[Exchange] = [meter.begin(CHANNEL_OPEN)]
+        steps: list[Exchange] = []
 
         def opened() -> _MeteredProcess:
             meter.end(steps[0])
             steps.append(meter.begin(EXEC))
             return _MeteredProcess(meter, steps[1])
 
-        try:
-            _chan, session = await conn.create_session(opened, command, encoding=encoding, errors="replace")
-        finally:
-            for step in steps:
-                meter.end(step)
+        deadline = time.monotonic() + SESSION_SLOT_WAIT_S
+        pause = 0.02
+        while True:
+            steps[:] = [meter.begin(CHANNEL_OPEN)]
+            try:
+                _chan, session = await conn.create_session(opened, command, encoding=encoding, errors="replace")
+                break
+            except asyncssh.ChannelOpenError as exc:
+                # sshd refuses a session past MaxSessions ("open failed"). It frees a closed channel's slot a
+                # moment after this side has seen it close, so a burst can meet that refusal on a healthy
+                # connection: wait for a slot instead of treating the connection as dead.
+                if exc.code != asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED or time.monotonic() + pause > deadline:
+                    raise
+            finally:
+                for step in steps:
+                    meter.end(step)
+            await asyncio.sleep(pause)  # a backoff: sshd sends no notice when a slot frees
+            pause = min(pause * 2, 0.5)
         assert isinstance(session, _MeteredProcess)
         await session.redirect(asyncssh.PIPE, asyncssh.PIPE, asyncssh.PIPE)
         return session

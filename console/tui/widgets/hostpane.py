@@ -85,7 +85,8 @@ class HostPane(Vertical):
     def tick(self) -> None:
         """Once a second: ages move on even when no refresh arrives. The header carries them; the panels are
         drawn again only when a part's staleness changed."""
-        if not self.active:
+        # not mounted yet: a busy machine can tick between the pane entering the DOM and its children's compose
+        if not self.active or not self.is_mounted:
             return
         now = self.clock()
         if self._stale_parts(now) != self._drawn_stale:
