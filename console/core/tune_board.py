@@ -94,6 +94,7 @@ class Current:
 @dataclass
 class TuneBoard:
     rows: list[BoardRow]
+    cells: list[Cell] = field(default_factory=list)  # the levels the tune measures, in order
     started_at: datetime | None = None
     guarded: bool = False
     stage: str = ""
@@ -125,7 +126,7 @@ class TuneBoard:
 
     def feed(self, event: TuneEvent) -> None:
         if isinstance(event, TuneStarted):
-            self.started_at, self.guarded = event.at, event.guarded
+            self.started_at, self.guarded, self.cells = event.at, event.guarded, list(event.cells)
         elif isinstance(event, StageStarted):
             kind = "screening (short runs)" if event.kind == "screen" else "full runs with repeats"
             self.stage = f"stage {event.stage}: {kind}, {len(event.runs)} setups"
