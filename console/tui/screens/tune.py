@@ -322,8 +322,8 @@ class TuneScreen(Screen[None]):
         yield Static(Text(f"Tuning {unit} on {self.label}", style="bold"), id="tune-title")
         with VerticalScroll(id="tune-body"):
             yield Static("", id="tune-status")
+            yield Static("", id="tune-result")  # above the rows: once it is over, the outcome is what matters
             yield Static("", id="tune-rows")
-            yield Static("", id="tune-result")
             yield Static("", id="tune-notes")
         yield Footer()
 
@@ -362,8 +362,10 @@ class TuneScreen(Screen[None]):
         if not self.is_mounted:
             return
         self._draw_status()
-        self.query_one("#tune-rows", Static).update(rows_table(self.board))
-        self.query_one("#tune-result", Static).update(self._result() if self.done else Text(""))
+        self.query_one("#tune-rows", Static).update(Group(rows_table(self.board), Text(""), excluded_text(self.board)))
+        result = self.query_one("#tune-result", Static)
+        result.display = self.done
+        result.update(self._result() if self.done else Text(""))
         notes = Text()
         for note in self.board.notes[-5:]:
             notes.append(f"! {note}\n", style="yellow")
@@ -465,12 +467,13 @@ _STATE_STYLE = {
 
 def rows_table(board: TuneBoard) -> Table:
     cells = board.cells
-    table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
-    table.add_column("setup", no_wrap=True)
-    table.add_column("state", no_wrap=True)
+    one_workload = len({c.workload for c in cells}) == 1
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+    table.add_column("setup", no_wrap=True, overflow="ellipsis", max_width=36)
+    table.add_column("state", no_wrap=True, min_width=16)
     for cell in cells:
-        table.add_column(cell.label, justify="right", no_wrap=True)
-    table.add_column("", overflow="fold")
+        table.add_column(f"C={cell.concurrency}" if one_workload else cell.label, justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in board.rows:
         style = _STATE_STYLE.get(row.state, "")
         if row.out:
@@ -483,6 +486,17 @@ def rows_table(board: TuneBoard) -> Table:
     return table
 
 
+def excluded_text(board: TuneBoard) -> RenderableType:
+    """Why each pruned or merged point is not run, in full (the table has one line for it)."""
+    out = Text()
+    for row in board.rows:
+        if row.state in ("pruned", "merged"):
+            out.append(f"{row.state}: ", style="bold dim red" if row.state == "pruned" else "bold dim")
+            out.append(f"{row.name}: ", style="dim")
+            out.append(f"{row.detail}\n", style="dim")
+    return out
+
+
 def result_view(result: TuneResult) -> RenderableType:
     """Per level the best setup, margin and noise; the crossovers; optimistic vs realistic; the host."""
     parts: list[RenderableType] = []
@@ -491,10 +505,11 @@ def result_view(result: TuneResult) -> RenderableType:
         if not recs:
             continue
         parts.append(Text(f"{workload}: best setup per level", style="bold underline"))
-        table = Table(box=None, header_style="bold", pad_edge=False)
+        table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
         for column, justify in (("level", "left"), ("best", "left"), ("tok/s", "right"), ("margin", "right"),
-                                ("noise", "left"), ("runner-up", "left")):  # fmt: skip
+                                ("noise", "left")):  # fmt: skip
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column("runner-up", no_wrap=True, overflow="ellipsis", ratio=1)
         for r in recs:
             margin = "-" if r.margin_pct is None else f"{r.margin_pct:+.1f} %"
             noise = Text("within", style="yellow") if r.within_noise else Text("outside", style="green")
@@ -505,9 +520,10 @@ def result_view(result: TuneResult) -> RenderableType:
         parts.append(Text(""))
     if result.workload_sides:
         parts.append(Text("optimistic (random, forced lengths, temperature 0) vs realistic (chat)", "bold underline"))
-        sides = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("level", "optimistic", "realistic"):
-            sides.add_column(column, no_wrap=True)
+        sides = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+        sides.add_column("level", no_wrap=True)
+        for column in ("optimistic", "realistic"):
+            sides.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1)
         for side in result.workload_sides:
             opt, real = side.optimistic, side.realistic
             sides.add_row(
