@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,11 +18,13 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from console.cli.connect import build_app
+from console.core.tune_form import FIELDS
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.tune import TuneFormScreen, TuneScreen
 from tests.support.demo import Demo, running_demo
 from tests.tui.support import FixedSession, modal_rows, notices, screen_text, scripted_app, view, wait_until
+from tests.tui.test_e2e import OPSCONSOLE, Terminal
 from tests.tune.simhost import QWEN, install, seed_unit
 
 SIZE = (120, 40)
@@ -162,3 +165,60 @@ async def test_the_form_names_a_field_it_cannot_take_and_keeps_start_off() -> No
         await wait_until(pilot, lambda: "pruned (1)" in screen_text(app), "the pruned setup")
         assert "Spec v2 currently only supports topk = 1" in screen_text(app)
         assert form.check_action("start", ()) is True
+
+
+def test_in_a_real_terminal_opsconsole_demo_tunes_two_setups_to_the_result_table(tmp_path: Path) -> None:
+    """`opsconsole demo` in tmux: T, the form typed into, ctrl+s, y; two setups at one level, two seconds a run,
+    reach the result table; the original unit is back; q quits once it is over."""
+    workspace = tmp_path / "ws"
+    term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
+    try:
+        term.wait_for("steps 1  topk 1", timeout=SLOW)
+        original = Demo(workspace, None).host().unit()  # type: ignore[arg-type]
+        term.keys("T")
+        term.wait_for("3 setups to run", timeout=SLOW)  # the steps field has focus when the form opens
+        _type_field(term, "steps", "1,2")
+        term.wait_for("2 setups to run")
+        for _ in range(5):  # steps -> topk -> draft tokens -> spec v2 -> draft model path -> concurrency
+            term.keys("Tab")
+        _type_field(term, "concurrency levels", "1")
+        term.keys("Tab", "Tab")  # workloads stay random
+        _type_field(term, "seconds per level", "2")
+        term.keys("Tab", "Tab")  # repeats stay 2
+        _type_field(term, "input tokens", "128")
+        term.keys("Tab")
+        _type_field(term, "output tokens", "64")
+        term.keys("C-s")
+        screen = term.wait_for("with each of these setups", timeout=SLOW)
+        assert "steps 1" in screen and "steps 2" in screen
+        term.keys("y")
+        term.wait_for("Tuning sglang-demo.service on demo", timeout=SLOW)
+        screen = term.wait_for("best setup per level", timeout=TUNE)
+        assert "demo: the original unit, healthy" in screen
+        assert "C=1" in screen and "margin" in screen and "runner-up" in screen
+        assert Demo(workspace, None).host().unit() == original  # type: ignore[arg-type]
+        term.keys("Escape")
+        term.wait_for("sglang-demo.service active/running")
+        term.keys("q")
+        term.wait_until(lambda s: "sglang-demo.service" not in s, "the console to quit")
+    finally:
+        term.close()
+
+
+def _field_row(screen: str, label: str) -> str:
+    """What the form's row of `label` shows right of the label (its value, or its hint when empty)."""
+    for line in screen.splitlines():
+        left = line.split("│")[0].strip()
+        if left.startswith(label + "  "):
+            return left.removeprefix(label).strip()
+    return ""
+
+
+def _type_field(term: Terminal, label: str, value: str) -> None:
+    """Clear the focused field and type `value`, each step seen on the screen before the next key: a key sent
+    right behind ctrl+u can be lost between tmux and the console."""
+    hint = next(f.hint for f in FIELDS if f.label == label)
+    term.keys("C-u")
+    term.wait_until(lambda s: hint.startswith(_field_row(s, label)[:12]), f"{label} cleared", 10)
+    term.keys(value)
+    term.wait_until(lambda s: _field_row(s, label) == value, f"{label} = {value}", 10)
