@@ -41,7 +41,7 @@ READ_ONLY_ACTIONS = {
     "restart": "read-only: restarting changes the host",
     "freeze": "read-only: freezing writes the unit and enables it",
     "benchmark": "read-only: a benchmark flushes the server's cache and loads it",
-    "tune": "read-only: a tune restarts the service with each setup it tries",
+    "tune": "read-only: a tune restarts the service with each setup",
 }
 # Actions of the issues still to land: present in the keys and the palette, saying so.
 NOT_YET = {
@@ -101,7 +101,7 @@ class DashboardScreen(Screen[object]):
         Binding("b", "app.benchmark", "Bench", id="benchmark"),
         Binding("c", "app.compare", "Compare", id="compare"),
         Binding("F", "app.freeze", "Freeze", id="freeze"),
-        Binding("T", "app.tune", "Tune", id="tune"),
+        Binding("T", "app.tune", "Tune", id="tune", show=False),  # in ? and the palette: the footer is full at 80
         Binding("slash", "app.search", "Search", id="search"),
         Binding("o", "app.overview", "Overview", id="overview"),
         Binding("tab", "app.next_host", "Next host", id="next-host", show=False),
