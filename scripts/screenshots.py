@@ -1,4 +1,5 @@
-"""The README's screenshots, made from the demo host: the dashboard under load and the overview of three hosts.
+"""The README's screenshots, made from the demo host: the dashboard under load, the overview of three hosts, the
+editor with an edit and the verified restart.
 
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots]
 
@@ -78,6 +79,22 @@ async def shoot(workspace: Path, out: Path) -> None:
         await until(pilot, lambda: text(app).count(" healthy ") >= 3, "three healthy hosts")
         await pilot.pause(2)
         app.save_screenshot(str(out / "overview.svg"))
+    app = app_for(["demo"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: "active/running" in text(app), "the service")
+        await pilot.press("e")
+        await until(pilot, lambda: "What the server will really run" in text(app), "the editor")
+        await pilot.press("plus")  # steps + 1 (the steps field has focus when the editor opens)
+        await until(pilot, lambda: "ctrl+s: apply" in text(app), "an edit ready to apply")
+        app.screen.set_focus(None)  # no blinking cursor in the picture
+        await pilot.pause(0.5)
+        app.save_screenshot(str(out / "editor.svg"))
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: "and restart" in text(app), "the confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: "verified" in text(app), "the verified restart")
+        await pilot.pause(1)
+        app.save_screenshot(str(out / "apply.svg"))
 
 
 def main() -> int:
@@ -102,7 +119,7 @@ def main() -> int:
             finally:
                 load.terminate()
                 load.wait(timeout=60)
-    print(f"wrote {out / 'dashboard.svg'} and {out / 'overview.svg'}")
+    print(f"wrote dashboard.svg, overview.svg, editor.svg and apply.svg in {out}")
     return 0
 
 

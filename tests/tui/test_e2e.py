@@ -233,7 +233,7 @@ def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_
         assert "--speculative-num-steps 3" in screen
         term.keys("y")
         screen = term.wait_for("✔ verified", timeout=120)
-        assert "changed by SGLang" in screen  # draft tokens: 3 asked, 4 run
+        assert "* by SGLang" in screen and "* draft_tokens: " in screen  # draft tokens: 3 asked, 4 run
         term.keys("Escape")
         term.wait_until(lambda s: "steps 3  topk 1" in s and "draft tokens 4" in s, "the new setup on the dashboard")
         unit = host.root_run("systemctl cat sglang.service").stdout
@@ -241,9 +241,10 @@ def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_
 
         term.keys("e")
         term.wait_for("What the server will really run")
-        for _ in range(4):  # steps -> topk -> draft tokens -> spec v2 -> draft model path
+        for _ in range(3):  # steps -> topk -> draft tokens -> draft model path (0.5.23 has no spec v2 switch)
             term.keys("Tab")
-        term.keys("End", "C-u")  # the path's text, all of it
+        # (the unit has no draft model path: the field is empty. No End / ctrl+u here: a key that is a binding of
+        # the field runs after plain letters typed behind it, so it would wipe what is typed next)
         term.keys("/models/missing-draft")
         term.wait_for("ctrl+s: apply")
         term.keys("C-s")

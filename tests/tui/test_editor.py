@@ -16,11 +16,13 @@ from textual.widgets import Input
 
 from console.cli.connect import build_app
 from console.core.apply import plan_apply
+from console.core.freeze import plan_freeze
+from console.core.freeze_plan import FreezeRequest
 from console.core.rollout import parse_edits
 from console.core.session import open_session
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.edit import EditScreen
+from console.tui.screens.edit import UNIT_PRESET, EditScreen
 from console.tui.screens.progress import ProgressScreen
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo
@@ -45,6 +47,13 @@ async def console(demo: Demo, *, read_only: bool = False) -> AsyncIterator[tuple
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", SLOW)
         yield app, pilot
+
+
+async def _freeze(demo: Demo, name: str, document: Path) -> None:
+    async with open_session("demo", Workspace.resolve(demo.workspace)) as session:
+        pending = await plan_freeze(session, FreezeRequest(name, document=str(document)))
+        result = await pending.execute(on_event=lambda event: None)
+        assert result.ok, result
 
 
 async def open_editor(app: OpsConsoleApp, pilot: Pilot[Any]) -> EditScreen:
@@ -174,7 +183,10 @@ async def test_read_only_opens_the_editor_to_read_and_keeps_restart_off(demo: De
         await wait_until(pilot, lambda: "read-only: restarting changes the host" in notices(app), "the reason")
 
 
-async def test_presets_offer_the_unit_backups_and_the_setups_applied_from_here(demo: Demo) -> None:
+async def test_presets_offer_the_unit_backups_snapshots_and_the_setups_applied_from_here(
+    demo: Demo, tmp_path: Path
+) -> None:
+    await _freeze(demo, "v1", tmp_path / "production_v1.md")  # steps 1, as the demo starts
     async with console(demo) as (app, pilot):
         editor = await open_editor(app, pilot)
         await set_field(pilot, editor, "speculative_num_steps", "3")
@@ -195,3 +207,8 @@ async def test_presets_offer_the_unit_backups_and_the_setups_applied_from_here(d
         steps = editor.query_one("#field-speculative-num-steps", Input)
         await wait_until(pilot, lambda: steps.value == "1", "the backup's steps")
         await wait_until(pilot, lambda: "ctrl+s: apply 2 changes" in screen_text(app), "the edit back to the backup")
+        preset.value = UNIT_PRESET  # type: ignore[attr-defined]
+        await wait_until(pilot, lambda: steps.value == "3", "the unit's steps again")
+        snapshot = next(value for label, value in preset._options if str(label).startswith("snapshot v1 20"))  # type: ignore[attr-defined]
+        preset.value = snapshot  # type: ignore[attr-defined]
+        await wait_until(pilot, lambda: steps.value == "1", "the snapshot's steps")

@@ -25,7 +25,9 @@ from console.core.edit import NONE_CHOICE, EditorForm, FieldSpec, Preview, edito
 from console.core.history import applied_setups, record_applied
 from console.core.rollout import ApplyState
 from console.core.session import Session
+from console.core.snapshot_store import load_snapshots
 from console.host.base import HostError, UnitBackup, UnitLocked
+from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import ProgressScreen
 
@@ -65,6 +67,7 @@ class EditScreen(Screen[None]):
         Binding("ctrl+s", "apply", "Apply", id="editor-apply"),
         Binding("ctrl+z", "reset", "Reset to the unit", id="editor-reset"),
         Binding("escape", "close", "Close", id="editor-close"),
+        *FORM_FOCUS_BINDINGS,
     ]
 
     def __init__(
@@ -88,6 +91,7 @@ class EditScreen(Screen[None]):
         self.busy = False
         self._backups: dict[str, UnitBackup] = {}
         self._applied: dict[str, dict[str, str]] = {}
+        self._snapshots: dict[str, str] = {}  # preset key -> the snapshot's (masked) unit text
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Edit {self.label}: reading the unit ...", style="bold"), id="editor-title")
@@ -196,6 +200,14 @@ class EditScreen(Screen[None]):
                 key = f"applied:{entry.at.isoformat()}"
                 options.append((f"applied from this console {entry.at:%Y-%m-%d %H:%M}", key))
                 self._applied[key] = entry.values
+        self._snapshots.clear()
+        if self.session.workspace is not None:
+            snapshots, _problems = load_snapshots(self.session.workspace)  # unreadable files: the Snapshots view says
+            for snapshot in reversed(snapshots):  # newest first
+                key = f"snapshot:{snapshot.name}"
+                where = "" if snapshot.host.label == self.label else f" of {snapshot.host.label}"
+                options.append((f"snapshot {snapshot.name}{where} {snapshot.frozen_at:%Y-%m-%d %H:%M}", key))
+                self._snapshots[key] = snapshot.unit.text
         self.query_one("#preset", Select).set_options(options)
         self.query_one("#preset", Select).value = UNIT_PRESET
 
@@ -212,17 +224,27 @@ class EditScreen(Screen[None]):
             self._fill({**self.form.values, **self._applied[key]})
         elif key in self._backups:
             self._fill_from_backup(key)
+        elif key in self._snapshots:
+            self._fill_from_unit_text(self._snapshots[key], "that snapshot")
+
+    def _fill_from_unit_text(self, text: str, what: str) -> None:
+        assert self.form is not None
+        try:
+            values = editor_form(text, self.form.version).values
+        except ValueError as exc:
+            self.notify(f"{what} cannot be read as an SGLang unit: {exc}", severity="error")
+            return
+        self._fill(dict(values))
 
     @work(exclusive=True, group="editor-presets")
     async def _fill_from_backup(self, key: str) -> None:
         assert self.form is not None
         try:
             text = await self.session.service.read_backup(self._backups[key])
-            values = editor_form(text, self.form.version).values
-        except (HostError, ValueError) as exc:
-            self.notify(f"that backup cannot be read as an SGLang unit: {exc}", severity="error")
+        except HostError as exc:
+            self.notify(f"that backup cannot be read: {exc}", severity="error")
             return
-        self._fill(dict(values))
+        self._fill_from_unit_text(text, "that backup")
 
     def _fill(self, values: dict[str, str]) -> None:
         assert self.form is not None

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Static
 
 from console.core.freeze_plan import FreezePlan, FreezeRequest
+from console.tui.screens import FORM_FOCUS_BINDINGS
 
 
 class PendingLike(Protocol):
@@ -90,6 +91,7 @@ class FreezeScreen(Screen[bool]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="freeze-cancel"),
+        *FORM_FOCUS_BINDINGS,
     ]
 
     def __init__(self, label: str, planner: Planner, *, suggested_name: str = "v1") -> None:

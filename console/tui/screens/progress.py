@@ -75,23 +75,28 @@ def phase_table(phases: tuple[PhaseStatus, ...], now: datetime) -> Table:
 
 
 def verification_table(result: ApplyResult) -> RenderableType:
+    """requested / expected / actual per value; SGLang's reasons for what it changed go under the table, where
+    they may wrap, so that the columns of figures keep their width."""
     verification = result.verification
     if verification is None:
         return Text("")
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("value", "requested", "expected", "actual", ""):
         table.add_column(column, no_wrap=True)
+    reasons = []
     for value in verification.values:
         note = {
             "as_requested": Text("as requested", style="green"),
-            "adjusted": Text(f"* changed by SGLang: {value.reason or ''}", style="yellow"),
+            "adjusted": Text("* by SGLang", style="yellow"),
             "mismatch": Text("MISMATCH", style="bold red"),
             "not_reported": Text("not reported", style="dim"),
             "secret": Text("a secret: not compared", style="dim"),
         }[value.status]
-        name = value.dest.removeprefix("speculative_")  # the table is narrow; "num_steps" says it
+        name = value.dest.removeprefix("speculative_").removeprefix("num_")  # the table is narrow; "steps" says it
         table.add_row(name, str(value.requested), str(value.expected), str(value.actual), note)
-    return table
+        if value.status == "adjusted" and value.reason:
+            reasons.append(Text(f"* {name}: {value.reason}", style="yellow"))
+    return Group(table, *reasons)
 
 
 class ProgressScreen(Screen[ApplyResult | None]):
