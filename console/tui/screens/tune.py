@@ -38,6 +38,7 @@ from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_d
 from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
 from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
+from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen
 
 Clock = Callable[[], datetime]
@@ -106,6 +107,7 @@ class TuneFormScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "start", "Plan and start", id="tune-start"),
         Binding("escape", "close", "Close", id="tune-close"),
+        *FORM_FOCUS_BINDINGS,
     ]
 
     def __init__(self, session: Session, *, label: str, read_only: str = "", clock: Clock = _utc_now) -> None:
