@@ -28,6 +28,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Static
 
@@ -36,12 +37,13 @@ from console.core.tune import PendingTune, TuneEvent, TuneResult, plan_tune
 from console.core.tune_board import TuneBoard
 from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_defaults, request_from_form
 from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
-from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen
 
 Clock = Callable[[], datetime]
+SPACE_PAUSE_S = 0.25  # the space is checked once typing pauses this long
+PREVIEW_LIMIT = 6  # pruned and merged points the form shows of each (a large space is a long text to lay out)
 
 
 def _utc_now() -> datetime:
@@ -69,8 +71,9 @@ def _count(n: int, what: str) -> str:
 # --- what the space looks like -----------------------------------------------------------------------------------
 
 
-def space_text(space: Space) -> RenderableType:
-    """The setups to run, those pruned with SGLang's reason, those merged into another one."""
+def space_text(space: Space, limit: int | None = None) -> RenderableType:
+    """The setups to run, those pruned with SGLang's reason, those merged into another one (at most `limit` of
+    each of the last two: the form redraws it at every keystroke; the confirmation lists them all)."""
     parts: list[RenderableType] = [
         Text(f"SGLang {space.sglang_version}: {_count(len(space.candidates), 'setup')} to run", style="bold")
     ]
@@ -87,15 +90,23 @@ def space_text(space: Space) -> RenderableType:
         parts.append(Text.assemble(("  ✔ ", "green"), (candidate.name, "bold"), (details, "dim")))
     if space.pruned:
         parts.append(Text(f"pruned ({len(space.pruned)}): SGLang {space.sglang_version} would refuse them", "bold"))
-        for pruned in space.pruned:
+        for pruned in space.pruned[:limit]:
             parts.append(Text.assemble(("  ✖ ", "red"), pruned.setting.describe()))
             parts.append(Text(f"    {pruned.reason}", style="dim"))
+        parts.extend(_more(len(space.pruned), limit))
     if space.merged:
         parts.append(Text(f"merged ({len(space.merged)}): SGLang runs them as another setup", "bold"))
-        for merged in space.merged:
+        for merged in space.merged[:limit]:
             parts.append(Text.assemble(("  = ", "cyan"), merged.setting.describe(), f" → {merged.into_name}"))
             parts.append(Text(f"    {merged.reason}", style="dim"))
+        parts.extend(_more(len(space.merged), limit))
     return Group(*parts)
+
+
+def _more(count: int, limit: int | None) -> list[Text]:
+    if limit is None or count <= limit:
+        return []
+    return [Text(f"  ... and {count - limit} more (ctrl+s lists them all before anything starts)", style="dim")]
 
 
 # --- the form ------------------------------------------------------------------------------------------------------
@@ -121,7 +132,10 @@ class TuneFormScreen(Screen[None]):
         self.version = ""
         self.values: dict[str, str] = {}
         self.error: FormError | None = None
-        self.space: Space | None = None
+        self.space: Space | None = None  # the space of the form as it was at space_values
+        self.space_values: dict[str, str] = {}
+        self._could_start: bool | None = None
+        self._space_timer: Timer | None = None
         self.busy = False
         self.started: TuneScreen | None = None
 
@@ -178,41 +192,73 @@ class TuneFormScreen(Screen[None]):
         self._update()
 
     def _update(self) -> None:
-        """The request and the space it makes, from the form as it is (pure: nothing asked of the host)."""
+        """The request from the form as it is, at once; the space it makes in a thread (a large space takes a
+        fifth of a second to check: typing must not wait for it). Pure: nothing is asked of the host."""
         if self.unit is None:
             return
-        could_start = self.check_action("start", ())
         self.values = self.form_values()
-        self.error, self.space = None, None
+        self.error = None
         try:
             request = request_from_form(self.values, self.unit)
-            self.space = build_space(
-                request.space, self.unit_text, unit_name=self.session.service.unit, version=self.version
-            )
         except FormError as exc:
             self.error = exc
-        except UsageError as exc:
-            self.error = FormError("algorithm", str(exc))
+        else:
+            # Checked once typing pauses: a large space holds the interpreter for a fifth of a second even in a
+            # thread (the GIL), which would make every key of a burst wait for it.
+            if self._space_timer is not None:
+                self._space_timer.stop()
+            values = dict(self.values)
+            if self.space is None:
+                self._build_space(request, values)  # the form as it opens: at once
+            else:
+                self._space_timer = self.set_timer(SPACE_PAUSE_S, lambda: self._build_space(request, values))
         for spec in FIELDS:
             row = self.query_one(f"#{_field_id(spec.key)}").parent
             if isinstance(row, Widget):
                 row.set_class(self.error is not None and self.error.field == spec.key, "-invalid")
+        self._show()
+
+    @work(thread=True, exclusive=True, group="tune-space")
+    def _build_space(self, request: Any, values: dict[str, str]) -> None:
+        try:
+            space: Space | str = build_space(
+                request.space, self.unit_text, unit_name=self.session.service.unit, version=self.version
+            )
+        except ValueError as exc:  # UnitError, UsageError: said in the report
+            space = str(exc)
+        self.app.call_from_thread(self._space_built, values, space)
+
+    def _space_built(self, values: dict[str, str], space: Space | str) -> None:
+        if values != self.values:
+            return  # the form changed meanwhile: its own space is on the way
+        if isinstance(space, str):
+            self.error, self.space = FormError("algorithm", space), None
+        else:
+            self.space, self.space_values = space, values
+        self._show()
+
+    def _show(self) -> None:
+        could_start = self._could_start
         self.query_one("#tune-space", Static).update(self._report(), layout=True)
-        if self.check_action("start", ()) != could_start:
+        self._could_start = self.check_action("start", ())
+        if self._could_start != could_start:
             self.refresh_bindings()
 
     def _report(self) -> RenderableType:
         parts: list[RenderableType] = []
+        current = self.space is not None and self.space_values == self.values
         if self.error is not None:
             parts.append(Text(f"✖ {self.error}", style="bold red"))
-        if self.space is not None:
-            parts.append(space_text(self.space))
+        elif self.space is None or not current:
+            parts.append(Text("checking the space ...", style="dim"))
+        if self.error is None and self.space is not None:
+            parts.append(space_text(self.space, PREVIEW_LIMIT))  # the last one checked, until the form's own is ready
         parts.append(Text(""))
         if self.read_only:
             parts.append(Text(f"Tune is off: {self.read_only}", style="yellow"))
         elif self.error is not None:
             parts.append(Text("Fix what is marked ✖ above", style="bold red"))
-        elif self.space is not None and not self.space.candidates:
+        elif current and self.space is not None and not self.space.candidates:
             parts.append(Text("Nothing to run: SGLang would refuse every setup", style="bold red"))
         else:
             parts.append(Text("ctrl+s: plan the tune (the space and the estimate, then a confirmation)", "green"))
@@ -220,7 +266,10 @@ class TuneFormScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "start":
-            ready = self.space is not None and bool(self.space.candidates) and self.error is None
+            # The form's own space need not be shown yet (it is checked once typing pauses): the plan builds it
+            # again and the confirmation shows it. Only a space known to be empty keeps Start off.
+            known_empty = self.space is not None and self.space_values == self.values and not self.space.candidates
+            ready = self.unit is not None and self.error is None and not known_empty
             if self.read_only or self.busy or not ready:
                 return None
         return True
