@@ -53,3 +53,11 @@ def test_tune_result(snap_compare: Any, size: tuple[int, int]) -> None:
 
     run_before = _showing(result, "best setup per level", "the original unit, healthy")
     assert snap_compare(_app(), terminal_size=size, run_before=run_before)
+
+
+def test_tune_result_optimistic_and_realistic(snap_compare: Any) -> None:
+    def result() -> TuneScreen:
+        return TuneScreen(ScriptedTune(finish=True, workloads="random,chat"), label="gpu-a", clock=lambda: NOW)
+
+    run_before = _showing(result, "chat: best setup per level", "vs realistic (chat)", "is inflated")
+    assert snap_compare(_app(), terminal_size=(120, 40), run_before=run_before)

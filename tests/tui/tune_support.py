@@ -32,7 +32,7 @@ from console.core.tune import (
     TuneStarted,
 )
 from console.core.tune_form import form_defaults, request_from_form
-from console.core.tune_report import find_crossovers, recommend
+from console.core.tune_report import compare_workloads, find_crossovers, recommend
 from console.core.tune_search import Cell, Search
 from console.core.tune_space import build_space, unit_speculation
 from tests.tui.support import DEMO_UNIT, NOW, FixedSession
@@ -46,22 +46,25 @@ FIGURES = {
     "EAGLE3 topk 1": (47.5, 590.0, 1600.0),
     "EAGLE3 topk 4": (45.0, 480.0, 1100.0),
 }
+# on chat (natural lengths, temperature 0.7) speculation accepts less: its figures fall more than no speculation's
+CHAT = {"no speculation": 0.95, "EAGLE3 topk 1 + spec v2": 0.72, "EAGLE3 topk 1": 0.75, "EAGLE3 topk 4": 0.7}
+ACCEPT = {"random": 3.1, "chat": 2.4}  # accepted tokens per step of the speculative setups
 
 
 class ScriptedTune(PendingTune):
     """Plays a tune: `finish` False stops in the third trial's benchmark (the live screen) until aborted."""
 
-    def __init__(self, *, finish: bool) -> None:
+    def __init__(self, *, finish: bool, workloads: str = "random") -> None:
         session = FixedSession()
         unit = unit_speculation(DEMO_UNIT, "0.5.9")
-        request = request_from_form(form_defaults(unit) | FORM, unit)
+        request = request_from_form(form_defaults(unit) | FORM | {"workload": workloads}, unit)
         space = build_space(request.space, DEMO_UNIT, unit_name="sglang.service", version="0.5.9")
         super().__init__(session, request, space, DEMO_UNIT, AsyncExitStack(), None, "tests")  # type: ignore[arg-type]
         self.finish = finish
 
     async def execute(self, on_event: Any = None) -> TuneResult:
         emit = on_event or (lambda _e: None)
-        cells = tuple(Cell("random", c) for c in self.request.concurrencies)
+        cells = tuple(self.request.cells())
         candidates = self.space.candidates
         search = Search([c.key for c in candidates], cells, self.request.policy())
         at = [START]
@@ -92,11 +95,11 @@ class ScriptedTune(PendingTune):
                 send(TrialBenchEvent(trial, "random", RunningFigures(level, 4.0, 37, 0, 16, 598.2, 210.0)))
                 await asyncio.Event().wait()  # until the screen goes away
             send(TrialApplied(trial, ApplyState.VERIFIED, True, tick(5)))
-            figures = FIGURES[candidate.name]
-            for cell, value in zip(cells, figures, strict=True):
+            figures = tuple((cell, figure(candidate.name, cell)) for cell in cells)
+            for cell, value in figures:
                 for repeat in (0.99, 1.01):
                     search.record(candidate.key, cell, "full", value * repeat)
-            send(TrialBenchmarked(trial, tuple(zip(cells, figures, strict=True)), (f"t/{candidate.key}",), tick(30)))
+            send(TrialBenchmarked(trial, figures, (f"t/{candidate.key}",), tick(30)))
             for cell in cells:
                 decision = search.decision(cell)
                 names = {c.key: c.name for c in candidates}
@@ -107,6 +110,11 @@ class ScriptedTune(PendingTune):
         send(Restoring("original", "the original unit", tick(1)))
         names = {c.key: c.name for c in candidates}
         recs = recommend(search, names, {c.key: c.config for c in candidates})
+        accept = {
+            (c.key, cell): None if c.config["speculative_algorithm"] is None else ACCEPT[cell.workload]
+            for c in candidates
+            for cell in cells
+        }
         result = TuneResult(
             target="gpu-a",
             unit="sglang.service",
@@ -119,6 +127,7 @@ class ScriptedTune(PendingTune):
             metrics={},
             recommendations=recs,
             crossovers=find_crossovers(search, recs),
+            workload_sides=compare_workloads(recs, accept),
             final_unit="original",
             host_healthy=True,
             elapsed_s=(tick(40) - START).total_seconds(),
@@ -127,3 +136,9 @@ class ScriptedTune(PendingTune):
         )
         send(TuneFinished("original", True, None, at[0]))
         return result
+
+
+def figure(name: str, cell: Cell) -> float:
+    """Output tok/s of a setup in a cell: FIGURES at C=1, 16, 64, scaled by CHAT on chat."""
+    value = FIGURES[name][(1, 16, 64).index(cell.concurrency)]
+    return value * (CHAT[name] if cell.workload == "chat" else 1.0)

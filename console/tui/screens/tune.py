@@ -523,7 +523,8 @@ def rows_table(board: TuneBoard) -> Table:
     table.add_column("setup", no_wrap=True, overflow="ellipsis", max_width=36)
     table.add_column("state", no_wrap=True, min_width=16)
     for cell in cells:
-        table.add_column(f"C={cell.concurrency}" if one_workload else cell.label, justify="right", no_wrap=True)
+        header = f"C={cell.concurrency}" if one_workload else f"{cell.workload}\nC={cell.concurrency}"
+        table.add_column(header, justify="right", no_wrap=True)
     table.add_column("", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in board.rows:
         style = _STATE_STYLE.get(row.state, "")
