@@ -15,6 +15,7 @@ console/core/tune_space.py, the tune console/core/tune.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -275,6 +276,9 @@ class TuneFormScreen(Screen[None]):
         return True
 
     def action_close(self) -> None:
+        if self.busy:  # the plan holds the unit's lock: it is let go of by the confirmation's answer
+            self.notify("planning the tune: wait for its confirmation, then n", severity="warning", timeout=4)
+            return
         self.dismiss(None)
 
     def action_start(self) -> None:
@@ -306,12 +310,13 @@ class TuneFormScreen(Screen[None]):
             else "This host has no restore guard: if this console dies mid-tune, the unit stays as the last trial "
             "left it (the original is in the unit's backups)."
         )
+        budget = f"; the budget stops it after {request.budget_s / 60:g} min" if request.budget_s else ""
         body = Group(
             space_text(pending.space),
             Text(""),
             Text(
-                f"About {parts.bench_s / 60:.0f} min of benchmarks and {parts.starts} starts of {unit} "
-                f"({len(request.cells())} levels; a budget stops it earlier)",
+                f"About {parts.bench_s / 60:.0f} min of benchmarks and {_count(parts.starts, 'start')} of {unit} "
+                f"({_count(len(request.cells()), 'level')}{budget})",
                 style="bold",
             ),
             Text(guard, style="dim"),
@@ -320,7 +325,12 @@ class TuneFormScreen(Screen[None]):
             f"Restart {unit} on {self.label} with each of these setups and benchmark them "
             "(the original unit goes back afterwards)?"
         )
-        if not await self.app.push_screen_wait(ConfirmScreen(question, body, danger=True)):
+        try:
+            confirmed = await self.app.push_screen_wait(ConfirmScreen(question, body, danger=True))
+        except asyncio.CancelledError:  # the console closing while it asks: let go of the lock, change nothing
+            await pending.abort("the console closed before the tune was confirmed; nothing was changed")
+            raise
+        if not confirmed:
             await pending.abort("not confirmed; nothing was changed")
             self.notify("not started; nothing was changed", timeout=4)
             return
