@@ -94,15 +94,16 @@ async def test_form_confirm_live_rows_and_the_result_with_its_crossovers_on_the_
         assert isinstance(tune, TuneScreen)
         await wait_until(pilot, lambda: "benchmarking C=1" in screen_text(app), "a live row", SLOW)
         assert "▶ trial" in screen_text(app) and "elapsed" in screen_text(app)
-        # d: the dashboard, live, while the tune goes on; q there is refused; T comes back to the tune
+        # d: the dashboard, live, while the tune goes on; q there is refused; the end is said; T shows the result
         await pilot.press("d")
         await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard")
         await pilot.press("q")
         await wait_until(pilot, lambda: "a tune is running on demo" in notices(app), "q refused")
         assert app.is_running
+        await wait_until(pilot, lambda: "the tune on demo is over" in notices(app), "the end said", TUNE)
         await pilot.press("T")
-        await wait_until(pilot, lambda: app.screen is tune, "the running tune again")
-        await wait_until(pilot, lambda: "best setup per level" in screen_text(app), "the result", TUNE)
+        await wait_until(pilot, lambda: app.screen is tune, "the tune again")
+        await wait_until(pilot, lambda: "best setup per level" in screen_text(app), "the result")
         text = screen_text(app)
         assert "random: best setup per level" in text and "steps 3 best at every level" in text
         assert "demo: the original unit, healthy" in text

@@ -416,6 +416,14 @@ class TuneScreen(Screen[None]):
         self.result, self.error = message.result, message.error
         self._draw()
         self.refresh_bindings()
+        if not self.is_current:  # the operator is on the dashboard (d): say it is over
+            ok = self.result is not None and self.result.ok
+            self.app.notify(
+                f"the tune on {self.label} is over: T shows its result",
+                title="Tune",
+                severity="information" if ok else "warning",
+                timeout=30,
+            )
 
     # -- drawing ----------------------------------------------------------------------------------------------
 
