@@ -166,6 +166,23 @@ async def _execute_interruptibly(pending: PendingApply, on_event: Any) -> ApplyR
         loop.remove_signal_handler(signal.SIGINT)
 
 
+async def confirm_and_execute(
+    pending: PendingApply, verb: str, args: argparse.Namespace, *, stdin: TextIO, stderr: TextIO, human: TextIO
+) -> ApplyResult:
+    """Ask (unless --yes; never without a terminal), then execute with progress (none with --json) and Ctrl-C
+    rolling back; a refusal ends the pending apply with the reason. For apply and the verbs built on it."""
+    if pending.needs_confirmation and not args.yes:
+        question = f"Write this unit to {pending.session.label} and restart {pending.session.service.unit}?"
+        if not is_tty(stdin):
+            await pending.abort(f"stdin is not a terminal, so {verb} cannot ask for confirmation; re-run with --yes")
+        elif not _confirm(stdin, stderr, question):
+            await pending.abort("not confirmed; nothing was changed")
+    if pending.result.rollout.finished:
+        return pending.result
+    progress = None if args.json else HumanProgress(human)
+    return await _execute_interruptibly(pending, progress or (lambda _event: None))
+
+
 async def apply_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     human = stderr if args.json else stdout
     try:
@@ -175,19 +192,7 @@ async def apply_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO,
             async with await plan_apply(session, edits, timeout_s=args.timeout) as pending:
                 if not args.json:
                     render_plan(pending.plan, human)
-                if pending.needs_confirmation and not args.yes:
-                    question = f"Write this unit to {session.label} and restart {session.service.unit}?"
-                    if not is_tty(stdin):
-                        await pending.abort(
-                            "stdin is not a terminal, so apply cannot ask for confirmation; re-run with --yes"
-                        )
-                    elif not _confirm(stdin, stderr, question):
-                        await pending.abort("not confirmed; nothing was changed")
-                if pending.result.rollout.finished:
-                    result = pending.result
-                else:
-                    progress = None if args.json else HumanProgress(human)
-                    result = await _execute_interruptibly(pending, progress or (lambda _event: None))
+                result = await confirm_and_execute(pending, "apply", args, stdin=stdin, stderr=stderr, human=human)
     except UnitLocked as exc:
         return _early_failure(args, stdout, stderr, str(exc), state="locked")
     except UsageError:

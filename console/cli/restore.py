@@ -15,8 +15,8 @@ import json
 import sys
 from typing import TextIO
 
-from console.cli.apply import HumanProgress, _confirm, _execute_interruptibly, render_plan, render_result
-from console.cli.common import is_tty, run_verb, workspace_of
+from console.cli.apply import confirm_and_execute, render_plan, render_result
+from console.cli.common import run_verb, workspace_of
 from console.errors import ExitCode, UsageError
 
 
@@ -43,19 +43,7 @@ async def restore_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextI
                     for note in notes:
                         print(f"  note: {note}", file=human)
                     render_plan(pending.plan, human)
-                if pending.needs_confirmation and not args.yes:
-                    question = f"Write this unit to {session.label} and restart {session.service.unit}?"
-                    if not is_tty(stdin):
-                        await pending.abort(
-                            "stdin is not a terminal, so restore cannot ask for confirmation; re-run with --yes"
-                        )
-                    elif not _confirm(stdin, stderr, question):
-                        await pending.abort("not confirmed; nothing was changed")
-                if pending.result.rollout.finished:
-                    result = pending.result
-                else:
-                    progress = None if args.json else HumanProgress(human)
-                    result = await _execute_interruptibly(pending, progress or (lambda _event: None))
+                result = await confirm_and_execute(pending, "restore", args, stdin=stdin, stderr=stderr, human=human)
     except UnitLocked as exc:
         return _early_failure(args, stdout, stderr, str(exc), state="locked")
     except UsageError:

@@ -386,6 +386,24 @@ class SystemdService:
             self.transport, self.unit, sudo=self.sudo, lines=lines, follow=follow, after_cursor=after_cursor
         )
 
+    async def _locked(self, first: asyncio.Future[str | None], path: str, *, needs: str, what: str = "") -> None:
+        """Wait for the host's first answer to taking the lock: "locked", or UnitLocked naming the holder, or a
+        HostError saying what the host lacks."""
+        try:
+            answer = await asyncio.wait_for(first, LOCK_TIMEOUT_S)
+        except TimeoutError:
+            raise HostError(
+                f"{self.transport.label}: taking the lock {path} got no answer in {LOCK_TIMEOUT_S} s"
+            ) from None
+        if answer is not None and answer.startswith("busy"):
+            raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
+        if answer != "locked":
+            root = " (as root through sudo -n)" if self.sudo else ""
+            raise HostError(
+                f"{self.transport.label}: could not take the lock {path}{what}{root} (answer: {answer!r}); the "
+                f"host needs {needs} and a writable /run/lock"
+            )
+
     @contextlib.asynccontextmanager
     async def lock(self, owner: str) -> AsyncIterator[None]:
         path = lock_path(self.unit)
@@ -393,20 +411,7 @@ class SystemdService:
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         holder = asyncio.create_task(self._hold(path, owner, first))
         try:
-            try:
-                answer = await asyncio.wait_for(first, LOCK_TIMEOUT_S)
-            except TimeoutError:
-                raise HostError(
-                    f"{self.transport.label}: taking the lock {path} got no answer in {LOCK_TIMEOUT_S} s"
-                ) from None
-            if answer is not None and answer.startswith("busy"):
-                raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
-            if answer != "locked":
-                root = " (as root through sudo -n)" if self.sudo else ""
-                raise HostError(
-                    f"{self.transport.label}: could not take the lock {path}{root}; the host needs flock "
-                    "(util-linux) and a writable /run/lock"
-                )
+            await self._locked(first, path, needs="flock (util-linux)")
             yield
         finally:
             self._locked_read = None
@@ -433,20 +438,7 @@ class SystemdService:
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         handle.holder = asyncio.create_task(self._hold_guard(argv, owner, first, handle))
         try:
-            try:
-                answer = await asyncio.wait_for(first, LOCK_TIMEOUT_S)
-            except TimeoutError:
-                raise HostError(
-                    f"{self.transport.label}: taking the lock {path} got no answer in {LOCK_TIMEOUT_S} s"
-                ) from None
-            if answer is not None and answer.startswith("busy"):
-                raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
-            if answer != "locked":
-                root = " (as root through sudo -n)" if self.sudo else ""
-                raise HostError(
-                    f"{self.transport.label}: could not take the lock {path} with a restore guard{root} "
-                    f"(answer: {answer!r}); the host needs flock and setsid (util-linux) and a writable /run/lock"
-                )
+            await self._locked(first, path, needs="flock and setsid (util-linux)", what=" with a restore guard")
             yield handle
         finally:
             handle.holder.cancel()  # closes the stream; a disarmed watcher has let go already

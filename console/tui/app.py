@@ -200,6 +200,8 @@ class OpsConsoleApp(App[int]):
         """The host's pane, or None while the tabs are still being mounted (it takes the latest view then).
         Found once and kept: a DOM query per host per refresh was most of the console's CPU with 16 hosts."""
         pane = self._panes.get(label)
+        if not self.screen_stack:  # shutting down: a last view or journal batch arrived after the screens went
+            return None
         if pane is None or not pane.is_attached:
             found = self.dashboard.query(f"#pane-{self.labels.index(label) + 1}").results(HostPane)
             pane = next(iter(found), None)
@@ -214,7 +216,8 @@ class OpsConsoleApp(App[int]):
             pane.show(message.view)
         overview = self._overview
         if overview is None or not overview.is_attached:
-            overview = self._overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
+            found = self.dashboard.query(Overview).results(Overview) if self.screen_stack else ()
+            overview = self._overview = next(iter(found), None)
         if overview is not None:
             overview.show(message.view, self.clock())
 

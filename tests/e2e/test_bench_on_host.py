@@ -41,13 +41,18 @@ def test_over_a_long_link_the_load_runs_on_the_host_and_measures_the_server(gpu_
     on_host, said = bench(host, far)  # --client auto
     through_link, _ = bench(host, far, "--client", "console")
     near_after, _ = bench(host, host.name, "--client", "console")
-    near = {k: (near_before[k] + near_after[k]) / 2 for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")}
-    shown = {"near": near, "on host over 300 ms": on_host, "through 300 ms": through_link}
+    keys = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+    near = {k: (near_before[k] + near_after[k]) / 2 for k in keys}
+    # 3 %, or what this machine varies by itself: the same no-delay run before and after (a busy machine moves
+    # the stand-in's figures more than the link does once the load runs on the host)
+    noise = {k: abs(near_before[k] - near_after[k]) / near[k] for k in keys}
+    rel = {k: max(HOST_SIDE_REL, 1.5 * noise[k]) for k in keys}
+    shown = {"near": near, "before/after spread": noise, "on host over 300 ms": on_host, "through 300 ms": through_link}
     # The run over 300 ms placed itself on the host, said so, and measured what the no-delay run measured.
     assert "on the host" in said and re.search(r"round trip 3\d\d(\.\d)? ms", said), said
     assert on_host["client_location"] == "host" and on_host["link_round_trip_ms"] > 250
-    assert on_host["output_throughput"] == pytest.approx(near["output_throughput"], rel=HOST_SIDE_REL), shown
-    assert on_host["mean_tpot_ms"] == pytest.approx(near["mean_tpot_ms"], rel=HOST_SIDE_REL), shown
+    assert on_host["output_throughput"] == pytest.approx(near["output_throughput"], rel=rel["output_throughput"]), shown
+    assert on_host["mean_tpot_ms"] == pytest.approx(near["mean_tpot_ms"], rel=rel["mean_tpot_ms"]), shown
     assert abs(on_host["mean_ttft_ms"] - near["mean_ttft_ms"]) < 30, shown
     # Through the forward, the same server looks a third slower with a round trip on every TTFT.
     assert through_link["client_location"] == "console"

@@ -293,17 +293,14 @@ class EditScreen(Screen[None]):
     def _update_report(self) -> None:
         if self.form is None:
             return
-        could_apply = self.check_action("apply", ())
         self.preview = self.form.preview(self.values())
         self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
         values = self.values()
         for spec in self.form.fields:  # changed fields are marked beside their label
             row = self.query_one(f"#{_field_id(spec.dest)}").parent
-            if isinstance(row, Widget):
-                changed = values.get(spec.dest, "").strip() != self.form.values.get(spec.dest, "").strip()
+            changed = values.get(spec.dest, "").strip() != self.form.values.get(spec.dest, "").strip()
+            if isinstance(row, Widget) and row.has_class("-changed") != changed:
                 row.set_class(changed, "-changed")
-        if self.check_action("apply", ()) != could_apply:
-            self.refresh_bindings()  # only then: the footer is composed again each time (~20 ms a keystroke)
 
     def _report(self, preview: Preview) -> RenderableType:
         parts: list[RenderableType] = []
@@ -339,10 +336,11 @@ class EditScreen(Screen[None]):
     # -- intents -------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "apply":
-            preview = self.preview
-            if self.read_only or self.busy or preview is None or not preview.ok or not preview.changed:
-                return None
+        # Apply is off in the footer only for what lasts (read-only, an apply under way). Errors and an unchanged
+        # form block it in action_apply, with the report saying why: toggling the footer at every keystroke
+        # composes it again each time (~25 ms a key, most of the rule report's latency).
+        if action == "apply" and (self.read_only or self.busy):
+            return None
         return True
 
     def action_close(self) -> None:
@@ -353,9 +351,15 @@ class EditScreen(Screen[None]):
             self._fill(dict(self.form.values))
 
     def action_apply(self) -> None:
-        if self.check_action("apply", ()) is None or self.preview is None:
+        preview = self.preview
+        if self.check_action("apply", ()) is None or preview is None:
             return
-        self._plan(self.values())
+        if not preview.ok:
+            self.notify("Apply is blocked: fix what the report marks ✖ first.", severity="error")
+        elif not preview.changed:
+            self.notify("Nothing to apply: the form is the unit as it is.")
+        else:
+            self._plan(self.values())
 
     @work(exclusive=True, group="editor-apply")
     async def _plan(self, values: dict[str, str]) -> None:
