@@ -46,14 +46,8 @@ from console.core.tune import (
     TuneStarted,
     plan_tune,
 )
-from console.core.tune_space import (
-    SpaceRequest,
-    parse_algorithms,
-    parse_counts,
-    parse_switches,
-    space_from_file,
-    unit_speculation,
-)
+from console.core.tune_form import space_from_axes
+from console.core.tune_space import SpaceRequest, space_from_file, unit_speculation
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError, UnitLocked
 
@@ -230,29 +224,15 @@ def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"--space {args.space}: not TOML ({exc})") from None
         base = space_from_file(data, args.space)
-    algorithms = parse_algorithms(args.algorithm) if args.algorithm else base.algorithms
-    spec_v2 = parse_switches(args.spec_v2, "--spec-v2") if args.spec_v2 else base.spec_v2
-    if unit is not None:
-        if not algorithms and base.include_grid:
-            if unit.algorithm is None:
-                raise UsageError(
-                    "the unit runs no speculative decoding: say what to try with --algorithm (e.g. none,EAGLE3) "
-                    "and --draft-model-path for a draft model"
-                )
-            algorithms = (unit.algorithm.upper(),)
-        if not spec_v2:
-            spec_v2 = (bool(unit.spec_v2),)
-    return SpaceRequest(
-        algorithms=algorithms,
-        steps=parse_counts(args.steps, "--steps") if args.steps else base.steps,
-        topks=parse_counts(args.topk, "--topk") if args.topk else base.topks,
-        draft_tokens=parse_counts(args.draft_tokens, "--draft-tokens", allow_auto=True)
-        if args.draft_tokens
-        else base.draft_tokens,
-        spec_v2=spec_v2 or (True,),
-        draft_model_path=args.draft_model_path or base.draft_model_path,
-        explicit=base.explicit,
-        include_grid=base.include_grid or bool(args.algorithm),
+    return space_from_axes(
+        base,
+        unit,
+        algorithm=args.algorithm,
+        steps=args.steps,
+        topk=args.topk,
+        draft_tokens=args.draft_tokens,
+        spec_v2=args.spec_v2,
+        draft_model_path=args.draft_model_path,
     )
 
 

@@ -29,6 +29,7 @@ from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import EditScreen
 from console.tui.screens.help import HelpScreen, KeyRow
 from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.tune import open_tune, tune_running
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import JournalLog
 from console.tui.widgets.overview import Overview
@@ -40,13 +41,14 @@ READ_ONLY_ACTIONS = {
     "restart": "read-only: restarting changes the host",
     "freeze": "read-only: freezing writes the unit and enables it",
     "benchmark": "read-only: a benchmark flushes the server's cache and loads it",
+    "tune": "read-only: a tune restarts the service with each setup",
 }
 # Actions of the issues still to land: present in the keys and the palette, saying so.
 NOT_YET = {
     "benchmark": "Benchmark",
     "compare": "Compare runs",
 }
-HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh"}
+HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune"}
 
 
 class HostSource(Protocol):
@@ -99,6 +101,7 @@ class DashboardScreen(Screen[object]):
         Binding("b", "app.benchmark", "Bench", id="benchmark"),
         Binding("c", "app.compare", "Compare", id="compare"),
         Binding("F", "app.freeze", "Freeze", id="freeze"),
+        Binding("T", "app.tune", "Tune", id="tune", show=False),  # in ? and the palette: the footer is full at 80
         Binding("slash", "app.search", "Search", id="search"),
         Binding("o", "app.overview", "Overview", id="overview"),
         Binding("tab", "app.next_host", "Next host", id="next-host", show=False),
@@ -415,6 +418,10 @@ class OpsConsoleApp(App[int]):
         if running:
             self.notify("an apply or restart is running: let it finish, or esc to abort it first", severity="warning")
             return
+        tuning = tune_running(self)
+        if tuning is not None:
+            self.notify(f"a tune is running on {tuning}: T shows it; esc there aborts it first", severity="warning")
+            return
         self.exit()
 
     def action_benchmark(self) -> None:
@@ -427,6 +434,9 @@ class OpsConsoleApp(App[int]):
         from console.tui.screens.freeze import open_freeze
 
         open_freeze(self)
+
+    def action_tune(self) -> None:
+        open_tune(self)
 
     def action_snapshots(self) -> None:
         from console.tui.screens.snapshots import open_snapshots
@@ -443,6 +453,7 @@ class OpsConsoleApp(App[int]):
             ("Benchmark", "Run a benchmark sweep on this host", "benchmark"),
             ("Compare", "Compare benchmark runs side by side", "compare"),
             ("Freeze", "Freeze the running setup as a production snapshot", "freeze"),
+            ("Tune", "Try speculative setups: restart, benchmark, recommend per level; the original goes back", "tune"),
             ("Snapshots", "Production snapshots: which is production, diff two, restore one", "snapshots"),
             ("Search the journal", "Filter the journal lines (/)", "search"),
             ("Refresh now", "Refresh this host without waiting for the interval", "refresh"),

@@ -1,0 +1,201 @@
+"""The tune's request as the console's Tune screen asks for it: one text field per option, as the CLI's options
+(comma-separated lists), with the defaults the CLI takes from the running unit. Pure: no I/O.
+
+    fields = form_defaults(unit_speculation(unit_text, version))   # field key -> text
+    request = request_from_form(edited, unit)                      # FormError(field, message) on bad input
+
+`space_from_axes` is shared with `opsconsole tune` (console/cli/tune.py): the axes asked for, with the missing
+ones taken from the unit as it is (its algorithm and its spec-v2 setting; steps 1,2,3, topk 1, draft tokens auto).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from console.core.bench import parse_int_list
+from console.core.tune import TuneRequest
+from console.core.tune_space import (
+    SpaceRequest,
+    UnitSpeculation,
+    parse_algorithms,
+    parse_counts,
+    parse_switches,
+)
+from console.errors import UsageError
+
+
+@dataclass(frozen=True)
+class FormField:
+    key: str
+    label: str
+    hint: str  # what it takes, shown as the placeholder
+    group: str
+
+
+FIELDS: tuple[FormField, ...] = (
+    FormField("algorithm", "algorithm", "EAGLE, EAGLE3, NEXTN, STANDALONE, none (comma-separated)", "the space"),
+    FormField("steps", "steps", "e.g. 1,2,3", "the space"),
+    FormField("topk", "topk", "e.g. 1,2,4", "the space"),
+    FormField("draft_tokens", "draft tokens", "numbers or auto, e.g. auto,4", "the space"),
+    FormField("spec_v2", "spec v2", "on and/or off", "the space"),
+    FormField("draft_model_path", "draft model path", "for EAGLE3/STANDALONE (empty: the unit's)", "the space"),
+    FormField("concurrency", "concurrency levels", "e.g. 1,8,32,64", "the benchmark"),
+    FormField("workload", "workloads", "random and/or chat", "the benchmark"),
+    FormField("duration", "seconds per level", "of a full run; screening runs an eighth of it", "the benchmark"),
+    FormField("repeats", "repeats", "full runs per level (2+ measure the noise)", "the benchmark"),
+    FormField("input_len", "input tokens", "per request", "the benchmark"),
+    FormField("output_len", "output tokens", "per request", "the benchmark"),
+    FormField("budget", "budget (minutes)", "empty: no budget", "the benchmark"),
+)
+FIELD_LABELS = {f.key: f.label for f in FIELDS}
+
+
+class FormError(UsageError):
+    """A field the tune cannot take, with what to write instead."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{FIELD_LABELS.get(field, field)}: {message}")
+        self.field = field
+        self.reason = message
+
+
+def form_defaults(unit: UnitSpeculation) -> dict[str, str]:
+    """The form as it opens: the CLI's defaults, the algorithm and spec v2 the unit runs now."""
+    return {
+        "algorithm": unit.algorithm.upper() if unit.algorithm else "",
+        "steps": "1,2,3",
+        "topk": "1",
+        "draft_tokens": "auto",
+        "spec_v2": "" if unit.spec_v2 is None else ("on" if unit.spec_v2 else "off"),
+        "draft_model_path": "",
+        "concurrency": "1,8,32,64",
+        "workload": "random",
+        "duration": "60",
+        "repeats": "2",
+        "input_len": "1024",
+        "output_len": "256",
+        "budget": "",
+    }
+
+
+def space_from_axes(
+    base: SpaceRequest,
+    unit: UnitSpeculation | None,
+    *,
+    algorithm: str | None = None,
+    steps: str | None = None,
+    topk: str | None = None,
+    draft_tokens: str | None = None,
+    spec_v2: str | None = None,
+    draft_model_path: str | None = None,
+    names: Mapping[str, str] | None = None,
+) -> SpaceRequest:
+    """The space from the axes given as text (they win over `base`, a --space file's); the missing axes from the
+    unit as it is. `names` says how each axis is called where it was typed (CLI: --steps). UsageError on bad
+    input, and when the unit runs no speculation and no algorithm was asked for."""
+    what = {"algorithm": "--algorithm", "steps": "--steps", "topk": "--topk", "draft_tokens": "--draft-tokens",
+            "spec_v2": "--spec-v2", "draft_model_path": "--draft-model-path", **(names or {})}  # fmt: skip
+    algorithms = parse_algorithms(algorithm) if algorithm else base.algorithms
+    switches = parse_switches(spec_v2, what["spec_v2"]) if spec_v2 else base.spec_v2
+    if unit is not None:
+        if not algorithms and base.include_grid:
+            if unit.algorithm is None:
+                raise UsageError(
+                    f"the unit runs no speculative decoding: say what to try with {what['algorithm']} "
+                    f"(e.g. none,EAGLE3) and {what['draft_model_path']} for a draft model"
+                )
+            algorithms = (unit.algorithm.upper(),)
+        if not switches:
+            switches = (bool(unit.spec_v2),)
+    return SpaceRequest(
+        algorithms=algorithms,
+        steps=parse_counts(steps, what["steps"]) if steps else base.steps,
+        topks=parse_counts(topk, what["topk"]) if topk else base.topks,
+        draft_tokens=parse_counts(draft_tokens, what["draft_tokens"], allow_auto=True)
+        if draft_tokens
+        else base.draft_tokens,
+        spec_v2=switches or (True,),
+        draft_model_path=draft_model_path or base.draft_model_path,
+        explicit=base.explicit,
+        include_grid=base.include_grid or bool(algorithm),
+    )
+
+
+def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneRequest:
+    """The tune the form asks for. FormError names the first field it cannot take and says why."""
+
+    def text(key: str) -> str:
+        return values.get(key, "").strip()
+
+    axes = ("algorithm", "steps", "topk", "draft_tokens", "spec_v2")
+    for key in axes:  # each axis on its own first, so that the error names its field
+        if not text(key):
+            continue
+        try:
+            space_from_axes(SpaceRequest(), None, **{key: text(key)}, names={key: FIELD_LABELS[key]})
+        except UsageError as exc:
+            raise FormError(key, _without_field(str(exc), key)) from None
+    try:
+        space = space_from_axes(
+            SpaceRequest(),
+            unit,
+            **{key: text(key) or None for key in axes},
+            draft_model_path=text("draft_model_path") or None,
+            names={key: FIELD_LABELS[key] for key in (*axes, "draft_model_path")},
+        )
+    except UsageError as exc:
+        raise FormError("algorithm", str(exc)) from None
+    try:
+        concurrencies = tuple(parse_int_list(text("concurrency"), FIELD_LABELS["concurrency"]))
+    except UsageError as exc:
+        raise FormError("concurrency", _without_field(str(exc), "concurrency")) from None
+    workloads = tuple(dict.fromkeys(w.strip() for w in text("workload").split(",") if w.strip()))
+    if not workloads or any(w not in ("random", "chat") for w in workloads):
+        raise FormError("workload", f"random and/or chat (got {text('workload')!r})")
+    duration = _number("duration", text("duration"), positive=True)
+    repeats = int(_number("repeats", text("repeats"), whole=True, positive=True))
+    input_len = int(_number("input_len", text("input_len"), whole=True, positive=True))
+    output_len = int(_number("output_len", text("output_len"), whole=True, positive=True))
+    budget = _number("budget", text("budget"), positive=True) if text("budget") else None
+    return TuneRequest(
+        space=space,
+        concurrencies=concurrencies,
+        workloads=workloads,
+        duration_s=duration,
+        repeats=repeats,
+        input_len=input_len,
+        output_len=output_len,
+        budget_s=budget * 60 if budget is not None else None,
+    )
+
+
+def _without_field(message: str, key: str) -> str:
+    prefix = FIELD_LABELS[key] + " "
+    return message.removeprefix(prefix)
+
+
+def _number(key: str, value: str, *, whole: bool = False, positive: bool = False) -> float:
+    kind = "a whole number" if whole else "a number"
+    try:
+        number = float(int(value)) if whole else float(value)
+    except ValueError:
+        raise FormError(key, f"{kind}, e.g. {'2' if whole else '60'} (got {value!r})") from None
+    if positive and number <= 0:
+        raise FormError(key, f"must be more than 0 (got {value})")
+    return number
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a planned tune takes: benchmark time, plus how many starts of the service (whose length the
+    console does not know before the first one)."""
+
+    bench_s: float
+    starts: int
+
+
+def estimate(estimate_s: Callable[[float], float]) -> Estimate:
+    """From PendingTune.estimate_s (linear in the start's length): its benchmark part and its number of starts."""
+    zero = estimate_s(0.0)
+    return Estimate(bench_s=zero, starts=round(estimate_s(1.0) - zero))

@@ -1,0 +1,671 @@
+"""`T`: tune a host's speculative setup (console.core.tune), from the console.
+
+The form asks for the space (algorithm, steps, topk, draft tokens, spec v2; the defaults are the CLI's, from the
+unit the host runs), the concurrency levels, the workloads and the budget; the right side shows, at every
+keystroke, what the host's SGLang version would run, prune (with SGLang's reason) and merge. ctrl+s plans the
+tune (the unit's lock is held from then on), shows the planned space and the estimate, and asks. Then the tune
+runs in a worker: one row per setup (pending / starting / benchmarking C=N / done / failed, skipped / pruned),
+the current trial's phase and figures, the elapsed time; `esc` aborts (asked first) and the core puts the
+original unit back; `d` goes back to the dashboard while the tune goes on (`T` on that host comes back to it).
+At the end: per level the best setup with its margin and whether it is within the noise, the crossovers, the
+optimistic vs realistic workloads, and where the unit is and whether the host is healthy.
+
+The TUI holds no logic: the form is console/core/tune_form.py, the board console/core/tune_board.py, the space
+console/core/tune_space.py, the tune console/core/tune.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Label, Static
+
+from console.core.session import Session
+from console.core.tune import PendingTune, TuneEvent, TuneResult, plan_tune
+from console.core.tune_board import TuneBoard
+from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_defaults, request_from_form
+from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
+from console.host.base import HostError, UnitLocked
+from console.tui.screens import FORM_FOCUS_BINDINGS
+from console.tui.screens.confirm import ConfirmScreen
+
+Clock = Callable[[], datetime]
+SPACE_PAUSE_S = 0.25  # the space is checked once typing pauses this long
+PREVIEW_LIMIT = 6  # pruned and merged points the form shows of each (a large space is a long text to lay out)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def screen_name(label: str) -> str:
+    """The installed name of a host's running (or finished, not yet closed) tune."""
+    return f"tune-{label}"
+
+
+def _field_id(key: str) -> str:
+    return "tune-field-" + key.replace("_", "-")
+
+
+def _minutes(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
+
+
+# --- what the space looks like -----------------------------------------------------------------------------------
+
+
+def space_text(space: Space, limit: int | None = None) -> RenderableType:
+    """The setups to run, those pruned with SGLang's reason, those merged into another one (at most `limit` of
+    each of the last two: the form redraws it at every keystroke; the confirmation lists them all)."""
+    parts: list[RenderableType] = [
+        Text(f"SGLang {space.sglang_version}: {_count(len(space.candidates), 'setup')} to run", style="bold")
+    ]
+    for candidate in space.candidates:
+        config = candidate.config
+        steps = config["speculative_num_steps"]
+        details = (
+            ""
+            if config["speculative_algorithm"] is None
+            else f"  {config['speculative_algorithm']} steps {steps} topk {config['speculative_eagle_topk']} "
+            f"draft {config['speculative_num_draft_tokens']}"
+            f"{'' if config['disable_overlap_schedule'] else ' overlap'}"
+        )
+        parts.append(Text.assemble(("  ✔ ", "green"), (candidate.name, "bold"), (details, "dim")))
+    if space.pruned:
+        parts.append(Text(f"pruned ({len(space.pruned)}): SGLang {space.sglang_version} would refuse them", "bold"))
+        for pruned in space.pruned[:limit]:
+            parts.append(Text.assemble(("  ✖ ", "red"), pruned.setting.describe()))
+            parts.append(Text(f"    {pruned.reason}", style="dim"))
+        parts.extend(_more(len(space.pruned), limit))
+    if space.merged:
+        parts.append(Text(f"merged ({len(space.merged)}): SGLang runs them as another setup", "bold"))
+        for merged in space.merged[:limit]:
+            parts.append(Text.assemble(("  = ", "cyan"), merged.setting.describe(), f" → {merged.into_name}"))
+            parts.append(Text(f"    {merged.reason}", style="dim"))
+        parts.extend(_more(len(space.merged), limit))
+    return Group(*parts)
+
+
+def _more(count: int, limit: int | None) -> list[Text]:
+    if limit is None or count <= limit:
+        return []
+    return [Text(f"  ... and {count - limit} more (ctrl+s lists them all before anything starts)", style="dim")]
+
+
+# --- the form ------------------------------------------------------------------------------------------------------
+
+
+class TuneFormScreen(Screen[None]):
+    """The space, the levels and the budget; ctrl+s plans the tune and asks before anything is restarted."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "start", "Plan and start", id="tune-start"),
+        Binding("escape", "close", "Close", id="tune-close"),
+        *FORM_FOCUS_BINDINGS,
+    ]
+
+    def __init__(self, session: Session, *, label: str, read_only: str = "", clock: Clock = _utc_now) -> None:
+        super().__init__()
+        self.session = session
+        self.label = label
+        self.read_only = read_only
+        self.clock = clock
+        self.unit: UnitSpeculation | None = None
+        self.unit_text = ""
+        self.version = ""
+        self.values: dict[str, str] = {}
+        self.error: FormError | None = None
+        self.space: Space | None = None  # the space of the form as it was at space_values
+        self.space_values: dict[str, str] = {}
+        self._could_start: bool | None = None
+        self._space_timer: Timer | None = None
+        self.busy = False
+        self.started: TuneScreen | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"Tune {self.label}: reading the unit ...", style="bold"), id="tune-form-title")
+        with Horizontal(id="tune-form-body"):
+            yield VerticalScroll(id="tune-form")
+            yield VerticalScroll(Static("", id="tune-space"), id="tune-space-box")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._load()
+
+    @work(exclusive=True, group="tune-load")
+    async def _load(self) -> None:
+        try:
+            self.version, _source = await self.session.sglang_version()
+            self.unit_text = await self.session.service.read_unit()
+            self.unit = unit_speculation(self.unit_text, self.version)
+        except (HostError, ValueError) as exc:  # ValueError: UnitError, the unit is not an SGLang unit
+            self.query_one("#tune-form-title", Static).update(Text(f"Tune {self.label}: {exc}", style="bold red"))
+            return
+        title = Text(f"Tune {self.session.service.unit} on {self.label}", style="bold")
+        title.append(f"   SGLang {self.version}: each setup is restarted and benchmarked, then the original unit "
+                     "goes back", style="dim")  # fmt: skip
+        if self.read_only:
+            title.append(f"   {self.read_only}", style="yellow")
+        self.query_one("#tune-form-title", Static).update(title)
+        defaults = form_defaults(self.unit)
+        rows: list[Widget] = []
+        group = ""
+        for spec in FIELDS:
+            if spec.group != group:
+                group = spec.group
+                rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
+            field = Input(
+                value=defaults[spec.key],
+                placeholder=spec.hint,
+                id=_field_id(spec.key),
+                disabled=bool(self.read_only),
+                compact=True,
+            )
+            rows.append(Horizontal(Label(spec.label, classes="field-label"), field, classes="field-row"))
+        await self.query_one("#tune-form", VerticalScroll).mount_all(rows)
+        if not self.read_only:
+            self.query_one(f"#{_field_id('steps')}").focus()
+        self._update()
+
+    def form_values(self) -> dict[str, str]:
+        return {spec.key: self.query_one(f"#{_field_id(spec.key)}", Input).value for spec in FIELDS}
+
+    @on(Input.Changed)
+    def _changed(self, _event: Input.Changed) -> None:
+        self._update()
+
+    def _update(self) -> None:
+        """The request from the form as it is, at once; the space it makes in a thread (a large space takes a
+        fifth of a second to check: typing must not wait for it). Pure: nothing is asked of the host."""
+        if self.unit is None:
+            return
+        self.values = self.form_values()
+        self.error = None
+        try:
+            request = request_from_form(self.values, self.unit)
+        except FormError as exc:
+            self.error = exc
+        else:
+            # Checked once typing pauses: a large space holds the interpreter for a fifth of a second even in a
+            # thread (the GIL), which would make every key of a burst wait for it.
+            if self._space_timer is not None:
+                self._space_timer.stop()
+            values = dict(self.values)
+            if self.space is None:
+                self._build_space(request, values)  # the form as it opens: at once
+            else:
+                self._space_timer = self.set_timer(SPACE_PAUSE_S, lambda: self._build_space(request, values))
+        for spec in FIELDS:
+            row = self.query_one(f"#{_field_id(spec.key)}").parent
+            if isinstance(row, Widget):
+                row.set_class(self.error is not None and self.error.field == spec.key, "-invalid")
+        self._show()
+
+    @work(thread=True, exclusive=True, group="tune-space")
+    def _build_space(self, request: Any, values: dict[str, str]) -> None:
+        try:
+            space: Space | str = build_space(
+                request.space, self.unit_text, unit_name=self.session.service.unit, version=self.version
+            )
+        except ValueError as exc:  # UnitError, UsageError: said in the report
+            space = str(exc)
+        self.app.call_from_thread(self._space_built, values, space)
+
+    def _space_built(self, values: dict[str, str], space: Space | str) -> None:
+        if values != self.values:
+            return  # the form changed meanwhile: its own space is on the way
+        if isinstance(space, str):
+            self.error, self.space = FormError("algorithm", space), None
+        else:
+            self.space, self.space_values = space, values
+        self._show()
+
+    def _show(self) -> None:
+        could_start = self._could_start
+        self.query_one("#tune-space", Static).update(self._report(), layout=True)
+        self._could_start = self.check_action("start", ())
+        if self._could_start != could_start:
+            self.refresh_bindings()
+
+    def _report(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        current = self.space is not None and self.space_values == self.values
+        if self.error is not None:
+            parts.append(Text(f"✖ {self.error}", style="bold red"))
+        elif self.space is None or not current:
+            parts.append(Text("checking the space ...", style="dim"))
+        if self.error is None and self.space is not None:
+            parts.append(space_text(self.space, PREVIEW_LIMIT))  # the last one checked, until the form's own is ready
+        parts.append(Text(""))
+        if self.read_only:
+            parts.append(Text(f"Tune is off: {self.read_only}", style="yellow"))
+        elif self.error is not None:
+            parts.append(Text("Fix what is marked ✖ above", style="bold red"))
+        elif current and self.space is not None and not self.space.candidates:
+            parts.append(Text("Nothing to run: SGLang would refuse every setup", style="bold red"))
+        else:
+            parts.append(Text("ctrl+s: plan the tune (the space and the estimate, then a confirmation)", "green"))
+        return Group(*parts)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "start":
+            # The form's own space need not be shown yet (it is checked once typing pauses): the plan builds it
+            # again and the confirmation shows it. Only a space known to be empty keeps Start off.
+            known_empty = self.space is not None and self.space_values == self.values and not self.space.candidates
+            ready = self.unit is not None and self.error is None and not known_empty
+            if self.read_only or self.busy or not ready:
+                return None
+        return True
+
+    def action_close(self) -> None:
+        if self.busy:  # the plan holds the unit's lock: it is let go of by the confirmation's answer
+            self.notify("planning the tune: wait for its confirmation, then n", severity="warning", timeout=4)
+            return
+        self.dismiss(None)
+
+    def action_start(self) -> None:
+        if self.check_action("start", ()) is None or self.unit is None:
+            return
+        self._plan(request_from_form(self.values, self.unit))
+
+    @work(exclusive=True, group="tune-plan")
+    async def _plan(self, request: Any) -> None:
+        self.busy = True
+        self.refresh_bindings()
+        try:
+            pending = await plan_tune(self.session, request)
+        except UnitLocked as exc:
+            who = exc.holder or "another console"
+            self.notify(f"The unit is locked: {who}. Nothing was changed.", title="locked", severity="error")
+            return
+        except (HostError, ValueError) as exc:  # UsageError: nothing to run; UnitError: not an SGLang unit
+            self.notify(f"Cannot plan the tune: {exc}", severity="error", timeout=10)
+            return
+        finally:
+            self.busy = False
+            self.refresh_bindings()
+        parts = estimate(pending.estimate_s)
+        unit = self.session.service.unit
+        guard = (
+            "If this console goes away, the host puts the original unit back by itself."
+            if pending.guarded
+            else "This host has no restore guard: if this console dies mid-tune, the unit stays as the last trial "
+            "left it (the original is in the unit's backups)."
+        )
+        budget = f"; the budget stops it after {request.budget_s / 60:g} min" if request.budget_s else ""
+        body = Group(
+            space_text(pending.space),
+            Text(""),
+            Text(
+                f"About {parts.bench_s / 60:.0f} min of benchmarks and {_count(parts.starts, 'start')} of {unit} "
+                f"({_count(len(request.cells()), 'level')}{budget})",
+                style="bold",
+            ),
+            Text(guard, style="dim"),
+        )
+        question = (
+            f"Restart {unit} on {self.label} with each of these setups and benchmark them "
+            "(the original unit goes back afterwards)?"
+        )
+        try:
+            confirmed = await self.app.push_screen_wait(ConfirmScreen(question, body, danger=True))
+        except asyncio.CancelledError:  # the console closing while it asks: let go of the lock, change nothing
+            await pending.abort("the console closed before the tune was confirmed; nothing was changed")
+            raise
+        if not confirmed:
+            await pending.abort("not confirmed; nothing was changed")
+            self.notify("not started; nothing was changed", timeout=4)
+            return
+        screen = TuneScreen(pending, label=self.label, clock=self.clock)
+        self.started = screen
+        self.dismiss(None)  # the caller pushes the running tune in its place
+
+
+# --- the running tune and its result ---------------------------------------------------------------------------
+
+
+class TuneScreen(Screen[None]):
+    """Runs `pending.execute()` in a worker; one row per setup, the current trial, then the result."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,ctrl+c", "abort_or_close", "Abort / close", id="tune-abort", priority=True),
+        Binding("d", "dashboard", "Dashboard", id="tune-dashboard"),
+    ]
+
+    class Progress(Message):
+        def __init__(self, event: TuneEvent) -> None:
+            super().__init__()
+            self.event = event
+
+    class Finished(Message):
+        def __init__(self, result: TuneResult | None, error: str | None = None) -> None:
+            super().__init__()
+            self.result = result
+            self.error = error
+
+    def __init__(self, pending: PendingTune, *, label: str, clock: Clock = _utc_now) -> None:
+        super().__init__()
+        self.pending = pending
+        self.label = label
+        self.clock = clock
+        self.board = TuneBoard.planned(pending.space)
+        self.result: TuneResult | None = None
+        self.error: str | None = None
+        self.done = False
+        self.aborting = False
+        self.estimate = estimate(pending.estimate_s)
+        self._started = False
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self.done
+
+    def compose(self) -> ComposeResult:
+        unit = self.pending.session.service.unit
+        yield Static(Text(f"Tuning {unit} on {self.label}", style="bold"), id="tune-title")
+        with VerticalScroll(id="tune-body"):
+            yield Static("", id="tune-status")
+            yield Static("", id="tune-result")  # above the rows: once it is over, the outcome is what matters
+            yield Static("", id="tune-rows")
+            yield Static("", id="tune-notes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if not self._started:  # mounted again after `d` and `T`: the worker runs already
+            self._started = True
+            self.set_interval(1.0, self._draw_status)  # the elapsed time moves between events
+            self._execute()
+        self._draw()
+
+    @work(exclusive=True, group="tune")
+    async def _execute(self) -> None:
+        def forward(event: TuneEvent) -> None:
+            self.post_message(self.Progress(event))
+
+        try:
+            result = await self.pending.execute(on_event=forward)
+        except (HostError, OSError) as exc:  # the core restores what it can first; say what is left
+            self.post_message(self.Finished(None, f"the tune failed: {exc}"))
+            return
+        self.post_message(self.Finished(result))
+
+    def on_tune_screen_progress(self, message: Progress) -> None:
+        self.board.feed(message.event)
+        self._draw()
+
+    def on_tune_screen_finished(self, message: Finished) -> None:
+        self.done = True
+        self.result, self.error = message.result, message.error
+        self._draw()
+        self.refresh_bindings()
+        if not self.is_current:  # the operator is on the dashboard (d): say it is over
+            ok = self.result is not None and self.result.ok
+            self.app.notify(
+                f"the tune on {self.label} is over: T shows its result",
+                title="Tune",
+                severity="information" if ok else "warning",
+                timeout=30,
+            )
+
+    # -- drawing ----------------------------------------------------------------------------------------------
+
+    def _draw(self) -> None:
+        if not self.is_mounted:
+            return
+        self._draw_status()
+        self.query_one("#tune-rows", Static).update(Group(rows_table(self.board), Text(""), excluded_text(self.board)))
+        result = self.query_one("#tune-result", Static)
+        result.display = self.done
+        result.update(self._result() if self.done else Text(""))
+        notes = Text()
+        for note in self.board.notes[-5:]:
+            notes.append(f"! {note}\n", style="yellow")
+        self.query_one("#tune-notes", Static).update(notes)
+
+    def _draw_status(self) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#tune-status", Static).update(status_text(self.board, self.clock(), self, self.estimate))
+
+    def _result(self) -> RenderableType:
+        if self.result is None:
+            return Text(f"✖ {self.error or 'no result'}", style="bold red")
+        return result_view(self.result)
+
+    # -- intents ----------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return True
+
+    def action_dashboard(self) -> None:
+        """Back to the dashboard; the tune goes on here (T on this host shows it again)."""
+        self.app.pop_screen()
+
+    def action_abort_or_close(self) -> None:
+        if self.done:
+            self.app.pop_screen()
+            if self.app.is_screen_installed(screen_name(self.label)):
+                self.app.uninstall_screen(screen_name(self.label))
+            return
+        if self.aborting:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.aborting = True
+                self.pending.request_abort("aborted from the console")
+                self._draw()
+
+        self.app.push_screen(
+            ConfirmScreen(
+                "Abort the tune? The trial in progress is rolled back or stopped, and the original unit goes back.",
+                danger=True,
+            ),
+            answered,
+        )
+
+
+def status_text(board: TuneBoard, now: datetime, screen: TuneScreen, parts: Estimate) -> RenderableType:
+    """The stage, elapsed and estimate, the current trial's phase and figures."""
+    lines: list[RenderableType] = []
+    elapsed = _minutes(board.elapsed_s(now))
+    head = Text(f"elapsed {elapsed}", style="bold")
+    head.append(f"   estimate: about {parts.bench_s / 60:.0f} min of benchmarks + {parts.starts} starts", style="dim")
+    if board.stage_estimate_s is not None and board.finished is None:
+        head.append(f"   this stage: about {_minutes(board.stage_estimate_s)}", style="dim")
+    lines.append(head)
+    if board.finished is not None or screen.done:
+        lines.append(Text("finished", style="bold green" if screen.result and screen.result.ok else "bold yellow"))
+    elif screen.aborting:
+        lines.append(Text("aborting: the original unit goes back ...", style="bold yellow"))
+    if board.stage and board.finished is None:
+        lines.append(Text(board.stage, style="cyan"))
+    current = board.current
+    if current is not None and board.finished is None:
+        trial = current.trial
+        line = Text.assemble(("▶ ", "bold cyan"), (f"trial {trial.number}: {trial.name}", "bold"))
+        since = _minutes((now - current.started_at).total_seconds())
+        if trial.stage >= 0:
+            line.append(f"  ({trial.kind}, {since})", style="dim")
+        line.append(f"  {current.phase}")
+        if current.level:
+            line.append(f"  {current.level}")
+        if current.throughput is not None:
+            line.append(f"  {current.throughput:,.0f} tok/s", style="bold")
+            line.append(f"  {current.completed} done", style="dim")
+            if current.failed:
+                line.append(f"  {current.failed} failed", style="red")
+        lines.append(line)
+    if not screen.done:
+        hint = "esc: abort (the original unit goes back)   d: the dashboard (the tune goes on)"
+        lines.append(Text(hint, style="dim"))
+    else:
+        lines.append(Text("esc: close", style="dim"))
+    return Group(*lines)
+
+
+_STATE_STYLE = {
+    "pending": "dim",
+    "starting": "cyan",
+    "benchmarking": "bold cyan",
+    "done": "green",
+    "failed": "bold red",
+    "skipped": "yellow",
+    "pruned": "dim red",
+    "merged": "dim",
+}
+
+
+def rows_table(board: TuneBoard) -> Table:
+    cells = board.cells
+    one_workload = len({c.workload for c in cells}) == 1
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+    table.add_column("setup", no_wrap=True, overflow="ellipsis", max_width=36)
+    table.add_column("state", no_wrap=True, min_width=16)
+    for cell in cells:
+        header = f"C={cell.concurrency}" if one_workload else f"{cell.workload}\nC={cell.concurrency}"
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True, overflow="ellipsis", ratio=1)
+    for row in board.rows:
+        style = _STATE_STYLE.get(row.state, "")
+        if row.out:
+            style = "dim green"
+        figures = [f"{row.figures[c]:,.0f}" if c in row.figures else "" for c in cells]
+        leader = any(board.levels.get(c) is not None and board.levels[c].leader == row.name for c in cells)
+        name = Text(("★ " if leader else "  ") + row.name, style="bold" if leader else "")
+        detail = "" if row.state == "benchmarking" else row.detail
+        table.add_row(name, Text(row.state_text, style=style), *figures, Text(detail, style="dim"))
+    return table
+
+
+def excluded_text(board: TuneBoard) -> RenderableType:
+    """Why each pruned or merged point is not run, in full (the table has one line for it)."""
+    out = Text()
+    for row in board.rows:
+        if row.state in ("pruned", "merged"):
+            out.append(f"{row.state}: ", style="bold dim red" if row.state == "pruned" else "bold dim")
+            out.append(f"{row.name}: ", style="dim")
+            out.append(f"{row.detail}\n", style="dim")
+    return out
+
+
+def result_view(result: TuneResult) -> RenderableType:
+    """Per level the best setup, margin and noise; the crossovers; optimistic vs realistic; the host."""
+    parts: list[RenderableType] = []
+    for workload in dict.fromkeys(c.workload for c in result.cells):
+        recs = [r for r in result.recommendations if r.cell.workload == workload]
+        if not recs:
+            continue
+        parts.append(Text(f"{workload}: best setup per level", style="bold underline"))
+        table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+        for column, justify in (("level", "left"), ("best", "left"), ("tok/s", "right"), ("margin", "right"),
+                                ("noise", "left")):  # fmt: skip
+            table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column("runner-up", no_wrap=True, overflow="ellipsis", ratio=1)
+        for r in recs:
+            margin = "-" if r.margin_pct is None else f"{r.margin_pct:+.1f} %"
+            noise = Text("within", style="yellow") if r.within_noise else Text("outside", style="green")
+            table.add_row(f"C={r.cell.concurrency}", Text(r.name, style="bold"), f"{r.output_throughput:,.1f}",
+                          margin, noise, r.runner_up or "-")  # fmt: skip
+        parts.append(table)
+        parts.append(Text(result.summary(workload), style="bold cyan"))
+        parts.append(Text(""))
+    if result.workload_sides:
+        parts.append(Text("optimistic (random, forced lengths, temperature 0) vs realistic (chat)", "bold underline"))
+        sides = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+        sides.add_column("level", no_wrap=True)
+        for column in ("optimistic", "realistic"):
+            sides.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1)
+        for side in result.workload_sides:
+            opt, real = side.optimistic, side.realistic
+            sides.add_row(
+                f"C={side.concurrency}",
+                f"{opt.name} {opt.output_throughput:,.0f}" if opt else "-",
+                f"{real.name} {real.output_throughput:,.0f}" if real else "-",
+            )
+        parts.append(sides)
+        for side in result.workload_sides:
+            if side.warning:
+                parts.append(Text(f"! {side.warning}", style="yellow"))
+        parts.append(Text(""))
+    if not result.recommendations:
+        parts.append(Text("Nothing was measured cleanly enough to recommend a setup.", style="bold yellow"))
+    if result.stopped:
+        parts.append(Text(f"stopped early: {result.stopped}", style="yellow"))
+    if result.error:
+        parts.append(Text(f"error: {result.error}", style="bold red"))
+    where = {"original": "the original unit", "best": "the recommended unit"}.get(result.final_unit or "", "")
+    health = Text("healthy", style="bold green") if result.host_healthy else Text("NOT healthy", style="bold red")
+    host = Text.assemble(
+        (f"{result.target}: ", "bold"),
+        (where or "the unit could not be put back (see its backups)", "bold" if where else "bold red"),
+        ", ",
+        health,
+        (f"; {result.restarts} restarts in {_minutes(result.elapsed_s)}", "dim"),
+    )
+    parts.append(host)
+    parts.append(Text(f"records in logs/ labelled {result.label}/<setup>/<workload>/s<stage>", style="dim"))
+    return Group(*parts)
+
+
+# --- opening it ------------------------------------------------------------------------------------------------
+
+
+def open_tune(app: Any) -> None:
+    """T / the palette: the host's running tune if there is one, else the form (off in read-only mode)."""
+    pane = app.current_pane
+    if pane is None:
+        app.notify(app.why_disabled("tune") or "open a host first", title="Tune", severity="warning")
+        return
+    label = pane.label
+    name = screen_name(label)
+    if app.is_screen_installed(name):
+        app.push_screen(name)
+        return
+    why = app.why_disabled("tune")
+    if why:
+        app.notify(why, title="Tune", severity="warning")
+        return
+    session = app.sources[label].session
+    if session is None:
+        app.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
+        return
+    form = TuneFormScreen(session, label=label, clock=app.clock)
+
+    def closed(_: None) -> None:
+        screen = form.started
+        if screen is None:
+            return
+        app.install_screen(screen, name)
+        app.push_screen(name)
+
+    app.push_screen(form, closed)
+
+
+def tune_running(app: Any) -> str | None:
+    """The host whose tune is running (the app refuses to quit meanwhile), or None."""
+    for label in app.labels:
+        name = screen_name(label)
+        if app.is_screen_installed(name):
+            screen = app.get_screen(name)
+            if isinstance(screen, TuneScreen) and screen.running:
+                return str(label)
+    return None
