@@ -42,6 +42,7 @@ class LiveLevel:
     tpot_ms: float | None = None
     power_w: float | None = None
     why: str | None = None
+    recorded: bool = False  # the engine finished the level (stopped early or not): its record is in logs/
     tpots: list[float] = field(default_factory=list, repr=False)
 
     @property
@@ -142,6 +143,7 @@ class LiveBench:
             row.power_w = t["mean_power_w"]
         row.state = "stopped" if event.stopped else "done"
         row.why = event.stopped
+        row.recorded = True
         if not event.stopped:
             following = self._next_waiting()
             if following is not None:
@@ -188,7 +190,8 @@ class LiveBench:
 
     @property
     def finished_levels(self) -> int:
-        return sum(1 for r in self.rows if r.state in ("done", "stopped") and r.done + r.failed > 0)
+        """Levels whose records went to logs/ (a cancelled or cut level has none)."""
+        return sum(1 for r in self.rows if r.recorded)
 
 
 def placement_text(event: ClientPlaced) -> str:

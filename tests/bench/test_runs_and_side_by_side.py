@@ -4,53 +4,16 @@ model (setups as resolved, deltas), the crossover finder and the Markdown / JSON
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from console.bench.records import BenchRecord, append_records, order_server_args
+from console.bench.records import append_records
 from console.bench.runs import filter_runs, list_runs, setup_of
 from console.bench.sidebyside import crossover_lines, find_crossovers, side_by_side, to_markdown
 from console.core.bench_export import export_comparison, export_paths
-
-T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-NO_SPEC = {"speculative_algorithm": None, "tp_size": 8}
-EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2, "speculative_eagle_topk": 1,
-         "speculative_num_draft_tokens": 3, "speculative_draft_model_path": "/m/eagle3", "tp_size": 8}  # fmt: skip
-
-
-def run(
-    label: str,
-    points: dict[int, float],
-    *,
-    args: dict[str, Any],
-    at: datetime = T0,
-    repeats: int = 1,
-    spread: float = 0.0,
-    tpot: dict[int, float] | None = None,
-    host: str = "gpu-a",
-) -> list[BenchRecord]:
-    """One sweep: output tok/s per concurrency (repeats spread by ±spread), TPOT per concurrency."""
-    out = []
-    for n, (c, tput) in enumerate(sorted(points.items())):
-        for r in range(repeats):
-            wiggle = (r - (repeats - 1) / 2) * spread
-            out.append(BenchRecord(
-                run_id=f"{label}@{at:%H%M%S}", label=label, repeat_index=r, target=host,
-                started_at=at + timedelta(minutes=n, seconds=r), ended_at=at + timedelta(minutes=n, seconds=r + 30),
-                sglang_version="0.5.9", model="moonshotai/Kimi-K2.5", server_args=order_server_args(args),
-                unit_hash="sha256:0123456789abcdef", workload={"name": "random", "input_len": 1024, "output_len": 1024},
-                max_concurrency=c, completed=64, output_throughput=tput + wiggle,
-                median_tpot_ms=(tpot or {}).get(c, 1000.0 * c / tput),
-            ))  # fmt: skip
-    return out
-
-
-# the seeds' figures: no speculation ahead at C = 1 (92.7 vs 86.8), EAGLE3 topk 1 + v2 far ahead at 64 (775 vs 353)
-SEEDS_NO_SPEC = {1: 92.7, 8: 300.0, 64: 353.0}
-SEEDS_EAGLE = {1: 86.8, 8: 330.0, 64: 775.0}
+from tests.support.bench_runs import EAGLE, NO_SPEC, SEEDS_EAGLE, SEEDS_NO_SPEC, T0, run
 
 
 def test_runs_are_listed_newest_first_with_setup_levels_and_a_bad_line_named(tmp_path: Path) -> None:
