@@ -170,7 +170,7 @@ class LiveBench:
         """The queue returned: every sweep ran (a stopped sweep keeps its state and why)."""
         if self.state == "running":
             self.state = "stopped" if self.why else "finished"
-        self._close_open("not run", "the queue stopped before it")
+        self._close_open("not run", "the sweep before it stopped early")
 
     def cancel(self, why: str = "cancelled") -> None:
         """The operator cancelled: the level that ran is stopped, the rest not run; finished levels are kept."""

@@ -219,11 +219,15 @@ async def bench_queue(
     client: ClientChoice = "auto",
 ) -> list[list[BenchRecord]]:
     """Run the sweeps one after the other on the session's host; each sweep's records go to logs/ as its levels
-    finish. A sweep that fails (HostError, OSError) stops the queue with its error; cancelled, the levels that
+    finish. A sweep that stops early (the error rate, the time cap) ends the queue: what made it stop would spoil
+    the next one too. A sweep that fails (HostError, OSError) ends it with its error; cancelled, the levels that
     finished are kept (bench_host)."""
     emit = on_event or (lambda _event: None)
     out = []
     for index, sweep in enumerate(sweeps):
         emit(SweepQueued(index, len(sweeps), sweep.label, sweep.workload))
-        out.append(await bench_host(session, sweep.config, label=sweep.label, on_event=emit, client=client))
+        records = await bench_host(session, sweep.config, label=sweep.label, on_event=emit, client=client)
+        out.append(records)
+        if not records or any(r.stopped for r in records):
+            break
     return out

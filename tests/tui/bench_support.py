@@ -81,6 +81,8 @@ class ScriptedBench:
                     if self.workspace is not None:  # as bench_host: the finished levels are kept, cancelled or not
                         append_records(self.workspace.logs, records)
                 out.append(records)
+                if any(r.stopped for r in records) or self.then == "stop":  # as bench_queue: a stop ends the queue
+                    break
             return out
 
         return run

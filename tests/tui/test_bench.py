@@ -132,12 +132,12 @@ async def test_read_only_refuses_b_with_why_and_allows_c(tmp_path: Path) -> None
         )
         assert app.bench_runs == {}
         await pilot.press("c")
-        await wait_until(pilot, lambda: "Benchmark runs in" in _text(app), "the runs table in read-only mode")
+        await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the runs table in read-only mode")
 
 
 async def _runs_table(pilot: object, app: object) -> DataTable:  # type: ignore[type-arg]
     await pilot.press("c")  # type: ignore[attr-defined]
-    await wait_until(pilot, lambda: "Benchmark runs in" in _text(app), "the runs table")  # type: ignore[arg-type]
+    await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the runs table")  # type: ignore[arg-type]
     return app.screen.query_one(DataTable)  # type: ignore[attr-defined, no-any-return]
 
 
@@ -176,7 +176,7 @@ async def test_runs_table_filters_picks_and_shows_the_runs_side_by_side_with_the
         await pilot.press("escape")
         await wait_until(pilot, lambda: table.display and "picked 2/4" in _text(app), "back to the table")
         await pilot.press("escape")
-        await wait_until(pilot, lambda: "Benchmark runs in" not in _text(app), "back to the dashboard")
+        await wait_until(pilot, lambda: "Benchmark runs (" not in _text(app), "back to the dashboard")
 
 
 async def test_a_fifth_pick_is_refused_and_a_finished_benchmark_compares_its_workloads(tmp_path: Path) -> None:
@@ -192,7 +192,7 @@ async def test_a_fifth_pick_is_refused_and_a_finished_benchmark_compares_its_wor
         await wait_until(pilot, lambda: "Side by side: 2 runs" in _text(app), "the two workloads side by side")
         assert "A eagle3 s2 k1 d3 v2 random" in _text(app) and "B eagle3 s2 k1 d3 v2 chat" in _text(app)
         await pilot.press("escape")
-        await wait_until(pilot, lambda: "Benchmark runs in" in _text(app), "the table")
+        await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the table")
         app.screen.query_one(DataTable).focus()
         await pilot.press("space", "down", "space", "down", "space")
         await wait_until(pilot, lambda: "at most 4 runs side by side" in _text(app), "the fifth pick refused")

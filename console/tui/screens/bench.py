@@ -94,10 +94,11 @@ class BenchRun:
 
 
 def live_table(live: LiveBench) -> Table:
-    queued = len({r.sweep for r in live.rows}) > 1
+    queued = len(live.sweeps) > 1
+    workload = {s.label: s.workload for s in live.sweeps}
     table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
     if queued:
-        table.add_column("sweep", no_wrap=True, max_width=22)
+        table.add_column("workload", no_wrap=True)
     for title in ("level", "state", "done", "tok/s", "TTFT ms", "TPOT ms", "GPU W"):
         table.add_column(title, justify="left" if title in ("level", "state") else "right", no_wrap=True)
     for row in live.rows:
@@ -110,7 +111,7 @@ def live_table(live: LiveBench) -> Table:
             _num(row.tpot_ms, "{:,.1f}"),
             _num(row.power_w, "{:,.0f}"),
         ]
-        table.add_row(*([row.sweep] if queued else []), *cells)
+        table.add_row(*([workload.get(row.sweep, row.sweep)] if queued else []), *cells)
     return table
 
 
@@ -121,13 +122,13 @@ def _num(value: float | None, fmt: str) -> str:
 def reasons(live: LiveBench) -> Text:
     """Why each stopped or skipped level stopped, once per reason."""
     out = Text()
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     rows: list[LiveLevel] = [r for r in live.rows if r.why and r.state in ("stopped", "not run")]
     for row in rows:
         assert row.why is not None
-        if row.why in seen:
+        if (row.sweep, row.why) in seen:
             continue
-        seen.add(row.why)
+        seen.add((row.sweep, row.why))
         out.append(f"{row.sweep} {row.name}: {row.why}\n", style="red")
     return out
 
@@ -197,9 +198,7 @@ class BenchScreen(Screen[None]):
         else:
             self.query_one("#bench-live").display = False
             self.query_one("#bench-placement").display = False
-            self._status(
-                "The server gets real load (its cache is flushed per level). ctrl+s or Start: go · esc: back", "dim"
-            )
+            self._status("real load: the server's cache is flushed per level · ctrl+s: start · esc: back", "dim")
             self.query_one("#bench-label", Input).focus()
 
     # -- the form ---------------------------------------------------------------------------------------------

@@ -90,8 +90,8 @@ def pane(sbs: SideBySide, index: int) -> Group:
         table.add_row(Text(level, style="bold"), "", "")
         for key, short in PANE_METRICS:
             cell = cells[key]
-            if cell.median is None or (key == "failed" and not cell.median):
-                continue
+            if cell.median is None or (key != "output_throughput" and not cell.median):
+                continue  # a zero here is a figure the run did not measure (or no failures): not worth a row
             table.add_row(f" {short}", value_text(cell, metric_spec(key)), delta_cell(cell))
     return Group(head, table)
 
@@ -125,6 +125,7 @@ class RunsScreen(Screen[None]):
                 with Horizontal(id="cmp-plots"):
                     yield Plot(id="plot-output")
                     yield Plot(id="plot-tpot")
+                yield Static(id="cmp-legend")
                 yield Horizontal(id="cmp-panes")
             with Horizontal(id="runs-export-row"):
                 yield Label("export to ", id="runs-export-label")
@@ -166,7 +167,7 @@ class RunsScreen(Screen[None]):
         return [mark, label, run.host, run.setup, run.version, when, run.levels_text, run.workload]
 
     def _title(self) -> None:
-        title = Text(f"Benchmark runs in {self.logs}", style="bold")
+        title = Text("Benchmark runs (logs/bench-*.jsonl)", style="bold")
         shown = f"{len(self.shown)} of {len(self.runs)}" if len(self.shown) != len(self.runs) else str(len(self.runs))
         title.append(f"   {shown} run(s)", style="dim")
         for problem in self.problems[:3]:
@@ -266,6 +267,12 @@ class RunsScreen(Screen[None]):
             title.append(f"note: {note}\n", style="yellow")
         title.rstrip()
         self.query_one("#cmp-crossovers", Static).update(title)
+        legend = Text()
+        for i, label in enumerate(sbs.labels):
+            legend.append(f"{RUN_MARKS[i]} {label}", style=RUN_STYLES[i])
+            legend.append("   ")
+        legend.append("* runs on one point   ┆ crossover", style="dim")
+        self.query_one("#cmp-legend", Static).update(legend)
         for plot_id, metric in zip(("#plot-output", "#plot-tpot"), PLOTTED, strict=True):
             spec = metric_spec(metric)
             series = sbs.series(metric)
