@@ -58,7 +58,7 @@ async def test_wrong_fields_are_said_beside_them_and_nothing_starts(tmp_path: Pa
         text = _text(app)
         assert "concurrency levels must be comma-separated whole numbers, e.g. 1,8,32" in text
         assert "give requests or a duration per level, not both" in text
-        assert app.screen.query_one("#bench-concurrency", Input).has_class("-invalid")
+        assert app.screen.query_one("#bench-concurrency", Input).has_class("-wrong")
         assert bench.planned == [] and app.bench_runs == {}
         assert app.focused is app.screen.query_one("#bench-concurrency", Input)
         await _set(pilot, app, "concurrency", "1,8")

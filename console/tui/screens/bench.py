@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -169,7 +169,10 @@ class BenchScreen(Screen[None]):
                 for name, title, hint in FORM_FIELDS:
                     with Horizontal(classes="bench-row"):
                         yield Label(title, classes="bench-label")
-                        yield Input(getattr(self.form, name), id=f"bench-{name.replace('_', '-')}", compact=True)
+                        # the cursor goes to the end (ctrl+u clears): a selection made after focus, once the field
+                        # is drawn, would swallow what is typed right after Tab
+                        yield Input(getattr(self.form, name), id=f"bench-{name.replace('_', '-')}", compact=True,
+                                    select_on_focus=False)  # fmt: skip
                         yield Label(hint, classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
                     if name == "label":
                         with Horizontal(classes="bench-row"):
@@ -212,13 +215,31 @@ class BenchScreen(Screen[None]):
     def _status(self, text: str, style: str = "") -> None:
         self.query_one("#bench-status", Static).update(Text(text, style=style))
 
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The focused field's title and hint (or its error) on the status line: whole, where the form cuts it."""
+        if self.run is not None:
+            return
+        for name, title, hint in FORM_FIELDS:
+            if event.widget.id == f"bench-{name.replace('_', '-')}":
+                problem = self.problems.get(name)
+                text = f"{title}: {problem or hint} · ctrl+u clears · ctrl+s: start · esc: back"
+                if self.problems:  # said until the form is started again
+                    text = f"{self._refusal()} · {text}"
+                self._status(text, "bold red" if problem else "dim")
+                return
+        if event.widget.id == "bench-workload":
+            self._status("workload: random (forced lengths), chat (natural stops), or both one after the other", "dim")
+
+    def _refusal(self) -> str:
+        return f"not started: {len(self.problems)} field(s) to fix (in red)"
+
     def _show_problems(self, problems: dict[str, str]) -> None:
         self.problems = problems
         for name, _title, hint in FORM_FIELDS:
             label = self.query_one(f"#bench-hint-{name.replace('_', '-')}", Label)
             problem = problems.get(name)
             label.update(Text(problem, style="bold red") if problem else Text(hint, style="dim"))
-            self.query_one(f"#bench-{name.replace('_', '-')}", Input).set_class(bool(problem), "-invalid")
+            self.query_one(f"#bench-{name.replace('_', '-')}", Input).set_class(bool(problem), "-wrong")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "start":
@@ -237,7 +258,7 @@ class BenchScreen(Screen[None]):
             sweeps = plan_sweeps(form)
         except FormErrors as exc:
             self._show_problems(exc.problems)
-            self._status(f"not started: {len(exc.problems)} field(s) to fix (in red)", "bold red")
+            self._status(self._refusal(), "bold red")
             first = next(iter(exc.problems))
             self.query_one(f"#bench-{first.replace('_', '-')}", Input).focus()
             return
