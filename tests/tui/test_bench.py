@@ -105,6 +105,9 @@ async def test_the_live_view_follows_the_sweep_the_dashboard_stays_live_and_canc
         files = (tmp_path / "logs").glob("bench-*.jsonl")
         kept = [json.loads(line) for f in files for line in f.read_text().splitlines()]
         assert [(r["label"], r["max_concurrency"]) for r in kept] == [("eagle3 s2 k1 d3 v2", 1)]
+        await pilot.press("c")  # the cancelled sweep's finished level, picked in the runs
+        await wait_until(pilot, lambda: "picked 1/4: A eagle3 s2 k1 d3 v2" in _text(app), "the run picked")
+        assert "C=1 " in _text(app)
 
 
 async def test_a_stopped_level_and_a_failed_host_say_why(tmp_path: Path) -> None:
@@ -133,6 +136,21 @@ async def test_read_only_refuses_b_with_why_and_allows_c(tmp_path: Path) -> None
         assert app.bench_runs == {}
         await pilot.press("c")
         await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the runs table in read-only mode")
+
+
+async def test_both_are_in_the_command_palette(tmp_path: Path) -> None:
+    app = bench_app(seeds_workspace(tmp_path), ScriptedBench())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p", *"compare")
+        await wait_until(pilot, lambda: "side by side: plots, crossovers, export" in _text(app), "Compare listed")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the runs from the palette")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "Benchmark runs (" not in _text(app), "the dashboard")
+        await pilot.press("ctrl+p", *"benchmark")
+        await wait_until(pilot, lambda: "watch it live" in _text(app), "Benchmark listed")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "Benchmark gpu-a" in _text(app), "the form from the palette")
 
 
 async def _runs_table(pilot: object, app: object) -> DataTable:  # type: ignore[type-arg]

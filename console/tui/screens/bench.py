@@ -419,6 +419,7 @@ def partial_compare(app: Any) -> Callable[[BenchRun], None]:
         from console.tui.screens.runs import open_runs
 
         picked = [records[0].run_id for records in run.records if records]
-        open_runs(app, picked=picked)
+        # cancelled or failed, the runner returned nothing: the levels that finished are under the sweeps' labels
+        open_runs(app, picked=picked or [s.label for s in run.sweeps])
 
     return compare

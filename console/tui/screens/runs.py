@@ -137,13 +137,25 @@ class RunsScreen(Screen[None]):
         self.query_one("#runs-compare").display = False
         self.query_one("#runs-export-row").display = False
         self.runs, self.problems = list_runs(self.logs)
-        known = {r.run_id for r in self.runs}
-        self.picked = [p for p in self.picked if p in known][:MAX_RUNS]
+        self.picked = self._resolve(self.picked)
         self._fill("")
         if len(self.picked) >= 2:
             self.action_compare()
         else:
             self.query_one(DataTable).focus()
+
+    def _resolve(self, refs: Sequence[str]) -> list[str]:
+        """Run ids for what was asked: a run id, or a label (its newest run: a cancelled sweep's caller knows only
+        the label its finished levels were recorded under)."""
+        out: list[str] = []
+        for ref in refs:
+            run = next((r for r in self.runs if r.run_id == ref), None) or next(
+                (r for r in self.runs if r.label == ref),
+                None,  # newest first
+            )
+            if run is not None and run.run_id not in out:
+                out.append(run.run_id)
+        return out[:MAX_RUNS]
 
     # -- the table ----------------------------------------------------------------------------------------------
 
