@@ -26,6 +26,39 @@ RowState = Literal["waiting", "warm-up", "running", "done", "stopped", "not run"
 RunState = Literal["running", "finished", "stopped", "cancelled", "failed"]
 
 
+class TpotSample:
+    """The TPOTs of a running level for its median so far: every request's until CAP, then every 2nd, 4th ...
+    (a fixed stride, no randomness), so a long level costs neither memory nor a sort of everything per event; the
+    median is computed when asked (a repaint), cached until the next value. The level's exact median comes with
+    its LevelDone."""
+
+    CAP = 2048
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.stride = 1
+        self.seen = 0
+        self._median: float | None = None
+        self._fresh = True
+
+    def add(self, value: float) -> None:
+        self.seen += 1
+        if (self.seen - 1) % self.stride:
+            return
+        self.values.append(value)
+        self._fresh = False
+        if len(self.values) >= self.CAP:
+            self.values = self.values[::2]
+            self.stride *= 2
+
+    def median(self) -> float | None:
+        if not self.values:
+            return None
+        if not self._fresh:
+            self._median, self._fresh = percentile(self.values, 50), True
+        return self._median
+
+
 @dataclass
 class LiveLevel:
     sweep: str  # the queued sweep's label
@@ -39,11 +72,16 @@ class LiveLevel:
     elapsed_s: float = 0.0
     output_tok_s: float | None = None
     ttft_ms: float | None = None
-    tpot_ms: float | None = None
+    final_tpot_ms: float | None = None  # the level's own median TPOT, once it is done
     power_w: float | None = None
     why: str | None = None
     recorded: bool = False  # the engine finished the level (stopped early or not): its record is in logs/
-    tpots: list[float] = field(default_factory=list, repr=False)
+    tpots: TpotSample = field(default_factory=lambda: TpotSample(), repr=False)
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """The level's median TPOT once done, else the median so far (of a sample, see TpotSample)."""
+        return self.final_tpot_ms if self.final_tpot_ms is not None else self.tpots.median()
 
     @property
     def name(self) -> str:
@@ -113,8 +151,7 @@ class LiveBench:
                 row.done, row.failed = event.completed, event.failed
                 result = event.result
                 if result.success and result.output_len > 1:
-                    row.tpots.append((result.latency - result.ttft) / (result.output_len - 1) * 1000)
-                    row.tpot_ms = percentile(row.tpots, 50)
+                    row.tpots.add((result.latency - result.ttft) / (result.output_len - 1) * 1000)
         elif isinstance(event, RunningFigures):
             row = self._row(event.level.label, self._repeat_of(event.level.label))
             if row is not None:
@@ -138,7 +175,7 @@ class LiveBench:
         row.done, row.failed = int(m.get("completed", row.done)), int(m.get("failed", row.failed))
         row.output_tok_s = m.get("output_throughput", row.output_tok_s)
         row.ttft_ms = m.get("mean_ttft_ms", row.ttft_ms)
-        row.tpot_ms = m.get("median_tpot_ms", row.tpot_ms)
+        row.final_tpot_ms = m.get("median_tpot_ms", row.tpot_ms)
         if t.get("mean_power_w") is not None:
             row.power_w = t["mean_power_w"]
         row.state = "stopped" if event.stopped else "done"

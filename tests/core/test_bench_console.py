@@ -128,3 +128,14 @@ def test_cancel_keeps_the_finished_levels_and_stops_the_rest() -> None:
         ("s2 chat", "C=1", "not run"), ("s2 chat", "C=8", "not run"),
     ]  # fmt: skip
     assert live.state == "cancelled" and live.finished_levels == 1
+
+
+def test_a_long_level_keeps_a_bounded_sample_of_tpots_for_its_median_so_far() -> None:
+    from console.core.bench_live import TpotSample
+
+    sample = TpotSample()
+    assert sample.median() is None
+    for n in range(100_000):
+        sample.add(float(n % 1000))  # uniform 0..999: median 499.5
+    assert len(sample.values) < TpotSample.CAP and sample.stride == 64
+    assert sample.median() == pytest.approx(499.5, abs=10)
