@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from console.bench.records import BenchRecord
 
 
-def setup_of(server_args: Mapping[str, Any]) -> str:
-    """The speculative setup a run measured, as the server resolved it, e.g. `eagle3 s2 k1 d3` or `no spec`
-    (the dashboard's short form; spec v2 is an environment variable the server does not echo)."""
+def setup_of(server_args: Mapping[str, Any], spec_v2: bool | None = None) -> str:
+    """The speculative setup a run measured, as the server resolved it, e.g. `eagle3 s2 k1 d3 v2` or `no spec`
+    (the dashboard's short form; spec v2 from the record, as the version's rules read the unit)."""
     algorithm = server_args.get("speculative_algorithm")
     if not algorithm or str(algorithm).upper() == "NONE":
         return "no spec"
@@ -33,6 +33,8 @@ def setup_of(server_args: Mapping[str, Any]) -> str:
     ):
         if server_args.get(key) is not None:
             parts.append(f"{prefix}{server_args[key]}")
+    if spec_v2:
+        parts.append("v2")
     if server_args.get("disable_overlap_schedule") is True:
         parts.append("no-overlap")
     return " ".join(parts)
@@ -101,7 +103,7 @@ def summarize(records: Sequence[BenchRecord]) -> RunSummary:
         run_id=first.run_id,
         label=first.label,
         host=first.target,
-        setup=setup_of(first.server_args),
+        setup=setup_of(first.server_args, first.spec_v2),
         version=first.sglang_version or "?",
         started_at=first.started_at,
         levels=levels,

@@ -38,6 +38,7 @@ class RunSetup:
     host: str
     setup: str
     speculative: tuple[tuple[str, Any], ...]  # the speculative server args as the server resolved them
+    spec_v2: bool | None  # as the version's rules read the unit (None: not recorded)
     version: str
     unit_hash: str | None
     model: str | None
@@ -52,6 +53,7 @@ class RunSetup:
             "host": self.host,
             "setup": self.setup,
             "speculative": dict(self.speculative),
+            "spec_v2": self.spec_v2,
             "sglang_version": self.version,
             "unit_hash": self.unit_hash,
             "model": self.model,
@@ -69,8 +71,9 @@ def run_setup(records: Sequence[BenchRecord]) -> RunSetup:
         label=first.label,
         run_id=first.run_id,
         host=first.target,
-        setup=setup_of(args),
+        setup=setup_of(args, first.spec_v2),
         speculative=speculative,
+        spec_v2=first.spec_v2,
         version=first.sglang_version or "?",
         unit_hash=first.unit_hash,
         model=first.model,

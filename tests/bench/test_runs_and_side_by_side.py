@@ -24,7 +24,7 @@ def test_runs_are_listed_newest_first_with_setup_levels_and_a_bad_line_named(tmp
         f.write('{"label": "cut short\n')
     runs, problems = list_runs(tmp_path)
     assert [r.label for r in runs] == ["eagle3 s2 k1 d3 v2", "no spec"]
-    assert runs[0].setup == "eagle3 s2 k1 d3" and runs[1].setup == "no spec"
+    assert runs[0].setup == "eagle3 s2 k1 d3 v2" and runs[1].setup == "no spec"
     assert runs[0].levels_text == "C=1,8,64 ×3" and runs[1].levels == ("C=1", "C=8", "C=64")
     assert runs[0].version == "0.5.9" and runs[0].workload == "random 1024/1024" and runs[0].host == "gpu-a"
     assert len(problems) == 1 and ":13: not a benchmark record" in problems[0]
@@ -93,7 +93,7 @@ def test_markdown_and_json_export(tmp_path: Path) -> None:
     sbs = side_by_side([run("no spec", SEEDS_NO_SPEC, args=NO_SPEC), run("eagle3 | v2", SEEDS_EAGLE, args=EAGLE)])
     md = to_markdown(sbs)
     assert "| run | host | setup | SGLang | unit | workload | started (UTC) |" in md
-    assert "| eagle3 \\| v2 | gpu-a | eagle3 s2 k1 d3 | 0.5.9 | sha256:0123456789abcdef | random 1024/1024 |" in md
+    assert "| eagle3 \\| v2 | gpu-a | eagle3 s2 k1 d3 v2 | 0.5.9 | sha256:0123456789abcdef | random 1024/1024 |" in md
     assert "## output tok/s (tok/s)" in md
     assert "| C=64 | 353 | 775 (+119.5% ▲) |" in md
     assert "- output tok/s: no spec ahead below C ≈ 2, eagle3 \\| v2 ahead above" in md

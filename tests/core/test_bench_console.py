@@ -139,3 +139,15 @@ def test_a_long_level_keeps_a_bounded_sample_of_tpots_for_its_median_so_far() ->
         sample.add(float(n % 1000))  # uniform 0..999: median 499.5
     assert len(sample.values) < TpotSample.CAP and sample.stride == 64
     assert sample.median() == pytest.approx(499.5, abs=10)
+
+
+def test_records_say_spec_v2_as_the_versions_rules_read_the_unit() -> None:
+    from console.bench.runs import setup_of
+    from console.core.bench import spec_v2_of
+    from tests.tui.support import DEMO_UNIT
+
+    v2 = DEMO_UNIT.replace("SGLANG_ENABLE_SPEC_V2=False", "SGLANG_ENABLE_SPEC_V2=True")
+    assert spec_v2_of(v2, "0.5.9") is True and spec_v2_of(DEMO_UNIT, "0.5.9") is False
+    assert spec_v2_of(v2, None) is None and spec_v2_of("not a unit", "0.5.9") is None
+    args = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2, "speculative_eagle_topk": 1}
+    assert setup_of(args, True) == "eagle3 s2 k1 v2" and setup_of(args, False) == "eagle3 s2 k1"

@@ -42,5 +42,6 @@ def run(
                 max_concurrency=c, completed=64, output_throughput=tput + wiggle,
                 median_tpot_ms=(tpot or {}).get(c, 1000.0 * c / tput), median_ttft_ms=80.0 + 4 * c,
                 accept_length=2.4 if args.get("speculative_algorithm") else None,
+                spec_v2=bool(args.get("speculative_algorithm")) and args.get("speculative_eagle_topk") == 1,
             ))  # fmt: skip
     return out

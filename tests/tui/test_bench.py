@@ -184,6 +184,7 @@ async def test_runs_table_filters_picks_and_shows_the_runs_side_by_side_with_the
         assert "▼6.4%" in text  # 86.8 vs 92.7 at C=1
         assert "output tok/s (tok/s) by C" in text and "median TPOT (ms) by C" in text
         assert "sha256:0123456789abcdef" in text and "random 1024/1024" in text
+        assert app.focused is app.screen.query_one("#runs-compare")  # the keys scroll the panes
         await pilot.press("x")
         await wait_until(pilot, lambda: "write NAME.md and NAME.json" in _text(app), "the export field")
         await pilot.press("enter")
@@ -214,3 +215,16 @@ async def test_a_fifth_pick_is_refused_and_a_finished_benchmark_compares_its_wor
         app.screen.query_one(DataTable).focus()
         await pilot.press("space", "down", "space", "down", "space")
         await wait_until(pilot, lambda: "at most 4 runs side by side" in _text(app), "the fifth pick refused")
+
+
+async def test_at_80x24_the_keys_scroll_down_to_the_panes(tmp_path: Path) -> None:
+    app = bench_app(seeds_workspace(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("c")
+        await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the runs")
+        app.screen.query_one(DataTable).focus()
+        await pilot.press("down", "space", "up", "space", "enter")
+        await wait_until(pilot, lambda: "Side by side" in _text(app), "the comparison")
+        assert "TPOT ms" not in _text(app)  # the panes are below the plots
+        await pilot.press("pagedown")
+        await wait_until(pilot, lambda: "TPOT ms" in _text(app), "the panes scrolled into view")

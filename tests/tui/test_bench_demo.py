@@ -85,6 +85,8 @@ async def test_two_setups_benchmarked_from_the_console_cross_where_the_profile_p
         await wait_until(pilot, lambda: "Benchmark runs (" in _text(app), "the runs table")
         table = app.screen.query_one(DataTable)
         assert table.row_count == 2
+        text = _text(app)  # the setups as the records say (spec v2 from the unit, by the version's rules)
+        assert " eagle3 s2 k1 d3 v2 " in text.split("eagle3 s2 k1 d3 v2", 1)[1] and " no spec " in text
         table.focus()
         await pilot.press("down", "space", "up", "space", "enter")  # the older (no spec) first: the baseline
         await wait_until(pilot, lambda: "Side by side: 2 runs" in _text(app), "the panes")
@@ -93,7 +95,7 @@ async def test_two_setups_benchmarked_from_the_console_cross_where_the_profile_p
         assert found, text
         assert 1 < int(found.group(1)) < 48
         assert "A no spec  (baseline)" in text and "B eagle3 s2 k1 d3 v2" in text
-        assert "eagle_topk 1" in text and "SGLang 0.5.9" in text
+        assert "eagle_topk 1" in text and "spec v2 on" in text and "SGLang 0.5.9" in text
         await pilot.press("x")
         await wait_until(pilot, lambda: "write NAME.md" in _text(app), "the export field")
         app.screen.query_one("#runs-export-path", Input).value = "kimi-spec"

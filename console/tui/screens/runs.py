@@ -80,6 +80,8 @@ def pane(sbs: SideBySide, index: int) -> Group:
     for key, value in setup.speculative:
         if key.startswith("speculative_") and key not in ("speculative_algorithm",) and value is not None:
             head.append(f"  {key.removeprefix('speculative_')} {value}\n", style="dim")
+    if setup.spec_v2 is not None:
+        head.append(f"  spec v2 {'on' if setup.spec_v2 else 'off'}\n", style="dim")
     head.append(f"unit {setup.unit_hash or '-'}\n", style="dim")
     head.append(f"{setup.workload} · {setup.started_at:%m-%d %H:%M}", style="dim")
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 0))
@@ -263,8 +265,8 @@ class RunsScreen(Screen[None]):
         self.query_one("#runs-table").display = False
         self.query_one("#runs-compare").display = True
         self._show(sbs)
-        self.set_focus(None)
-        self._status("x: export as Markdown and JSON · esc: back to the runs", "dim")
+        self.query_one("#runs-compare").focus()  # the keys scroll it: at 80×24 the panes are below the plots
+        self._status("↑↓ pgup pgdn: scroll · x: export as Markdown and JSON · esc: back to the runs", "dim")
         self.refresh_bindings()
 
     def _show(self, sbs: SideBySide) -> None:
@@ -314,13 +316,13 @@ class RunsScreen(Screen[None]):
             self._status(f"not exported: {exc}; give another path", "bold red")
             return
         self.query_one("#runs-export-row").display = False
-        self.set_focus(None)
+        self.query_one("#runs-compare").focus()
         self._status(f"exported {md} and {js.name}", "bold green")
 
     def action_back(self) -> None:
         if self.query_one("#runs-export-row").display:
             self.query_one("#runs-export-row").display = False
-            self.set_focus(None)
+            self.query_one("#runs-compare").focus()
             self._status("not exported · x: export · esc: back to the runs", "dim")
             return
         if self.query_one("#runs-compare").display:
