@@ -70,6 +70,7 @@ class BenchRecord(BaseModel):
     model: str | None = None
     server_args: dict[str, Any] = Field(default_factory=dict)
     unit_hash: str | None = None
+    spec_v2: bool | None = None  # the spec-v2 worker, as the version's rules read the unit (the server does not say)
     gpus: list[dict[str, Any]] = Field(default_factory=list)
     driver_version: str | None = None
     workload: dict[str, Any] = Field(default_factory=dict)
@@ -152,11 +153,13 @@ def records_from_sweep(
     unit_hash: str | None = None,
     workload: dict[str, Any] | None = None,
     link_round_trip_ms: float | None = None,
+    spec_v2: bool | None = None,
 ) -> list[BenchRecord]:
     out = []
     for level in sweep.levels:
         record = _record(level, sweep, run_id, label, target, client_location, unit_hash, workload or {})
         record.link_round_trip_ms = link_round_trip_ms
+        record.spec_v2 = spec_v2
         out.append(record)
     return out
 

@@ -114,6 +114,7 @@ async def _keep_records(
     workspace: Workspace | None,
     unit_hash: str | None,
     link_round_trip_ms: float | None = None,
+    unit_text: str | None = None,
 ) -> list[BenchRecord]:
     """Run the sweep (here or on the host) and append its records to the workspace's logs/ (when a workspace is
     given); cancelled, or cut off by a dropped link, append the records of the levels that finished."""
@@ -130,6 +131,7 @@ async def _keep_records(
             unit_hash=unit_hash,
             workload=config.workload.describe(),
             link_round_trip_ms=link_round_trip_ms,
+            spec_v2=spec_v2_of(unit_text, result.server.version),
         )
         if workspace is not None:
             append_records(workspace.logs, records)
@@ -156,6 +158,7 @@ async def run_bench(
     unit_hash: str | None = None,
     api_key: str | None = None,
     link_round_trip_ms: float | None = None,
+    unit_text: str | None = None,
 ) -> list[BenchRecord]:
     """Run the sweep from this machine and append its records to the workspace's logs/ (when a workspace is
     given); cancelled, append the records of the levels that finished."""
@@ -170,7 +173,21 @@ async def run_bench(
             workspace=workspace,
             unit_hash=unit_hash,
             link_round_trip_ms=link_round_trip_ms,
+            unit_text=unit_text,
         )
+
+
+def spec_v2_of(unit_text: str | None, version: str | None) -> bool | None:
+    """Whether that SGLang version runs the spec-v2 worker with this unit (the version's rules on the unit's flags
+    and environment: the server does not echo it), for the records' setup; None when it cannot be told."""
+    if unit_text is None or not version:
+        return None
+    from console.core.monitor import unit_ask
+
+    try:
+        return unit_ask(unit_text, version).spec_v2
+    except Exception:  # provenance is best effort: an unknown version or an odd unit must not lose the records
+        return None
 
 
 def unit_hash(unit_text: str) -> str:
@@ -284,7 +301,7 @@ async def bench_host(
     placement, python = await _place(session, client, rtt_ms, unit_text)
     emit(placement)
     if python is not None:
-        return await _bench_on_host(session, config, label, on_event, python, hashed, rtt_ms)
+        return await _bench_on_host(session, config, label, on_event, python, hashed, rtt_ms, unit_text)
     base_url = await session.sglang_url()
     location: ClientLocation = "console" if session.target.transport == "ssh" else "on-host"
     return await run_bench(
@@ -299,6 +316,7 @@ async def bench_host(
         unit_hash=hashed,
         api_key=session.target.sglang.api_key(),
         link_round_trip_ms=rtt_ms,
+        unit_text=unit_text,
     )
 
 
@@ -356,6 +374,7 @@ async def _bench_on_host(
     python: str,
     hashed: str | None,
     rtt_ms: float | None,
+    unit_text: str | None = None,
 ) -> list[BenchRecord]:
     transport = session.host.transport
     interact = getattr(transport, "interact", None)
@@ -381,6 +400,7 @@ async def _bench_on_host(
             workspace=session.workspace,
             unit_hash=hashed,
             link_round_trip_ms=rtt_ms,
+            unit_text=unit_text,
         )
     except RemoteBenchError as exc:
         raise HostError(f"{session.label}: {session.secrets.text(str(exc))}") from None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -42,11 +42,6 @@ READ_ONLY_ACTIONS = {
     "freeze": "read-only: freezing writes the unit and enables it",
     "benchmark": "read-only: a benchmark flushes the server's cache and loads it",
     "tune": "read-only: a tune restarts the service with each setup",
-}
-# Actions of the issues still to land: present in the keys and the palette, saying so.
-NOT_YET = {
-    "benchmark": "Benchmark",
-    "compare": "Compare runs",
 }
 HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune"}
 
@@ -157,6 +152,7 @@ class OpsConsoleApp(App[int]):
         self._overview: Overview | None = None
         self.early_journal: dict[str, list[JournalEntry]] = {}
         self._make_source = make_source
+        self.bench_runs: dict[str, Any] = {}  # host -> its benchmark (screens/bench.py BenchRun), outliving the view
         if self.config.theme:
             self.theme = self.config.theme
 
@@ -340,17 +336,6 @@ class OpsConsoleApp(App[int]):
         if pane is not None:
             self.sources[pane.label].refresh_now()
 
-    def _not_yet(self, action: str) -> None:
-        why = self.why_disabled(action)  # read-only says so first
-        if why:
-            self.notify(why, title=NOT_YET[action], severity="warning")
-            return
-        self.notify(
-            "not yet in the console; the headless verbs work meanwhile (opsconsole apply / bench / compare)",
-            title=NOT_YET[action],
-            severity="information",
-        )
-
     def _connected_session(self) -> tuple[HostPane, Session] | None:
         """The current host's open session, or None (and a notice saying why)."""
         pane = self.current_pane
@@ -422,13 +407,23 @@ class OpsConsoleApp(App[int]):
         if tuning is not None:
             self.notify(f"a tune is running on {tuning}: T shows it; esc there aborts it first", severity="warning")
             return
+        benching = [label for label, run in self.bench_runs.items() if run.running]
+        if benching:
+            hosts = ", ".join(benching)
+            self.notify(f"a benchmark runs on {hosts}: b shows it, x cancels it (the finished levels are kept)",
+                        severity="warning")  # fmt: skip
+            return
         self.exit()
 
     def action_benchmark(self) -> None:
-        self._not_yet("benchmark")
+        from console.tui.screens.bench import open_bench
+
+        open_bench(self)
 
     def action_compare(self) -> None:
-        self._not_yet("compare")
+        from console.tui.screens.runs import open_runs
+
+        open_runs(self)
 
     def action_freeze(self) -> None:
         from console.tui.screens.freeze import open_freeze
@@ -450,8 +445,8 @@ class OpsConsoleApp(App[int]):
         palette = (
             ("Edit parameters", "Edit the speculative and serving flags, checked live by the rules", "edit"),
             ("Restart", "Restart the service without edits and watch it come back", "restart"),
-            ("Benchmark", "Run a benchmark sweep on this host", "benchmark"),
-            ("Compare", "Compare benchmark runs side by side", "compare"),
+            ("Benchmark", "Run a benchmark sweep on this host and watch it live (b)", "benchmark"),
+            ("Compare", "Benchmark runs from logs/ side by side: plots, crossovers, export (c)", "compare"),
             ("Freeze", "Freeze the running setup as a production snapshot", "freeze"),
             ("Tune", "Try speculative setups: restart, benchmark, recommend per level; the original goes back", "tune"),
             ("Snapshots", "Production snapshots: which is production, diff two, restore one", "snapshots"),

@@ -259,3 +259,58 @@ def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_
         assert "missing-draft" not in host.root_run("systemctl cat sglang.service").stdout
     finally:
         term.close()
+
+
+def _field(screen: str, title: str) -> str | None:
+    """The value a benchmark form field shows (its title in the first 15 columns, its 24-column box after)."""
+    for line in screen.splitlines():
+        if line[1:16].rstrip() == title:
+            return line[16:40].strip()
+    return None
+
+
+def test_in_a_real_terminal_b_benchmarks_the_demo_host_and_c_shows_it_beside_an_earlier_run(tmp_path: Path) -> None:
+    """b, the form's fields typed, ctrl+s: the sweep runs on the demo host and finishes; c from its view opens the
+    runs with it picked, an earlier run is picked beside it, and the two panes and the crossover line show."""
+    from console.bench.records import append_records
+    from tests.support.bench_runs import NO_SPEC, run
+
+    workspace = tmp_path / "ws"
+    append_records(workspace / "logs", run("earlier no spec", {1: 60.0, 4: 600.0}, args=NO_SPEC))
+    term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
+    try:
+        term.wait_for("sglang-demo.service active/running")
+        term.wait_for("SGLang 0.5.9")
+        term.keys("b")
+        screen = term.wait_for("Benchmark demo")
+        assert "eagle s1 k1 d2" in screen  # the label proposed from the running setup (NEXTN runs as EAGLE)
+        term.wait_for("label: what compare calls this run")  # the label field has focus, the cursor at its end
+        term.keys(" now")
+        term.wait_for("eagle s1 k1 d2 now")
+        # one field at a time: Tab's focus move is an action, and keys sent right behind it can reach the old field
+        term.keys("Tab")
+        term.wait_for("workload: random (forced lengths)")
+        for title, value in (("concurrency", "1,4"), ("request rates", ""), ("requests", "8"), ("duration s", ""),
+                             ("input tokens", "64"), ("output tokens", "16")):  # fmt: skip
+            term.keys("Tab")
+            term.wait_for(f" {title}: ")
+            for typed in ("", value) if value else ("",):
+                term.keys(typed or "C-u")  # each key's effect seen before the next: one read can drop a key
+                term.wait_until(lambda s, t=title, v=typed: _field(s, t) == v, f"{title} = {typed!r}")
+        term.wait_for("output tokens  16")
+        term.keys("C-s")
+        screen = term.wait_for("finished: 2 level(s)", timeout=120)
+        assert "C=1" in screen and "C=4" in screen and "8/8" in screen
+        term.keys("c")
+        term.wait_for("Benchmark runs (logs/bench-*.jsonl)")
+        term.wait_for("picked 1/4: A eagle s1 k1 d2 now")
+        term.keys("Down", "Space")
+        term.wait_for("picked 2/4")
+        term.keys("Enter")
+        screen = term.wait_for("Side by side: 2 runs")
+        assert "A eagle s1 k1 d2 now" in screen and "B earlier no spec" in screen and "crossover" in screen
+        term.keys("Escape", "Escape")
+        term.wait_until(lambda s: "Side by side" not in s and "Benchmark runs" not in s, "back to the dashboard")
+        term.keys("q")
+    finally:
+        term.close()

@@ -1,0 +1,239 @@
+"""A running benchmark queue as the console shows it live (pure: the engine's events folded into rows).
+
+One row per level (and repeat) of every queued sweep: waiting, warming up, running (requests done / total, output
+tok/s, TTFT and TPOT so far, GPU power), done (the level's own figures), stopped (with why), or not run (with why:
+the sweep stopped before it, the operator cancelled, the host failed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from console.bench.events import (
+    ClientPlaced,
+    LevelDone,
+    LevelStarted,
+    RequestDone,
+    RunningFigures,
+    SweepDone,
+    SweepStarted,
+)
+from console.bench.metrics import percentile
+from console.core.bench_run import PlannedSweep, SweepQueued
+
+RowState = Literal["waiting", "warm-up", "running", "done", "stopped", "not run"]
+RunState = Literal["running", "finished", "stopped", "cancelled", "failed"]
+
+
+class TpotSample:
+    """The TPOTs of a running level for its median so far: every request's until CAP, then every 2nd, 4th ...
+    (a fixed stride, no randomness), so a long level costs neither memory nor a sort of everything per event; the
+    median is computed when asked (a repaint), cached until the next value. The level's exact median comes with
+    its LevelDone."""
+
+    CAP = 2048
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.stride = 1
+        self.seen = 0
+        self._median: float | None = None
+        self._fresh = True
+
+    def add(self, value: float) -> None:
+        self.seen += 1
+        if (self.seen - 1) % self.stride:
+            return
+        self.values.append(value)
+        self._fresh = False
+        if len(self.values) >= self.CAP:
+            self.values = self.values[::2]
+            self.stride *= 2
+
+    def median(self) -> float | None:
+        if not self.values:
+            return None
+        if not self._fresh:
+            self._median, self._fresh = percentile(self.values, 50), True
+        return self._median
+
+
+@dataclass
+class LiveLevel:
+    sweep: str  # the queued sweep's label
+    level: str  # C=8, rate=2/s
+    repeat_index: int
+    state: RowState = "waiting"
+    planned: int | None = None  # requests planned (None: the level runs for a duration)
+    duration_s: float | None = None
+    done: int = 0
+    failed: int = 0
+    elapsed_s: float = 0.0
+    output_tok_s: float | None = None
+    ttft_ms: float | None = None
+    final_tpot_ms: float | None = None  # the level's own median TPOT, once it is done
+    power_w: float | None = None
+    why: str | None = None
+    recorded: bool = False  # the engine finished the level (stopped early or not): its record is in logs/
+    tpots: TpotSample = field(default_factory=lambda: TpotSample(), repr=False)
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """The level's median TPOT once done, else the median so far (of a sample, see TpotSample)."""
+        return self.final_tpot_ms if self.final_tpot_ms is not None else self.tpots.median()
+
+    @property
+    def name(self) -> str:
+        return self.level + (f" #{self.repeat_index + 1}" if self.repeat_index else "")
+
+    @property
+    def progress(self) -> str:
+        """`37/64`, `37 in 12 s/60 s` (duration), `-` before it runs."""
+        if self.state in ("waiting", "warm-up") or (self.state == "not run" and not self.done):
+            return "-"
+        if self.planned is not None:
+            return f"{self.done}/{self.planned}"
+        if self.duration_s is not None and self.state == "running":
+            return f"{self.done} in {self.elapsed_s:.0f}/{self.duration_s:g} s"
+        return str(self.done)
+
+
+@dataclass
+class LiveBench:
+    """Fold BenchEvents (and the queue's SweepQueued) into rows; `state` says how the whole queue ended."""
+
+    host: str
+    sweeps: list[PlannedSweep]
+    rows: list[LiveLevel] = field(default_factory=list)
+    placement: str = ""
+    current: str = ""  # the sweep now running
+    state: RunState = "running"
+    why: str | None = None
+    server: str = ""  # version and model, once the first sweep started
+
+    def __post_init__(self) -> None:
+        for sweep in self.sweeps:
+            for level in sweep.config.levels():
+                for repeat in range(sweep.config.repeat):
+                    self.rows.append(LiveLevel(sweep.label, level.label, repeat))
+
+    def _row(self, level: str, repeat_index: int) -> LiveLevel | None:
+        found = (
+            r for r in self.rows if r.sweep == self.current and r.level == level and r.repeat_index == repeat_index
+        )
+        return next(found, None)
+
+    def _next_waiting(self) -> LiveLevel | None:
+        return next((r for r in self.rows if r.sweep == self.current and r.state == "waiting"), None)
+
+    @property
+    def running_row(self) -> LiveLevel | None:
+        return next((r for r in self.rows if r.state in ("running", "warm-up")), None)
+
+    def feed(self, event: Any) -> None:
+        if isinstance(event, SweepQueued):
+            self.current = event.label
+        elif isinstance(event, ClientPlaced):
+            self.placement = placement_text(event)
+        elif isinstance(event, SweepStarted):
+            self.server = f"SGLang {event.server_version or '?'} · {event.model}"
+            row = self._next_waiting()
+            if row is not None:
+                row.state = "warm-up"
+        elif isinstance(event, LevelStarted):
+            row = self._row(event.level.label, event.repeat_index)
+            if row is not None:
+                row.state, row.planned, row.duration_s = "running", event.planned_requests, event.planned_duration
+        elif isinstance(event, RequestDone):
+            row = self._row(event.level.label, self._repeat_of(event.level.label))
+            if row is not None:
+                row.done, row.failed = event.completed, event.failed
+                result = event.result
+                if result.success and result.output_len > 1:
+                    row.tpots.add((result.latency - result.ttft) / (result.output_len - 1) * 1000)
+        elif isinstance(event, RunningFigures):
+            row = self._row(event.level.label, self._repeat_of(event.level.label))
+            if row is not None:
+                row.done, row.failed, row.elapsed_s = event.completed, event.failed, event.elapsed
+                row.output_tok_s, row.ttft_ms = event.output_throughput, event.mean_ttft_ms
+        elif isinstance(event, LevelDone):
+            self._level_done(event)
+        elif isinstance(event, SweepDone):
+            self._sweep_done(event)
+
+    def _repeat_of(self, level: str) -> int:
+        found = (r for r in self.rows if r.sweep == self.current and r.level == level and r.state == "running")
+        running = next(found, None)
+        return running.repeat_index if running is not None else 0
+
+    def _level_done(self, event: LevelDone) -> None:
+        row = self._row(event.level.label, event.repeat_index)
+        if row is None:
+            return
+        m, t = event.metrics, event.telemetry
+        row.done, row.failed = int(m.get("completed", row.done)), int(m.get("failed", row.failed))
+        row.output_tok_s = m.get("output_throughput", row.output_tok_s)
+        row.ttft_ms = m.get("mean_ttft_ms", row.ttft_ms)
+        row.final_tpot_ms = m.get("median_tpot_ms", row.tpot_ms)
+        if t.get("mean_power_w") is not None:
+            row.power_w = t["mean_power_w"]
+        row.state = "stopped" if event.stopped else "done"
+        row.why = event.stopped
+        row.recorded = True
+        if not event.stopped:
+            following = self._next_waiting()
+            if following is not None:
+                following.state = "warm-up"
+
+    def _sweep_done(self, event: SweepDone) -> None:
+        if event.stopped is None:
+            return
+        running = next((r for r in self.rows if r.sweep == self.current and r.state in ("running", "warm-up")), None)
+        if running is not None:
+            running.state, running.why = "stopped", event.stopped
+        for row in self.rows:
+            if row.sweep == self.current and row.state == "waiting":
+                row.state, row.why = "not run", "the sweep stopped before it"
+        self.why = event.stopped  # the queue goes on with its next sweep; finish() says it stopped
+
+    def show_power(self, watts: float | None) -> None:
+        """The host's GPU power now (the dashboard's refresh), on the level that runs."""
+        row = self.running_row
+        if row is not None and row.state == "running" and watts is not None:
+            row.power_w = watts
+
+    def finish(self) -> None:
+        """The queue returned: every sweep ran (a stopped sweep keeps its state and why)."""
+        if self.state == "running":
+            self.state = "stopped" if self.why else "finished"
+        self._close_open("not run", "the sweep before it stopped early")
+
+    def cancel(self, why: str = "cancelled") -> None:
+        """The operator cancelled: the level that ran is stopped, the rest not run; finished levels are kept."""
+        self.state, self.why = "cancelled", why
+        self._close_open("stopped", why)
+
+    def fail(self, error: str) -> None:
+        self.state, self.why = "failed", error
+        self._close_open("stopped", error)
+
+    def _close_open(self, running_state: RowState, why: str) -> None:
+        for row in self.rows:
+            if row.state in ("running", "warm-up"):
+                row.state, row.why = running_state, why
+            elif row.state == "waiting":
+                row.state, row.why = "not run", why
+
+    @property
+    def finished_levels(self) -> int:
+        """Levels whose records went to logs/ (a cancelled or cut level has none)."""
+        return sum(1 for r in self.rows if r.recorded)
+
+
+def placement_text(event: ClientPlaced) -> str:
+    where = {"host": "on the host", "console": "here, through the SSH forward", "on-host": "here (on the host)"}
+    text = f"load generator: {where.get(event.location, event.location)}"
+    if event.python:
+        text += f" with {event.python}"
+    return f"{text} ({event.reason})"
