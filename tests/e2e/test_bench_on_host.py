@@ -22,11 +22,12 @@ from tests.testbed.host import GpuHost
 pytestmark = pytest.mark.testbed
 
 LEVEL = ("--concurrency", "8", "--requests", "32", "--input-len", "128", "--output-len", "64")
-HOST_SIDE_REL = 0.03  # the host-side figures within 3 % of the no-delay ones
-# TPOT within 5 %: here the load generator on the host shares this machine's two cores with the stand-in server
-# (and sshd carries its progress), which on a busy machine adds 3 % to the server's own per-token time; a GPU
-# host's server does not run on the cores the load generator uses.
-HOST_SIDE_TPOT_REL = 0.05
+# The host-side figures within 5 % of the no-delay ones. On a quiet machine they are within 0.6 % (README,
+# long_link.py); here the load generator on the testbed host shares this machine's two cores with the stand-in
+# server (and sshd carries its progress), which on a busy machine costs the server 3 % of its throughput and adds
+# 3 % to its per-token time. A GPU host's server does not run on the cores its load generator uses. The forward's
+# figures, 35 % off, stay far outside this.
+HOST_SIDE_REL = 0.05
 AGENT = "opsconsole-bench-agent"
 
 
@@ -47,10 +48,9 @@ def test_over_a_long_link_the_load_runs_on_the_host_and_measures_the_server(gpu_
     near_after, _ = bench(host, host.name, "--client", "console")
     keys = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
     near = {k: (near_before[k] + near_after[k]) / 2 for k in keys}
-    # 3 %, or what this machine varies by itself: the same no-delay run before and after (a busy machine moves
-    # the stand-in's figures more than the link does once the load runs on the host)
+    # 5 %, or what this machine varies by itself: the same no-delay run before and after
     noise = {k: abs(near_before[k] - near_after[k]) / near[k] for k in keys}
-    rel = {k: max(HOST_SIDE_TPOT_REL if k == "mean_tpot_ms" else HOST_SIDE_REL, 1.5 * noise[k]) for k in keys}
+    rel = {k: max(HOST_SIDE_REL, 1.5 * noise[k]) for k in keys}
     shown = {"near": near, "before/after spread": noise, "on host over 300 ms": on_host, "through 300 ms": through_link}
     # The run over 300 ms placed itself on the host, said so, and measured what the no-delay run measured.
     assert "on the host" in said and re.search(r"round trip 3\d\d(\.\d)? ms", said), said
