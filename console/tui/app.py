@@ -6,6 +6,7 @@ journal); workers post messages, widgets render them. A dead or slow host slows 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,9 @@ READ_ONLY_ACTIONS = {
     "tune": "read-only: a tune restarts the service with each setup",
 }
 HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune"}
+
+# `,\n  url("https://...") format("woff2")` in the @font-face rules of Rich's SVG template: local() stays.
+_FONT_URL = re.compile(r',\s*url\("[^"]*"\) format\("[^"]*"\)')
 
 
 class HostSource(Protocol):
@@ -185,6 +189,11 @@ class OpsConsoleApp(App[int]):
 
     def _journal_from(self, label: str, entries: list[JournalEntry]) -> None:
         self.post_message(JournalArrived(label, entries))
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        # Rich's SVG template also fetches its font from a CDN; our screenshots use the viewer's own fonts only.
+        svg = super().export_screenshot(title=title, simplify=simplify)
+        return _FONT_URL.sub("", svg)
 
     @property
     def dashboard(self) -> DashboardScreen:
