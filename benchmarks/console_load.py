@@ -24,8 +24,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,8 @@ def demo_host(workspace: Path) -> Iterator[None]:
                 break
         else:
             raise SystemExit("the demo host did not come up")
+        # keep reading what it prints: a full pipe would stop the demo host mid-write (and its shutdown with it)
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         yield
     finally:
         os.killpg(proc.pid, 2)
@@ -178,27 +181,13 @@ async def keys_and_memory(
         await pilot.pause(1.0)  # a few hundred lines in
         log = app.query_one(JournalLog)
         log.focus()
-        frames: list[float] = []  # when each frame was handed to the terminal
-        display = app._display
-
-        def timed_display(screen: Any, renderable: Any) -> None:
-            display(screen, renderable)
-            frames.append(time.perf_counter())
-
-        app._display = timed_display  # type: ignore[method-assign]
+        frames = FrameLog(app)
+        frames.shows = lambda: log.scroll_y
         latencies = []
         for i in range(presses):  # page up and down the journal: the screen must move at each press
-            before = log.scroll_y
             await pilot.pause(0.1)  # presses at a typing pace, not queued behind each other
-            started = time.perf_counter()
             key = "pageup" if i % 2 == 0 else "pagedown"
-            app._driver.send_message(events.Key(key, None))  # type: ignore[union-attr]  # as a terminal would
-            while log.scroll_y == before:
-                await asyncio.sleep(0.001)
-            shown = len(frames)
-            while len(frames) == shown:  # the first frame drawn after the scroll moved
-                await asyncio.sleep(0.001)
-            latencies.append((frames[-1] - started) * 1000)
+            latencies.append(await frames.key_to_change(events.Key(key, None)))
         help_open = []
         for _ in range(5):  # a whole screen composed and drawn: the heaviest key
             started = time.perf_counter()
@@ -226,9 +215,39 @@ async def keys_and_memory(
     return latencies, help_open, report, memory
 
 
-async def rule_report_latencies(app: Any, frames: list[float], presses: int) -> list[float]:
-    """`e`, then `+` and `-` on the steps field: from the key to the first frame drawn after the rule report
-    changed (the version's rules re-run on every keystroke)."""
+class FrameLog:
+    """Every frame the app hands to the terminal, with what it showed of the thing being watched (read as the
+    frame is sent). A key's latency ends at the first frame that shows its effect: a frame drawn after the
+    effect was noticed may come a refresh later, and one drawn before it does not show it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.frames: list[tuple[float, object]] = []
+        self.shows: Callable[[], object] = lambda: None
+        display = app._display
+
+        def timed_display(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            self.frames.append((time.perf_counter(), self.shows()))
+
+        app._display = timed_display
+
+    async def key_to_change(self, key: Any) -> float:
+        """Milliseconds from the key reaching the app (as a terminal sends it) to the first frame showing a
+        different value of what is watched."""
+        before, first = self.shows(), len(self.frames)
+        started = time.perf_counter()
+        self.app._driver.send_message(key)
+        while True:
+            changed = [at for at, shown in self.frames[first:] if shown is not before and shown != before]
+            if changed:
+                return (changed[0] - started) * 1000
+            await asyncio.sleep(0.001)
+
+
+async def rule_report_latencies(app: Any, frames: FrameLog, presses: int) -> list[float]:
+    """`e`, then `+` and `-` on the steps field: from the key to the first frame drawn with the new rule report
+    (the version's rules re-run on every keystroke)."""
     from textual import events
 
     from console.tui.screens.edit import EditScreen
@@ -237,18 +256,12 @@ async def rule_report_latencies(app: Any, frames: list[float], presses: int) -> 
     while not (isinstance(app.screen, EditScreen) and app.screen.preview is not None):
         await asyncio.sleep(0.01)
     editor = app.screen
+    frames.shows = lambda: editor.preview
     latencies = []
     for i in range(presses):
-        before = editor.preview
         await asyncio.sleep(0.1)  # a typing pace
-        started = time.perf_counter()
-        app._driver.send_message(events.Key("plus" if i % 2 == 0 else "minus", "+" if i % 2 == 0 else "-"))
-        while editor.preview is before:
-            await asyncio.sleep(0.001)
-        shown = len(frames)
-        while len(frames) == shown:
-            await asyncio.sleep(0.001)
-        latencies.append((frames[-1] - started) * 1000)
+        key = events.Key("plus" if i % 2 == 0 else "minus", "+" if i % 2 == 0 else "-")
+        latencies.append(await frames.key_to_change(key))
     app.pop_screen()
     return latencies
 
