@@ -5,13 +5,14 @@ stays bounded (MAX_LINES kept)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Input, RichLog, Static
@@ -20,9 +21,8 @@ from console.core.phases import classify_line
 from console.host.base import JournalEntry
 
 MAX_LINES = 5000
-# Lines reach the screen at most this often: each write that grows the log costs Textual a layout of the whole
-# screen (a scroll view's virtual size is a layout property), so 100 lines/s written one batch at a time would
-# keep the console busy and slow every key.
+# Lines reach the screen at most this often: drawing them is cheap (the log grows without a layout, see
+# JournalLog.append), but a batch per watcher message (20 a second) would repaint the log 20 times a second.
 FLUSH_S = 0.25
 LINE_STYLE = {"failure": "bold red", "ready": "bold green", "phase": "cyan", "warning": "yellow", "normal": ""}
 
@@ -39,8 +39,32 @@ class JournalLog(RichLog):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("f", "follow", "Follow", id="journal-follow")]
 
+    _appending = False
+
     def on_mount(self) -> None:
         self.anchor()  # stays at the newest line as lines arrive, until the operator scrolls up
+
+    def append(self, lines: list[Text]) -> None:
+        """Lines at the bottom, without a layout of the whole screen.
+
+        Textual lays out the whole screen whenever a scroll view's virtual size changes, so that a widget sized
+        by its content can grow; this log is sized by its container, so growing moves nothing else on screen.
+        A layout of the dashboard costs 10-150 ms (it measures every panel again), which a key pressed meanwhile
+        waits for; here the log updates its own scrollbars and, when following, its scroll position, which is
+        what the layout would have done for it."""
+        self._appending = True
+        try:
+            for line in lines:
+                self.write(line, scroll_end=False)
+        finally:
+            self._appending = False
+        self._scroll_update(self.virtual_size)  # a scrollbar appearing still lays out (scrollbars are placed)
+        if self.following:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        self.refresh()
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        return super().refresh(*regions, repaint=repaint, layout=layout and not self._appending, recompose=recompose)
 
     @property
     def following(self) -> bool:
@@ -99,14 +123,11 @@ class JournalView(Vertical):
         entries, self._pending = self._pending, []
         if not entries:
             return
-        follow = self.following
-        log = self.log_widget
-        for entry in entries:
-            self.entries.append(entry)
-            if self._matches(entry):
-                log.write(format_line(entry), scroll_end=False)
-                if not follow:
-                    self.missed += 1
+        self.entries.extend(entries)
+        shown = [format_line(entry) for entry in entries if self._matches(entry)]
+        if not self.following:
+            self.missed += len(shown)
+        self.log_widget.append(shown)
         self._show_status()
 
     def _show_status(self) -> None:
@@ -160,9 +181,7 @@ class JournalView(Vertical):
         search.set_class(bool(text), "-open")
         log = self.log_widget
         log.clear()
-        for entry in self.entries:
-            if self._matches(entry):
-                log.write(format_line(entry), scroll_end=False)
+        log.append([format_line(entry) for entry in self.entries if self._matches(entry)])
         log.anchor()
         self.missed = 0
         self._show_status()
