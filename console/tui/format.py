@@ -39,12 +39,14 @@ def num(value: Any, digits: int = 0, unit: str = "") -> str:
 
 
 def age(seconds: float | None) -> str:
+    """Whole units, rounded down ("at least this old"): a value refreshed every second reads "0 s" until the
+    next refresh is late, instead of flipping between 0 and 1 with the clock's phase (a repaint each time)."""
     if seconds is None:
         return "never"
     if seconds < 60:
-        return f"{seconds:.0f} s"
+        return f"{int(seconds)} s"
     if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
+        return f"{int(seconds // 60)} min"
     return f"{seconds / 3600:.1f} h"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
@@ -19,8 +20,8 @@ from console.tui.widgets.panels import (
     GpuPanel,
     HostHeader,
     ServerPanel,
+    header_lines,
     render_gpus,
-    render_header,
     render_server,
 )
 
@@ -40,6 +41,7 @@ class HostPane(Vertical):
         self._gpu_rows: tuple[int, bool] | None = None
         self._gpu_key: object = None
         self._server_key: object = None
+        self._header: tuple[Text, Text] | None = None
 
     def compose(self) -> ComposeResult:
         yield HostHeader(classes="host-header")
@@ -74,6 +76,10 @@ class HostPane(Vertical):
             self._pending_journal.extend(entries)
             del self._pending_journal[:-MAX_LINES]
 
+    def on_resize(self) -> None:
+        if self.active:  # history lengths and where values wrap follow the panels' widths
+            self.render_view()
+
     def activate(self, active: bool) -> None:
         self.active = active
         if active:
@@ -92,7 +98,15 @@ class HostPane(Vertical):
         if self._stale_parts(now) != self._drawn_stale:
             self.render_view()
         else:
-            self.query_one(HostHeader).update(render_header(self.view, now), layout=False)
+            self._draw_header(now)
+
+    def _draw_header(self, now: datetime) -> None:
+        """Drawn again only when it reads otherwise: each redraw is a repaint of the screen's changed lines,
+        and the header mostly repeats itself from one second to the next (ages read in whole units)."""
+        lines = header_lines(self.view, now)
+        if lines != self._header:
+            self._header = lines
+            self.query_one(HostHeader).update(Text("\n").join(lines), layout=False)
 
     def _stale_parts(self, now: datetime) -> tuple[bool, ...]:
         view = self.view
@@ -113,7 +127,7 @@ class HostPane(Vertical):
         self.set_class(view.status is not None and self._drawn_stale[0], "-stale")
         # Fixed-size panels are redrawn without a layout pass (the whole screen's), which would cost more than
         # the drawing; only a change in the number of GPU rows moves anything.
-        self.query_one(HostHeader).update(render_header(view, now), layout=False)
+        self._draw_header(now)
         # The panels are drawn again only when what they show changed: an idle host mostly repeats itself,
         # and drawing a table is most of what a refresh costs the console.
         gpus = _gpu_key(view, gpu_history, self._drawn_stale)
@@ -123,9 +137,11 @@ class HostPane(Vertical):
                 render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
             )
             self._gpu_key, self._gpu_rows = gpus, rows
-        server = _server_key(view, spark, self._drawn_stale)
+        server = _server_key(view, spark, self._drawn_stale, server_width)
         if server != self._server_key or self._drawn_stale[1]:  # a stale server panel shows its age
-            self.query_one(ServerPanel).update(render_server(view, now, history_width=spark), layout=False)
+            self.query_one(ServerPanel).update(
+                render_server(view, now, history_width=spark, width=server_width), layout=False
+            )
             self._server_key = server
 
 
@@ -141,7 +157,7 @@ def _gpu_key(view: HostView, history: int, stale: tuple[bool, ...]) -> object:
     return (tuple(status.gpus), status.gpu_error, history, stale, tails, view.gpus_at if status.gpu_error else None)
 
 
-def _server_key(view: HostView, spark: int, stale: tuple[bool, ...]) -> object:
+def _server_key(view: HostView, spark: int, stale: tuple[bool, ...], width: int) -> object:
     """Everything the server panel shows, to tell whether it must be drawn again."""
     status = view.status
     if status is None:
@@ -155,4 +171,5 @@ def _server_key(view: HostView, spark: int, stale: tuple[bool, ...]) -> object:
         tuple(view.accept_length[-spark:]),
         spark,
         stale,
+        width,
     )

@@ -5,10 +5,10 @@ they are; a screen that looks live is live."""
 
 from __future__ import annotations
 
+import io
 from datetime import datetime
 
-from rich.console import Group, RenderableType
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 from textual.widgets import Static
 
@@ -28,7 +28,12 @@ CONNECTION_STYLE = {
 }
 
 
-def render_header(view: HostView, now: datetime) -> RenderableType:
+def render_header(view: HostView, now: datetime) -> Text:
+    return Text("\n").join(header_lines(view, now))
+
+
+def header_lines(view: HostView, now: datetime) -> tuple[Text, Text]:
+    """The header's two lines (comparable: the pane draws them again only when they read otherwise)."""
     conn = view.connection
     line1 = Text(no_wrap=True, overflow="ellipsis")
     style = CONNECTION_STYLE.get(conn.phase, "yellow")
@@ -76,7 +81,7 @@ def render_header(view: HostView, now: datetime) -> RenderableType:
         line2.append(f"  STALE: last refresh {age(refreshed)} ago", style="bold yellow")
     elif refreshed is not None:
         line2.append(f"  refreshed {age(refreshed)} ago", style="dim")
-    return Group(line1, line2)
+    return line1, line2
 
 
 def production_text(production: ProductionStatus | None) -> Text:
@@ -126,8 +131,10 @@ def _cell(text: str, width: int, justify: str) -> str:
     return text.rjust(width) if justify == "right" else text.ljust(width)
 
 
-def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, history_width: int) -> RenderableType:
-    """One line per GPU, columns padded by hand: a rich Table of 8 rows costs ~20 ms to draw, lines ~2 ms."""
+def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, history_width: int) -> Text:
+    """One line per GPU, columns padded by hand: a rich Table of 8 rows costs ~20 ms to draw, lines ~2 ms.
+    Panels are plain Text, which Textual draws itself; anything else (a Group, a Table) goes through a rich
+    console at several times the cost."""
     status = view.status
     if status is None:
         return Text("GPUs: waiting for the first refresh", style="dim")
@@ -161,15 +168,14 @@ def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, histor
             lines.append(" ")
             power = sparkline(view.gpu_power.get(gpu.index, ()), history_width, hi=gpu.power_limit_w or None)
             lines.append(power, style="magenta")
-    parts: list[RenderableType] = [lines]
     if status.gpu_error:
         note = f"GPUs: {status.gpu_error}"
         if view.gpus_at is not None and status.gpus:
             note += f" (values from {age(view.age_s(view.gpus_at, now))} ago)"
-        parts.append(Text(note, style="yellow"))
+        lines.append("\n" + note, style="yellow")
     elif not status.gpus:
-        parts.append(Text("no GPUs reported", style="dim"))
-    return Group(*parts)
+        lines.append("\nno GPUs reported", style="dim")
+    return lines
 
 
 def _setup_cell(value: SetupValue | None) -> Text:
@@ -186,16 +192,14 @@ def _setup_cell(value: SetupValue | None) -> Text:
     return text
 
 
-def render_server(view: HostView, now: datetime, *, history_width: int) -> RenderableType:
+def render_server(view: HostView, now: datetime, *, history_width: int, width: int = 50) -> Text:
     status = view.status
     if status is None:
         return Text("server: waiting for the first refresh", style="dim")
     sg = status.sglang
     stale = view.is_stale(view.sglang_at, now)
     setup = {v.dest: v for v in view.setup}
-    table = Table(box=None, show_header=False, pad_edge=False, expand=True, show_edge=False)
-    table.add_column("what", style="bold", no_wrap=True)
-    table.add_column("value", overflow="fold")
+    rows: list[tuple[str, Text]] = []
     if stale and view.sglang_at is not None:
         last = "healthy" if sg.healthy else "unhealthy"
         health = Text(f"● unknown: last seen {last} {age(view.age_s(view.sglang_at, now))} ago", style="bold yellow")
@@ -205,25 +209,25 @@ def render_server(view: HostView, now: datetime, *, history_width: int) -> Rende
         health = Text(f"● not answering: {sg.error}", style="bold red")
     else:
         health = Text("● unhealthy (/health is not 200)", style="bold red")
-    table.add_row("health", health)
+    rows.append(("health", health))
     algorithm = sg.speculative_algorithm
     if algorithm and str(algorithm).upper() != "NONE":
-        table.add_row("speculative", _setup_cell(setup.get("speculative_algorithm")))
+        rows.append(("speculative", _setup_cell(setup.get("speculative_algorithm"))))
         row = Text("steps ")
         row.append_text(_setup_cell(setup.get("speculative_num_steps")))
         row.append("  topk ")
         row.append_text(_setup_cell(setup.get("speculative_eagle_topk")))
-        table.add_row("", row)
-        table.add_row("", Text("draft tokens ").append_text(_setup_cell(setup.get("speculative_num_draft_tokens"))))
+        rows.append(("", row))
+        rows.append(("", Text("draft tokens ").append_text(_setup_cell(setup.get("speculative_num_draft_tokens")))))
         overlap = Text("spec v2 ")
         overlap.append(num(view.spec_v2) if view.spec_v2 is not None else "?", style="cyan" if view.spec_v2 else "")
         overlap.append("  overlap ")
         overlap.append_text(_setup_cell(setup.get("disable_overlap_schedule")))
-        table.add_row("", overlap)
+        rows.append(("", overlap))
         if sg.speculative_draft_model_path:
-            table.add_row("draft model", Text(str(sg.speculative_draft_model_path), style="dim"))
+            rows.append(("draft model", Text(str(sg.speculative_draft_model_path), style="dim")))
     else:
-        table.add_row("speculative", Text("off", style="dim") if sg.version else Text(DASH))
+        rows.append(("speculative", Text("off", style="dim") if sg.version else Text(DASH)))
     running = _setup_cell(setup.get("max_running_requests"))
     value = setup.get("max_running_requests")
     if value is not None and not value.explicit and sg.max_running_requests is not None:
@@ -231,28 +235,51 @@ def render_server(view: HostView, now: datetime, *, history_width: int) -> Rende
     effective = sg.effective_max_running_requests_per_dp
     if effective is not None and effective != sg.max_running_requests:
         running.append(f"  effective {effective}", style="yellow")
-    table.add_row("max running", running)
-    table.add_row("requests", Text(f"running {num(sg.num_running_reqs)}  queued {num(sg.num_queue_reqs)}"))
-    width = max(history_width, 0)
+    rows.append(("max running", running))
+    rows.append(("requests", Text(f"running {num(sg.num_running_reqs)}  queued {num(sg.num_queue_reqs)}")))
+    spark = max(history_width, 0)
     throughput = Text(f"{num(sg.gen_throughput, 0)} tok/s ")
-    if width:
-        throughput.append(sparkline(view.throughput, width, hi=None), style="cyan")
-    table.add_row("generation", throughput)
+    if spark:
+        throughput.append(sparkline(view.throughput, spark, hi=None), style="cyan")
+    rows.append(("generation", throughput))
     accept_value = sg.spec_accept_length or sg.avg_spec_accept_length
     accept = Text(f"{num(accept_value, 2)} ")
-    if width:
-        accept.append(sparkline(view.accept_length, width, lo=1.0, hi=None), style="cyan")
-    table.add_row("accept len", accept)
-    table.add_row(
-        "usage",
-        Text(f"tokens {num(_times100(sg.token_usage), 0, '%')}  cache hit {num(_times100(sg.cache_hit_rate), 0, '%')}"),
-    )
+    if spark:
+        accept.append(sparkline(view.accept_length, spark, lo=1.0, hi=None), style="cyan")
+    rows.append(("accept len", accept))
+    usage = f"tokens {num(_times100(sg.token_usage), 0, '%')}  cache hit {num(_times100(sg.cache_hit_rate), 0, '%')}"
+    rows.append(("usage", Text(usage)))
     lat = view.latency
-    table.add_row("TTFT ms", Text(_quantiles(lat.ttft_ms)))
-    table.add_row("ITL ms", Text(_quantiles(lat.itl_ms)))
+    rows.append(("TTFT ms", Text(_quantiles(lat.ttft_ms))))
+    rows.append(("ITL ms", Text(_quantiles(lat.itl_ms))))
     window = f"last {lat.window_s:.0f} s, {lat.requests:.0f} requests" if lat.window_s else "from the next refresh"
-    table.add_row("", Text(window, style="dim"))
-    return table
+    rows.append(("", Text(window, style="dim")))
+    return two_columns(rows, width)
+
+
+# The widest label of the server panel ("speculative", "draft model", "max running"); values start after it.
+LABEL_WIDTH = 11
+# Text.wrap takes a console; with the default justification it never uses it.
+_WRAP_CONSOLE = Console(file=io.StringIO(), width=LABEL_WIDTH)
+
+
+def two_columns(rows: list[tuple[str, Text]], width: int) -> Text:
+    """Bold labels, then values wrapped under themselves within `width` cells. One Text, not a rich Table:
+    Textual draws text without going through a console (a table of 15 rows cost 3x as much, every second)."""
+    room = max(width - LABEL_WIDTH - 2, 8)
+    indent = " " * (LABEL_WIDTH + 2)
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for index, (label, value) in enumerate(rows):
+        if index:
+            out.append("\n")
+        out.append(label.ljust(LABEL_WIDTH), style="bold")
+        out.append("  ")
+        lines = value.wrap(_WRAP_CONSOLE, room, overflow="fold") if value.cell_len > room else [value]
+        for number, line in enumerate(lines):
+            if number:
+                out.append("\n" + indent)
+            out.append_text(line)
+    return out
 
 
 def _times100(value: float | None) -> float | None:
