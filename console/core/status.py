@@ -224,9 +224,13 @@ async def read_sglang(client: SglangClient, *, light: bool = False) -> SglangSta
     info: Any
     healthy: Any
     if light and client.version is not None and client.last_server_info is not None:
-        healthy, load, metrics = await asyncio.gather(
-            client.healthy(), client.load(), client.metrics(), return_exceptions=True
-        )
+        if client.metrics_carry_load:  # the load endpoint would repeat /metrics' gauges: one request less
+            healthy, metrics = await asyncio.gather(client.healthy(), client.metrics(), return_exceptions=True)
+            load = None
+        else:
+            healthy, load, metrics = await asyncio.gather(
+                client.healthy(), client.load(), client.metrics(), return_exceptions=True
+            )
         info, model = client.last_server_info, client.last_model_info
         if isinstance(healthy, BaseException):
             healthy = False

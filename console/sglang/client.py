@@ -170,6 +170,10 @@ def summarize(
     return out
 
 
+# What summarize takes from the load endpoint, as /metrics names it
+LOAD_GAUGES = frozenset({"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput"})
+
+
 def _load_figures(load: Any) -> tuple[int | None, int | None, float | None]:
     """Running, queued, gen throughput summed over DP ranks, from /v1/loads or /get_load."""
     ranks: list[dict[str, Any]] = []
@@ -212,6 +216,8 @@ class SglangClient:
     mask: Callable[[Any], Any] | None = None
     # The latency histograms of the last /metrics read (console.sglang.histograms), for window percentiles.
     last_histograms: dict[str, Histogram] = field(default_factory=dict)
+    # The last /metrics read had the figures the load endpoint gives (running, queued, gen throughput).
+    metrics_carry_load: bool = False
     _http: httpx.AsyncClient | None = None
 
     def __post_init__(self) -> None:
@@ -299,6 +305,7 @@ class SglangClient:
             values, self.last_histograms = parse_metrics_text(response.text)
         except ValueError as exc:
             raise SglangError(f"/metrics: not Prometheus text ({exc})") from None
+        self.metrics_carry_load = values.keys() >= LOAD_GAUGES
         return values
 
     async def flush_cache(self) -> bool:

@@ -56,3 +56,24 @@ async def test_a_stopped_demo_host_reports_each_part_with_its_error(tmp_path: Pa
     doc = status.to_json()
     assert set(doc["service"]) == {"unit", "error"} and "opsconsole demo" in doc["service"]["error"]
     assert doc["sglang"]["healthy"] is False and doc["sglang"]["error"]
+
+
+async def test_the_light_refresh_takes_the_load_figures_from_metrics_and_asks_the_load_endpoint_no_more(
+    shared_demo: Demo,
+) -> None:
+    async with open_session("demo", Workspace.resolve(shared_demo.workspace)) as session:
+        full = await read_status(session)
+        client = await session.sglang()
+        asked: list[str] = []
+        load = client.load
+
+        async def counted_load() -> object:
+            asked.append("load")
+            return await load()
+
+        client.load = counted_load  # type: ignore[method-assign]
+        light = await read_status(session, light=True)
+    assert client.metrics_carry_load  # the demo's SGLang runs with --enable-metrics
+    assert asked == []  # one request less every second: /metrics has the same gauges
+    assert light.sglang.healthy and light.sglang.num_running_reqs == full.sglang.num_running_reqs == 0
+    assert light.sglang.num_queue_reqs == 0 and light.sglang.gen_throughput is not None
