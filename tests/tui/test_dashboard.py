@@ -12,6 +12,7 @@ from console.core.monitor import HostView
 from console.host.ssh import ConnectionState
 from console.tui.config import ConfigError, ConsoleConfig, load_config
 from console.tui.widgets.journal import JournalView
+from console.tui.widgets.overview import Overview
 from tests.tui.support import (
     NOW,
     journal_lines,
@@ -225,3 +226,19 @@ async def test_ctrl_r_refreshes_the_current_host_now() -> None:
 
 def _unused(_: HostView, __: ConsoleConfig) -> None:  # keep the imports used by type hints only
     pass
+
+
+async def test_the_overview_dims_a_host_gone_stale_and_brightens_it_when_it_answers_again() -> None:
+    clock = {"now": NOW}
+    views = {label: view(label) for label in ("gpu-a", "gpu-b")}
+    app = scripted_app(("gpu-a", "gpu-b"), views=views, clock=lambda: clock["now"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_until(pilot, lambda: "GPU power W" in screen_text(app) and "gpu-b" in screen_text(app), "overview")
+        table = app.query_one(Overview)
+        clock["now"] = NOW + timedelta(seconds=42)  # neither host refreshed for 42 s
+        await wait_until(pilot, lambda: "stale 42 s" in screen_text(app), "the stale alert")
+        assert str(table.get_cell("gpu-b", "SGLang").style) == "dim"
+        app.sources["gpu-b"].on_view(replace(views["gpu-b"], refreshed_at=clock["now"]))  # gpu-b answers again
+        await wait_until(pilot, lambda: str(table.get_cell("gpu-b", "SGLang").style) == "", "gpu-b live again")
+        assert str(table.get_cell("gpu-a", "SGLang").style) == "dim"  # gpu-a still has not
