@@ -26,7 +26,7 @@ from typing import Any
 
 from console.core.session import Session, open_session
 from console.core.status import HostStatus, read_status
-from console.host.base import AccessRefused, HostError, JournalEntry
+from console.host.base import AccessRefused, ConnectionDropped, HostError, JournalEntry
 from console.host.profile import ProfileError
 from console.host.ssh import ConnectionState
 from console.host.targets import Target
@@ -449,10 +449,11 @@ class HostWatcher:
                 pending.clear()
 
         pause = 1.0
+        told = ""  # the last failure shown in the journal, said once, not at every attempt
         while True:
             session = await self.wait_connected()
             started = loop.time()
-            ended_by_itself = False
+            ended_by_itself = failed = False
             try:
                 lines = JOURNAL_BACKLOG if after is None else 1000
                 async for entry in session.service.journal(lines=lines, follow=True, after_cursor=after):
@@ -460,14 +461,26 @@ class HostWatcher:
                     pending.append(entry)
                     if scheduled is None:  # at most one batch per JOURNAL_BATCH_S, however fast lines come
                         scheduled = loop.call_later(JOURNAL_BATCH_S, flush)
+                    told = ""
                 ended_by_itself = True
-            except HostError:
-                pass  # the session reconnects (or is being reopened): follow again from the last cursor
-            # A follow that keeps ending by itself at once (a host whose journalctl fails) is retried less and less
-            # often, up to every 30 s: a new channel every second per host costs the console CPU for nothing.
-            quick = ended_by_itself and loop.time() - started < 5.0
-            pause = min(pause * 2, 30.0) if quick else 1.0
+            except ConnectionDropped:
+                pass  # the session reconnects: follow again from the last cursor once it has
+            except HostError as exc:  # the host refuses (sudo wants a password, no journal access): say so
+                failed = True
+                if str(exc) != told:
+                    told = str(exc)
+                    self._on_journal([journal_notice(f"opsconsole warning: cannot follow the journal: {exc}")])
+            # A follow that keeps ending at once (journalctl fails or is refused) is retried less and less often,
+            # up to every 30 s: a new channel every second per host costs the console CPU for nothing.
+            quick = loop.time() - started < 5.0
+            pause = min(pause * 2, 30.0) if quick and (failed or ended_by_itself) else 1.0
             await asyncio.sleep(pause)  # between attempts to follow again, not a wait for a condition
+
+
+def journal_notice(message: str) -> JournalEntry:
+    """A line of the console's own among the journal's (its cursor is never a journal cursor)."""
+    now = datetime.now(UTC)
+    return JournalEntry(cursor=f"opsconsole-notice-{now.timestamp()}", timestamp=now, message=message)
 
 
 def _restarted(status: HostStatus, seen: tuple[Any, ...] | None) -> bool:
