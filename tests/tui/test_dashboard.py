@@ -193,6 +193,19 @@ async def test_the_journal_pauses_when_scrolled_up_counts_new_lines_and_follows_
         assert "paused" not in screen_text(app)
 
 
+async def test_a_followed_journal_stays_on_the_newest_line_as_batches_keep_coming() -> None:
+    app = scripted_app(views={"gpu-a": view()}, journal={"gpu-a": journal_lines(300)})
+    async with app.run_test(size=SIZE) as pilot:
+        journal = app.query_one(JournalView)
+        await wait_until(pilot, lambda: "line 299" in screen_text(app), "the newest line")
+        for batch in range(3):  # batches after the first: the log grows under a view that follows it
+            start = NOW + timedelta(minutes=batch + 1)
+            app.scripted["gpu-a"].on_journal(journal_lines(7, start=start, prefix=f"batch {batch}"))  # type: ignore[attr-defined]
+            await wait_until(pilot, lambda b=batch: f"batch {b}, line 6" in screen_text(app), f"batch {batch}")  # type: ignore[misc]
+        assert journal.following and journal.missed == 0
+        assert "journal (following)" in screen_text(app) and "paused" not in screen_text(app)
+
+
 async def test_slash_filters_the_journal_and_escape_clears_it() -> None:
     entries = startup_journal() + journal_lines(50)
     app = scripted_app(views={"gpu-a": view()}, journal={"gpu-a": entries})

@@ -59,8 +59,8 @@ class JournalLog(RichLog):
         finally:
             self._appending = False
         self._scroll_update(self.virtual_size)  # a scrollbar appearing still lays out (scrollbars are placed)
-        if self.following:
-            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        if self.following:  # as the compositor moves an anchored view (scroll_to would release the anchor)
+            self.scroll_target_y = self.scroll_y = self.max_scroll_y
         self.refresh()
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
