@@ -4,15 +4,18 @@ the real HostWatcher against the demo host and the testbed)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from textual.pilot import Pilot
 
+from console.cli.connect import build_app
 from console.core.monitor import HostView, Monitor, UnitAsk
 from console.core.status import ConnectionStatus, HostStatus, ServiceStatus, SglangStatus
 from console.host.base import JournalEntry
@@ -414,3 +417,15 @@ class ScriptedPending:
             result.rollback = start(START_LINES, "rollback")
             step(ApplyState.HEALTHY_ON_OLD)
         return result
+
+
+@asynccontextmanager
+async def demo_console(
+    workspace: str, *, read_only: bool = False, size: tuple[int, int] = (120, 40), timeout: float = 60.0
+) -> AsyncIterator[tuple[OpsConsoleApp, Pilot[Any]]]:
+    """The real console (`opsconsole connect demo`, refresh 0.5 s) on a running demo host, once its server shows."""
+    args = argparse.Namespace(workspace=workspace, ssh_config=None, refresh=0.5, read_only=read_only, targets=["demo"])
+    app = build_app(args, ["demo"])
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", timeout)
+        yield app, pilot

@@ -3,10 +3,9 @@ SGLang stand-in, real processes): keys pressed, the screen read back, every wait
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from console.cli.connect import build_app
 from console.core.apply import plan_apply
 from console.core.freeze import plan_freeze
 from console.core.freeze_plan import FreezeRequest
@@ -26,7 +24,7 @@ from console.tui.screens.edit import UNIT_PRESET, EditScreen
 from console.tui.screens.progress import ProgressScreen
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo
-from tests.tui.support import modal_rows, notices, screen_text, wait_until
+from tests.tui.support import demo_console, modal_rows, notices, screen_text, wait_until
 
 SIZE = (120, 40)
 SLOW = 60.0  # a start of the demo host, a rollback: seconds
@@ -38,15 +36,8 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         yield running
 
 
-@asynccontextmanager
-async def console(demo: Demo, *, read_only: bool = False) -> AsyncIterator[tuple[OpsConsoleApp, Pilot[Any]]]:
-    args = argparse.Namespace(
-        workspace=str(demo.workspace), ssh_config=None, refresh=0.5, read_only=read_only, targets=["demo"]
-    )
-    app = build_app(args, ["demo"])
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", SLOW)
-        yield app, pilot
+def console(demo: Demo, *, read_only: bool = False) -> AbstractAsyncContextManager[tuple[OpsConsoleApp, Pilot[Any]]]:
+    return demo_console(str(demo.workspace), read_only=read_only, size=SIZE, timeout=SLOW)
 
 
 async def _freeze(demo: Demo, name: str, document: Path) -> None:

@@ -5,11 +5,10 @@ Keys pressed, the screen read back, every wait on a condition."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,21 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from console.cli.connect import build_app
 from console.core.tune_form import FIELDS
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.tune import TuneFormScreen, TuneScreen
 from tests.support.demo import Demo, running_demo
-from tests.tui.support import FixedSession, modal_rows, notices, screen_text, scripted_app, view, wait_until
+from tests.tui.support import (
+    FixedSession,
+    demo_console,
+    modal_rows,
+    notices,
+    screen_text,
+    scripted_app,
+    view,
+    wait_until,
+)
 from tests.tui.test_e2e import OPSCONSOLE, Terminal
 from tests.tune.simhost import QWEN, install, seed_unit
 
@@ -42,15 +49,8 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         yield running
 
 
-@asynccontextmanager
-async def console(demo: Demo, *, read_only: bool = False) -> AsyncIterator[tuple[OpsConsoleApp, Pilot[Any]]]:
-    args = argparse.Namespace(
-        workspace=str(demo.workspace), ssh_config=None, refresh=0.5, read_only=read_only, targets=["demo"]
-    )
-    app = build_app(args, ["demo"])
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", SLOW)
-        yield app, pilot
+def console(demo: Demo, *, read_only: bool = False) -> AbstractAsyncContextManager[tuple[OpsConsoleApp, Pilot[Any]]]:
+    return demo_console(str(demo.workspace), read_only=read_only, size=SIZE, timeout=SLOW)
 
 
 async def open_form(app: OpsConsoleApp, pilot: Pilot[Any]) -> TuneFormScreen:
