@@ -70,11 +70,12 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     return 0
 
 
-# What PyTorch prints (raw, to stderr) when SGLang's process tree is killed with NCCL still set up.
+# What PyTorch prints (raw, to stderr) when SGLang's process tree is killed with NCCL still set up (its
+# documentation link left out, as in the capture tests/sim/fixtures/real-0.5.17/capture/server.log).
 NCCL_WARNING = (
     "[rank0]:[W{stamp} ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() was not called before "
     "program exit, which can leak resources. For more info, please see "
-    "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())"
+    "<PyTorch's distributed docs: link removed> (function operator())"
 )
 WATCHDOG_INTERVAL_S = 5.0  # TokenizerManager.sigterm_watchdog's sleep
 
