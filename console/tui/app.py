@@ -47,8 +47,9 @@ READ_ONLY_ACTIONS = {
 }
 HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune"}
 
-# `,\n  url("https://...") format("woff2")` in the @font-face rules of Rich's SVG template: local() stays.
-_FONT_URL = re.compile(r',\s*url\("[^"]*"\) format\("[^"]*"\)')
+# What Rich's SVG template names of the outside world: `,\n  url("https://...") format("woff2")` in its
+# @font-face rules (local() stays) and the `<!-- Generated with Rich https://... -->` comment.
+_OUTSIDE_LINKS = re.compile(r',\s*url\("[^"]*"\) format\("[^"]*"\)|\n\s*<!-- Generated with Rich [^>]*-->')
 
 
 class HostSource(Protocol):
@@ -195,9 +196,10 @@ class OpsConsoleApp(App[int]):
         self.post_message(JournalArrived(label, entries))
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
-        # Rich's SVG template also fetches its font from a CDN; our screenshots use the viewer's own fonts only.
+        # Rich's SVG template also fetches its font from a CDN and links its maker; our screenshots use the
+        # viewer's own fonts and name no outside host.
         svg = super().export_screenshot(title=title, simplify=simplify)
-        return _FONT_URL.sub("", svg)
+        return _OUTSIDE_LINKS.sub("", svg)
 
     @property
     def dashboard(self) -> DashboardScreen:
