@@ -20,8 +20,8 @@ from console.tui.widgets.panels import (
     GpuPanel,
     HostHeader,
     ServerPanel,
-    header_lines,
     render_gpus,
+    render_header,
     render_server,
 )
 
@@ -41,7 +41,7 @@ class HostPane(Vertical):
         self._gpu_rows: tuple[int, bool] | None = None
         self._gpu_key: object = None
         self._server_key: object = None
-        self._header: tuple[Text, Text] | None = None
+        self._header: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield HostHeader(classes="host-header")
@@ -103,10 +103,10 @@ class HostPane(Vertical):
     def _draw_header(self, now: datetime) -> None:
         """Drawn again only when it reads otherwise: each redraw is a repaint of the screen's changed lines,
         and the header mostly repeats itself from one second to the next (ages read in whole units)."""
-        lines = header_lines(self.view, now)
-        if lines != self._header:
-            self._header = lines
-            self.query_one(HostHeader).update(Text("\n").join(lines), layout=False)
+        header = render_header(self.view, now)
+        if header != self._header:
+            self._header = header
+            self.query_one(HostHeader).update(header, layout=False)
 
     def _stale_parts(self, now: datetime) -> tuple[bool, ...]:
         view = self.view

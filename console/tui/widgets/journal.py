@@ -5,7 +5,7 @@ stays bounded (MAX_LINES kept)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import ClassVar, NamedTuple, Self
+from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.containers import Vertical
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -88,7 +88,6 @@ class JournalLog(ScrollView, can_focus=True):
         self._dropped = 0  # lines trimmed from the top so far: a drawn line is cached by its number since the start
         self._width = 0
         self._drawn: LRUCache[int, Strip] = LRUCache(1024)
-        self._appending = False
 
     def on_mount(self) -> None:
         self.anchor()  # stays at the newest line as lines arrive, until the operator scrolls up
@@ -109,11 +108,7 @@ class JournalLog(ScrollView, can_focus=True):
             del self.lines[:excess]
             self._dropped += excess
         self._width = max(self._width, max(cell_len(line.text) for line in lines))
-        self._appending = True
-        try:
-            self.virtual_size = Size(self._width, len(self.lines))
-        finally:
-            self._appending = False
+        self.set_reactive(ScrollView.virtual_size, Size(self._width, len(self.lines)))  # no layout requested
         self._scroll_update(self.virtual_size)  # a scrollbar appearing still lays out (scrollbars are placed)
         if self.following:  # as the compositor moves an anchored view (scroll_to would release the anchor)
             self.scroll_target_y = self.scroll_y = self.max_scroll_y
@@ -125,9 +120,6 @@ class JournalLog(ScrollView, can_focus=True):
         self._width = 0
         self.virtual_size = Size(0, 0)
         self.refresh()
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
-        return super().refresh(*regions, repaint=repaint, layout=layout and not self._appending, recompose=recompose)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

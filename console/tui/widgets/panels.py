@@ -29,11 +29,7 @@ CONNECTION_STYLE = {
 
 
 def render_header(view: HostView, now: datetime) -> Text:
-    return Text("\n").join(header_lines(view, now))
-
-
-def header_lines(view: HostView, now: datetime) -> tuple[Text, Text]:
-    """The header's two lines (comparable: the pane draws them again only when they read otherwise)."""
+    """The header's two lines (a Text compares equal to one that reads the same: the pane redraws on change)."""
     conn = view.connection
     line1 = Text(no_wrap=True, overflow="ellipsis")
     style = CONNECTION_STYLE.get(conn.phase, "yellow")
@@ -81,7 +77,7 @@ def header_lines(view: HostView, now: datetime) -> tuple[Text, Text]:
         line2.append(f"  STALE: last refresh {age(refreshed)} ago", style="bold yellow")
     elif refreshed is not None:
         line2.append(f"  refreshed {age(refreshed)} ago", style="dim")
-    return line1, line2
+    return Text("\n").join((line1, line2))
 
 
 def production_text(production: ProductionStatus | None) -> Text:
