@@ -39,11 +39,12 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 CONSOLE_CHILD = """
 import argparse, sys
-from console.cli.connect import build_app
+from console.cli.connect import build_app, settle
 ssh_config = sys.argv[2] or None
 targets = sys.argv[3:]
 args = argparse.Namespace(workspace=sys.argv[1], ssh_config=ssh_config, refresh=1.0, read_only=False, targets=targets)
 app = build_app(args, targets)
+settle()  # as `opsconsole connect` does before it runs the app
 app.run(headless=True, size=(120, 40))
 """
 # An 8-GPU H200 host as nvidia-smi prints it (one channel per poll runs both queries).
@@ -141,7 +142,7 @@ async def keys_and_memory(
 ) -> tuple[list[float], list[float], list[float], list[tuple[int, float]]]:
     from textual import events
 
-    from console.cli.connect import build_app
+    from console.cli.connect import build_app, settle
     from console.host.base import JournalEntry
     from console.tui.app import JournalArrived
     from console.tui.screens.help import HelpScreen
@@ -149,6 +150,7 @@ async def keys_and_memory(
 
     args = argparse.Namespace(workspace=str(workspace), ssh_config=None, refresh=1.0, read_only=False, targets=["demo"])
     app = build_app(args, ["demo"])
+    settle()  # as `opsconsole connect` does before it runs the app
     app.animation_level = "none"  # scrolling without animation: the key's cost, not an animation's length
     base = datetime.now(UTC)
     counter = 0

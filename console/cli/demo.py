@@ -11,7 +11,7 @@ import asyncio
 import signal
 import sys
 
-from console.cli.connect import on_hangup
+from console.cli.connect import on_hangup, settle
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError
 
@@ -33,6 +33,7 @@ async def _with_console(args: argparse.Namespace) -> int:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, app.exit)
             on_hangup(host.abandon)
+            settle()
             try:
                 await app.run_async()
             finally:
