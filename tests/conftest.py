@@ -20,8 +20,17 @@ import pytest
 
 from tests.testbed import cache, resources
 from tests.testbed.host import GpuHost
+from tests.tiers import classify, forbid_processes
+
+__all__ = ["forbid_processes"]
 
 log = logging.getLogger(__name__)
+
+# pytest-xdist's workers put COLUMNS=80 and LINES=24 in the environment; Textual (and Rich) take those over a real
+# terminal's size, so a console started in tmux by a worker would draw at 80x24. Tests run as in a plain run.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
 
 TESTBED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen", "chroot")
 TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -79,3 +88,7 @@ def unknown_gpu_host(_unknown_gpu_host_session: GpuHost) -> GpuHost:
     """A second host whose key the client has never seen (known_hosts emptied for each test)."""
     _unknown_gpu_host_session.forget()
     return _unknown_gpu_host_session
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    classify(items)

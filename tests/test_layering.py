@@ -37,6 +37,7 @@ print(len(imported), sorted(m for m in sys.modules if m.startswith("console.sim"
 """
 
 
+@pytest.mark.system
 def test_host_and_sglang_import_nothing_from_the_simulator() -> None:
     packages = [f"console.{layer}" for layer in LAYERS]
     done = subprocess.run(
@@ -60,6 +61,7 @@ def test_host_and_sglang_sources_do_not_name_the_simulator(layer: str) -> None:
     assert offenders == []
 
 
+@pytest.mark.system
 def test_the_probe_would_notice_an_import_of_the_simulator(tmp_path: Path) -> None:
     """The hook really refuses console.sim: a layer module that imports it makes the probe fail."""
     package = tmp_path / "fake_layer"

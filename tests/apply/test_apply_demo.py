@@ -134,6 +134,7 @@ def test_human_output_shows_diff_report_and_phases(demo: Demo) -> None:
         ["--set", "speculative-num-steps=2", "--timeout", "0"],
     ],
 )
+@pytest.mark.system
 def test_usage_errors_exit_2_before_touching_anything(tmp_path: Path, args: list[str]) -> None:
     done = subprocess.run(
         [str(OPSCONSOLE), "--workspace", str(tmp_path), "apply", "nowhere-host", *args],
@@ -145,6 +146,7 @@ def test_usage_errors_exit_2_before_touching_anything(tmp_path: Path, args: list
     assert "opsconsole apply:" in done.stderr
 
 
+@pytest.mark.system
 def test_an_unknown_target_fails_clearly(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(OPSCONSOLE), "--workspace", str(tmp_path), "apply", "bad host!", "--set", "speculative-num-steps=2",
@@ -155,6 +157,7 @@ def test_an_unknown_target_fails_clearly(tmp_path: Path) -> None:
     assert "invalid host" in done.stderr
 
 
+@pytest.mark.system
 def test_an_unreachable_host_with_json_still_prints_one_object(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(OPSCONSOLE), "--workspace", str(tmp_path), "apply", "bad host!", "--set", "speculative-num-steps=2",

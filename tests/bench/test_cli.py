@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.bench.conftest import REPO_ROOT, ScheduleServer
 
 
@@ -50,6 +52,7 @@ def test_bench_appends_records_and_compare_reads_them(
     assert text.returncode == 0 and "output tok/s" in text.stdout and "A = baseline" in text.stdout
 
 
+@pytest.mark.system
 def test_usage_errors_and_unknown_runs_say_what_to_do(tmp_path: Path) -> None:
     bad = opsconsole(tmp_path, "bench", "--url", "http://127.0.0.1:1", "--concurrency", "1,x")
     assert bad.returncode == 2 and "--concurrency" in bad.stderr
@@ -61,6 +64,7 @@ def test_usage_errors_and_unknown_runs_say_what_to_do(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "no run labelled 'nothing-here'" in missing.stderr
 
 
+@pytest.mark.system
 def test_unreachable_server_exits_1_with_the_reason(tmp_path: Path) -> None:
     result = opsconsole(tmp_path, "bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--requests", "1")
     assert result.returncode == 1

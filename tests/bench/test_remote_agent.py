@@ -150,6 +150,7 @@ async def test_an_agent_that_hears_nothing_stops_by_itself(schedule_server: Call
     await _wait_for(lambda: in_flight(server) == 0, 10, "the server seeing its requests dropped")
 
 
+@pytest.mark.system
 async def test_an_agent_that_cannot_reach_the_server_says_why() -> None:
     config = SweepConfig(WorkloadSpec(input_len=8, output_len=8), concurrencies=[1], requests=2, warmup=1)
     sweep = HostSweep(local_process, sys.executable, "http://127.0.0.1:9", config, gpu_command=None)
@@ -157,6 +158,7 @@ async def test_an_agent_that_cannot_reach_the_server_says_why() -> None:
     assert result.stopped is not None and "every warm-up request failed" in result.stopped
 
 
+@pytest.mark.system
 async def test_a_python_that_is_not_there_is_a_clear_error() -> None:
     config = SweepConfig(WorkloadSpec(input_len=8, output_len=8), concurrencies=[1], requests=2, warmup=0)
     sweep = HostSweep(local_process, "/nonexistent/python3", "http://127.0.0.1:9", config, gpu_command=None)

@@ -14,6 +14,8 @@ from console.core.snapshot_store import save_snapshot
 from console.workspace import Workspace
 from tests.support import snapshots as snaps
 
+pytestmark = pytest.mark.system  # real processes (tests/tiers.py)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

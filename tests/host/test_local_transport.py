@@ -16,6 +16,7 @@ from console.host.local import LocalTransport
 from console.host.targets import Target
 
 
+@pytest.mark.system
 async def test_run_stream_and_audit(tmp_path: Path) -> None:
     transport = LocalTransport(audit=AuditLog(tmp_path / "audit.jsonl"))
     result = await transport.run(["sh", "-c", 'cat; echo " $1"', "sh", "a b"], input="in")
@@ -32,6 +33,7 @@ async def test_run_stream_and_audit(tmp_path: Path) -> None:
         await transport.forward_port("10.0.0.1", 30000)
 
 
+@pytest.mark.system
 async def test_commands_that_cannot_start_are_reported_not_raised(tmp_path: Path) -> None:
     # A gpu_command or journalctl that is missing or not executable: the verbs get a result or a HostError.
     not_executable = tmp_path / "smi"
@@ -58,6 +60,7 @@ def test_nvml_reads_gpus_or_says_why_not() -> None:
         read_nvml()
 
 
+@pytest.mark.system
 async def test_local_session_falls_back_to_nvidia_smi(tmp_path: Path) -> None:
     session = await open_host(Target(label="local", transport="local"), logs_dir=tmp_path)
     try:
@@ -71,6 +74,7 @@ async def test_local_session_falls_back_to_nvidia_smi(tmp_path: Path) -> None:
         assert snapshot.error is not None and "nvidia-smi" in snapshot.error
 
 
+@pytest.mark.system
 async def test_demo_target_reads_the_simulated_gpus_and_explains_a_stopped_demo(tmp_path: Path) -> None:
     from console.sim.plugin import register
 

@@ -31,6 +31,7 @@ async def test_a_transport_nobody_registered_is_explained(empty_registry: None) 
     assert "nothing registered a service manager for transport 'demo'" in str(refused.value)
 
 
+@pytest.mark.system
 async def test_the_registered_factory_makes_the_service_and_names_the_gpu_command(
     empty_registry: None, tmp_path: Path
 ) -> None:

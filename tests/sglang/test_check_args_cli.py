@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.system  # real processes (tests/tiers.py)
+
 README_EXAMPLE = [
     "--sglang-version",
     "0.5.9",

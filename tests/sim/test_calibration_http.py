@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig
@@ -40,6 +41,8 @@ from console.sim.engine import simulate_closed_loop
 from console.sim.perf import PerfModel
 from console.sim.profiles import get_profile
 from tests.support.simproc import SimProcess, start_sim
+
+pytestmark = pytest.mark.system  # real processes (tests/tiers.py)
 
 TOLERANCE = 0.10
 QWEN_PROFILE = "qwen3.5-122b-fp8-4x-rtxpro6000"

@@ -11,8 +11,11 @@ import tomllib
 from pathlib import Path
 
 import httpx
+import pytest
 
 from console.sim.supervisor import DemoServiceManager
+
+pytestmark = pytest.mark.system  # real processes (tests/tiers.py)
 
 OPSCONSOLE = [sys.executable, "-m", "console"]
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.system  # real processes (tests/tiers.py)
+
 OPSCONSOLE = [sys.executable, "-m", "console"]
 READY_LINE = "Ctrl-C stops the demo host."
 START_DEADLINE_S = 90.0

@@ -81,6 +81,7 @@ def test_bad_sampling_number_is_a_clear_400(slow_sim: SimProcess) -> None:
     assert r.status_code == 400 and "max_new_tokens must be a number" in r.json()["message"]
 
 
+@pytest.mark.system
 def test_health_generation_switch_and_timeout_follow_sglangs_environment() -> None:
     # SGLANG_HEALTH_CHECK_TIMEOUT=0: a generating probe can never be answered in time.
     env = {"SGLANG_HEALTH_CHECK_TIMEOUT": "0", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}

@@ -10,6 +10,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from console.sim.gpus import GpuProcess, GpuState, HostGpus, follow, idle_gpus, read_state, write_state
 from console.sim.nvidia_smi import UsageError, render
 from console.sim.perf import PerfModel
@@ -181,6 +183,7 @@ def test_temperature_approaches_the_loaded_value_every_half_second_tick() -> Non
     assert gpu.temperature_c == 30
 
 
+@pytest.mark.system
 def test_command_line_reads_the_state_dir(tmp_path: Path) -> None:
     write_state(tmp_path, pid=os.getpid(), profile="p", gpus=[h200(**BUSY)])  # type: ignore[arg-type]
     env = {**os.environ, "OPSCONSOLE_SIM_STATE_DIR": str(tmp_path)}

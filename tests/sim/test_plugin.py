@@ -59,6 +59,7 @@ def check_args(unit: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str
     return subprocess.CompletedProcess(argv, result["rc"], result["out"], done.stderr), result["heavy"]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("which", ["demo", "testbed"])
 def test_check_args_reads_the_demo_and_testbed_units_and_stays_light(tmp_path: Path, which: str) -> None:
     path = tmp_path / "sglang.service"

@@ -191,6 +191,7 @@ def test_flush_cache_refused_while_busy_then_resets_acceptance(sim: SimProcess) 
     assert "avg_spec_accept_length" not in httpx.get(sim.url + "/server_info").json()["internal_states"][0]
 
 
+@pytest.mark.system
 def test_api_key_guards_all_but_health_and_metrics() -> None:
     with running_sim([*FAST, "--api-key", "s3cret", "--enable-metrics"]) as s:
         assert http_status(s.url + "/health") == 200
@@ -206,6 +207,7 @@ def test_api_key_guards_all_but_health_and_metrics() -> None:
         assert "api_key='s3cret'" in s.output()
 
 
+@pytest.mark.system
 def test_port_refused_then_503_then_200_while_starting() -> None:
     sim = start_sim(["--sim-profile", "tiny-test", "--sim-time-scale", "1.0"])
     try:
@@ -225,6 +227,7 @@ def test_port_refused_then_503_then_200_while_starting() -> None:
         assert sim.stop() == 0
 
 
+@pytest.mark.system
 def test_sigterm_drains_running_requests_and_exits_zero() -> None:
     sim = start_sim([*FAST, "--sim-speedup", "0.02"])  # slow decoding: the request outlives the SIGTERM
     try:
@@ -260,6 +263,7 @@ def run_sim_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.system
 def test_spec_v2_with_topk_2_fails_like_sglang_0_5_9() -> None:
     done = subprocess.run(
         [
@@ -290,6 +294,7 @@ def test_spec_v2_with_topk_2_fails_like_sglang_0_5_9() -> None:
     )
 
 
+@pytest.mark.system
 def test_unknown_flag_is_an_argparse_usage_error() -> None:
     done = run_sim_cli("--model-path", "a/b", "--no-such-flag", "3")
     assert done.returncode == 2
@@ -303,12 +308,14 @@ def test_bad_sim_options_are_usage_errors_not_a_frozen_server() -> None:
     assert prepare(["--model-path", "a/b", "--sim-gpus", "-1"]) == (2, None)  # was: a host without GPUs
 
 
+@pytest.mark.system
 def test_missing_local_draft_model_fails_like_a_missing_model(tmp_path: Any) -> None:
     done = run_sim_cli("--model-path", "a/b", *SPEC, "--speculative-draft-model-path", str(tmp_path / "nope"))
     assert done.returncode == 1
     assert "HFValidationError" in done.stderr.splitlines()[-1] and str(tmp_path / "nope") in done.stderr
 
 
+@pytest.mark.system
 def test_gpus_load_up_while_serving_and_nvidia_smi_shows_it() -> None:
     from console.sim.gpus import read_state
 
@@ -404,6 +411,7 @@ QWEN = ["--sim-profile", "qwen3.5-122b-fp8-4x-rtxpro6000", "--speculative-algori
     ],
     ids=["qwen-steps1", "qwen-steps3", "qwen-steps2", "kimi-no-spec", "kimi-eagle3-spec-v2"],
 )
+@pytest.mark.system
 def test_single_stream_speed_matches_the_profile_through_http(args: list[str], expected_tok_s: float) -> None:
     with running_sim([*args, "--sim-time-scale", "0.001"]) as s:
         body = {
@@ -423,6 +431,7 @@ def test_single_stream_speed_matches_the_profile_through_http(args: list[str], e
         assert tok_s == pytest.approx(expected_tok_s, rel=0.10)
 
 
+@pytest.mark.system
 def test_batch_generate_streams_each_request_with_its_index() -> None:
     """The shape bench_one_batch_server reads: one stream, chunks tagged with the request's index.
 

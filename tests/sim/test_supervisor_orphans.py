@@ -126,6 +126,7 @@ def kill_host(host: subprocess.Popen[str]) -> None:
     host.stdout.close()
 
 
+@pytest.mark.system
 def test_a_killed_supervisor_leaves_nothing_of_its_unit(tmp_path: Path, reap: list[int]) -> None:
     host, guard, main, grandchild = start_host(tmp_path, "polite", "30")
     reap += [host.pid, guard, main, grandchild]
@@ -133,6 +134,7 @@ def test_a_killed_supervisor_leaves_nothing_of_its_unit(tmp_path: Path, reap: li
     wait_gone([main, grandchild, guard])
 
 
+@pytest.mark.system
 def test_the_guard_kills_a_unit_deaf_to_sigterm_after_its_stop_timeout(tmp_path: Path, reap: list[int]) -> None:
     host, guard, main, grandchild = start_host(tmp_path, "deaf", "1.5")
     reap += [host.pid, guard, main, grandchild]
@@ -142,6 +144,7 @@ def test_the_guard_kills_a_unit_deaf_to_sigterm_after_its_stop_timeout(tmp_path:
     wait_gone([grandchild])
 
 
+@pytest.mark.system
 def test_without_its_guard_the_units_main_process_still_ends_with_the_supervisor(
     tmp_path: Path, reap: list[int]
 ) -> None:
@@ -153,6 +156,7 @@ def test_without_its_guard_the_units_main_process_still_ends_with_the_supervisor
     wait_gone([main])
 
 
+@pytest.mark.system
 async def test_a_unit_that_exits_takes_the_rest_of_its_group_along(tmp_path: Path, reap: list[int]) -> None:
     child_pid = tmp_path / "child.pid"
     unit = tmp_path / "t.service"
@@ -178,6 +182,7 @@ async def wait_for(condition: Callable[[], bool], explain: Callable[[], object])
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.system
 def test_close_ends_the_guard(tmp_path: Path) -> None:
     import asyncio
 
@@ -205,6 +210,7 @@ def test_the_guard_forgets_groups_that_are_gone_and_skips_garbage() -> None:
     assert read_groups(lines) == {200: float("inf")}
 
 
+@pytest.mark.system
 def test_stop_groups_terminates_then_kills(reap: list[int]) -> None:
     polite = subprocess.Popen(["sleep", "600"], start_new_session=True)
     deaf = subprocess.Popen(

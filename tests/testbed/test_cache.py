@@ -21,6 +21,7 @@ def _entry(root: Path, name: str, age_s: float) -> Path:
     return entry
 
 
+@pytest.mark.system
 def test_entries_unused_for_a_week_are_pruned_and_recent_ones_kept(tmp_path: Path) -> None:
     old = _entry(tmp_path, "tree-0000000000000001", cache.PRUNE_AFTER_S + 60)
     recent = _entry(tmp_path, "tree-0000000000000002", 60)
@@ -40,6 +41,7 @@ def test_a_complete_entry_is_found_without_building_and_marked_as_used(tmp_path:
     assert time.time() - (entry / cache.COMPLETE_MARKER).stat().st_mtime < 60
 
 
+@pytest.mark.system
 def test_a_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
     def failing_build(tmp: Path) -> None:
         (tmp / "half-written").write_text("x")

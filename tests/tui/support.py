@@ -233,8 +233,9 @@ def scripted_app(
     return app
 
 
-async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Let the app run until `condition` holds (a deadline, never a fixed sleep)."""
+async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Let the app run until `condition` holds (a deadline, never a fixed sleep). The deadline only bounds how long
+    a broken test takes to say so: on a loaded machine a condition that holds can take seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():

@@ -250,8 +250,11 @@ async def test_the_overview_dims_a_host_gone_stale_and_brightens_it_when_it_answ
         await wait_until(pilot, lambda: "GPU power W" in screen_text(app) and "gpu-b" in screen_text(app), "overview")
         table = app.query_one(Overview)
         clock["now"] = NOW + timedelta(seconds=42)  # neither host refreshed for 42 s
-        await wait_until(pilot, lambda: "stale 42 s" in screen_text(app), "the stale alert")
-        assert str(table.get_cell("gpu-b", "SGLang").style) == "dim"
+        await wait_until(
+            pilot,
+            lambda: "stale 42 s" in screen_text(app) and str(table.get_cell("gpu-b", "SGLang").style) == "dim",
+            "the stale alert and gpu-b dimmed",
+        )
         app.sources["gpu-b"].on_view(replace(views["gpu-b"], refreshed_at=clock["now"]))  # gpu-b answers again
         await wait_until(pilot, lambda: str(table.get_cell("gpu-b", "SGLang").style) == "", "gpu-b live again")
         assert str(table.get_cell("gpu-a", "SGLang").style) == "dim"  # gpu-a still has not

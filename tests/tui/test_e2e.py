@@ -167,6 +167,7 @@ def _demo_process_pids(workspace: Path) -> list[int]:
     return found
 
 
+@pytest.mark.system
 def test_opsconsole_demo_in_a_real_terminal_shows_the_demo_keys_help_and_palette(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
@@ -199,6 +200,7 @@ def test_opsconsole_demo_in_a_real_terminal_shows_the_demo_keys_help_and_palette
         term.close()
 
 
+@pytest.mark.system
 def test_closing_the_terminal_of_opsconsole_demo_leaves_no_process(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
@@ -269,6 +271,7 @@ def _field(screen: str, title: str) -> str | None:
     return None
 
 
+@pytest.mark.system
 def test_in_a_real_terminal_b_benchmarks_the_demo_host_and_c_shows_it_beside_an_earlier_run(tmp_path: Path) -> None:
     """b, the form's fields typed, ctrl+s: the sweep runs on the demo host and finishes; c from its view opens the
     runs with it picked, an earlier run is picked beside it, and the two panes and the crossover line show."""

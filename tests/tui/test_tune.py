@@ -168,6 +168,7 @@ async def test_the_form_names_a_field_it_cannot_take_and_keeps_start_off() -> No
         assert form.check_action("start", ()) is True
 
 
+@pytest.mark.system
 def test_in_a_real_terminal_opsconsole_demo_tunes_two_setups_to_the_result_table(tmp_path: Path) -> None:
     """`opsconsole demo` in tmux: T, the form typed into, ctrl+s, y; two setups at one level, two seconds a run,
     reach the result table; the original unit is back; q quits once it is over."""

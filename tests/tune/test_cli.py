@@ -36,6 +36,7 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         (("--space", "/nonexistent/space.toml"), "cannot read it"),
     ],
 )
+@pytest.mark.system
 def test_bad_options_are_usage_errors_before_anything_is_touched(tmp_path: Path, args: tuple[str, ...],
                                                                   message: str) -> None:  # fmt: skip
     demo = Demo(tmp_path, None)  # type: ignore[arg-type]  # no host needed: nothing gets that far
