@@ -5,6 +5,11 @@
 - `system`: real processes — the SGLang stand-in, the demo host, a loopback sshd, the CLI as a subprocess, tmux.
 - `testbed`: real systemd + sshd in systemd-nspawn containers (tests/testbed/).
 
+And across them, `alone`: the tests that hold a measured time or rate to a known truth within a few percent (the
+known-schedule server, bench_serving beside ours, the stand-in's calibration). `make test` runs the rest in
+parallel workers, then these one at a time, so that the figures carry no other test's CPU (they still hold with a
+core kept busy).
+
 A test is `system` when its file says so (`pytestmark = pytest.mark.system`) or when it asks for a fixture that
 starts a real part (REAL_FIXTURES). So that the fast tier cannot quietly grow slow, a `unit` test that starts a
 process fails with what to do (`forbid_processes`).

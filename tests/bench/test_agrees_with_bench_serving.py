@@ -31,6 +31,8 @@ from console.bench.workloads import WorkloadSpec
 from tests.bench.conftest import ScheduleServer
 from tests.support.sglang_bench import run_bench_serving
 
+pytestmark = pytest.mark.alone  # measures time against a known truth: runs alone (tests/tiers.py)
+
 OURS_REL = 0.01  # ours against the truth: throughput and TPOT
 TPOT_REL = 0.01  # TPOT is measured within each request: per-request overhead does not reach it
 # bench_serving's own cost per request (new session + connection, /get_server_info in the window): about 2x the

@@ -12,6 +12,8 @@ from console.bench.engine import BenchEngine, SweepConfig
 from console.bench.workloads import WorkloadSpec
 from tests.bench.conftest import ScheduleServer
 
+pytestmark = pytest.mark.alone  # measures time against a known truth: runs alone (tests/tiers.py)
+
 OUTPUT_LEN = 64
 REQUESTS = 8
 

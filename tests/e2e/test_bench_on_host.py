@@ -39,6 +39,7 @@ def bench(host: GpuHost, target: str, *args: str) -> tuple[dict[str, Any], str]:
     return record, done.stderr
 
 
+@pytest.mark.alone  # its figures are held within 5 % of the no-delay run's (tests/tiers.py)
 def test_over_a_long_link_the_load_runs_on_the_host_and_measures_the_server(gpu_host: GpuHost) -> None:
     host = gpu_host
     far = add_far_alias(host, delay_ms=150)

@@ -33,7 +33,7 @@ from tests.support.farlink import add_far_alias
 from tests.testbed import recipe
 from tests.testbed.host import GpuHost
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.alone]
 
 PORT = 31000
 UNIT = "opsconsole-schedule-test"

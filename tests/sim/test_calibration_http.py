@@ -42,7 +42,7 @@ from console.sim.perf import PerfModel
 from console.sim.profiles import get_profile
 from tests.support.simproc import SimProcess, start_sim
 
-pytestmark = pytest.mark.system  # real processes (tests/tiers.py)
+pytestmark = [pytest.mark.system, pytest.mark.alone]  # measures time against a known truth: runs alone (tests/tiers.py)
 
 TOLERANCE = 0.10
 QWEN_PROFILE = "qwen3.5-122b-fp8-4x-rtxpro6000"

@@ -411,6 +411,7 @@ QWEN = ["--sim-profile", "qwen3.5-122b-fp8-4x-rtxpro6000", "--speculative-algori
     ],
     ids=["qwen-steps1", "qwen-steps3", "qwen-steps2", "kimi-no-spec", "kimi-eagle3-spec-v2"],
 )
+@pytest.mark.alone  # a single stream's speed against the profile (tests/tiers.py)
 @pytest.mark.system
 def test_single_stream_speed_matches_the_profile_through_http(args: list[str], expected_tok_s: float) -> None:
     with running_sim([*args, "--sim-time-scale", "0.001"]) as s:

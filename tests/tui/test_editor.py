@@ -116,10 +116,14 @@ async def test_a_failing_start_shows_the_lines_that_explain_it_and_the_rollback(
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
-        await wait_until(pilot, lambda: "healthy on the previous unit" in screen_text(app), "the rollback", SLOW)
-        text = screen_text(app)
-        assert "✖" in text and "why (journal):" in text and "/models/gone" in text
-        assert "the previous unit's start (rollback)" in text
+        explained = ("healthy on the previous unit", "✖", "why (journal):", "/models/gone", "(rollback)")
+        await wait_until(
+            pilot,
+            lambda: all(part in screen_text(app) for part in explained),
+            "the rollback and the journal lines that explain the failure",
+            SLOW,
+        )
+        assert "the previous unit's start (rollback)" in screen_text(app)
     assert await asyncio.to_thread(demo.host().unit) == unit_before and await asyncio.to_thread(demo.host().healthy)
 
 

@@ -1,8 +1,8 @@
 """`opsconsole tune` on the simulator with the seeds' profiles (console.core.tune in-process, the demo host's
 supervisor and stand-in as real processes): the tuner reaches the seeds' conclusions on its own.
 
-The workload is the operators' (1024 in / 1024 forced out, temperature 0); the stand-in runs 40× faster than
-the profile (tests/tune/simhost.py), so every figure below is in the profile's own tokens/s × 40.
+The workload is the operators' (1024 in / 1024 forced out, temperature 0); the stand-in runs 10× faster than
+the profile (tests/tune/simhost.py), so every figure below is in the profile's own tokens/s × 10.
 """
 
 from __future__ import annotations
