@@ -21,21 +21,12 @@ from typing import Any, TextIO
 from console.secrets import redact, secret_values
 from console.sglang.flags import UnsupportedVersionError, resolve_version
 from console.sglang.rules import CheckReport, Finding, check_launch
+from console.sglang.vocabulary import View, dests
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Shown in the human report even when not set explicitly: what speculative tuning is about.
-_KEY_DESTS = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "max_running_requests",
-    "disable_overlap_schedule",
-    "attention_backend",
-    "page_size",
-    "tp_size",
-)
+_KEY_DESTS = dests(View.CHECK_ARGS)
 
 
 class UsageError(Exception):
