@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from console.errors import ExitCode, UsageError
 from console.names import is_env_name
 from console.secrets import REDACTED, SecretMask, is_secret_name
+from console.sglang.vocabulary import View, dests
 
 if TYPE_CHECKING:
     from console.host.base import ServiceState
@@ -225,14 +226,7 @@ class Plan:
 
 
 # What a restart without edits checks the server still resolves.
-RESTART_CHECKED = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-    "max_running_requests",
-)
+RESTART_CHECKED = dests(View.RESTART_CHECK)
 
 
 def mask_report(report: CheckReport, secrets: SecretMask) -> CheckReport:
