@@ -3,6 +3,9 @@ releases' own flag tables, and each view lists what operators have always seen t
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from console.sglang.flags import SUPPORTED_VERSIONS, flag_table, parse_version
@@ -20,6 +23,7 @@ from console.sglang.vocabulary import (
     terms,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 ALGORITHM, STEPS, TOPK, DRAFT = (
     "speculative_algorithm",
     "speculative_num_steps",
@@ -121,3 +125,42 @@ def test_only_settings_without_a_flag_are_without_one() -> None:
         flag_of("version")
     with pytest.raises(KeyError):
         term("speculative_no_such_setting")
+
+
+def _spelled_settings(node: ast.Tuple | ast.List | ast.Set, known: set[str]) -> list[str]:
+    found: list[str] = []
+    for element in node.elts:
+        if isinstance(element, ast.Constant) and element.value in known:
+            found.append(element.value)
+        elif isinstance(element, ast.Tuple | ast.List):
+            found.extend(_spelled_settings(element, known))
+    return found
+
+
+def test_no_module_but_the_table_spells_out_a_list_of_speculative_settings() -> None:
+    """A tuple, list or set literal naming three or more speculative settings (by dest or flag, pairs included)
+    is a copy of the table: it should be a view of it."""
+    speculative = [t for t in TERMS if t.group == "speculative"]
+    known = {t.dest for t in speculative} | {t.flag for t in speculative if t.flag is not None}
+    copies = []
+    sources = sorted((ROOT / "console").rglob("*.py"))
+    for path in sources:
+        if path == ROOT / "console" / "sglang" / "vocabulary.py":
+            continue
+        outermost: set[int] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set) and id(node) not in outermost:
+                outermost.update(id(inner) for inner in ast.walk(node))
+                spelled = _spelled_settings(node, known)
+                if len(spelled) >= 3:
+                    copies.append(f"{path.relative_to(ROOT)}:{node.lineno}: {spelled}")
+    assert len(sources) > 100 and copies == []
+
+
+def test_the_copy_finder_would_see_a_copy() -> None:
+    known = {"speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"}
+    listed = ast.parse(
+        'KEYS = (("s", "speculative_num_steps"), ("k", "speculative_eagle_topk"), "speculative_num_draft_tokens")'
+    )
+    node = next(n for n in ast.walk(listed) if isinstance(n, ast.Tuple))
+    assert _spelled_settings(node, known) == [STEPS, TOPK, DRAFT]
