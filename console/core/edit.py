@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from console.core.rollout import EditRequest, FlagValue, Plan, build_plan, values_equal
+from console.core.rollout import EditRequest, FlagValue, Plan, plan_for_version, values_equal
 from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, terms
 
 FieldKind = Literal["int", "float", "text", "choice", "switch"]
@@ -129,7 +129,7 @@ class EditorForm:
         edits = EditRequest(tuple(sets), tuple(unsets), tuple(set_env), tuple(unset_env))
         if problems:
             return Preview(edits, None, tuple(problems))
-        plan = _plan(self.unit_text, edits, self.version, self.unit_name)
+        plan = plan_for_version(self.unit_text, edits, unit_name=self.unit_name, version=self.version)
         return Preview(edits, plan, (), silent_changes(plan))
 
 
@@ -209,21 +209,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def _plan(unit_text: str, edits: EditRequest, version: str, unit_name: str) -> Plan:
-    from console.sglang.rules import check_launch
-    from console.sglang.unit import UnitFile
-
-    return build_plan(
-        unit_text,
-        edits,
-        unit_name=unit_name,
-        version=version,
-        version_source="server",
-        parse_unit=lambda text: UnitFile.parse(text, version),
-        check=check_launch,
-    )
 
 
 def same_values(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.core.rollout import EditRequest, FlagValue, build_plan
+from console.core.rollout import EditRequest, FlagValue, plan_for_version
 from console.errors import UsageError
 from console.sglang.flags import version_at_least
 from console.sglang.rules import CheckReport, check_launch
@@ -262,11 +262,6 @@ def build_space(
     """Every point of the request, checked with `version`'s rules against the original unit: candidates (in the
     request's order), pruned points with SGLang's reason, merged points. UnitError if the unit is not an
     SGLang unit; UsageError if nothing is left to run."""
-    from console.sglang.unit import UnitFile
-
-    def check(argv: list[str], env: dict[str, str], v: str) -> CheckReport:
-        return check_launch(argv, env, v, architecture=architecture)
-
     candidates: list[Candidate] = []
     pruned: list[Pruned] = []
     merges: list[tuple[Setting, int, CheckReport]] = []  # (point, index of the candidate it becomes, its report)
@@ -274,15 +269,7 @@ def build_space(
     seen: dict[tuple[tuple[str, str], ...], int] = {}
     for setting in request.settings():
         edits = edits_for(setting, version)
-        plan = build_plan(
-            unit_text,
-            edits,
-            unit_name=unit_name,
-            version=version,
-            version_source="server",
-            parse_unit=lambda text: UnitFile.parse(text, version),
-            check=check,
-        )
+        plan = plan_for_version(unit_text, edits, unit_name=unit_name, version=version, architecture=architecture)
         report = plan.report
         if report.errors or any(w.code in _PRUNING_WARNINGS for w in report.warnings):
             code, reason = _reason_for_prune(report)
