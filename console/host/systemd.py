@@ -91,7 +91,13 @@ LOCK_RETAKE_S = 0.5  # between attempts to take the lock back after a dropped co
 # or claims it again from a new connection (writes the .alive file: a reconnected console takes over).
 # Files: PREFIX.orig (the copy; its presence = armed), PREFIX.alive, PREFIX.restored, PREFIX.w.PID (the
 # watcher lives), PREFIX.hb.PID (the heartbeat); PREFIX = /run/lock/opsconsole-<unit>.tune-<token>.
-_GUARD_SCRIPT = r"""lock=$1 owner=$2 unit_file=$3 unit=$4 p=$5 ticks=$6 mode=$7 watch=$8
+# The unit file is found by the script itself (FragmentPath), as _WRITE_SCRIPT does: no round trip before it.
+# Without one it answers `nofile LOADSTATE` and touches nothing.
+_GUARD_SCRIPT = r"""lock=$1 owner=$2 unit=$3 p=$4 ticks=$5 mode=$6 watch=$7
+unit_file=$(systemctl --no-pager show "$unit" -p FragmentPath --value)
+if [ -z "$unit_file" ]; then
+  printf 'nofile %s\n' "$(systemctl --no-pager show "$unit" -p LoadState --value)"; exit 79
+fi
 date +%s%N > "$p.alive"
 exec 9>>"$lock"
 if [ "$mode" = take ]; then flock -n 9; else flock -w 5 9; fi || { printf 'busy %s
@@ -295,12 +301,6 @@ class SystemdService:
         """$1 and $2 of SHOW_SCRIPT for this unit."""
         return [self.unit, ",".join(SHOW_PROPERTIES)]
 
-    async def _fragment_path(self) -> str:
-        state = await self.state()
-        if not state.fragment_path:
-            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
-        return state.fragment_path
-
     async def read_unit(self) -> str:
         if self._locked_read is not None:  # read by the lock a moment ago, under the lock: no other apply changed it
             path, text = self._unit_read(self._locked_read, 0)
@@ -397,6 +397,13 @@ class SystemdService:
             ) from None
         if answer is not None and answer.startswith("busy"):
             raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
+        if answer is not None and answer.startswith("nofile"):  # the guard's script found no unit file
+            not_found = answer.removeprefix("nofile").strip() == "not-found"
+            raise HostError(
+                f"unit {self.unit} does not exist on the host (systemctl show says LoadState=not-found)"
+                if not_found  # parse_show's words for it
+                else f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}"
+            )
         if answer != "locked":
             root = " (as root through sudo -n)" if self.sudo else ""
             raise HostError(
@@ -426,14 +433,12 @@ class SystemdService:
         disarmed first (UnitGuard.disarm(): the caller put the unit where it wants it) or a new connection of
         this console claimed it. See _GUARD_SCRIPT. Needs flock and setsid (util-linux) and GNU date."""
         path = lock_path(self.unit)
-        fragment = await self._fragment_path()
         owner = " ".join(owner.split())
         handle = UnitGuard(self, f"/run/lock/opsconsole-{self.unit}.tune-{secrets.token_hex(6)}")
         ticks = str(max(1, round(grace_s * 5)))
 
         def argv(mode: str) -> list[str]:
-            return ["sh", "-c", _GUARD_SCRIPT, "sh", path, owner, fragment, self.unit, handle.prefix, ticks, mode,
-                    _GUARD_WATCHER]  # fmt: skip
+            return ["sh", "-c", _GUARD_SCRIPT, "sh", path, owner, self.unit, handle.prefix, ticks, mode, _GUARD_WATCHER]
 
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         handle.holder = asyncio.create_task(self._hold_guard(argv, owner, first, handle))
