@@ -415,8 +415,9 @@ class SystemdService:
     async def lock(self, owner: str) -> AsyncIterator[None]:
         path = lock_path(self.unit)
         owner = " ".join(owner.split())  # one line in the lock file
+        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner, self.unit, _READ_SCRIPT]
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        holder = asyncio.create_task(self._hold(path, owner, first))
+        holder = asyncio.create_task(self._hold(lambda _retake: argv, owner, first, reads_unit=True))
         try:
             await self._locked(first, path, needs="flock (util-linux)")
             yield
@@ -437,11 +438,22 @@ class SystemdService:
         handle = UnitGuard(self, f"/run/lock/opsconsole-{self.unit}.tune-{secrets.token_hex(6)}")
         ticks = str(max(1, round(grace_s * 5)))
 
-        def argv(mode: str) -> list[str]:
+        def argv(retake: bool) -> list[str]:
+            mode = "retake" if retake else "take"
             return ["sh", "-c", _GUARD_SCRIPT, "sh", path, owner, self.unit, handle.prefix, ticks, mode, _GUARD_WATCHER]
 
+        def stands_down(answer: str | None) -> bool:
+            """The guard is over: disarmed here or on the host, or the host gave the original back while this
+            console was away (nothing left to hold)."""
+            if handle.disarmed or answer == "disarmed":
+                return True
+            if answer is not None and answer.startswith("restored"):
+                handle.restored_at = answer.removeprefix("restored").strip() or "?"
+                return True
+            return False
+
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        handle.holder = asyncio.create_task(self._hold_guard(argv, owner, first, handle))
+        handle.holder = asyncio.create_task(self._hold(argv, owner, first, stands_down=stands_down))
         try:
             await self._locked(first, path, needs="flock and setsid (util-linux)", what=" with a restore guard")
             yield handle
@@ -449,57 +461,34 @@ class SystemdService:
             handle.holder.cancel()  # closes the stream; a disarmed watcher has let go already
             await asyncio.gather(handle.holder, return_exceptions=True)
 
-    async def _hold_guard(
-        self, argv: Callable[[str], list[str]], owner: str, first: asyncio.Future[str | None], handle: UnitGuard
+    async def _hold(
+        self,
+        argv: Callable[[bool], list[str]],
+        owner: str,
+        first: asyncio.Future[str | None],
+        *,
+        reads_unit: bool = False,
+        stands_down: Callable[[str | None], bool] = lambda _answer: False,
     ) -> None:
-        """Like _hold, for the guard: take it, read its heartbeat, and claim it again from a new connection after a
-        drop (the claim makes the old watcher stand down). Ends when the host restored the unit by itself."""
-        mode = "take"
-        while True:
-            answer: str | None = None
-            try:
-                async for line in self.transport.stream(argv(mode), sudo=self.sudo):
-                    if answer is None:
-                        answer = line
-                        if not first.done():
-                            first.set_result(line)
-            except HostError as exc:
-                if not first.done():
-                    first.set_exception(exc)
-            if not first.done():
-                first.set_result(answer)
-            if first.cancelled() or first.exception() is not None or first.result() != "locked":
-                return  # never held: the caller reports why
-            if handle.disarmed:
-                return
-            if answer is not None and answer.startswith("restored"):
-                handle.restored_at = answer.removeprefix("restored").strip() or "?"
-                return  # the host gave the original back while this console was away: nothing left to hold
-            if answer is not None and answer.startswith("busy") and answer.removeprefix("busy").strip() != owner:
-                return  # another apply took it while this one was cut off
-            if answer == "disarmed":
-                return
-            mode = "retake"
-            await asyncio.sleep(LOCK_RETAKE_S)
+        """Take the lock (or the guard), hand the host's first answer to `first`, and keep it until cancelled.
 
-    async def _hold(self, path: str, owner: str, first: asyncio.Future[str | None]) -> None:
-        """Take the lock, hand the host's first answer to `first`, and keep the lock until cancelled.
-
-        The heartbeat is read to the end: an unread channel would stall the writer on the host, and a stalled
-        writer never notices that its reader went away. When a dropped connection ends the stream, the lock is
-        taken again once the host lets go of the old holder (the same owner: this apply, on the dead channel);
-        if another apply got it in between, there is nothing left to hold.
+        `argv(retake)` is the command; `reads_unit`: the lock's script prints the unit after `locked`, which the
+        next read_unit takes. The heartbeat is read to the end: an unread channel would stall the writer on the
+        host, and a stalled writer never notices that its reader went away. When a dropped connection ends the
+        stream, it is taken again (retake: for the guard, a claim that makes the old watcher stand down) once the
+        host lets go of the old holder (the same owner: this apply, on the dead channel); if another apply got it
+        in between, or `stands_down(answer)` says the guard is over, there is nothing left to hold.
         """
-        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner, self.unit, _READ_SCRIPT]
+        retake = False
         while True:
             answer: str | None = None
             try:
-                async for line in self.transport.stream(argv, sudo=self.sudo):
+                async for line in self.transport.stream(argv(retake), sudo=self.sudo):
                     if answer is None:
                         answer = line
-                        if line != "locked" and not first.done():
+                        if (line != "locked" or not reads_unit) and not first.done():
                             first.set_result(line)
-                    elif not first.done():  # the unit's read, after `locked`
+                    elif reads_unit and not first.done():  # the unit's read, after `locked`
                         self._locked_read = _decoded_read(line)
                         first.set_result(answer)
             except HostError as exc:
@@ -509,6 +498,9 @@ class SystemdService:
                 first.set_result(answer)
             if first.cancelled() or first.exception() is not None or first.result() != "locked":
                 return  # never held: the caller reports why
+            if stands_down(answer):
+                return
             if answer is not None and answer.startswith("busy") and answer.removeprefix("busy").strip() != owner:
                 return  # another apply took it while this one was cut off
+            retake = True
             await asyncio.sleep(LOCK_RETAKE_S)
