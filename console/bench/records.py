@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from console.secrets import REDACTED, is_secret_name
+from console.sglang.vocabulary import View, dests
 
 if TYPE_CHECKING:  # only annotations: `compare` reads records without loading the load engine (aiohttp)
     from console.bench.engine import LevelResult, SweepResult
@@ -30,16 +31,7 @@ SCHEMA_VERSION = 1
 ClientLocation = Literal["direct", "console", "host", "on-host"]
 
 # Server args an operator tunes for speculative decoding, shown first in every record.
-SPECULATIVE_ARG_ORDER = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "speculative_draft_model_path",
-    "disable_overlap_schedule",
-    "max_running_requests",
-    "cuda_graph_max_bs",
-)
+SPECULATIVE_ARG_ORDER = dests(View.RECORD)
 
 
 def order_server_args(args: dict[str, Any]) -> dict[str, Any]:

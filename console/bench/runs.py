@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from console.bench.records import BenchRecord
+from console.sglang.vocabulary import setup_letters
 
 
 def setup_of(server_args: Mapping[str, Any], spec_v2: bool | None = None) -> str:
@@ -26,11 +27,7 @@ def setup_of(server_args: Mapping[str, Any], spec_v2: bool | None = None) -> str
     if not algorithm or str(algorithm).upper() == "NONE":
         return "no spec"
     parts = [str(algorithm).lower()]
-    for prefix, key in (
-        ("s", "speculative_num_steps"),
-        ("k", "speculative_eagle_topk"),
-        ("d", "speculative_num_draft_tokens"),
-    ):
+    for prefix, key in setup_letters():
         if server_args.get(key) is not None:
             parts.append(f"{prefix}{server_args[key]}")
     if spec_v2:

@@ -17,8 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from console.bench.comparison import COMPARED_METRICS, SAME_BELOW_PCT, Cell, Comparison, MetricSpec, compare_runs
-from console.bench.records import SPECULATIVE_ARG_ORDER, BenchRecord
+from console.bench.records import BenchRecord
 from console.bench.runs import level_order, level_value, setup_of, workload_text
+from console.sglang.vocabulary import View, dests
 
 MAX_RUNS = 4
 PLOTTED = ("output_throughput", "median_tpot_ms")  # the metrics plotted against concurrency and crossed
@@ -66,7 +67,7 @@ class RunSetup:
 def run_setup(records: Sequence[BenchRecord]) -> RunSetup:
     first = min(records, key=lambda r: r.started_at)
     args = first.server_args
-    speculative = tuple((k, args[k]) for k in SPECULATIVE_ARG_ORDER if k in args and k != "cuda_graph_max_bs")
+    speculative = tuple((k, args[k]) for k in dests(View.RUN_SETUP) if k in args)
     return RunSetup(
         label=first.label,
         run_id=first.run_id,

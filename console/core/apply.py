@@ -57,14 +57,12 @@ from console.core.rollout import (
     Plan,
     Rollout,
     Verification,
-    VersionSource,
-    build_plan,
     held_by,
     is_new_start,
     lock_owner,
     mask_plan,
+    plan_for_version,
     start_failure,
-    unified_diff,
     verify_resolved,
 )
 from console.core.session import Session
@@ -723,8 +721,7 @@ async def _planned(
     lock_held: bool = False,
     unit_text: str | None = None,
 ) -> PendingApply:
-    from console.sglang.rules import Finding, check_launch
-    from console.sglang.unit import UnitFile
+    from console.sglang.rules import Finding
 
     # The version (an HTTP read) and the lock (a channel on the host) go out together: one round trip, not two.
     # lock_held: the caller holds the unit's lock for longer than this apply (a tune holds it for all its trials).
@@ -737,18 +734,14 @@ async def _planned(
     try:
         version, source = await version_read
         current = await session.service.read_unit()
-        if unit_text is None:
-            plan = build_plan(
-                current,
-                edits,
-                unit_name=session.service.unit,
-                version=version,
-                version_source=source,
-                parse_unit=lambda text: UnitFile.parse(text, version),
-                check=check_launch,
-            )
-        else:
-            plan = _replacement_plan(current, unit_text, session.service.unit, version, source)
+        plan = plan_for_version(
+            current,
+            edits,
+            unit_name=session.service.unit,
+            version=version,
+            version_source=source,
+            replacement=unit_text,
+        )
         warnings = [Finding("console-api-key", m, ("--api-key",)) for m in _console_warnings(session, plan)]
         session.secrets.learn(secrets_in_unit(plan.new_text))  # the edit's own keys, before anything shows it
         plan = mask_plan(plan, session.secrets)
@@ -757,24 +750,6 @@ async def _planned(
         await stack.aclose()
         raise
     return PendingApply(session, plan, stack, timeout_s=timeout_s, restart_only=restart_only)
-
-
-def _replacement_plan(current: str, new_text: str, unit_name: str, version: str, source: VersionSource) -> Plan:
-    """The plan for writing a whole unit text (kept from before, e.g. the unit a tune started from) in place of
-    the current one, checked with the version's rules like any edit."""
-    from console.sglang.rules import check_launch
-    from console.sglang.unit import UnitFile
-
-    new, old = UnitFile.parse(new_text, version), UnitFile.parse(current, version)
-    return Plan(
-        old_text=current,
-        new_text=new_text,
-        diff=unified_diff(current, new_text, unit_name),
-        sglang_version=version,
-        version_source=source,
-        report=check_launch(list(new.flags()), dict(new.environment()), version),
-        old_report=check_launch(list(old.flags()), dict(old.environment()), version),
-    )
 
 
 async def plan_apply(

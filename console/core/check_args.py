@@ -13,29 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from console.names import is_env_name
 from console.secrets import redact, secret_values
 from console.sglang.flags import UnsupportedVersionError, resolve_version
 from console.sglang.rules import CheckReport, Finding, check_launch
+from console.sglang.vocabulary import View, dests
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Shown in the human report even when not set explicitly: what speculative tuning is about.
-_KEY_DESTS = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "max_running_requests",
-    "disable_overlap_schedule",
-    "attention_backend",
-    "page_size",
-    "tp_size",
-)
+_KEY_DESTS = dests(View.CHECK_ARGS)
 
 
 class UsageError(Exception):
@@ -47,7 +37,7 @@ def parse_env(pairs: Iterable[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not _ENV_KEY.match(key):
+        if not sep or not is_env_name(key):
             raise UsageError(f"--env expects KEY=VALUE (for example --env SGLANG_ENABLE_SPEC_V2=1), got {pair!r}")
         env[key] = value
     return env

@@ -18,19 +18,10 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from console.core.rollout import values_equal
 from console.core.snapshot import Snapshot
+from console.sglang.vocabulary import View, terms
 
 # What is watched, in the order it is told, with the name an operator reads.
-WATCHED = (
-    ("speculative_algorithm", "algorithm"),
-    ("speculative_num_steps", "steps"),
-    ("speculative_eagle_topk", "topk"),
-    ("speculative_num_draft_tokens", "draft tokens"),
-    ("disable_overlap_schedule", "overlap"),
-    ("speculative_draft_model_path", "draft model"),
-    ("max_running_requests", "max running"),
-    ("model_path", "model"),
-    ("version", "SGLang"),
-)
+WATCHED = tuple((t.dest, t.name) for t in terms(View.DRIFT))
 _NAMES = dict(WATCHED)
 
 

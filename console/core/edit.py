@@ -16,32 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from console.core.rollout import EditRequest, FlagValue, Plan, build_plan, values_equal
+from console.core.rollout import EditRequest, FlagValue, Plan, plan_for_version, values_equal
+from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, terms
 
 FieldKind = Literal["int", "float", "text", "choice", "switch"]
-SPEC_V2_DEST = "env:SGLANG_ENABLE_SPEC_V2"
+SPEC_V2_DEST = f"env:{SPEC_V2_ENV}"
 NONE_CHOICE = "none"  # the algorithm field: no speculative decoding (the flag removed)
 
 # (dest, label, group) in the order the editor shows them: speculative decoding first, then serving.
-FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("speculative_algorithm", "algorithm", "speculative"),
-    ("speculative_num_steps", "steps", "speculative"),
-    ("speculative_eagle_topk", "topk", "speculative"),
-    ("speculative_num_draft_tokens", "draft tokens", "speculative"),
-    (SPEC_V2_DEST, "spec v2 (SGLANG_ENABLE_SPEC_V2)", "speculative"),
-    ("speculative_draft_model_path", "draft model path", "speculative"),
-    ("max_running_requests", "max running requests", "serving"),
-    ("mem_fraction_static", "mem fraction static", "serving"),
-    ("cuda_graph_max_bs", "CUDA graph max batch size", "serving"),
-    ("chunked_prefill_size", "chunked prefill size", "serving"),
-    ("attention_backend", "attention backend", "serving"),
-    ("tp_size", "tensor parallel (tp)", "serving"),
-)
-# How the silent changes read for a person.
-LABELS = {dest: label for dest, label, _group in FIELDS} | {
-    "disable_overlap_schedule": "overlap",
-    "speculative_algorithm": "algorithm",
-}
+FIELDS: tuple[tuple[str, str, str], ...] = tuple((t.dest, t.label, t.group) for t in terms(View.EDITOR))
+# How the silent changes read for a person (other settings: their dest with spaces).
+LABELS = {t.dest: t.label for t in TERMS if t.flag is not None or t.env is not None}
 
 
 @dataclass(frozen=True)
@@ -144,7 +129,7 @@ class EditorForm:
         edits = EditRequest(tuple(sets), tuple(unsets), tuple(set_env), tuple(unset_env))
         if problems:
             return Preview(edits, None, tuple(problems))
-        plan = _plan(self.unit_text, edits, self.version, self.unit_name)
+        plan = plan_for_version(self.unit_text, edits, unit_name=self.unit_name, version=self.version)
         return Preview(edits, plan, (), silent_changes(plan))
 
 
@@ -152,7 +137,7 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
     """The editor's fields for that SGLang version, filled with what the unit has. Raises UnitError."""
     from console.sglang.argv import parse_argv
     from console.sglang.flags import flag_table
-    from console.sglang.rules import SPEC_V2_ENV, spec_v2_env_default
+    from console.sglang.rules import spec_v2_env_default
     from console.sglang.unit import UnitFile
 
     table = flag_table(version)
@@ -224,21 +209,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def _plan(unit_text: str, edits: EditRequest, version: str, unit_name: str) -> Plan:
-    from console.sglang.rules import check_launch
-    from console.sglang.unit import UnitFile
-
-    return build_plan(
-        unit_text,
-        edits,
-        unit_name=unit_name,
-        version=version,
-        version_source="server",
-        parse_unit=lambda text: UnitFile.parse(text, version),
-        check=check_launch,
-    )
 
 
 def same_values(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

@@ -31,6 +31,7 @@ from console.host.profile import ProfileError
 from console.host.ssh import ConnectionState
 from console.host.targets import Target
 from console.sglang.histograms import ITL, TTFT, Histogram, window_quantiles
+from console.sglang.vocabulary import View, dests, setup_letters
 from console.workspace import Workspace
 
 DEFAULT_INTERVAL_S = 1.0
@@ -38,15 +39,7 @@ HISTORY_SAMPLES = 300  # five minutes at 1 Hz
 LATENCY_WINDOW_S = 60.0
 QUANTILES = (0.5, 0.95, 0.99)
 # The speculative setup the dashboard shows, in order, and the serving values beside it.
-SETUP_KEYS = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-    "speculative_draft_model_path",
-    "max_running_requests",
-)
+SETUP_KEYS = dests(View.DASHBOARD)
 HOT_C = 85.0  # a GPU this hot is about to throttle
 THERMAL_REASONS = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown", "hw_power_brake_slowdown"})
 
@@ -153,11 +146,8 @@ def setup_label(view: HostView) -> str:
     if not sg.speculative_algorithm or str(sg.speculative_algorithm).upper() == "NONE":
         return "no spec"
     parts = [str(sg.speculative_algorithm).lower()]
-    for prefix, value in (
-        ("s", sg.speculative_num_steps),
-        ("k", sg.speculative_eagle_topk),
-        ("d", sg.speculative_num_draft_tokens),
-    ):
+    for prefix, dest in setup_letters():
+        value = getattr(sg, dest)
         if value is not None:
             parts.append(f"{prefix}{value}")
     if view.spec_v2:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from console.errors import ExitCode, UsageError
 from console.names import is_env_name
 from console.secrets import REDACTED, SecretMask, is_secret_name
+from console.sglang.vocabulary import View, dests
 
 if TYPE_CHECKING:
     from console.host.base import ServiceState
@@ -225,14 +226,7 @@ class Plan:
 
 
 # What a restart without edits checks the server still resolves.
-RESTART_CHECKED = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-    "max_running_requests",
-)
+RESTART_CHECKED = dests(View.RESTART_CHECK)
 
 
 def mask_report(report: CheckReport, secrets: SecretMask) -> CheckReport:
@@ -287,7 +281,7 @@ def build_plan(
     own); the unit model keeps everything the edit does not touch byte-identical.
     """
     unit = parse_unit(unit_text)
-    old_argv, old_env = list(unit.flags()), dict(unit.environment())
+    old = _launch(unit)
     for name, value in edits.set_flags:
         unit.set_flag(name, value)
     for name in edits.unset_flags:
@@ -296,15 +290,69 @@ def build_plan(
         unit.set_env(key, env_value)
     for key in edits.unset_env:
         unit.unset_env(key)
-    new_text = unit.render()
+    return _checked_plan(unit_text, unit.render(), _launch(unit), old, unit_name, version, version_source, check)
+
+
+def plan_for_version(
+    unit_text: str,
+    edits: EditRequest | None = None,
+    *,
+    unit_name: str,
+    version: str,
+    version_source: VersionSource = "server",
+    architecture: str | None = None,
+    replacement: str | None = None,
+) -> Plan:
+    """The plan with SGLang `version`'s unit model and rules: build_plan's edits of `unit_text`, or, given
+    `replacement`, that whole unit text in its place (kept from before, e.g. the unit a tune started from; the
+    edits are then ignored), checked the same way. `architecture` is the served model's, for the rules'
+    auto-choice. UnitError when a text is not an SGLang unit."""
+    from console.sglang.rules import check_launch
+    from console.sglang.unit import UnitFile
+
+    def parse_unit(text: str) -> Any:
+        return UnitFile.parse(text, version)
+
+    def check(argv: list[str], env: dict[str, str], checked_version: str) -> CheckReport:
+        return check_launch(argv, env, checked_version, architecture=architecture)
+
+    if replacement is not None:
+        new, old = _launch(parse_unit(replacement)), _launch(parse_unit(unit_text))
+        return _checked_plan(unit_text, replacement, new, old, unit_name, version, version_source, check)
+    return build_plan(
+        unit_text,
+        EditRequest() if edits is None else edits,
+        unit_name=unit_name,
+        version=version,
+        version_source=version_source,
+        parse_unit=parse_unit,
+        check=check,
+    )
+
+
+def _launch(unit: Any) -> tuple[list[str], dict[str, str]]:
+    return list(unit.flags()), dict(unit.environment())
+
+
+def _checked_plan(
+    old_text: str,
+    new_text: str,
+    new: tuple[list[str], dict[str, str]],
+    old: tuple[list[str], dict[str, str]],
+    unit_name: str,
+    version: str,
+    version_source: VersionSource,
+    check: Callable[[list[str], dict[str, str], str], CheckReport],
+) -> Plan:
+    """The plan for `old_text` -> `new_text`, with the rules' verdict on both launches (argv, environment)."""
     return Plan(
-        old_text=unit_text,
+        old_text=old_text,
         new_text=new_text,
-        diff=unified_diff(unit_text, new_text, unit_name),
+        diff=unified_diff(old_text, new_text, unit_name),
         sglang_version=version,
         version_source=version_source,
-        report=check(list(unit.flags()), dict(unit.environment()), version),
-        old_report=check(old_argv, old_env, version),
+        report=check(*new, version),
+        old_report=check(*old, version),
     )
 
 

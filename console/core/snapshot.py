@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from console.bench.records import BenchRecord
 from console.core.rollout import values_equal
 from console.errors import UsageError
+from console.sglang.vocabulary import View, dests, terms
 from console.tomlwrite import dumps
 
 SNAPSHOT_FORMAT = 1
@@ -35,26 +36,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 # The server's resolved values a snapshot shows first and status watches for drift, in display order
 # (console.sglang.client.summarize's semantics: the scheduler's internal state first, then the top level).
-RESOLVED_KEYS = (
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-    "max_running_requests",
-    "model_path",
-    "served_model_name",
-)
+RESOLVED_KEYS = dests(View.SNAPSHOT)
 # The speculative values a benchmark record must agree on to count as a run of the frozen setup.
-BENCH_MATCH_KEYS = (
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-)
+BENCH_MATCH_KEYS = dests(View.SPECULATIVE)
 # /server_info keys that are the server's state, not its arguments.
 NOT_SERVER_ARGS = frozenset({"internal_states", "status", "startup_time", "last_gen_throughput", "version"})
 # Benchmark record fields a snapshot leaves out (the setup is the snapshot's own; GPUs are listed once).
@@ -313,13 +297,9 @@ def setup_text(resolved: Mapping[str, Any]) -> str:
     if not algorithm or str(algorithm).upper() == "NONE":
         return "no speculative decoding"
     parts = [str(algorithm)]
-    for key, label in (
-        ("speculative_num_steps", "steps"),
-        ("speculative_eagle_topk", "topk"),
-        ("speculative_num_draft_tokens", "draft tokens"),
-    ):
-        if resolved.get(key) is not None:
-            parts.append(f"{label} {resolved[key]}")
+    for tree in terms(View.DRAFT_TREE):
+        if resolved.get(tree.dest) is not None:
+            parts.append(f"{tree.name} {resolved[tree.dest]}")
     overlap = resolved.get("disable_overlap_schedule")
     if overlap is not None:
         parts.append(f"overlap {'off' if values_equal(overlap, True) else 'on'}")

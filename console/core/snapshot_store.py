@@ -16,6 +16,7 @@ from typing import Any
 
 from console.core.drift import ProductionStatus, production_status
 from console.core.snapshot import SNAPSHOTS_DIR, Snapshot, SnapshotError, check_name, production_of
+from console.sglang.vocabulary import View, dests
 from console.workspace import Workspace
 
 
@@ -111,19 +112,7 @@ def save_snapshot(workspace: Workspace, snapshot: Snapshot) -> Path:
 
 
 # The server's values status compares with the production snapshot (SglangStatus fields; see console/core/drift.py).
-DRIFT_FIELDS = frozenset(
-    {
-        "version",
-        "model_path",
-        "speculative_algorithm",
-        "speculative_draft_model_path",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-        "disable_overlap_schedule",
-        "max_running_requests",
-    }
-)
+DRIFT_FIELDS = frozenset(dests(View.DRIFT))
 
 
 def production_of_host(workspace: Workspace | None, label: str, unit: str, sglang: Any) -> ProductionStatus | None:

@@ -28,28 +28,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.core.rollout import EditRequest, FlagValue, build_plan
+from console.core.rollout import EditRequest, FlagValue, plan_for_version
 from console.errors import UsageError
 from console.sglang.flags import version_at_least
-from console.sglang.rules import SPEC_V2_ENV, CheckReport, check_launch
+from console.sglang.rules import CheckReport, check_launch
+from console.sglang.vocabulary import SPEC_V2_ENV, View, dests, flag_of
 
 NO_SPECULATION = "none"
 # The server arguments a setup is described by (SGLang's ServerArgs names), in this order.
-CONFIG_KEYS = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-)
-_SPEC_FLAGS = (
-    "--speculative-algorithm",
-    "--speculative-num-steps",
-    "--speculative-eagle-topk",
-    "--speculative-num-draft-tokens",
-)
-_DRAFT_FLAG = "--speculative-draft-model-path"
-_OVERLAP_FLAG = "--disable-overlap-schedule"
+CONFIG_KEYS = dests(View.TUNE_CONFIG)
+_OVERLAP_FLAG = flag_of("disable_overlap_schedule")
+_DRAFT_FLAG = flag_of("speculative_draft_model_path")
+# The flags of the setup's own values (algorithm, steps, topk, draft tokens); the overlap is spec v2's business.
+_SPEC_FLAGS = tuple(flag_of(dest) for dest in CONFIG_KEYS if flag_of(dest) != _OVERLAP_FLAG)
 # Algorithms that always run a separate draft model (EAGLE/NEXTN may use the checkpoint's own MTP layers).
 NEEDS_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
 # Warnings that mean the point should not be run although SGLang would start it.
@@ -205,12 +196,8 @@ def edits_for(setting: Setting, version: str) -> EditRequest:
             unset_flags=(*_SPEC_FLAGS, _DRAFT_FLAG, _OVERLAP_FLAG),
             unset_env=(SPEC_V2_ENV,),
         )
-    sets: list[tuple[str, FlagValue]] = [
-        ("--speculative-algorithm", str(setting.algorithm)),
-        ("--speculative-num-steps", str(setting.steps)),
-        ("--speculative-eagle-topk", str(setting.topk)),
-        ("--speculative-num-draft-tokens", str(setting.draft_tokens_for_run())),
-    ]
+    values = (setting.algorithm, setting.steps, setting.topk, setting.draft_tokens_for_run())
+    sets: list[tuple[str, FlagValue]] = [(flag, str(value)) for flag, value in zip(_SPEC_FLAGS, values, strict=True)]
     if setting.draft_model_path:
         sets.append((_DRAFT_FLAG, setting.draft_model_path))
     v2_sets, unsets, env_sets, env_unsets = spec_v2_edits(version, bool(setting.spec_v2))
@@ -275,11 +262,6 @@ def build_space(
     """Every point of the request, checked with `version`'s rules against the original unit: candidates (in the
     request's order), pruned points with SGLang's reason, merged points. UnitError if the unit is not an
     SGLang unit; UsageError if nothing is left to run."""
-    from console.sglang.unit import UnitFile
-
-    def check(argv: list[str], env: dict[str, str], v: str) -> CheckReport:
-        return check_launch(argv, env, v, architecture=architecture)
-
     candidates: list[Candidate] = []
     pruned: list[Pruned] = []
     merges: list[tuple[Setting, int, CheckReport]] = []  # (point, index of the candidate it becomes, its report)
@@ -287,15 +269,7 @@ def build_space(
     seen: dict[tuple[tuple[str, str], ...], int] = {}
     for setting in request.settings():
         edits = edits_for(setting, version)
-        plan = build_plan(
-            unit_text,
-            edits,
-            unit_name=unit_name,
-            version=version,
-            version_source="server",
-            parse_unit=lambda text: UnitFile.parse(text, version),
-            check=check,
-        )
+        plan = plan_for_version(unit_text, edits, unit_name=unit_name, version=version, architecture=architecture)
         report = plan.report
         if report.errors or any(w.code in _PRUNING_WARNINGS for w in report.warnings):
             code, reason = _reason_for_prune(report)

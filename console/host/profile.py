@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from console.host.base import HostError
-from console.names import ENV_NAME
+from console.names import is_env_name
 
 DEFAULT_UNIT = "sglang.service"
 DEFAULT_SGLANG_PORT = 30000
@@ -110,7 +110,7 @@ class SglangSection(_Section):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not ENV_NAME.match(value):
+        if value is not None and not is_env_name(value):
             raise ValueError(f"expected an environment variable name such as SGLANG_API_KEY, not {value!r}")
         return value
 

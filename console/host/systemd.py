@@ -91,7 +91,13 @@ LOCK_RETAKE_S = 0.5  # between attempts to take the lock back after a dropped co
 # or claims it again from a new connection (writes the .alive file: a reconnected console takes over).
 # Files: PREFIX.orig (the copy; its presence = armed), PREFIX.alive, PREFIX.restored, PREFIX.w.PID (the
 # watcher lives), PREFIX.hb.PID (the heartbeat); PREFIX = /run/lock/opsconsole-<unit>.tune-<token>.
-_GUARD_SCRIPT = r"""lock=$1 owner=$2 unit_file=$3 unit=$4 p=$5 ticks=$6 mode=$7 watch=$8
+# The unit file is found by the script itself (FragmentPath), as _WRITE_SCRIPT does: no round trip before it.
+# Without one it answers `nofile LOADSTATE` and touches nothing.
+_GUARD_SCRIPT = r"""lock=$1 owner=$2 unit=$3 p=$4 ticks=$5 mode=$6 watch=$7
+unit_file=$(systemctl --no-pager show "$unit" -p FragmentPath --value)
+if [ -z "$unit_file" ]; then
+  printf 'nofile %s\n' "$(systemctl --no-pager show "$unit" -p LoadState --value)"; exit 79
+fi
 date +%s%N > "$p.alive"
 exec 9>>"$lock"
 if [ "$mode" = take ]; then flock -n 9; else flock -w 5 9; fi || { printf 'busy %s
@@ -295,12 +301,6 @@ class SystemdService:
         """$1 and $2 of SHOW_SCRIPT for this unit."""
         return [self.unit, ",".join(SHOW_PROPERTIES)]
 
-    async def _fragment_path(self) -> str:
-        state = await self.state()
-        if not state.fragment_path:
-            raise HostError(f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}")
-        return state.fragment_path
-
     async def read_unit(self) -> str:
         if self._locked_read is not None:  # read by the lock a moment ago, under the lock: no other apply changed it
             path, text = self._unit_read(self._locked_read, 0)
@@ -397,6 +397,13 @@ class SystemdService:
             ) from None
         if answer is not None and answer.startswith("busy"):
             raise UnitLocked(self.transport.label, self.unit, answer.removeprefix("busy").strip())
+        if answer is not None and answer.startswith("nofile"):  # the guard's script found no unit file
+            not_found = answer.removeprefix("nofile").strip() == "not-found"
+            raise HostError(
+                f"unit {self.unit} does not exist on the host (systemctl show says LoadState=not-found)"
+                if not_found  # parse_show's words for it
+                else f"{self.transport.label}: systemd reports no unit file (FragmentPath) for {self.unit}"
+            )
         if answer != "locked":
             root = " (as root through sudo -n)" if self.sudo else ""
             raise HostError(
@@ -408,8 +415,9 @@ class SystemdService:
     async def lock(self, owner: str) -> AsyncIterator[None]:
         path = lock_path(self.unit)
         owner = " ".join(owner.split())  # one line in the lock file
+        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner, self.unit, _READ_SCRIPT]
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        holder = asyncio.create_task(self._hold(path, owner, first))
+        holder = asyncio.create_task(self._hold(lambda _retake: argv, owner, first, reads_unit=True))
         try:
             await self._locked(first, path, needs="flock (util-linux)")
             yield
@@ -426,17 +434,26 @@ class SystemdService:
         disarmed first (UnitGuard.disarm(): the caller put the unit where it wants it) or a new connection of
         this console claimed it. See _GUARD_SCRIPT. Needs flock and setsid (util-linux) and GNU date."""
         path = lock_path(self.unit)
-        fragment = await self._fragment_path()
         owner = " ".join(owner.split())
         handle = UnitGuard(self, f"/run/lock/opsconsole-{self.unit}.tune-{secrets.token_hex(6)}")
         ticks = str(max(1, round(grace_s * 5)))
 
-        def argv(mode: str) -> list[str]:
-            return ["sh", "-c", _GUARD_SCRIPT, "sh", path, owner, fragment, self.unit, handle.prefix, ticks, mode,
-                    _GUARD_WATCHER]  # fmt: skip
+        def argv(retake: bool) -> list[str]:
+            mode = "retake" if retake else "take"
+            return ["sh", "-c", _GUARD_SCRIPT, "sh", path, owner, self.unit, handle.prefix, ticks, mode, _GUARD_WATCHER]
+
+        def stands_down(answer: str | None) -> bool:
+            """The guard is over: disarmed here or on the host, or the host gave the original back while this
+            console was away (nothing left to hold)."""
+            if handle.disarmed or answer == "disarmed":
+                return True
+            if answer is not None and answer.startswith("restored"):
+                handle.restored_at = answer.removeprefix("restored").strip() or "?"
+                return True
+            return False
 
         first: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        handle.holder = asyncio.create_task(self._hold_guard(argv, owner, first, handle))
+        handle.holder = asyncio.create_task(self._hold(argv, owner, first, stands_down=stands_down))
         try:
             await self._locked(first, path, needs="flock and setsid (util-linux)", what=" with a restore guard")
             yield handle
@@ -444,57 +461,34 @@ class SystemdService:
             handle.holder.cancel()  # closes the stream; a disarmed watcher has let go already
             await asyncio.gather(handle.holder, return_exceptions=True)
 
-    async def _hold_guard(
-        self, argv: Callable[[str], list[str]], owner: str, first: asyncio.Future[str | None], handle: UnitGuard
+    async def _hold(
+        self,
+        argv: Callable[[bool], list[str]],
+        owner: str,
+        first: asyncio.Future[str | None],
+        *,
+        reads_unit: bool = False,
+        stands_down: Callable[[str | None], bool] = lambda _answer: False,
     ) -> None:
-        """Like _hold, for the guard: take it, read its heartbeat, and claim it again from a new connection after a
-        drop (the claim makes the old watcher stand down). Ends when the host restored the unit by itself."""
-        mode = "take"
-        while True:
-            answer: str | None = None
-            try:
-                async for line in self.transport.stream(argv(mode), sudo=self.sudo):
-                    if answer is None:
-                        answer = line
-                        if not first.done():
-                            first.set_result(line)
-            except HostError as exc:
-                if not first.done():
-                    first.set_exception(exc)
-            if not first.done():
-                first.set_result(answer)
-            if first.cancelled() or first.exception() is not None or first.result() != "locked":
-                return  # never held: the caller reports why
-            if handle.disarmed:
-                return
-            if answer is not None and answer.startswith("restored"):
-                handle.restored_at = answer.removeprefix("restored").strip() or "?"
-                return  # the host gave the original back while this console was away: nothing left to hold
-            if answer is not None and answer.startswith("busy") and answer.removeprefix("busy").strip() != owner:
-                return  # another apply took it while this one was cut off
-            if answer == "disarmed":
-                return
-            mode = "retake"
-            await asyncio.sleep(LOCK_RETAKE_S)
+        """Take the lock (or the guard), hand the host's first answer to `first`, and keep it until cancelled.
 
-    async def _hold(self, path: str, owner: str, first: asyncio.Future[str | None]) -> None:
-        """Take the lock, hand the host's first answer to `first`, and keep the lock until cancelled.
-
-        The heartbeat is read to the end: an unread channel would stall the writer on the host, and a stalled
-        writer never notices that its reader went away. When a dropped connection ends the stream, the lock is
-        taken again once the host lets go of the old holder (the same owner: this apply, on the dead channel);
-        if another apply got it in between, there is nothing left to hold.
+        `argv(retake)` is the command; `reads_unit`: the lock's script prints the unit after `locked`, which the
+        next read_unit takes. The heartbeat is read to the end: an unread channel would stall the writer on the
+        host, and a stalled writer never notices that its reader went away. When a dropped connection ends the
+        stream, it is taken again (retake: for the guard, a claim that makes the old watcher stand down) once the
+        host lets go of the old holder (the same owner: this apply, on the dead channel); if another apply got it
+        in between, or `stands_down(answer)` says the guard is over, there is nothing left to hold.
         """
-        argv = ["sh", "-c", _LOCK_SCRIPT, "sh", path, owner, self.unit, _READ_SCRIPT]
+        retake = False
         while True:
             answer: str | None = None
             try:
-                async for line in self.transport.stream(argv, sudo=self.sudo):
+                async for line in self.transport.stream(argv(retake), sudo=self.sudo):
                     if answer is None:
                         answer = line
-                        if line != "locked" and not first.done():
+                        if (line != "locked" or not reads_unit) and not first.done():
                             first.set_result(line)
-                    elif not first.done():  # the unit's read, after `locked`
+                    elif reads_unit and not first.done():  # the unit's read, after `locked`
                         self._locked_read = _decoded_read(line)
                         first.set_result(answer)
             except HostError as exc:
@@ -504,6 +498,9 @@ class SystemdService:
                 first.set_result(answer)
             if first.cancelled() or first.exception() is not None or first.result() != "locked":
                 return  # never held: the caller reports why
+            if stands_down(answer):
+                return
             if answer is not None and answer.startswith("busy") and answer.removeprefix("busy").strip() != owner:
                 return  # another apply took it while this one was cut off
+            retake = True
             await asyncio.sleep(LOCK_RETAKE_S)

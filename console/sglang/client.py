@@ -19,6 +19,7 @@ import httpx
 
 from console.sglang.flags import UnsupportedVersionError, version_at_least
 from console.sglang.histograms import LATENCY_HISTOGRAMS, Histogram
+from console.sglang.vocabulary import View, dests
 
 HEALTH_POLL_INTERVAL_S = 0.1  # readiness noticed within 0.5 s of /health turning 200, even with a slow RTT
 
@@ -126,14 +127,7 @@ def _first_state(server_info: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-SPECULATIVE_KEYS = (
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "disable_overlap_schedule",
-)
+SPECULATIVE_KEYS = dests(View.SPECULATIVE)
 
 
 def summarize(

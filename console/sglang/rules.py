@@ -19,10 +19,10 @@ from typing import Any
 
 from console.sglang.argv import ArgvProblem, parse_argv
 from console.sglang.flags import FlagTable, flag_table, flag_versions, version_at_least
+from console.sglang.vocabulary import SPEC_V2_ENV, View, dests
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
-SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+SPEC_TRIPLE = dests(View.DRAFT_TREE)  # steps, topk, draft tokens
 
 # Built-in algorithm names once `--speculative-algorithm` stopped having argparse choices (0.5.12).
 # [0.5.23 speculative/spec_info.py:50-65] — plugins can register more; we cannot see those.

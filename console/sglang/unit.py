@@ -24,6 +24,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from console.names import is_env_name
 from console.secrets import redact_argv
 from console.sglang.argv import is_option_token
 from console.sglang.flags import FlagSpec, FlagTable, flag_table
@@ -33,7 +34,6 @@ FlagValue = str | list[str] | bool
 
 _SECTION = re.compile(r"^\s*\[([^\]]+)\]\s*$")
 _DIRECTIVE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*=")
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 # ExecStart's prefixes before the program (`-` ignore failure, `@` own argv[0], `:`, `+`, `!` privileges).
 _EXEC_PREFIXES = "@-:+!"
@@ -345,7 +345,7 @@ class UnitFile:
     def set_env(self, key: str, value: str) -> None:
         """Set an `Environment=` variable: the existing (last) assignment changes in place, otherwise a new
         `Environment="KEY=VALUE"` line goes after the last Environment= line (or before ExecStart)."""
-        if not _ENV_KEY.match(key):
+        if not is_env_name(key):
             raise UnitError(f"{key!r} is not a valid environment variable name (letters, digits and _)")
         rendered = quote_word(f"{key}={value}", exec_escapes=False)
         for block in reversed(self._env_blocks_in_effect()):

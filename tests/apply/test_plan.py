@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.rollout import EditRequest, Plan, build_plan, parse_edits, verify_resolved
+from console.core.rollout import EditRequest, Plan, build_plan, parse_edits, plan_for_version, verify_resolved
 from console.sglang.flags import flag_table
-from console.sglang.rules import check_launch
-from console.sglang.unit import UnitFile
+from console.sglang.rules import SPEC_TRIPLE, check_launch
+from console.sglang.unit import UnitError, UnitFile
 
 UNIT = """\
 [Unit]
@@ -172,3 +172,45 @@ def test_adjustments_the_old_unit_already_had_are_not_this_edits() -> None:
     plan = plan_for("0.5.9", "--speculative-num-steps=3", "--speculative-num-draft-tokens=4")
     assert any(a.flag == "max_running_requests" for a in plan.report.adjustments)
     assert "max_running_requests" not in plan.expectations()
+
+
+# --- plan_for_version: the one plan with a version's own unit model and rules --------------------------------
+
+
+def test_plan_for_version_is_build_plan_with_that_versions_unit_model_and_rules() -> None:
+    edits = parse_edits(["--speculative-num-steps=3", "--speculative-num-draft-tokens=4"], flag_kind=kind_for("0.5.9"))
+    plan = plan_for_version(UNIT, edits, unit_name="sglang.service", version="0.5.9")
+    by_hand = plan_for("0.5.9", "--speculative-num-steps=3", "--speculative-num-draft-tokens=4")
+    assert (plan.new_text, plan.diff, plan.version_source) == (by_hand.new_text, by_hand.diff, "server")
+    assert (plan.report.to_json(), plan.old_report.to_json()) == (
+        by_hand.report.to_json(),
+        by_hand.old_report.to_json(),
+    )
+    unchanged = plan_for_version(UNIT, unit_name="sglang.service", version="0.5.9", version_source="profile")
+    assert not unchanged.changed and unchanged.diff == "" and unchanged.version_source == "profile"
+
+
+def test_a_replacement_plan_writes_the_whole_text_and_checks_both_units_like_an_edit() -> None:
+    edited = plan_for("0.5.9", "--speculative-eagle-topk=2", "--speculative-num-draft-tokens=4")
+    ignored = EditRequest(set_flags=(("--tp-size", "8"),))
+    back = plan_for_version(edited.new_text, ignored, unit_name="sglang.service", version="0.5.9", replacement=UNIT)
+    assert back.old_text == edited.new_text and back.new_text == UNIT  # the edits were ignored
+    assert back.diff.startswith("--- sglang.service (now)\n+++ sglang.service (new)\n")
+    assert back.report.to_json() == edited.old_report.to_json()
+    assert back.old_report.to_json() == edited.report.to_json()
+    with pytest.raises(UnitError):
+        plan_for_version(UNIT, unit_name="sglang.service", version="0.5.9", replacement="[Service]\nType=simple\n")
+
+
+def test_plan_for_version_checks_with_the_served_models_architecture() -> None:
+    """SGLang's auto-choice of the draft tree depends on the model: a Llama gets (5, 4, 8), a DeepSeek (3, 1, 4)."""
+    edits = EditRequest(
+        unset_flags=("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+    )
+
+    def tree(architecture: str) -> list[object]:
+        plan = plan_for_version(UNIT, edits, unit_name="sglang.service", version="0.5.9", architecture=architecture)
+        return [plan.report.resolved[dest] for dest in SPEC_TRIPLE]
+
+    assert tree("LlamaForCausalLM") == [5, 4, 8]
+    assert tree("DeepseekV3ForCausalLM") == [3, 1, 4]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from console.host.base import UnitLocked
+from console.host.base import HostError, UnitLocked
 from console.host.ssh import SshTransport
 from console.host.systemd import SystemdService, lock_path
 from console.host.targets import resolve_target
@@ -157,3 +157,20 @@ async def test_the_lock_is_taken_again_after_a_dropped_connection(client: Client
         await other.transport.close()
         if sshd.process is None:
             sshd.start()
+
+
+async def test_a_guard_for_a_unit_without_a_unit_file_says_so_and_leaves_nothing_on_the_host(
+    client: ClientSide, unit: str
+) -> None:
+    """The guard's own script asks systemd for the unit file (FragmentPath): a unit it does not know (or a host
+    without systemd, as the lab's) is refused before anything is locked, copied or watched."""
+    service = make_service(client, unit)
+    try:
+        with pytest.raises(HostError, match=r"does not exist on the host|no unit file \(FragmentPath\)") as refused:
+            async with service.guard("alice@console1", grace_s=1):
+                raise AssertionError("a guard without a unit file to copy")
+        assert unit in str(refused.value)
+        assert not Path(lock_path(unit)).exists()
+        assert list(Path("/run/lock").glob(f"opsconsole-{unit}.tune-*")) == []
+    finally:
+        await service.transport.close()
