@@ -62,6 +62,7 @@ def test_uvicorn_prints_access_lines_at_info_and_below(resolved: dict[str, objec
     assert L.access_log_on(resolved) is on
 
 
+@pytest.mark.system  # the stand-in as a process (tests/tiers.py)
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
 def test_excluded_prefixes_are_not_logged_and_the_rest_is(version: str) -> None:
     args = [*FAST, "--sim-sglang-version", version, "--enable-metrics"]
@@ -75,6 +76,7 @@ def test_excluded_prefixes_are_not_logged_and_the_rest_is(version: str) -> None:
     assert requests.count(("POST", "/generate", 200)) == 2
 
 
+@pytest.mark.system  # the stand-in as a process (tests/tiers.py)
 def test_without_exclusions_every_request_is_logged_on_every_version() -> None:
     with running_sim([*FAST, "--sim-sglang-version", "0.5.6", "--enable-metrics"]) as sim:
         for path in ("/health", "/metrics", "/v1/models"):
@@ -83,6 +85,7 @@ def test_without_exclusions_every_request_is_logged_on_every_version() -> None:
     assert {("GET", "/health", 200), ("GET", "/metrics", 200), ("GET", "/v1/models", 200)} <= set(requests)
 
 
+@pytest.mark.system  # the stand-in as a process (tests/tiers.py)
 def test_log_level_http_above_info_silences_the_access_log_only() -> None:
     with running_sim([*FAST, "--sim-sglang-version", "0.5.17", "--log-level-http", "warning"]) as sim:
         httpx.get(sim.url + "/v1/models", timeout=30)

@@ -66,6 +66,7 @@ def kimi_demo(tmp_path: Path) -> Iterator[Demo]:
         yield running
 
 
+@pytest.mark.system  # the demo host's processes (tests/tiers.py)
 async def test_the_kimi_demo_brings_its_eagle3_unit_and_a_tune_of_eagle3_prunes_none_for_want_of_a_draft(
     kimi_demo: Demo,
 ) -> None:
