@@ -36,6 +36,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from console.errors import ExitCode, UsageError
+from console.sim.profiles import get_profile
 from console.sim.supervisor import UnitSupervisor, serve_control
 from console.workspace import Workspace
 
@@ -46,20 +48,29 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_dir: Path, workdir: Path) -> str:
-    """The demo's unit: what an operator's SGLang unit looks like, with the stand-in as the launcher."""
+    """The demo's unit: what the profile's operators run (console.sim.profiles.OperatorUnit: its model, tensor
+    parallelism and speculative setup), as an SGLang systemd unit with the stand-in as the launcher. ValueError
+    for an unknown profile (the message lists the known ones)."""
+    sim = get_profile(profile)
+    setup = sim.unit
+    speculative = [
+        f"--speculative-algorithm {setup.speculative_algorithm}",
+        f"--speculative-num-steps {setup.num_steps}",
+        f"--speculative-eagle-topk {setup.eagle_topk}",
+        f"--speculative-num-draft-tokens {setup.num_draft_tokens}",
+    ]
+    if setup.draft_model_path:
+        speculative.append(f"--speculative-draft-model-path {shlex.quote(setup.draft_model_path)}")
     flags = [
-        "--model-path Qwen/Qwen3.5-122B-A10B-FP8",
-        "--served-model-name qwen3.5-122b",
+        f"--model-path {shlex.quote(sim.served_model)}",
+        f"--served-model-name {shlex.quote(setup.served_model_name)}",
         "--host 127.0.0.1",
         f"--port {port}",
-        "--tp-size 4",
-        "--speculative-algorithm NEXTN",
-        "--speculative-num-steps 1",
-        "--speculative-eagle-topk 1",
-        "--speculative-num-draft-tokens 2",
+        f"--tp-size {sim.tp_size}",
+        *speculative,
         "--enable-metrics",
         f"--sim-profile {shlex.quote(profile)}",
-        "--sim-sglang-version 0.5.9",
+        f"--sim-sglang-version {setup.sglang_version}",
         f"--sim-time-scale {time_scale:g}",
         f"--sim-state-dir {shlex.quote(str(state_dir))}",
     ]
@@ -73,7 +84,7 @@ def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_
         "[Service]\n"
         "Type=simple\n"
         f"WorkingDirectory={workdir}\n"
-        'Environment="SGLANG_ENABLE_SPEC_V2=False"\n'
+        f'Environment="SGLANG_ENABLE_SPEC_V2={setup.spec_v2}"\n'
         f"{exec_start}\n"
         "Restart=no\n"
         "TimeoutStartSec=900\n"
@@ -184,6 +195,10 @@ class DemoHost:
 async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
     """Start the demo host (supervisor, control socket, profile, the unit started) and stop all of it on the way
     out, however the block ends. Yields as soon as the unit is started; `wait_ready()` waits for the server."""
+    try:
+        get_profile(args.profile)
+    except ValueError as exc:
+        raise UsageError(f"--profile: {exc}") from None
     workspace = Workspace.resolve(getattr(args, "workspace", None)).ensure()
     running = _running_demo(workspace.profiles / f"{PROFILE_NAME}.toml")
     if running:
@@ -247,6 +262,9 @@ async def run_headless(args: argparse.Namespace) -> int:
     except DemoAlreadyRunning as exc:
         print(exc, file=sys.stderr)
         return 1
+    except UsageError as exc:
+        print(f"opsconsole demo: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     finally:
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)

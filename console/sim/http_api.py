@@ -73,6 +73,8 @@ class Api:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.auth], client_max_size=64 * 1024**2)
+        if self.sim.access_on:
+            app.on_response_prepare.append(self.access_log)
         r = app.router
         for path in ("/health", "/health_generate"):
             r.add_get(path, self.health)
@@ -91,6 +93,15 @@ class Api:
         r.add_post("/v1/chat/completions", self.chat)
         r.add_post("/v1/completions", self.completions)
         return app
+
+    async def access_log(self, request: web.BaseRequest, response: web.StreamResponse) -> None:
+        """uvicorn logs a request when its response starts (its headers go out): after the work of a plain
+        response, before the first event of a stream."""
+        transport = request.transport
+        peername = transport.get_extra_info("peername") if transport is not None else None
+        peer = f"{peername[0]}:{peername[1]}" if peername else ""
+        version = request.version
+        self.sim.log_access(peer, request.method, request.raw_path, response.status, f"{version.major}.{version.minor}")
 
     @web.middleware
     async def auth(

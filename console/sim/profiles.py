@@ -76,6 +76,22 @@ class StartupPhases:
 
 
 @dataclass(frozen=True)
+class OperatorUnit:
+    """The SGLang launch the profile's operators ran on that hardware (the model and tensor parallelism are the
+    profile's own): what `opsconsole demo --profile NAME` writes into the demo's unit, so that the demo starts
+    from their setup and a tune of it has what it needs (an EAGLE3 draft model, for instance)."""
+
+    served_model_name: str
+    speculative_algorithm: str  # as written in the unit (NEXTN, EAGLE3, ...)
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+    draft_model_path: str | None  # EAGLE3 and STANDALONE run a separate draft model
+    spec_v2: bool  # SGLANG_ENABLE_SPEC_V2 in the unit's environment
+    sglang_version: str  # the SGLang the stand-in behaves as
+
+
+@dataclass(frozen=True)
 class SimProfile:
     name: str
     served_model: str  # Hugging Face id
@@ -103,6 +119,7 @@ class SimProfile:
     temperature_accept_drop: float  # at temperature 1 each position's acceptance is multiplied by 1 - this
     topk_rejection_gain: float  # each extra branch divides the rejection probability by 1 + this
     mean_natural_output_tokens: int  # mean length before a natural EOS (when ignore_eos is off)
+    unit: OperatorUnit  # the launch its operators ran (the demo's unit)
     tokens_per_second_hint: str = ""  # a human note of what this profile reproduces
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -192,6 +209,16 @@ _QWEN = SimProfile(
     temperature_accept_drop=0.12,
     topk_rejection_gain=0.15,
     mean_natural_output_tokens=420,
+    unit=OperatorUnit(  # MTP, one step, without the overlap path (design.md: steps 1/2/3 gave 123/186/234 tok/s)
+        served_model_name="qwen3.5-122b",
+        speculative_algorithm="NEXTN",
+        num_steps=1,
+        eagle_topk=1,
+        num_draft_tokens=2,
+        draft_model_path=None,
+        spec_v2=False,
+        sglang_version="0.5.9",
+    ),
     tokens_per_second_hint="topk 1, steps 1/2/3: ~123/186/234 tok/s at C=1 (temperature 0, ignore_eos)",
 )
 
@@ -249,6 +276,16 @@ _KIMI = SimProfile(
     temperature_accept_drop=0.12,
     topk_rejection_gain=0.08,
     mean_natural_output_tokens=520,
+    unit=OperatorUnit(  # EAGLE3 chain of 2 with spec v2: ~775 tok/s at high concurrency (design.md)
+        served_model_name="kimi-k2.5",
+        speculative_algorithm="EAGLE3",
+        num_steps=2,
+        eagle_topk=1,
+        num_draft_tokens=3,
+        draft_model_path="sim/kimi-k2.5-eagle3",
+        spec_v2=True,
+        sglang_version="0.5.9",
+    ),
     tokens_per_second_hint="no spec 92.7 tok/s at C=1; EAGLE3 1/2 spec v2 86.8 at C=1, ~775 aggregate; topk 4 ~353",
 )
 
@@ -306,6 +343,16 @@ _TINY = SimProfile(
     temperature_accept_drop=0.12,
     topk_rejection_gain=0.15,
     mean_natural_output_tokens=64,
+    unit=OperatorUnit(  # the tests' small server: MTP, one step, as the default demo
+        served_model_name="tiny-test",
+        speculative_algorithm="NEXTN",
+        num_steps=1,
+        eagle_topk=1,
+        num_draft_tokens=2,
+        draft_model_path=None,
+        spec_v2=False,
+        sglang_version="0.5.9",
+    ),
     tokens_per_second_hint="very fast decoding, for tests and load benchmarks",
 )
 

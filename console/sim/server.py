@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -127,6 +128,9 @@ class SimServer:
             else {}
         )
         self._seq = 0
+        # uvicorn's access log, as SGLang configures it (--log-level-http, --uvicorn-access-log-exclude-prefixes)
+        self.access_on = L.access_log_on(config.resolved)
+        self.access_excluded = L.access_log_excluded(config.resolved)
         count = config.gpu_count or config.profile.gpu_count
         self.gpus = gpu_model.idle_gpus(config.profile.gpu, count, config.profile.name)
         self._gpu_clock = time.monotonic()
@@ -168,6 +172,12 @@ class SimServer:
         if rank is None:
             rank = "" if self.detailed and int(self.config.resolved.get("tp_size") or 1) <= 1 else "TP0"
         self.config.log(L.line(message, rank=rank))
+
+    def log_access(self, peer: str, method: str, target: str, status: int, http_version: str = "1.1") -> None:
+        """One HTTP request as uvicorn logs it when the response starts, to the same stream as every other line;
+        nothing when the access log is off or the path is excluded."""
+        if self.access_on and L.access_logged(target, self.access_excluded):
+            self.config.log(L.line(L.access(peer, method, target, status, http_version)))
 
     def args(self) -> dict[str, Any]:
         """0.5.17+: every ServerArgs field as the server holds it after startup (its /server_info's keys)."""
@@ -547,7 +557,8 @@ class SimServer:
 
     async def warm_up(self) -> None:
         """SGLang's startup warm-up: a short /generate through the scheduler, then "ready to roll"."""
-        self.config.log(L.line(L.access("127.0.0.1:0", "GET", "/model_info", 200)))
+        # SGLang's warm-up thread asks over HTTP, a new connection each time (measured: two ephemeral ports).
+        self.log_access(f"127.0.0.1:{random.randint(32768, 60999)}", "GET", "/model_info", 200)
         req = self.submit(prompt_tokens=6, max_new_tokens=8, temperature=0.0, ignore_eos=True)
         if self.detailed:
             self.log(L.prefill_batch_0517(1, 6, 0, 0.0, 0, 0, cuda_graph=False, throughput=5.0))
@@ -557,7 +568,7 @@ class SimServer:
             await req.queue.get()
         self.live.pop(req.rid, None)
         await self._phase(dict(self.engine.startup_phases()).get("warmup", 0.0))
-        self.config.log(L.line(L.access("127.0.0.1:0", "POST", "/generate", 200)))
+        self.log_access(f"127.0.0.1:{random.randint(32768, 60999)}", "POST", "/generate", 200)
         self.engine.take_window()
         self.flush()
         self.status = "Up"

@@ -7,11 +7,18 @@ console's journal follower (which watches for these markers) be tested against t
 from __future__ import annotations
 
 import time
+from http import HTTPStatus
+
+_last_second: list[tuple[int, str]] = [(-1, "")]  # the last second formatted: an access line per request reuses it
 
 
 def stamp(prefix: str = "", now: float | None = None) -> str:
-    t = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-    return f"[{t}{' ' + prefix if prefix else ''}]"
+    second = int(time.time() if now is None else now)
+    cached_second, text = _last_second[0]
+    if second != cached_second:
+        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        _last_second[0] = (second, text)
+    return f"[{text}{' ' + prefix if prefix else ''}]"
 
 
 def line(message: str, *, rank: str = "", now: float | None = None) -> str:
@@ -138,9 +145,37 @@ def uvicorn_lines(pid: int, host: str, port: int) -> list[str]:
     ]
 
 
-def access(peer: str, method: str, path: str, status: int) -> str:
-    reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
-    return f'INFO:     {peer} - "{method} {path} HTTP/1.1" {status} {reason.get(status, "")}'.rstrip()
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+# uvicorn's levels at which its access logger (INFO) still prints.
+_ACCESS_LEVELS = frozenset({"trace", "debug", "info"})
+
+
+def access(peer: str, method: str, target: str, status: int, http_version: str = "1.1") -> str:
+    """uvicorn's access line as SGLang configures it (`line()` puts the "[date time] " stamp in front, as on every
+    SGLang line): the client's address:port, the request line with its query string, the status and its phrase
+    (`INFO:     127.0.0.1:37124 - "GET /health HTTP/1.1" 503 Service Unavailable`, measured on 0.5.17)."""
+    return f'INFO:     {peer} - "{method} {target} HTTP/{http_version}" {status} {_PHRASES.get(status, "")}'
+
+
+def access_log_on(resolved: dict[str, object]) -> bool:
+    """Whether uvicorn prints access lines: SGLang runs it at --log-level-http, else --log-level (default info),
+    and the access logger writes at INFO."""
+    level = resolved.get("log_level_http") or resolved.get("log_level") or "info"
+    return str(level).lower() in _ACCESS_LEVELS
+
+
+def access_log_excluded(resolved: dict[str, object]) -> tuple[str, ...]:
+    """--uvicorn-access-log-exclude-prefixes (0.5.9 and later) as SGLang's filter holds them: empty strings
+    dropped, duplicates removed in order."""
+    given = resolved.get("uvicorn_access_log_exclude_prefixes") or ()
+    prefixes = [str(p) for p in given if p] if isinstance(given, list | tuple) else []
+    return tuple(dict.fromkeys(prefixes))
+
+
+def access_logged(target: str, excluded: tuple[str, ...]) -> bool:
+    """SGLang's filter: a request whose path (its query string left out) starts with an excluded prefix is not
+    logged; plain str.startswith, so "/health" hides "/health_generate" too."""
+    return not excluded or not target.partition("?")[0].startswith(excluded)
 
 
 READY = "The server is fired up and ready to roll!"

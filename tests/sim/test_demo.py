@@ -125,3 +125,15 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_an_unknown_demo_profile_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*OPSCONSOLE, "--workspace", str(tmp_path / "ws"), "demo", "--no-ui", "--profile", "no-such-profile"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown simulator profile 'no-such-profile'" in done.stderr and "tiny-test" in done.stderr
+    assert not (tmp_path / "ws" / "profiles" / "demo.toml").exists()

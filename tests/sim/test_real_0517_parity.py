@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ def traffic(models: Path) -> Iterator[dict[str, Any]]:
             for path in ("/server_info", "/v1/loads", "/get_load", "/model_info", "/v1/models", "/metrics"):
                 got[path] = c.get(path)
             for path in ("/get_server_info", "/get_model_info", "/version", "/no_such_endpoint"):
+                got[path] = c.get(path)
+            for path in ("/health_generate", "/v1/loads?include=all"):  # asked in the capture too (its access log)
                 got[path] = c.get(path)
             prompt = "Hello world, tell me a story."
             # ignore_eos: the real random-weight model never produced its EOS, so every capture ran to its length;
@@ -345,6 +348,10 @@ def test_health_is_503_while_starting_then_200(models: Path) -> None:
         assert httpx.get(sim.url + "/health", timeout=5).content == b""
     finally:
         sim.stop()
+    real = requests_logged((REAL / "server.log").read_text())
+    assert real[:2] == [("GET", "/health", 503)] * 2  # the capture's client, polling while it started
+    logged = requests_logged(sim.output())
+    assert logged.count(("GET", "/health", 503)) == seen.count(503) and ("GET", "/health", 200) in logged
 
 
 # --- the log: startup, shutdown -------------------------------------------------------------------------
@@ -389,6 +396,66 @@ def test_startup_and_shutdown_lines_come_in_the_real_order(traffic: dict[str, An
     real = milestones((REAL / "server.log").read_text())
     assert len(real) == 33, real  # every milestone of the real start and stop, once or as often as printed
     assert milestones(traffic["log"]) == real
+
+
+# --- the access log: uvicorn's line for every request -----------------------------------------------------
+
+# SGLang's uvicorn format: its "[date time] " stamp, INFO:, the client's address:port, the request line with its
+# query string, the status and its phrase (0.5.17's server.log).
+ACCESS = re.compile(
+    r'^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] INFO:     127\.0\.0\.1:(\d+) - "([A-Z]+) (\S+) HTTP/1\.1" (\d{3}) (.+)$'
+)
+
+
+def access_lines(log: str) -> list[str]:
+    """Every line that is uvicorn's access line, whatever its shape (a request line in quotes after " - ")."""
+    return [line for line in log.splitlines() if re.search(r' - "[A-Z]+ \S+ HTTP/', line)]
+
+
+def requests_logged(log: str) -> list[tuple[str, str, int]]:
+    """(method, path with its query, status) of each access line, in the log's order."""
+    found = [ACCESS.match(line) for line in access_lines(log)]
+    return [(m[2], m[3], int(m[4])) for m in found if m]
+
+
+def next_request(lines: list[str], after: str) -> tuple[str, str, int]:
+    """The first request logged after the first line that holds `after`."""
+    start = next(i for i, line in enumerate(lines) if after in line)
+    return requests_logged("\n".join(lines[start:]))[0]
+
+
+def test_access_lines_have_the_real_servers_format(traffic: dict[str, Any]) -> None:
+    for log in ((REAL / "server.log").read_text(), traffic["log"]):
+        lines = access_lines(log)
+        assert len(lines) > 20
+        assert [line for line in lines if not ACCESS.match(line)] == []
+        for line in lines:
+            match = ACCESS.match(line)
+            assert match and match[5] == HTTPStatus(int(match[4])).phrase and 0 < int(match[1]) < 65536, line
+
+
+def test_every_request_the_capture_logged_is_logged_alike(traffic: dict[str, Any]) -> None:
+    real = set(requests_logged((REAL / "server.log").read_text()))
+    sim = set(requests_logged(traffic["log"]))
+    # The capture's client also polled /health while the server started (503); whether this stand-in's start was
+    # polled then depends on timing: test_health_is_503_while_starting_then_200 holds that one.
+    assert ("GET", "/health", 503) in real
+    assert real - {("GET", "/health", 503)} <= sim
+    assert {("GET", "/v1/loads?include=all", 200), ("POST", "/generate", 400), ("GET", "/version", 404)} <= real
+
+
+def test_access_lines_come_where_the_real_server_writes_them(traffic: dict[str, Any]) -> None:
+    """uvicorn logs when the response starts: after what the handler logged (a deprecation notice, the
+    http_server's error), and the warm-up's two requests (model info, then a generate) before "ready to roll"."""
+    for log in ((REAL / "server.log").read_text(), traffic["log"]):
+        lines = log.splitlines()
+        for old in ("/get_server_info", "/get_model_info", "/get_load"):
+            assert next_request(lines, f"Endpoint '{old}' is deprecated") == ("GET", old, 200)
+        error = "[http_server] Error: max_new_tokens must be at least 0"
+        assert next_request(lines, error) == ("POST", "/generate", 400)
+        ready = next(i for i, line in enumerate(lines) if "The server is fired up and ready to roll!" in line)
+        warm_up = [r for r in requests_logged("\n".join(lines[:ready])) if r[2] == 200]
+        assert warm_up == [("GET", "/model_info", 200), ("POST", "/generate", 200)]
 
 
 def test_sigterm_ends_in_sigkill_as_on_the_real_server(traffic: dict[str, Any]) -> None:

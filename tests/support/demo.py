@@ -104,11 +104,13 @@ def poll(condition: Any, timeout: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def running_demo(workspace: Path) -> Iterator[Demo]:
-    """`opsconsole demo --no-ui` in its own session, healthy; stopped with Ctrl-C (by PID) afterwards."""
+def running_demo(workspace: Path, profile: str | None = None) -> Iterator[Demo]:
+    """`opsconsole demo --no-ui [--profile NAME]` in its own session, healthy; stopped with Ctrl-C (by PID)
+    afterwards."""
     workspace.mkdir()
+    chosen = ["--profile", profile] if profile else []
     proc = subprocess.Popen(
-        [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", "--time-scale", TIME_SCALE],
+        [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", *chosen, "--time-scale", TIME_SCALE],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -27,7 +27,7 @@ from console.core.tune import (
     plan_tune,
 )
 from console.core.tune_search import Cell
-from console.core.tune_space import SpaceRequest
+from console.core.tune_space import SpaceRequest, unit_speculation
 from console.host.base import UnitLocked
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo
@@ -57,6 +57,36 @@ def names(result: TuneResult) -> dict[str, str]:
 def best(result: TuneResult, concurrency: int, workload: str = "random") -> str:
     rec = next(r for r in result.recommendations if r.cell == Cell(workload, concurrency))
     return rec.name
+
+
+@pytest.fixture
+def kimi_demo(tmp_path: Path) -> Iterator[Demo]:
+    """`opsconsole demo --profile kimi-...`, the demo as a newcomer starts it (not reseeded)."""
+    with running_demo(tmp_path / "ws", profile=KIMI) as running:
+        yield running
+
+
+@pytest.mark.system  # the demo host's processes (tests/tiers.py)
+async def test_the_kimi_demo_brings_its_eagle3_unit_and_a_tune_of_eagle3_prunes_none_for_want_of_a_draft(
+    kimi_demo: Demo,
+) -> None:
+    """`opsconsole demo --profile kimi-...` then a tune of EAGLE3, as a newcomer would: the unit is the Kimi
+    operators' (model, tp 8, EAGLE3 with its draft), so every EAGLE3 setup the version allows is planned."""
+    request = TuneRequest(
+        space=SpaceRequest(algorithms=("EAGLE3",), steps=(1, 2), topks=(1, 2, 4), spec_v2=(True, False)),
+        concurrencies=(1,),
+    )
+    async with open_session("demo", Workspace.resolve(kimi_demo.workspace)) as session:
+        found = unit_speculation(await session.service.read_unit(), "0.5.9")
+        info = await (await session.sglang()).server_info()
+        async with await plan_tune(session, request) as pending:  # left without executing: nothing changes
+            space = pending.space
+    assert (found.algorithm, found.draft_model_path) == ("EAGLE3", "sim/kimi-k2.5-eagle3")
+    served = ("model_path", "tp_size", "speculative_algorithm", "speculative_draft_model_path")
+    assert [info[key] for key in served] == ["moonshotai/Kimi-K2.5", 8, "EAGLE3", "sim/kimi-k2.5-eagle3"]
+    assert [p.setting.describe() for p in space.pruned if p.code == "draft-model-missing"] == []
+    assert {c.setting.topk for c in space.candidates} == {1, 2, 4}
+    assert all(c.config["speculative_algorithm"] == "EAGLE3" for c in space.candidates)
 
 
 async def test_qwen_steps_3_is_best_at_c1_about_1_9x_steps_1(demo: Demo) -> None:
