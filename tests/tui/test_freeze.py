@@ -33,8 +33,7 @@ def _text(app: object) -> str:
 
 async def test_f_previews_the_document_and_the_unit_change_then_freezes_when_asked() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made, text=snaps.unit_text(install=False))  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made, text=snaps.unit_text(install=False)))
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: "gpu-a" in _text(app), "the dashboard")
         await pilot.press("F")
@@ -58,8 +57,7 @@ async def test_f_previews_the_document_and_the_unit_change_then_freezes_when_ask
 
 async def test_cancel_writes_nothing_and_lets_go_of_the_plan() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made)  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")
@@ -72,8 +70,7 @@ async def test_cancel_writes_nothing_and_lets_go_of_the_plan() -> None:
 
 async def test_a_refused_freeze_says_why_and_needs_a_reason_to_go_ahead() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made, need_daemon_reload=True)  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made, need_daemon_reload=True))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")
@@ -92,8 +89,7 @@ async def test_a_refused_freeze_says_why_and_needs_a_reason_to_go_ahead() -> Non
 
 async def test_read_only_keeps_freeze_and_restore_off(tmp_path: Path) -> None:
     workspace, _ = snapshot_workspace(tmp_path)
-    app = scripted_app(views={"gpu-a": view()}, read_only=True)
-    app.options = app.options.__class__(app.options.targets, app.options.config, True, workspace)
+    app = scripted_app(views={"gpu-a": view()}, read_only=True, workspace=workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: "gpu-a" in _text(app), "the dashboard")
         await pilot.press("F")  # the key stays live and says why it does nothing
@@ -108,8 +104,7 @@ async def test_read_only_keeps_freeze_and_restore_off(tmp_path: Path) -> None:
 
 async def test_the_snapshots_view_marks_production_shows_a_document_and_diffs_two(tmp_path: Path) -> None:
     workspace, _ = snapshot_workspace(tmp_path)
-    app = scripted_app(views={"gpu-a": view()})
-    app.options = app.options.__class__(app.options.targets, app.options.config, False, workspace)
+    app = scripted_app(views={"gpu-a": view()}, workspace=workspace)
     async with app.run_test(size=SIZE) as pilot:
         app.action_snapshots()
         await wait_until(pilot, lambda: "Production snapshots (profiles" in _text(app), "the snapshots view")
@@ -189,8 +184,7 @@ async def test_freeze_and_restore_from_the_console_on_the_demo_host(demo: Demo, 
 
 async def test_a_change_after_the_preview_needs_a_new_preview_before_freeze() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made)  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")

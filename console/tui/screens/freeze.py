@@ -5,13 +5,14 @@ given), plans the freeze in a worker (the unit's lock is held from then on: no a
 the operator reads), and shows what will be written: why it is refused (with a field for --force's reason), the
 unit diff if the freeze must add [Install], and the whole document. Freeze writes it; Cancel or Esc writes
 nothing and lets go of the lock. The TUI holds no logic: the planner is console.core.freeze.plan_freeze on the
-host's session.
+host's session (the console's options can give another: console/tui/runners.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Protocol
+from functools import partial
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -23,28 +24,18 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Static
 
 from console.core.freeze_plan import FreezePlan, FreezeRequest
+from console.tui.context import ConsoleContext
+from console.tui.runners import FreezePending
 from console.tui.screens import FORM_FOCUS_BINDINGS
 
-
-class PendingLike(Protocol):
-    """What the screen needs of console.core.freeze.PendingFreeze."""
-
-    plan: FreezePlan
-
-    def force(self, reason: str) -> FreezePlan: ...
-
-    async def execute(self, on_event: Callable[[Any], None]) -> Any: ...
-
-    async def abort(self, why: str = ...) -> Any: ...
-
-
-Planner = Callable[[FreezeRequest], Awaitable[PendingLike]]
+# the host's planner, its label bound: console.tui.runners.FreezePlanner
+Planner = Callable[[FreezeRequest], Awaitable[FreezePending]]
 FORCE_HINT = "a reason to freeze anyway (recorded in the snapshot and the document)"
 PREVIEW_HINT = "Preview (Enter) shows what will be written; nothing is written before Freeze."
 
 
 class Planned(Message):
-    def __init__(self, pending: PendingLike | None, error: str | None = None) -> None:
+    def __init__(self, pending: FreezePending | None, error: str | None = None) -> None:
         super().__init__()
         self.pending = pending
         self.error = error
@@ -99,7 +90,7 @@ class FreezeScreen(Screen[bool]):
         self.label = label
         self.planner = planner
         self.suggested_name = suggested_name
-        self.pending: PendingLike | None = None
+        self.pending: FreezePending | None = None
         self.running = False
         self.done = False
         self.frozen = False
@@ -228,7 +219,7 @@ class FreezeScreen(Screen[bool]):
         self._status("freezing ...", "yellow")
         self.run_worker(self._execute(pending), exclusive=True, group="freeze", exit_on_error=False)
 
-    async def _execute(self, pending: PendingLike) -> None:
+    async def _execute(self, pending: FreezePending) -> None:
         def show(event: Any) -> None:
             step = getattr(event, "step", None)
             text = f"{step.replace('_', ' ')}: {event.detail}" if step else str(getattr(event, "message", event))
@@ -279,56 +270,22 @@ class FreezeScreen(Screen[bool]):
 # --- how the console opens it ---------------------------------------------------------------------------------
 
 
-def session_of(app: Any, label: str) -> Any:
-    """The open session of a host in this console (its HostWatcher's), or HostError saying why there is none."""
-    from console.host.base import HostError
-
-    source = app.sources.get(label)
-    session = getattr(source, "session", None)
-    if session is None:
-        why = "is not open in this console" if source is None else "is not connected (see its header)"
-        raise HostError(f"{label} {why}")
-    return session
-
-
-def workspace_of(app: Any, label: str | None = None) -> Any:
-    """The console's workspace (profiles/, logs/), from its options or else a host's session."""
-    workspace = getattr(app.options, "workspace", None)
-    if workspace is None and label is not None:
-        session = getattr(app.sources.get(label), "session", None)
-        workspace = getattr(session, "workspace", None)
-    return workspace
-
-
-def session_planner(app: Any, label: str) -> Planner:
-    async def plan(request: FreezeRequest) -> PendingLike:
-        from console.core.freeze import plan_freeze
-
-        pending: PendingLike = await plan_freeze(session_of(app, label), request)
-        return pending
-
-    return plan
-
-
-def open_freeze(app: Any) -> None:
+def open_freeze(console: ConsoleContext) -> None:
     """F / the palette: the freeze screen for the current host (not on the overview, not read-only)."""
     from console.core.snapshot import next_name
     from console.core.snapshot_store import load_snapshots
 
-    pane = app.current_pane
-    why = app.why_disabled("freeze")
-    if why or pane is None:
-        app.notify(why or "open a host first", title="Freeze", severity="warning")
+    label = console.current_host
+    why = console.why_disabled("freeze")
+    if why or label is None:
+        console.notify(why or "open a host first", title="Freeze", severity="warning")
         return
-    label = pane.label
-    custom = getattr(app, "freeze_planner", None)  # tests: a scripted planner
-    planner = custom(label) if custom is not None else session_planner(app, label)
-    workspace = workspace_of(app, label)
+    planner = partial(console.options.runners.freeze, console.session, label)
+    workspace = console.workspace(label)
     suggested = next_name(load_snapshots(workspace)[0], label) if workspace is not None else "v1"
 
     def closed(frozen: bool | None) -> None:
-        source = app.sources.get(label)
-        if frozen and source is not None:
-            source.refresh_now()  # the header shows the new production snapshot at once
+        if frozen:
+            console.refresh_host(label)  # the header shows the new production snapshot at once
 
-    app.push_screen(FreezeScreen(label, planner, suggested_name=suggested), closed)
+    console.push_screen(FreezeScreen(label, planner, suggested_name=suggested), closed)

@@ -10,6 +10,7 @@ without a host; restore needs the snapshot's host open in this console, and in r
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -24,9 +25,10 @@ from console.core.snapshot import Snapshot, best_throughput, production_names, p
 from console.core.snapshot_diff import diff_snapshots
 from console.core.snapshot_doc import render_document
 from console.core.snapshot_store import load_snapshots
+from console.tui.context import ConsoleContext
 from console.workspace import Workspace
 
-# snapshot -> (a PendingApply for its host, notes): console.core.freeze.plan_restore on that host's session
+# snapshot -> (a PendingApply for its host, notes): console.tui.runners.Restorer, the console's session_of bound
 Restorer = Callable[[Snapshot], Awaitable[tuple[Any, list[str]]]]
 COLUMNS = ("", "name", "host", "frozen (UTC)", "SGLang", "setup", "best tok/s", "note")
 
@@ -285,20 +287,12 @@ class SnapshotsScreen(Screen[None]):
         self.dismiss(None)
 
 
-def open_snapshots(app: Any) -> None:
+def open_snapshots(console: ConsoleContext) -> None:
     """The palette's Snapshots: the workspace's snapshots; restore goes to the snapshot's host in this console."""
-    from console.tui.screens.freeze import session_of, workspace_of
-
-    pane = app.current_pane
-    workspace = workspace_of(app, pane.label if pane is not None else (app.labels[0] if app.labels else None))
+    workspace = console.workspace()
     if workspace is None:
-        app.notify("no workspace: the snapshots live in its profiles/snapshots/", title="Snapshots", severity="warning")
+        console.notify("no workspace: the snapshots live in its profiles/snapshots/", title="Snapshots",
+                       severity="warning")  # fmt: skip
         return
-    custom = getattr(app, "restorer", None)  # tests: a scripted restorer
-
-    async def restorer(snapshot: Snapshot) -> tuple[Any, list[str]]:
-        from console.core.freeze import plan_restore
-
-        return await plan_restore(session_of(app, snapshot.host.label), snapshot)
-
-    app.push_screen(SnapshotsScreen(workspace, custom or restorer, read_only=app.options.read_only))
+    restorer = partial(console.options.runners.restore, console.session)
+    console.push_screen(SnapshotsScreen(workspace, restorer, read_only=console.options.read_only))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -34,11 +34,13 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Static
 
 from console.core.session import Session
-from console.core.tune import PendingTune, TuneEvent, TuneResult, plan_tune
+from console.core.tune import PendingTune, TuneEvent, TuneRequest, TuneResult
 from console.core.tune_board import TuneBoard
 from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_defaults, request_from_form
 from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
 from console.host.base import HostError, UnitLocked
+from console.tui.context import ConsoleContext
+from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen
 
@@ -122,9 +124,18 @@ class TuneFormScreen(Screen[None]):
         *FORM_FOCUS_BINDINGS,
     ]
 
-    def __init__(self, session: Session, *, label: str, read_only: str = "", clock: Clock = _utc_now) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        label: str,
+        read_only: str = "",
+        clock: Clock = _utc_now,
+        planner: TunePlanner = tune_on_host,
+    ) -> None:
         super().__init__()
         self.session = session
+        self.planner = planner
         self.label = label
         self.read_only = read_only
         self.clock = clock
@@ -220,7 +231,7 @@ class TuneFormScreen(Screen[None]):
         self._show()
 
     @work(thread=True, exclusive=True, group="tune-space")
-    def _build_space(self, request: Any, values: dict[str, str]) -> None:
+    def _build_space(self, request: TuneRequest, values: dict[str, str]) -> None:
         try:
             space: Space | str = build_space(
                 request.space, self.unit_text, unit_name=self.session.service.unit, version=self.version
@@ -287,11 +298,11 @@ class TuneFormScreen(Screen[None]):
         self._plan(request_from_form(self.values, self.unit))
 
     @work(exclusive=True, group="tune-plan")
-    async def _plan(self, request: Any) -> None:
+    async def _plan(self, request: TuneRequest) -> None:
         self.busy = True
         self.refresh_bindings()
         try:
-            pending = await plan_tune(self.session, request)
+            pending = await self.planner(self.session, request)
         except UnitLocked as exc:
             who = exc.holder or "another console"
             self.notify(f"The unit is locked: {who}. Nothing was changed.", title="locked", severity="error")
@@ -629,43 +640,43 @@ def result_view(result: TuneResult) -> RenderableType:
 # --- opening it ------------------------------------------------------------------------------------------------
 
 
-def open_tune(app: Any) -> None:
+def open_tune(console: ConsoleContext) -> None:
     """T / the palette: the host's running tune if there is one, else the form (off in read-only mode)."""
-    pane = app.current_pane
-    if pane is None:
-        app.notify(app.why_disabled("tune") or "open a host first", title="Tune", severity="warning")
+    label = console.current_host
+    if label is None:
+        console.notify(console.why_disabled("tune") or "open a host first", title="Tune", severity="warning")
         return
-    label = pane.label
     name = screen_name(label)
-    if app.is_screen_installed(name):
-        app.push_screen(name)
+    if console.is_screen_installed(name):
+        console.push_screen(name)
         return
-    why = app.why_disabled("tune")
+    why = console.why_disabled("tune")
     if why:
-        app.notify(why, title="Tune", severity="warning")
+        console.notify(why, title="Tune", severity="warning")
         return
-    session = app.sources[label].session
-    if session is None:
-        app.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
+    try:
+        session = console.session(label)
+    except HostError:
+        console.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
         return
-    form = TuneFormScreen(session, label=label, clock=app.clock)
+    form = TuneFormScreen(session, label=label, clock=console.clock, planner=console.options.runners.tune)
 
     def closed(_: None) -> None:
         screen = form.started
         if screen is None:
             return
-        app.install_screen(screen, name)
-        app.push_screen(name)
+        console.install_screen(screen, name)
+        console.push_screen(name)
 
-    app.push_screen(form, closed)
+    console.push_screen(form, closed)
 
 
-def tune_running(app: Any) -> str | None:
+def tune_running(console: ConsoleContext) -> str | None:
     """The host whose tune is running (the app refuses to quit meanwhile), or None."""
-    for label in app.labels:
+    for label in console.labels:
         name = screen_name(label)
-        if app.is_screen_installed(name):
-            screen = app.get_screen(name)
+        if console.is_screen_installed(name):
+            screen = console.get_screen(name)
             if isinstance(screen, TuneScreen) and screen.running:
-                return str(label)
+                return label
     return None
