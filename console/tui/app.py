@@ -30,7 +30,7 @@ from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import EditScreen
 from console.tui.screens.freeze import open_freeze
 from console.tui.screens.help import HelpScreen, KeyRow
-from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.progress import ProgressScreen, apply_progress
 from console.tui.screens.runs import open_runs
 from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
@@ -432,14 +432,17 @@ class OpsConsoleApp(App[int]):
             await pending.abort("not confirmed; nothing was restarted")
             return
         source = self.sources[pane.label]
-        await self.push_screen_wait(
-            ProgressScreen(pending, title=f"Restarting {unit} on {pane.label}", on_done=lambda _r: source.refresh_now())
-        )
+        title = f"Restarting {unit} on {pane.label}"
+        await self.push_screen_wait(apply_progress(pending, title=title, on_done=lambda _r: source.refresh_now()))
 
     def action_quit(self) -> None:  # type: ignore[override]
-        running = [s for s in self.screen_stack if isinstance(s, ProgressScreen) and s.result is None]
-        if running:
-            self.notify("an apply or restart is running: let it finish, or esc to abort it first", severity="warning")
+        # a tune goes on off screen (installed, d): said below, with how to get back to it
+        watched = [s for s in self.screen_stack if isinstance(s, ProgressScreen) and s.running
+                   and not self.is_screen_installed(s)]  # fmt: skip
+        if watched:
+            view = watched[-1].view
+            then = "let it finish, or esc to abort it first" if view.abort_question else "let it finish"
+            self.notify(f"{view.what} is running: {then}", severity="warning")
             return
         tuning = tune_running(self)
         if tuning is not None:

@@ -1,6 +1,7 @@
 """`F` and the snapshots view with Pilot: the dialog shows what will be written and asks; refused means no Freeze
 until a reason is given; read-only keeps both off; and end to end on the demo host (the real HostWatcher, the real
-plan_freeze and plan_restore): freeze, the header's production mark, drift after an apply, restore from the view."""
+plan_freeze and plan_restore): freeze, the header's production mark, drift after an apply, restore from the view
+(each watched on the progress screen)."""
 
 from __future__ import annotations
 
@@ -176,8 +177,11 @@ async def test_freeze_and_restore_from_the_console_on_the_demo_host(demo: Demo, 
         await pilot.press("r")
         await wait_until(pilot, lambda: "y: write and restart" in _text(app), "the restore plan", 30)
         assert "+    --speculative-num-steps 1" in _text(app)
-        await pilot.press("y")
-        await wait_until(pilot, lambda: "restored v1: verified" in _text(app), "the restore", 60)
+        await pilot.press("y")  # watched on the progress screen, as any apply
+        await wait_until(pilot, lambda: "✔ verified" in _text(app), "the restore", 60)
+        assert "Restoring v1 onto demo" in _text(app) and "esc: back to the snapshots" in _text(app)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "restored v1: verified" in _text(app), "the view's summary")
         await pilot.press("escape")
         await wait_until(pilot, lambda: "= production v1" in _text(app), "in sync again", 30)
 
