@@ -148,13 +148,13 @@ def test_confirmation_with_the_unit_diff(snap_compare: Any) -> None:
 
 @pytest.mark.parametrize("outcome", ["verified", "rolled_back"])
 def test_progress_to_its_outcome(snap_compare: Any, outcome: str) -> None:
-    from console.tui.screens.progress import ProgressScreen
+    from console.tui.screens.progress import apply_progress
     from tests.tui.support import ScriptedPending
 
     app = scripted_app(views={"gpu-a": view()})
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        screen = ProgressScreen(ScriptedPending(outcome), title="Applying to gpu-a (sglang.service)", clock=lambda: NOW)  # type: ignore[arg-type]
+        screen = apply_progress(ScriptedPending(outcome), title="Applying to gpu-a (sglang.service)", clock=lambda: NOW)  # type: ignore[arg-type]
         app.push_screen(screen)
         await wait_until(pilot, lambda: screen.result is not None, "the outcome")
         await pilot.pause(0.1)

@@ -19,7 +19,8 @@ from textual.widgets import Input
 from console.core.tune_form import FIELDS
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.tune import TuneFormScreen, TuneScreen
+from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.tune import TuneFormScreen, TuneView
 from tests.support.demo import Demo, running_demo
 from tests.tui.support import (
     FixedSession,
@@ -51,6 +52,10 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
 
 def console(demo: Demo, *, read_only: bool = False) -> AbstractAsyncContextManager[tuple[OpsConsoleApp, Pilot[Any]]]:
     return demo_console(str(demo.workspace), read_only=read_only, size=SIZE, timeout=SLOW)
+
+
+def is_tune(screen: object) -> bool:
+    return isinstance(screen, ProgressScreen) and isinstance(screen.view, TuneView)
 
 
 async def open_form(app: OpsConsoleApp, pilot: Pilot[Any]) -> TuneFormScreen:
@@ -89,9 +94,9 @@ async def test_form_confirm_live_rows_and_the_result_with_its_crossovers_on_the_
         assert "steps 1" in rows and "steps 3" in rows and "starts of sglang-demo.service" in rows
         assert "Restart sglang-demo.service on demo with each of these setups" in rows
         await pilot.press("y")
-        await wait_until(pilot, lambda: isinstance(app.screen, TuneScreen), "the tune")
+        await wait_until(pilot, lambda: is_tune(app.screen), "the tune")
         tune = app.screen
-        assert isinstance(tune, TuneScreen)
+        assert isinstance(tune, ProgressScreen) and isinstance(tune.view, TuneView)
         await wait_until(pilot, lambda: "benchmarking C=1" in screen_text(app), "a live row", SLOW)
         assert "▶ trial" in screen_text(app) and "elapsed" in screen_text(app)
         # d: the dashboard, live, while the tune goes on; q there is refused; the end is said; T shows the result
@@ -107,10 +112,10 @@ async def test_form_confirm_live_rows_and_the_result_with_its_crossovers_on_the_
         text = screen_text(app)
         assert "random: best setup per level" in text and "steps 3 best at every level" in text
         assert "demo: the original unit, healthy" in text
-        states = {row.name: row.state for row in tune.board.rows}
+        states = {row.name: row.state for row in tune.view.board.rows}
         assert states == {"steps 1": "done", "steps 3": "done"}
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not isinstance(app.screen, TuneScreen), "closed")
+        await wait_until(pilot, lambda: not is_tune(app.screen), "closed")
         assert not app.is_screen_installed("tune-demo")
     assert await asyncio.to_thread(demo.host().unit) == original
 

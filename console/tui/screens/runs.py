@@ -37,6 +37,7 @@ from console.bench.sidebyside import (
     value_text,
 )
 from console.core.bench_export import export_comparison
+from console.tui.context import ConsoleContext
 from console.tui.widgets.plot import RUN_MARKS, RUN_STYLES, Plot
 
 COLUMNS = ("", "label", "host", "setup", "SGLang", "when (UTC)", "levels", "workload")
@@ -337,13 +338,10 @@ class RunsScreen(Screen[None]):
         self.dismiss(None)
 
 
-def open_runs(app: Any, *, picked: Sequence[str] = ()) -> None:
+def open_runs(console: ConsoleContext, *, picked: Sequence[str] = ()) -> None:
     """c / the palette: the runs of the console's workspace (works on the overview and in read-only mode)."""
-    from console.tui.screens.freeze import workspace_of
-
-    pane = app.current_pane
-    workspace = workspace_of(app, pane.label if pane is not None else (app.labels[0] if app.labels else None))
+    workspace = console.workspace()
     if workspace is None:
-        app.notify("no workspace: the runs live in its logs/", title="Compare", severity="warning")
+        console.notify("no workspace: the runs live in its logs/", title="Compare", severity="warning")
         return
-    app.push_screen(RunsScreen(workspace.logs, picked=picked, clock=app.clock))
+    console.push_screen(RunsScreen(workspace.logs, picked=picked, clock=console.clock))

@@ -29,9 +29,18 @@ SERVER_LABEL_COLUMNS = 26
 
 
 class HostPane(Vertical):
-    def __init__(self, label: str, *, thresholds: Thresholds, clock: Callable[[], datetime], id: str) -> None:
+    def __init__(
+        self,
+        label: str,
+        *,
+        thresholds: Thresholds,
+        clock: Callable[[], datetime],
+        backlog: Callable[[], tuple[HostView | None, list[JournalEntry]]],
+        id: str,
+    ) -> None:
         super().__init__(id=id, classes="host-pane")
         self.label = label
+        self.backlog = backlog  # what arrived for this host while the pane was being mounted
         self.thresholds = thresholds
         self.clock = clock
         self.view = HostView(label, clock(), ConnectionState("connecting"))
@@ -55,11 +64,9 @@ class HostPane(Vertical):
         return self.query_one(JournalView)
 
     def on_mount(self) -> None:
-        app = self.app
-        latest = getattr(app, "views", {}).get(self.label)
+        latest, early = self.backlog()
         if latest is not None:  # arrived while the tabs were being mounted
             self.view = latest
-        early = getattr(app, "early_journal", {}).pop(self.label, None)
         if early:
             self._pending_journal.extend(early)
         self.render_view()
