@@ -238,11 +238,13 @@ class OpsConsoleApp(App[int]):
             self.early_journal.setdefault(message.label, []).extend(message.entries)
 
     def _tick(self) -> None:
+        if not self.screen_stack:  # shutting down: the timer fired after the screens went
+            return
         panes = list(self.dashboard.query(HostPane))
         for pane in panes:
             pane.tick()
-        if len(self.labels) > 1:
-            overview = self.dashboard.query_one(Overview)
+        overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
+        if overview is not None:  # none with one host, or while the dashboard is being taken down
             for pane in panes:
                 overview.show(pane.view, self.clock())
 
