@@ -195,6 +195,17 @@ def check_args(args: argparse.Namespace) -> None:
     _space_from_args(args, None)
 
 
+# The space's axes (console.core.tune_form.AXES) as the command line names them.
+AXIS_OPTIONS = {
+    "algorithm": "--algorithm",
+    "steps": "--steps",
+    "topk": "--topk",
+    "draft_tokens": "--draft-tokens",
+    "spec_v2": "--spec-v2",
+    "draft_model_path": "--draft-model-path",
+}
+
+
 def _workloads(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys(w.strip() for w in args.workload.split(",") if w.strip()))
 
@@ -220,6 +231,7 @@ def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
         draft_tokens=args.draft_tokens,
         spec_v2=args.spec_v2,
         draft_model_path=args.draft_model_path,
+        names=AXIS_OPTIONS,
     )
 
 
