@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from console.bench.engine import SweepConfig, SweepField, say_problems
 from console.bench.records import BenchRecord
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from console.core.monitor import HostView
     from console.core.session import Session
 
+T = TypeVar("T")
 FORM_FILE = "console-bench-form.json"  # in logs/, beside the records (not a bench-*.jsonl: runs never read it)
 WORKLOAD_CHOICES = ("random", "chat", "random+chat")
 # Beside which form field a problem of the sweep stands (SweepConfig.problems), and how its text names the fields.
@@ -149,7 +150,8 @@ def _float(text: str, what: str, problems: dict[str, str], field: str) -> float 
         return None
 
 
-def _list(text: str, what: str, parse: Callable[[str, str], list[Any]], problems: dict[str, str], field: str) -> Any:
+def _list(text: str, what: str, parse: Callable[[str, str], list[T]], problems: dict[str, str], field: str) -> list[T]:
+    """The field's comma-separated list; a problem beside the field if it cannot be read (then [])."""
     try:
         return parse(text, what)
     except UsageError as exc:
