@@ -22,7 +22,6 @@ from console.bench.events import ClientPlaced
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
 from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
 from console.bench.telemetry import GpuSampler
-from console.bench.workloads import WorkloadSpec
 from console.errors import UsageError
 from console.host.base import HostError
 from console.workspace import Workspace
@@ -39,6 +38,7 @@ AUTO_HOST_ABOVE_MS = 5.0
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
+    """`1,8,32` -> [1, 8, 32]; UsageError otherwise, naming the field as the caller calls it (`what`)."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -49,6 +49,7 @@ def parse_int_list(text: str, what: str) -> list[int]:
 
 
 def parse_float_list(text: str, what: str) -> list[float]:
+    """`2,4.5` -> [2.0, 4.5], all positive; UsageError otherwise, naming the field as the caller calls it."""
     try:
         values = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -56,46 +57,6 @@ def parse_float_list(text: str, what: str) -> list[float]:
     if not values or any(v <= 0 for v in values):
         raise UsageError(f"{what} must be positive numbers (got {text!r})")
     return values
-
-
-def config_from_args(args: Any) -> SweepConfig:
-    """The sweep that arguments (the command line's, or the console's form) ask for; UsageError says what to fix."""
-    if args.input_len < 1 or args.output_len < 1:
-        raise UsageError("--input-len and --output-len must be at least 1")
-    if args.temperature is not None and args.temperature < 0:
-        raise UsageError("--temperature must be ≥ 0")
-    workload = WorkloadSpec(
-        name=args.workload,
-        api=args.api,
-        input_len=args.input_len,
-        output_len=args.output_len,
-        temperature=args.temperature,
-        seed=args.seed,
-    )
-    config = SweepConfig(
-        workload=workload,
-        concurrencies=parse_int_list(args.concurrency, "--concurrency"),
-        request_rates=parse_float_list(args.request_rate, "--request-rate") if args.request_rate else [],
-        requests=args.requests,
-        duration=args.duration,
-        warmup=args.warmup,
-        repeat=args.repeat,
-        request_timeout=args.request_timeout,
-        max_error_rate=args.max_error_rate,
-        time_cap=args.time_cap,
-    )
-    try:
-        config.validate()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return config
-
-
-def check_url(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise UsageError(f"--url must look like http://127.0.0.1:30000 (got {url!r})")
-    return url.rstrip("/")
 
 
 class _Sweep(Protocol):

@@ -49,6 +49,8 @@ FIELDS: tuple[FormField, ...] = (
     FormField("budget", "budget (minutes)", "empty: no budget", "the benchmark"),
 )
 FIELD_LABELS = {f.key: f.label for f in FIELDS}
+# The axes of the space as text, as space_from_axes takes them (each caller names them its way).
+AXES = ("algorithm", "steps", "topk", "draft_tokens", "spec_v2", "draft_model_path")
 
 
 class FormError(UsageError):
@@ -89,13 +91,12 @@ def space_from_axes(
     draft_tokens: str | None = None,
     spec_v2: str | None = None,
     draft_model_path: str | None = None,
-    names: Mapping[str, str] | None = None,
+    names: Mapping[str, str],
 ) -> SpaceRequest:
     """The space from the axes given as text (they win over `base`, a --space file's); the missing axes from the
-    unit as it is. `names` says how each axis is called where it was typed (CLI: --steps). UsageError on bad
-    input, and when the unit runs no speculation and no algorithm was asked for."""
-    what = {"algorithm": "--algorithm", "steps": "--steps", "topk": "--topk", "draft_tokens": "--draft-tokens",
-            "spec_v2": "--spec-v2", "draft_model_path": "--draft-model-path", **(names or {})}  # fmt: skip
+    unit as it is. `names` says how each axis (AXES) is called where it was typed: the CLI's --steps, the form's
+    steps. UsageError on bad input, and when the unit runs no speculation and no algorithm was asked for."""
+    what = {key: names[key] for key in AXES}
     algorithms = parse_algorithms(algorithm) if algorithm else base.algorithms
     switches = parse_switches(spec_v2, what["spec_v2"]) if spec_v2 else base.spec_v2
     if unit is not None:
@@ -128,12 +129,12 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
     def text(key: str) -> str:
         return values.get(key, "").strip()
 
-    axes = ("algorithm", "steps", "topk", "draft_tokens", "spec_v2")
+    axes = AXES[:-1]  # the draft model path is a path: nothing to check on its own
     for key in axes:  # each axis on its own first, so that the error names its field
         if not text(key):
             continue
         try:
-            space_from_axes(SpaceRequest(), None, **{key: text(key)}, names={key: FIELD_LABELS[key]})
+            space_from_axes(SpaceRequest(), None, **{key: text(key)}, names=FIELD_LABELS)
         except UsageError as exc:
             raise FormError(key, _without_field(str(exc), key)) from None
     try:
@@ -142,7 +143,7 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
             unit,
             **{key: text(key) or None for key in axes},
             draft_model_path=text("draft_model_path") or None,
-            names={key: FIELD_LABELS[key] for key in (*axes, "draft_model_path")},
+            names=FIELD_LABELS,
         )
     except UsageError as exc:
         raise FormError("algorithm", str(exc)) from None

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from console.bench.events import Level, LevelStarted, RunningFigures
+from console.cli.tune import AXIS_OPTIONS
 from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
 from console.core.rollout import ApplyState
@@ -25,7 +26,7 @@ from console.core.tune import (
     TuneStarted,
 )
 from console.core.tune_board import TuneBoard
-from console.core.tune_form import FormError, estimate, form_defaults, request_from_form
+from console.core.tune_form import AXES, FIELD_LABELS, FormError, estimate, form_defaults, request_from_form
 from console.core.tune_search import Cell
 from console.core.tune_space import Space, SpaceRequest, build_space, unit_speculation
 from tests.tune.test_space import KIMI_PLAIN, QWEN_MTP
@@ -73,6 +74,13 @@ def test_a_field_it_cannot_take_is_named_with_what_to_write(field: str, text: st
         request_from_form(form_defaults(unit) | {field: text}, unit)
     assert caught.value.field == field
     assert message in str(caught.value)
+
+
+def test_every_axis_has_an_option_name_and_a_form_field() -> None:
+    """space_from_axes says its problems with the caller's names: the CLI's options, the form's labels."""
+    assert set(AXIS_OPTIONS) == set(AXES) and set(AXES) <= set(FIELD_LABELS)
+    assert all(option.startswith("--") for option in AXIS_OPTIONS.values())
+    assert not [label for label in FIELD_LABELS.values() if label.startswith("-")]
 
 
 def test_a_unit_without_speculation_needs_an_algorithm_to_try() -> None:

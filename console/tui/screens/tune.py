@@ -38,6 +38,7 @@ from console.core.tune import PendingTune, TuneEvent, TuneRequest, TuneResult
 from console.core.tune_board import TuneBoard
 from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_defaults, request_from_form
 from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
+from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
 from console.tui.context import ConsoleContext
 from console.tui.runners import TunePlanner, tune_on_host
@@ -237,7 +238,7 @@ class TuneFormScreen(Screen[None]):
             space: Space | str = build_space(
                 request.space, self.unit_text, unit_name=self.session.service.unit, version=self.version
             )
-        except ValueError as exc:  # UnitError, UsageError: said in the report
+        except (ValueError, UsageError) as exc:  # UnitError, UsageError: said in the report
             space = str(exc)
         self.app.call_from_thread(self._space_built, values, space)
 
@@ -308,7 +309,7 @@ class TuneFormScreen(Screen[None]):
             who = exc.holder or "another console"
             self.notify(f"The unit is locked: {who}. Nothing was changed.", title="locked", severity="error")
             return
-        except (HostError, ValueError) as exc:  # UsageError: nothing to run; UnitError: not an SGLang unit
+        except (HostError, ValueError, UsageError) as exc:  # UsageError: nothing to run; UnitError: not an SGLang unit
             self.notify(f"Cannot plan the tune: {exc}", severity="error", timeout=10)
             return
         finally:
