@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
@@ -25,6 +26,7 @@ from console.bench.telemetry import GpuSampler
 from console.bench.workloads import WorkloadSpec
 from console.errors import UsageError
 from console.host.base import HostError
+from console.sglang.specmode import SpecMode, server_answered, spec_mode
 from console.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -131,7 +133,7 @@ async def _keep_records(
             unit_hash=unit_hash,
             workload=config.workload.describe(),
             link_round_trip_ms=link_round_trip_ms,
-            spec_v2=spec_v2_of(unit_text, result.server.version),
+            spec_v2=measured_spec_v2(result.server.server_args, result.server.version, unit_text),
         )
         if workspace is not None:
             append_records(workspace.logs, records)
@@ -179,15 +181,29 @@ async def run_bench(
 
 def spec_v2_of(unit_text: str | None, version: str | None) -> bool | None:
     """Whether that SGLang version runs the spec-v2 worker with this unit (the version's rules on the unit's flags
-    and environment: the server does not echo it), for the records' setup; None when it cannot be told."""
+    and environment), for a record whose server did not say; None when it cannot be told."""
+    mode = _unit_rules(unit_text, version)
+    return mode.spec_v2 if mode is not None else None
+
+
+def _unit_rules(unit_text: str | None, version: str | None) -> SpecMode | None:
     if unit_text is None or not version:
         return None
     from console.core.monitor import unit_ask
 
     try:
-        return unit_ask(unit_text, version).spec_v2
+        return unit_ask(unit_text, version).rules
     except Exception:  # provenance is best effort: an unknown version or an odd unit must not lose the records
         return None
+
+
+def measured_spec_v2(server_args: Mapping[str, Any], version: str | None, unit_text: str | None) -> bool | None:
+    """The records' spec-v2 worker: decided from the server's resolved args where it reported them (its
+    version and `disable_overlap_schedule`), else by the version's rules on the unit
+    (console.sglang.specmode.spec_mode, the dashboard's verdict)."""
+    answered = server_answered(version, server_args)
+    mode = spec_mode(version, server_args) if answered else _unit_rules(unit_text, version)
+    return mode.spec_v2 if mode is not None else None
 
 
 def unit_hash(unit_text: str) -> str:
