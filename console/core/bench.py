@@ -4,7 +4,8 @@
 
 The records are appended to the workspace's logs/ (console.bench.records) as the sweep's levels finish;
 a cancelled sweep keeps the levels that finished. The API key, when the server needs one, comes from the
-profile's api_key_env (a session) or the caller (--url: $OPSCONSOLE_API_KEY); it is never printed or logged.
+profile's api_key_env or else the unit's --api-key (a session: Session.api_key), or the caller (--url:
+$OPSCONSOLE_API_KEY); it is never printed or logged.
 """
 
 from __future__ import annotations
@@ -330,7 +331,7 @@ async def bench_host(
         on_event=on_event,
         gpu_sampler=await _gpu_sampler(session.host),
         unit_hash=hashed,
-        api_key=session.target.sglang.api_key(),
+        api_key=await session.api_key(),
         link_round_trip_ms=rtt_ms,
         unit_text=unit_text,
     )
@@ -402,7 +403,7 @@ async def _bench_on_host(
         python,
         f"http://{endpoint.host}:{endpoint.port}",
         config,
-        api_key=endpoint.api_key(),
+        api_key=await session.api_key(),
         gpu_command=session.host.gpu_command() or ("nvidia-smi",),
         on_event=on_event,
     )

@@ -353,6 +353,7 @@ class HostWatcher:
         self._asked: UnitAsk | None = None
         self._asked_for: tuple[Any, ...] | None = None  # (main pid, start time, fragment) the unit was read for
         self._last_version: str | None = None  # the SGLang version the server last reported
+        self._told: set[str] = set()  # the session's notices already shown in the journal pane
         self._refresh_now = asyncio.Event()
         self._full_at = -math.inf
 
@@ -416,6 +417,10 @@ class HostWatcher:
             self._full_at = now
         client = await _client_or_none(session)
         self._last_version = status.sglang.version or self._last_version
+        told = [n for n in status.notices if n not in self._told]  # once per console, not once per reconnect
+        if told:
+            self._told.update(told)
+            self._on_journal([journal_notice(f"opsconsole: {session.label}: {n}") for n in told])
         await self._read_unit_if_restarted(session, status)
         view = self.monitor.refreshed(
             status,
