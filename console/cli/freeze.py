@@ -47,7 +47,7 @@ def render_plan(plan: object, out: TextIO) -> None:
     host = snap.host
     print(f"Freeze {host.label} ({host.unit}) as production snapshot {snap.name}", file=out)
     print(f"  SGLang {snap.server.version or '?'}, {snap.server.resolved.get('model_path', '?')}", file=out)
-    print(f"  {setup_text(snap.server.resolved)}", file=out)
+    print(f"  {setup_text(snap.server.resolved, snap.server.version)}", file=out)
     levels = sorted({str(e.get("max_concurrency") or e.get("request_rate")) for e in snap.benchmarks})
     bench = f"{len(snap.benchmarks)} records at {len(levels)} levels" if snap.benchmarks else "none in logs/"
     print(f"  benchmarks of this setup: {bench}", file=out)

@@ -147,10 +147,8 @@ def render_report(report: CheckReport) -> str:
     lines.append("\nResolved:")
     for dest in shown:
         lines.append(f"  {dest} = {_show(report.resolved.get(dest))}")
-    if report.spec_v2 is not None:
-        lines.append(
-            f"  spec v2 worker: {'yes' if report.spec_v2 else 'no'}; "
-            f"overlap scheduler: {'on' if report.overlap_schedule else 'off'}"
-        )
+    mode = report.spec_mode
+    if mode is not None and mode.spec_v2 is not None:
+        lines.append(f"  {mode.describe()}")
     lines.append("(--json prints every resolved value)")
     return "\n".join(lines) + "\n"
