@@ -162,7 +162,7 @@ def test_progress_to_its_outcome(snap_compare: Any, outcome: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = apply_progress(ScriptedPending(outcome), title="Applying to gpu-a (sglang.service)", clock=lambda: NOW)  # type: ignore[arg-type]
         app.push_screen(screen)
-        await wait_until(pilot, lambda: screen.result is not None, "the outcome")
-        await pilot.pause(0.1)
+        shown = "✔ verified" if outcome == "verified" else "✖ healthy on the previous unit"
+        await wait_until(pilot, lambda: screen.result is not None and shown in screen_text(app), "the outcome shown")
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
