@@ -257,6 +257,10 @@ async def read_sglang(client: SglangClient, *, light: bool = False) -> SglangSta
         )
         if isinstance(healthy, BaseException):
             healthy = False
+        if isinstance(info, BaseException):
+            # Not answering (a restart): the last payload is another process's. Forget it, so that the light reads
+            # that follow read /server_info again instead of showing the old process's values as what runs now.
+            client.last_server_info = None
     summary = summarize(
         info if isinstance(info, dict) else None,
         model if isinstance(model, dict) else None,

@@ -45,6 +45,24 @@ async def test_the_form_opens_with_the_last_used_values_and_the_label_of_the_run
         assert app.focused is screen.query_one("#bench-label", Input)
 
 
+async def test_a_proposed_label_follows_the_setup_that_runs_now_and_a_typed_one_is_kept(tmp_path: Path) -> None:
+    """Issue 22, item 2: the form open while the setup changes (another console applied one) proposes the new
+    setup's name; once the operator typed a label, that label stays."""
+    workspace = Workspace(tmp_path).ensure()
+    app = bench_app(workspace, ScriptedBench(workspace))
+    async with app.run_test(size=SIZE) as pilot:
+        await _open_form(pilot, app)
+        field = app.screen.query_one("#bench-label", Input)
+        assert field.value == "eagle3 s2 k1 d3 v2"
+        app.sources["gpu-a"].on_view(view(draft_tokens=5))  # the host now runs another setup
+        await wait_until(pilot, lambda: field.value == "eagle3 s2 k1 d5 v2", "the label of the setup that runs now")
+        await _set(pilot, app, "label", "my run")
+        app.sources["gpu-a"].on_view(view(draft_tokens=3))
+        form = app.screen
+        await wait_until(pilot, lambda: form.last_proposal == "eagle3 s2 k1 d3 v2", "the form to see the new setup")
+        assert field.value == "my run"
+
+
 async def test_wrong_fields_are_said_beside_them_and_nothing_starts(tmp_path: Path) -> None:
     bench = ScriptedBench(Workspace(tmp_path).ensure())
     app = bench_app(Workspace(tmp_path), bench)
