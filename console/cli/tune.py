@@ -139,6 +139,9 @@ def render_result(result: TuneResult, out: TextIO) -> None:
                 f"{r.runner_up or '-'}",
                 file=out,
             )
+        for r in recs:
+            if r.evidence_note:
+                print(f"  {r.evidence_note}", file=out)
         print(f"  {result.summary(workload)}", file=out)
     if result.workload_sides:
         print("\noptimistic (random, forced lengths, temperature 0) vs realistic (chat)", file=out)

@@ -527,6 +527,7 @@ def result_view(result: TuneResult) -> RenderableType:
             table.add_row(f"C={r.cell.concurrency}", Text(r.name, style="bold"), f"{r.output_throughput:,.1f}",
                           margin, noise, r.runner_up or "-")  # fmt: skip
         parts.append(table)
+        parts.extend(Text(r.evidence_note, style="yellow") for r in recs if r.evidence_note)
         parts.append(Text(result.summary(workload), style="bold cyan"))
         parts.append(Text(""))
     if result.workload_sides:
