@@ -37,10 +37,10 @@ unit: $(STAMP)
 	$(BIN)/pytest -m unit -n 2 -q
 
 # The whole suite. Most of it waits on real processes, so it runs in parallel workers (a module's tests stay
-# together: they share its fixtures); the tests that measure time against a server run afterwards, one at a time,
+# (idle workers take waiting tests from busy ones); the tests that measure time against a server run afterwards, one at a time,
 # so that no other test's CPU is in their figures (marker `alone`).
 test: $(STAMP) $(BENCH_SERVING) system-deps lint typecheck
-	$(BIN)/pytest tests -m "not alone" -n 3 --dist loadscope
+	$(BIN)/pytest tests -m "not alone" -n 3 --dist worksteal
 	$(BIN)/pytest tests -m alone
 
 bench: $(STAMP)
