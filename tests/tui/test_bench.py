@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from textual import events
 from textual.widgets import DataTable, Input, Select
 
 from console.core.bench_run import BenchForm, load_form, save_form
@@ -214,6 +215,29 @@ async def test_runs_table_filters_picks_and_shows_the_runs_side_by_side_with_the
         await wait_until(pilot, lambda: table.display and "picked 2/4" in _text(app), "back to the table")
         await pilot.press("escape")
         await wait_until(pilot, lambda: "Benchmark runs (" not in _text(app), "back to the dashboard")
+
+
+async def test_the_runs_table_has_the_keys_from_the_start_and_its_rows_show_the_picks(tmp_path: Path) -> None:
+    """In tmux, a space typed right after `c` went into the filter (Textual focused the first field, the filter,
+    before the screen's own focus moved to the table), and after two picks the status line said "picked 2/4: A ...,
+    B ..." while the rows showed no letter (the mark's column was as wide as its empty cells: none)."""
+    focused: list[str] = []
+
+    def record(message: object) -> None:
+        if isinstance(message, events.DescendantFocus):
+            focused.append(message.widget.id or type(message.widget).__name__)
+
+    app = bench_app(seeds_workspace(tmp_path))
+    async with app.run_test(size=SIZE, message_hook=record) as pilot:
+        await _runs_table(pilot, app)
+        await pilot.press("space", "down", "space")  # no table.focus(): the table has the keys as it opens
+        await wait_until(pilot, lambda: "picked 2/4: A eagle3 k1 v2, B no spec" in _text(app), "two picked")
+        assert "runs-filter" not in focused, f"the filter had the keys: {focused}"
+        assert app.screen.query_one("#runs-filter", Input).value == ""
+        rows = [line for line in _text(app).splitlines() if "random 1024/1024" in line]
+        labels = ("eagle3 k1 v2", "no spec", "qwen steps 3")
+        first_word = {label: row.split()[0] for row in rows for label in labels if f" {label}  " in row}
+        assert first_word == {"eagle3 k1 v2": "A", "no spec": "B", "qwen steps 3": "qwen"}, rows
 
 
 async def test_a_fifth_pick_is_refused_and_a_finished_benchmark_compares_its_workloads(tmp_path: Path) -> None:
