@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from textual import events
 from textual.widgets import DataTable, Input, Select
 
@@ -127,6 +128,36 @@ async def test_the_live_view_follows_the_sweep_the_dashboard_stays_live_and_canc
         await pilot.press("c")  # the cancelled sweep's finished level, picked in the runs
         await wait_until(pilot, lambda: "picked 1/4: A eagle3 s2 k1 d3 v2" in _text(app), "the run picked")
         assert "C=1 " in _text(app)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_dashboard_header_marks_a_running_benchmark_until_it_ends(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """Back on the dashboard while a sweep runs, the figures are the benchmark's load, not production's: the header
+    says so beside the host's name (where 80 columns still show it), and stops saying it when the sweep ends."""
+    workspace = Workspace(tmp_path).ensure()
+    app = bench_app(workspace, ScriptedBench(workspace, then="hold", finish_levels=1))
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: "SGLang 0.5.9" in _text(app), "the dashboard")
+        assert "benchmark" not in _header(app)
+        await _open_form(pilot, app)
+        await _set(pilot, app, "concurrency", "1,8,32")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: "running · esc: back to the dashboard" in _text(app), "the sweep running")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "▶ benchmark 2/3 C=8" in _header(app), "the mark in the header")
+        assert _header(app).index("gpu-a") < _header(app).index("▶ benchmark")
+        await pilot.press("b", "x")  # the live view again; cancel: the sweep ends
+        await wait_until(pilot, lambda: "cancelled: 1 finished level(s) kept" in _text(app), "the cancel")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "SGLang 0.5.9" in _header(app), "the dashboard again")
+        await wait_until(pilot, lambda: "benchmark" not in _header(app), "the mark gone")
+
+
+def _header(app: object) -> str:
+    """The dashboard's host header (its two lines), as the terminal shows them."""
+    return "\n".join(_text(app).splitlines()[:2])
 
 
 async def test_a_stopped_level_and_a_failed_host_say_why(tmp_path: Path) -> None:
