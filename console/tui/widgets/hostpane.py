@@ -3,12 +3,14 @@ the ages so that a host that stopped answering visibly goes stale."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 
 from console.core.monitor import HostView
 from console.host.base import JournalEntry
@@ -76,11 +78,13 @@ class HostPane(Vertical):
     def show(self, view: HostView) -> None:
         self.view = view
         if self.active:
-            self.render_view()
+            with contextlib.suppress(NoMatches):  # quitting: the children go first, a last view may still come
+                self.render_view()
 
     def add_journal(self, entries: list[JournalEntry]) -> None:
         if self.active:
-            self.journal.add(entries)
+            with contextlib.suppress(NoMatches):  # quitting: the journal went first, a last batch may still come
+                self.journal.add(entries)
         else:  # kept until the tab is shown: nobody reads a hidden journal, and rendering lines costs
             self._pending_journal.extend(entries)
             del self._pending_journal[:-MAX_LINES]
