@@ -199,6 +199,14 @@ const ws = new URL("ws", location.href);
 ws.protocol = location.protocol === "https:" ? "wss:" : "ws:";
 ws.search = "";
 document.getElementById("terminal").dataset.sessionWebsocketUrl = ws.href;
+// Keys go to the console without a click first; and Textual draws its footer only while the app has focus. Once
+// the console has drawn (textual.js marks the body -first-byte), focus xterm's input.
+new MutationObserver((_changes, observer) => {{
+  if (!document.body.classList.contains("-first-byte")) return;
+  observer.disconnect();
+  const input = document.querySelector(".xterm-helper-textarea");
+  if (input) input.focus();
+}}).observe(document.body, {{ attributes: true, attributeFilter: ["class"] }});
 </script>
 </body>
 </html>

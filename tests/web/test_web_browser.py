@@ -32,6 +32,8 @@ async def test_the_demo_in_a_browser(tmp_path: Path, leftovers: list[Proc]) -> N
             assert await tab.open(run.url) == 200
             screen = await tab.wait_for_screen(dashboard, DASHBOARD_DEADLINE_S, "the dashboard")
             assert "demo" in screen.splitlines()[0]  # the header names the host
+            # the page focused the console: keys need no click, and Textual draws the footer (only while focused)
+            await tab.wait_for_screen(lambda s: "Help" in s.splitlines()[-1], KEY_DEADLINE_S, "the footer")
             leftovers += run.consoles()
 
             await tab.press("?")
