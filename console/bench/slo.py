@@ -188,12 +188,14 @@ class Capacity:
     level: str | None  # `C=32` or `rate=4`
     request_throughput: float | None  # req/s completed at that level
     first_miss: str | None
+    gap_pct: float | None = None  # how far above the level the first miss lies: the bracket's width
 
     def to_json(self) -> dict[str, Any]:
         return {
             "level": self.level,
             "request_throughput": None if self.request_throughput is None else round(self.request_throughput, 3),
             "first_miss": self.first_miss,
+            "gap_pct": None if self.gap_pct is None else round(self.gap_pct, 1),
         }
 
     def text(self) -> str:
@@ -202,7 +204,8 @@ class Capacity:
                 return f"no level meets the SLO (the lowest measured, {self.first_miss}, misses it)"
             return "not measured"
         carried = f" ({self.request_throughput:,.2f} req/s)" if self.request_throughput is not None else ""
-        above = f"; {self.first_miss} misses it" if self.first_miss else "; every level measured meets it"
+        gap = f" ({self.gap_pct:.0f} % above)" if self.gap_pct is not None else ""
+        above = f"; {self.first_miss}{gap} misses it" if self.first_miss else "; every level measured meets it"
         return f"{self.level}{carried}{above}"
 
 
@@ -214,10 +217,12 @@ def capacity(levels: Iterable[tuple[str, float, bool | None, float | None]]) -> 
         if level[2]:
             best = level
     above = [lv for lv in ordered if not lv[2] and (best is None or lv[1] > best[1])]
+    gap = (above[0][1] / best[1] - 1) * 100 if best and above and best[1] > 0 else None
     return Capacity(
         best[0] if best else None,
         best[3] if best else None,
         above[0][0] if above else None,
+        gap,
     )
 
 

@@ -187,7 +187,7 @@ class Api:
                 resolved=self.cfg.resolved,
                 filled=s.filled,
                 max_total_num_tokens=s.max_total_num_tokens,
-                context_length=self.cfg.profile.context_length,
+                context_length=self.cfg.context_length,
                 internal_state=state,
                 startup_time=s.startup_breakdown,
             )
@@ -197,7 +197,7 @@ class Api:
             resolved=self.cfg.resolved,
             launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *redact_argv(self.cfg.argv)]),
             max_total_num_tokens=s.max_total_num_tokens,
-            context_length=self.cfg.profile.context_length,
+            context_length=self.cfg.context_length,
             internal_state=self.internal_state(),
             startup_time=s.startup_time,
         )
@@ -222,7 +222,7 @@ class Api:
             shapes.models_list(
                 self.cfg.served_model_name,
                 str(self.cfg.resolved.get("model_path")),
-                self.cfg.profile.context_length,
+                self.cfg.context_length,
                 self.created,
             )
         )
@@ -488,7 +488,7 @@ class Api:
         for key in ("max_completion_tokens", "max_tokens"):
             if body.get(key) is not None:
                 return _number(body[key], key, int)
-        return max(1, self.cfg.profile.context_length - prompt)
+        return max(1, self.cfg.context_length - prompt)
 
     def _openai_sampling(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"temperature": body.get("temperature", 1.0), "ignore_eos": body.get("ignore_eos", False)}
