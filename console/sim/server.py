@@ -209,13 +209,18 @@ class SimServer:
         *,
         stream_interval: int | None = None,
         log_metrics: bool = True,
+        repetition: float = 0.0,
     ) -> Live:
+        """A request into the batch; `repetition` is its prompt's (console.sim.perf.ngram_repetition): repetitive
+        prompts accept more draft tokens."""
         self._seq += 1
         rid = uuid.uuid4().hex
         seed = self.config.seed * 1_000_003 + self._seq
         req = Live(rid, prompt_tokens, max(1, max_new_tokens), seed, time.time(), stream_interval, log_metrics)
         self.live[rid] = req
-        self.engine.add(rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos)
+        self.engine.add(
+            rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, repetition=repetition
+        )
         if self.metrics and log_metrics:
             self.metrics.on_request(prompt_tokens)
         self._wake.set()
