@@ -18,8 +18,8 @@ Lengths are counted in whitespace-separated words (`count_words`): the client's 
 The server's own prompt count replaces it in every figure; it sets the ShareGPT output lengths, as bench_serving's
 tokenizer does (on the stand-in, whose tokens are words, the two agree; on a real model a word is about 1.3 tokens).
 
-Sampling (`size` requests, `seed`): the same file, size and seed give the same requests in the same order. A file
-with at most `size` usable records is used whole, in its own order.
+Sampling (`size` requests, `seed`): the same file, size and seed give the same requests in the same order. A JSONL
+file with at most `size` usable records is used whole, in its own order.
 - JSONL up to WHOLE_FILE_BYTES: read at once, every line checked, `size` records drawn without replacement
   (random.Random(seed).sample), in the order drawn.
 - A larger JSONL file is never read whole before the first request: lines are picked at random byte positions
@@ -29,9 +29,12 @@ with at most `size` usable records is used whole, in its own order.
   biased (unless the file is sorted by length). How many lines the file holds is estimated from the lines read.
   Its sha256 needs one read of the whole file: `file_sha256`, which the caller runs beside the benchmark
   (console.core.bench). A 1 GB file: benchmarks/bench_dataset_sample.py.
-- ShareGPT JSON: one streamed parse, record by record (json.JSONDecoder.raw_decode on a growing buffer, at most
-  MAX_RECORD_BYTES a record), hashed as it is read, every record checked, reservoir sampling (Algorithm R, seeded)
-  of the usable records, then shuffled with the seed. Its time grows with the file (about 1 s for 300 MB).
+- ShareGPT JSON: bench_serving's own selection, so that both send the same requests in the same order for the same
+  file and --seed: the records with two turns, in file order, shuffled with random.Random(seed) (bench_serving:
+  random.seed(--seed), then random.shuffle), then the first `size` that pass its length filter. Parsed as a
+  stream, record by record (json.JSONDecoder.raw_decode on a growing buffer, at most MAX_RECORD_BYTES a record),
+  hashed as it is read, every record checked; a file over WHOLE_FILE_BYTES is parsed twice rather than held (the
+  second pass keeps only the chosen records' text). Its time grows with the file (about 1 s a pass for 300 MB).
 Bad input raises DatasetError naming the file, the line (and the JSON path in it) and what was expected: an empty
 file, bytes that are not UTF-8, JSON cut short, a line of another format, a missing or mistyped field.
 """
@@ -177,7 +180,7 @@ def sharegpt_request(record: Any) -> DatasetRequest | str:
         if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
             raise _Problem(f".{key}[{i}].value", "missing or not a string")
     if len(turns) < 2:
-        return "records with fewer than 2 turns"
+        return FEWER_THAN_2_TURNS
     prompt, answer = turns[0]["value"], turns[1]["value"]
     prompt_len, output_len = count_words(prompt), count_words(answer)
     if prompt_len < MIN_WORDS or output_len < MIN_WORDS:
@@ -514,42 +517,53 @@ class _JsonListReader:
             return value
 
 
-def _sample_sharegpt(path: Path, handle: BinaryIO, size: int, seed: int, cap: int | None) -> DatasetSample:
-    reader = _JsonListReader(path, handle)
-    rng = random.Random(seed)
-    reservoir: list[tuple[int, DatasetRequest]] = []
+FEWER_THAN_2_TURNS = "records with fewer than 2 turns"
+
+
+def _sharegpt_rows(path: Path, reader: _JsonListReader, keep: set[int] | None) -> tuple[list[Any], dict[str, int]]:
+    """One pass: per record with two turns (bench_serving's list before its shuffle) its request, or None when too
+    short, or True when `keep` is given and does not hold its position (only the chosen rows' text is kept)."""
+    rows: list[Any] = []
     skipped: dict[str, int] = {}
-    usable = 0
     for index, line, record in reader.elements():
         try:
             request = sharegpt_request(record)
         except _Problem as problem:
-            raise DatasetError(
-                path, f"line {line} ([{index}]{problem.path})", problem.problem, EXPECTED["sharegpt"]
-            ) from None
+            where = f"line {line} ([{index}]{problem.path})"
+            raise DatasetError(path, where, problem.problem, EXPECTED["sharegpt"]) from None
         if isinstance(request, str):
             skipped[request] = skipped.get(request, 0) + 1
+            if request != FEWER_THAN_2_TURNS:
+                rows.append(None)  # in bench_serving's shuffled list, dropped by its length filter
             continue
-        if usable < size:
-            reservoir.append((index, request))
-        else:
-            j = rng.randrange(usable + 1)
-            if j < size:
-                reservoir[j] = (index, request)
-        usable += 1
-    if usable == 0 and not skipped:
+        rows.append(request if keep is None or len(rows) in keep else True)
+    return rows, skipped
+
+
+def _sample_sharegpt(
+    path: Path, handle: BinaryIO, file_size: int, size: int, seed: int, cap: int | None
+) -> DatasetSample:
+    """bench_serving's own selection (see the module's doc): a file small enough is parsed once and kept; a larger
+    one is parsed twice, the second time keeping only the chosen records' text."""
+    whole = file_size <= WHOLE_FILE_BYTES
+    reader = _JsonListReader(path, handle)
+    rows, skipped = _sharegpt_rows(path, reader, None if whole else set())
+    if not rows and not skipped:
         raise DatasetError(path, "", "the list is empty", EXPECTED["sharegpt"])
-    reservoir.sort(key=lambda item: item[0])
-    if usable > size:
-        random.Random(seed).shuffle(reservoir)  # a sample: in an order drawn from the seed, not the file's
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)  # bench_serving: random.seed(--seed), then random.shuffle(its list)
+    chosen = [i for i in order if rows[i] is not None][:size]
+    if not whole:
+        handle.seek(0)
+        rows, _ = _sharegpt_rows(path, _JsonListReader(path, handle), set(chosen))
     return DatasetSample(
         file=path.name,
         sha256=reader.digest.hexdigest(),
         format="sharegpt",
         seed=seed,
         sample=size,
-        entries=usable,
-        requests=tuple(request for _, request in reservoir),
+        entries=sum(1 for row in rows if row is not None),
+        requests=tuple(rows[i] for i in chosen),
         skipped=tuple(sorted(skipped.items())),
         output_len_cap=cap,
         source=str(path),
@@ -588,7 +602,7 @@ def sample_dataset(
         if not head:
             raise DatasetError(path, "", "the file is empty", ANY_FORMAT)
         if head.startswith(b"["):
-            sample = _sample_sharegpt(path, handle, size, seed, output_len_cap)
+            sample = _sample_sharegpt(path, handle, file_size, size, seed, output_len_cap)
         elif file_size <= WHOLE_FILE_BYTES:
             sample = _jsonl_whole(path, handle.read(), size, seed, output_len_cap)
         else:

@@ -80,13 +80,20 @@ _FIELDS = (
 _ENTITIES = ("Customer", "Order", "Invoice", "Ticket", "Shipment", "Product", "Account", "Project", "Task", "Report")
 
 
-def chat_conversations(count: int, seed: int = 1) -> list[dict[str, Any]]:
-    """ShareGPT records: a question of 2-25 sentences, an answer of 5-40 sentences."""
+def chat_conversations(
+    count: int,
+    seed: int = 1,
+    *,
+    prompt_sentences: tuple[int, int] = (1, 24),
+    answer_sentences: tuple[int, int] = (5, 40),
+) -> list[dict[str, Any]]:
+    """ShareGPT records: a question of 1-24 sentences and a question mark, an answer of 5-40 sentences (about 6 words
+    a sentence), or as many as asked."""
     rng = random.Random(f"chat:{seed}")
     out = []
     for i in range(count):
-        prompt = _chat_text(rng, rng.randint(1, 24), question=True)
-        answer = _chat_text(rng, rng.randint(5, 40), question=False)
+        prompt = _chat_text(rng, rng.randint(*prompt_sentences), question=True)
+        answer = _chat_text(rng, rng.randint(*answer_sentences), question=False)
         out.append(
             {
                 "id": f"chat-{i}",

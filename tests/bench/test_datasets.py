@@ -4,6 +4,7 @@ refused with the file, the line and what was expected, and what a record keeps (
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,8 @@ def test_the_three_formats_are_told_apart_and_named(tmp_path: Path) -> None:
     assert [r.prompt_len for r in p.requests] == [3 + i for i in range(5)]
     assert c.requests[0].prompt_len == (1 + 2) + (1 + 2) and c.requests[0].output_len == 9
     assert c.requests[0].messages[1] == {"role": "user", "content": "hi there"}
-    # ShareGPT as bench_serving reads it: turn 0 the prompt, turn 1's length the output length
-    assert [(r.prompt, r.output_len) for r in s.requests] == [(f"ask {i} now", i + 2) for i in range(4)]
+    # ShareGPT as bench_serving reads it: turn 0 the prompt, turn 1's length the output length (in its shuffled order)
+    assert sorted((r.prompt, r.output_len) for r in s.requests) == [(f"ask {i} now", i + 2) for i in range(4)]
     assert s.sha256 == file_sha256(s_path) and p.sha256 == file_sha256(tmp_path / "p.jsonl")
 
 
@@ -119,14 +120,32 @@ def test_a_file_no_larger_than_the_sample_is_used_whole_in_its_own_order(tmp_pat
     assert [r.output_len for r in sample_dataset(path, size=30, seed=3).requests] == [10 + i for i in range(30)]
 
 
-def test_sharegpt_reservoir_repeats_for_a_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("whole", [True, False], ids=["parsed-once", "parsed-twice"])
+def test_sharegpt_is_sampled_as_bench_serving_samples_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
+    """bench_serving 0.5.6's sample_sharegpt_requests, step by step: the records with two turns, shuffled after
+    random.seed(seed), the first N whose prompt and answer have 2+ tokens (tests/bench/test_agrees_with_bench_serving
+    .py runs bench_serving's own function on a file to check the same)."""
     monkeypatch.setattr(datasets, "READ_BYTES", 256)  # many small reads: records cross the buffer's edges
+    if not whole:
+        monkeypatch.setattr(datasets, "WHOLE_FILE_BYTES", 64)
+    rows = sharegpt(300)
+    rows[7]["conversations"] = rows[7]["conversations"][:1]  # dropped before the shuffle
+    rows[9]["conversations"][0]["value"] = "hi"  # in the shuffle, dropped by the length filter
     path = tmp_path / "s.json"
-    path.write_text(json.dumps(sharegpt(300), indent=1))
+    path.write_text(json.dumps(rows, indent=1))
     a = sample_dataset(path, size=25, seed=2)
-    b = sample_dataset(path, size=25, seed=2)
-    assert a.requests == b.requests and len({r.prompt for r in a.requests}) == 25
-    assert a.entries == 300 and a.sha256 == file_sha256(path)
+    pairs = [
+        (r["conversations"][0]["value"], r["conversations"][1]["value"]) for r in rows if len(r["conversations"]) >= 2
+    ]
+    random.seed(2)
+    random.shuffle(pairs)
+    expected = [p for p in pairs if len(p[0].split()) >= 2 and len(p[1].split()) >= 2][:25]
+    assert [(r.prompt, r.output_len) for r in a.requests] == [(p, len(c.split())) for p, c in expected]
+    assert sample_dataset(path, size=25, seed=2).requests == a.requests
+    assert a.entries == 298 and a.sha256 == file_sha256(path)
+    assert dict(a.skipped) == {"records with fewer than 2 turns": 1, "records with a prompt or answer under 2 words": 1}
     assert sample_dataset(path, size=25, seed=3).requests != a.requests
 
 
