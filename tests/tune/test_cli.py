@@ -34,6 +34,9 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         (("--concurrency", "0"), "--concurrency must be whole numbers ≥ 1"),
         (("--budget", "-5"), "--budget is a positive number of minutes"),
         (("--space", "/nonexistent/space.toml"), "cannot read it"),
+        (("--slo", "ttft_p96=800ms"), "--slo: 'ttft_p96' is not an SLO key"),
+        (("--dataset", "/nonexistent/traffic.jsonl"), "--dataset /nonexistent/traffic.jsonl: cannot be read"),
+        (("--objective", "latency"), "invalid choice: 'latency'"),
     ],
 )
 @pytest.mark.system
