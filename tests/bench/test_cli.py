@@ -69,3 +69,28 @@ def test_unreachable_server_exits_1_with_the_reason(tmp_path: Path) -> None:
     result = opsconsole(tmp_path, "bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--requests", "1")
     assert result.returncode == 1
     assert "every warm-up request failed" in result.stderr
+
+
+@pytest.mark.system
+def test_the_traffic_options_refuse_bad_input_before_anything_is_sent(tmp_path: Path) -> None:
+    url = ("--url", "http://127.0.0.1:9")  # nothing listens: a check that got as far as the server would say so
+
+    def said(done: subprocess.CompletedProcess[str]) -> str:
+        return " ".join(done.stderr.split())  # the terminal's line breaks undone
+
+    missing = opsconsole(tmp_path, "bench", *url, "--dataset", str(tmp_path / "none.jsonl"))
+    assert missing.returncode == 2 and "none.jsonl: cannot be read" in said(missing)
+    assert "nothing was sent" in said(missing)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"prompt": "one two"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
+    refused = opsconsole(tmp_path, "bench", *url, "--dataset", str(mixed))
+    assert refused.returncode == 2 and "mixed.jsonl: line 2: this line is OpenAI chat JSONL" in said(refused)
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": [{"role": "user", "content": "hi there"}]}\n')
+    generate = opsconsole(tmp_path, "bench", *url, "--dataset", str(chat), "--api", "generate")
+    assert generate.returncode == 2 and "holds chat messages: they go to the chat API" in said(generate)
+    slo = opsconsole(tmp_path, "bench", *url, "--slo", "ttft_p95=fast")
+    assert slo.returncode == 2 and "ttft_p95 = 'fast' is not a time" in said(slo)
+    search = opsconsole(tmp_path, "bench", *url, "--find-capacity")
+    assert search.returncode == 2 and "--find-capacity needs an SLO" in said(search)
+    assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("bench-*.jsonl"))

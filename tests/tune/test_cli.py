@@ -79,3 +79,11 @@ def test_a_budget_stops_the_search_and_what_was_measured_is_recommended(demo: De
     assert all(lv["measured_by"] == "screen" for t in result["trials"] for lv in t["levels"])
     assert (result["final_unit"], result["host_healthy"]) == ("original", True)
     assert demo.host().unit() == original
+
+
+def test_an_objective_that_needs_an_slo_without_one_is_a_usage_error_and_changes_nothing(demo: Demo) -> None:
+    before = demo.host().unit()
+    done = demo.run("tune", "demo", "--objective", "capacity", "--yes", *SHORT)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "--objective capacity needs an SLO to count good requests against" in done.stderr
+    assert demo.host().unit() == before
