@@ -77,7 +77,7 @@ def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> Datase
         raise UsageError("--dataset-sample must be at least 1")
     try:
         sample = sample_dataset(
-            Path(args.dataset).expanduser(),
+            dataset_path(args),
             size=args.dataset_sample,
             seed=args.seed,
             output_len_cap=output_len_cap,
@@ -90,6 +90,18 @@ def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> Datase
     elif args.api == "generate" and sample.format == "chat-jsonl":
         raise UsageError(f"--dataset {args.dataset} holds chat messages: they go to the chat API (drop --api generate)")
     return sample
+
+
+def dataset_path(args: argparse.Namespace) -> Path:
+    """--dataset as given; a relative path that does not exist here is looked for in the workspace's datasets/."""
+    path = Path(args.dataset).expanduser()
+    if not path.is_absolute() and not path.exists():
+        from console.workspace import Workspace
+
+        inside = Workspace.resolve(getattr(args, "workspace", None)).datasets / path
+        if inside.exists():
+            return inside
+    return path
 
 
 def read_slo(args: argparse.Namespace) -> Slo | None:

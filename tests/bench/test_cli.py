@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -75,22 +76,22 @@ def test_unreachable_server_exits_1_with_the_reason(tmp_path: Path) -> None:
 def test_the_traffic_options_refuse_bad_input_before_anything_is_sent(tmp_path: Path) -> None:
     url = ("--url", "http://127.0.0.1:9")  # nothing listens: a check that got as far as the server would say so
 
-    def said(done: subprocess.CompletedProcess[str]) -> str:
-        return " ".join(done.stderr.split())  # the terminal's line breaks undone
+    def said(*args: str) -> str:
+        """Exit 2 and the message on one line (a wide terminal: the error names long paths)."""
+        cmd = [sys.executable, "-m", "console.cli", "--workspace", str(tmp_path), "bench", *url, *args]
+        env = {**os.environ, "COLUMNS": "1000"}
+        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 2, done.stderr
+        return done.stderr
 
-    missing = opsconsole(tmp_path, "bench", *url, "--dataset", str(tmp_path / "none.jsonl"))
-    assert missing.returncode == 2 and "none.jsonl: cannot be read" in said(missing)
-    assert "nothing was sent" in said(missing)
+    missing = said("--dataset", str(tmp_path / "none.jsonl"))
+    assert f"{tmp_path / 'none.jsonl'}: cannot be read" in missing and "nothing was sent" in missing
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"prompt": "one two"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
-    refused = opsconsole(tmp_path, "bench", *url, "--dataset", str(mixed))
-    assert refused.returncode == 2 and "mixed.jsonl: line 2: this line is OpenAI chat JSONL" in said(refused)
+    assert "mixed.jsonl: line 2: this line is OpenAI chat JSONL" in said("--dataset", str(mixed))
     chat = tmp_path / "chat.jsonl"
     chat.write_text('{"messages": [{"role": "user", "content": "hi there"}]}\n')
-    generate = opsconsole(tmp_path, "bench", *url, "--dataset", str(chat), "--api", "generate")
-    assert generate.returncode == 2 and "holds chat messages: they go to the chat API" in said(generate)
-    slo = opsconsole(tmp_path, "bench", *url, "--slo", "ttft_p95=fast")
-    assert slo.returncode == 2 and "ttft_p95 = 'fast' is not a time" in said(slo)
-    search = opsconsole(tmp_path, "bench", *url, "--find-capacity")
-    assert search.returncode == 2 and "--find-capacity needs an SLO" in said(search)
-    assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("bench-*.jsonl"))
+    assert "holds chat messages: they go to the chat API" in said("--dataset", str(chat), "--api", "generate")
+    assert "ttft_p95 = 'fast' is not a time" in said("--slo", "ttft_p95=fast")
+    assert "--find-capacity needs an SLO" in said("--find-capacity")
+    assert not list(tmp_path.glob("logs/bench-*.jsonl"))
