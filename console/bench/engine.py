@@ -105,10 +105,6 @@ class SweepConfig:
             raise ValueError("--repeat must be ≥ 1 and --warmup ≥ 0")
         if not 0 < self.max_error_rate <= 1:
             raise ValueError("--max-error-rate is a fraction in (0, 1]")
-        if self.find_capacity and not self.slo:
-            raise ValueError(
-                "--find-capacity needs an SLO to hold the levels to: give --slo (or an [slo] in the profile)"
-            )
 
 
 @dataclass
