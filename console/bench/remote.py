@@ -66,6 +66,8 @@ AGENT_FILES = (
     "console/bench/wire.py",
     "console/bench/workloads.py",
     "console/bench/chat_prompts.json",
+    "console/sglang/__init__.py",
+    "console/sglang/slo.py",
 )
 
 LOADER = r"""

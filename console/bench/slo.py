@@ -4,9 +4,8 @@ host too).
     slo = parse_slo("ttft_p95=800ms,tpot_p95=60ms")       # ValueError says what to type
     judge_level(metrics, slo)      # {"slo": {...}, "slo_met": False, "slo_misses": ["TTFT p95 912.0 ms > 800 ms"]}
 
-An SLO is one or more bounds `METRIC_pNN=LIMIT`: METRIC one of ttft (time to first token), tpot (time per output
-token after the first), itl (inter-token latency), e2e (end-to-end latency); NN one of 50, 90, 95, 99; LIMIT a
-number with `ms` or `s` (a bare number is milliseconds). Two ways to hold a level to it:
+An SLO is one or more bounds `METRIC_pNN=LIMIT` (the grammar: console.sglang.slo, re-exported here). Two ways to
+hold a level to it:
 - **The level meets the SLO** when each bound's percentile over the level's requests is within its limit (the
   figures bench_serving reports: p50 = the median).
 - **Goodput** (vLLM's bench and SGLang 0.5.23's `--goodput`): a request is good when it succeeded and its own TTFT,
@@ -21,123 +20,41 @@ number with `ms` or `s` (a bare number is milliseconds). Two ways to hold a leve
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-METRICS = ("ttft", "tpot", "itl", "e2e")
-PERCENTILES = (50, 90, 95, 99)
-PER_REQUEST = ("ttft", "tpot", "e2e")  # the metrics goodput judges each request by
-_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
-_FIELD = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2e_latency"}
-_KEY = re.compile(r"^(ttft|tpot|itl|e2e)_p(50|90|95|99)$")
-_VALUE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s)?\s*$")
-EXAMPLE = "ttft_p95=800ms,tpot_p95=60ms"
+from console.sglang.slo import (
+    EXAMPLE,
+    METRICS,
+    PER_REQUEST,
+    PERCENTILES,
+    TITLES,
+    Slo,
+    SloBound,
+    ms_text,
+    parse_slo,
+    parse_slo_items,
+)
 
-
-@dataclass(frozen=True, order=True)
-class SloBound:
-    metric: str  # ttft | tpot | itl | e2e
-    percentile: int  # 50 | 90 | 95 | 99
-    limit_ms: float
-
-    @property
-    def key(self) -> str:
-        return f"{self.metric}_p{self.percentile}"
-
-    @property
-    def record_field(self) -> str:
-        """The record's (bench_serving's) field for this percentile: median_ttft_ms, p95_tpot_ms, p99_e2e_latency_ms."""
-        prefix = "median" if self.percentile == 50 else f"p{self.percentile}"
-        return f"{prefix}_{_FIELD[self.metric]}_ms"
-
-    def text(self) -> str:
-        return f"{_TITLES[self.metric]} p{self.percentile} ≤ {_ms(self.limit_ms)}"
-
-
-@dataclass(frozen=True)
-class Slo:
-    bounds: tuple[SloBound, ...]
-
-    def per_request_ms(self) -> dict[str, float]:
-        """The limit each request's own TTFT, TPOT and E2E are held to for goodput (the tightest given)."""
-        out: dict[str, float] = {}
-        for bound in self.bounds:
-            if bound.metric in PER_REQUEST:
-                out[bound.metric] = min(out.get(bound.metric, math.inf), bound.limit_ms)
-        return out
-
-    def to_json(self) -> dict[str, float]:
-        """{"ttft_p95": 800.0, ...}: how the SLO travels (the sweep's config) and is recorded."""
-        return {b.key: b.limit_ms for b in self.bounds}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Slo:
-        return parse_slo_items(data, where="the SLO")
-
-    def spec(self) -> str:
-        """`ttft_p95=800ms,tpot_p95=60ms`, what --slo takes."""
-        return ",".join(f"{b.key}={b.limit_ms:g}ms" for b in self.bounds)
-
-    def text(self) -> str:
-        return ", ".join(b.text() for b in self.bounds)
-
-
-def _at(where: str) -> str:
-    return f"{where}: " if where else ""
-
-
-def _ms(value: float) -> str:
-    return f"{value / 1000:g} s" if value >= 10_000 else f"{value:g} ms"
-
-
-def _limit(value: Any, key: str, where: str) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{_at(where)}{key} = {value!r} is not a time; write e.g. 800ms or 0.8s")
-    if isinstance(value, int | float):
-        number, unit = float(value), "ms"
-    else:
-        match = _VALUE.match(str(value))
-        if not match:
-            raise ValueError(f"{_at(where)}{key} = {value!r} is not a time; write e.g. 800ms or 0.8s")
-        number, unit = float(match.group(1)), match.group(2) or "ms"
-    limit = number * 1000 if unit == "s" else number
-    if not limit > 0:
-        raise ValueError(f"{_at(where)}{key} must be above 0 (got {value!r})")
-    return limit
-
-
-def parse_slo_items(items: Mapping[str, Any], *, where: str = "--slo") -> Slo:
-    """An SLO from {key: limit} (a profile's [slo] table, a record's `slo`); ValueError names the key."""
-    bounds = []
-    for key, value in items.items():
-        if not _KEY.match(str(key)):
-            raise ValueError(
-                f"{_at(where)}{key!r} is not an SLO key; use METRIC_pNN with METRIC one of {', '.join(METRICS)} and NN "
-                f"one of {', '.join(map(str, PERCENTILES))}, e.g. {EXAMPLE}"
-            )
-        metric, _, percentile = str(key).partition("_p")
-        bounds.append(SloBound(metric, int(percentile), _limit(value, str(key), where)))
-    if not bounds:
-        raise ValueError(f"{_at(where)}no bound given; e.g. {EXAMPLE}")
-    return Slo(tuple(sorted(bounds, key=lambda b: (METRICS.index(b.metric), b.percentile))))
-
-
-def parse_slo(text: str, *, where: str = "--slo") -> Slo:
-    """`ttft_p95=800ms,tpot_p95=60ms` -> Slo; ValueError says what to type."""
-    items: dict[str, str] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ValueError(f"{_at(where)}{part!r} is not KEY=LIMIT; e.g. {EXAMPLE}")
-        key = key.strip().lower()
-        if key in items:
-            raise ValueError(f"{_at(where)}{key} is given twice")
-        items[key] = value
-    return parse_slo_items(items, where=where)
+__all__ = [  # the grammar lives with SGLang's metric names (console.sglang.slo); bench users find it here too
+    "EXAMPLE",
+    "METRICS",
+    "PERCENTILES",
+    "PER_REQUEST",
+    "Capacity",
+    "CapacitySearch",
+    "Slo",
+    "SloBound",
+    "capacity",
+    "goodput",
+    "is_good",
+    "judge_level",
+    "parse_slo",
+    "parse_slo_items",
+    "request_figures_ms",
+    "slo_of_records",
+]
 
 
 # --- requests and levels ----------------------------------------------------------------------------------------
@@ -171,9 +88,11 @@ def judge_level(metrics: Mapping[str, Any], slo: Slo) -> dict[str, Any]:
     for bound in slo.bounds:
         value = metrics.get(bound.record_field)
         if not completed or value is None:
-            misses.append(f"{_TITLES[bound.metric]} p{bound.percentile}: no completed request")
+            misses.append(f"{TITLES[bound.metric]} p{bound.percentile}: no completed request")
         elif float(value) > bound.limit_ms:
-            misses.append(f"{_TITLES[bound.metric]} p{bound.percentile} {float(value):,.1f} ms > {_ms(bound.limit_ms)}")
+            misses.append(
+                f"{TITLES[bound.metric]} p{bound.percentile} {float(value):,.1f} ms > {ms_text(bound.limit_ms)}"
+            )
     return {"slo": slo.to_json(), "slo_met": not misses, "slo_misses": misses}
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from console import __version__
 from console.cli.traffic import add_dataset_options, add_slo_option
-from console.errors import ExitCode
+from console.errors import ExitCode, UsageError
 
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
 HANDLERS = {
@@ -283,6 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _load_handler(args.command)
     try:
         return int(handler(args))
+    except UsageError as exc:  # a verb that does not say its own (diff's snapshot names): exit 2, not a traceback
+        print(f"opsconsole {args.command}: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
 

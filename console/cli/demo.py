@@ -11,9 +11,9 @@ import asyncio
 import signal
 import sys
 
+from console.cli.common import run_verb
 from console.cli.connect import on_hangup, settle
-from console.errors import ExitCode, UsageError
-from console.host.base import HostError
+from console.errors import ExitCode
 
 
 async def _with_console(args: argparse.Namespace) -> int:
@@ -50,11 +50,4 @@ def run(args: argparse.Namespace) -> int:
         from console.sim.demo import run as run_headless
 
         return run_headless(args)
-    try:
-        return asyncio.run(_with_console(args))
-    except UsageError as exc:
-        print(f"opsconsole demo: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    except HostError as exc:
-        print(f"opsconsole demo: {exc}", file=sys.stderr)
-        return ExitCode.FAILED
+    return run_verb("demo", lambda: _with_console(args))

@@ -10,7 +10,8 @@ for every step, and returns a typed result:
 The CLI prints these events as lines; the console turns them into a progress view. `on_event` is called
 synchronously from the operation's task and must be quick. Long operations also offer `request_abort()`:
 an intent that the operation honours at its next step (apply rolls back), never a cancelled task that
-could lose the request in a race. Freeze and tune report through the same events.
+could lose the request in a race. Freeze and tune report through the same events. What every planned operation
+offers (execute, abort, request_abort) is written down in console.core.pending.
 
 Benchmark sweeps report through console.bench.events (the engine's own, emitted many times a second).
 """

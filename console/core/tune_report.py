@@ -50,9 +50,22 @@ class Recommendation:
     margin_pct: float | None  # over the runner-up; None when nothing else was measured in this cell
     within_noise: bool
     runner_up: str | None  # its name
-    measured_by: str  # "full" (repeated full-length runs) or "screen" (one short run)
+    measured_by: str  # "full" (repeated full-length runs) or "screen" (one short run): what ranked the level
+    awaiting_full: tuple[str, ...] = ()  # names of contenders the full runs never reached (the search stopped)
     objective: Objective = "throughput"
     score: float | None = None  # the objective's figure it won by (= output_throughput for throughput)
+
+    @property
+    def evidence_note(self) -> str | None:
+        """Said under the level's line when the short screening runs ranked it (None when full runs did)."""
+        if self.measured_by == "full":
+            return None
+        why = (
+            f"the full runs did not reach {', '.join(self.awaiting_full)}"
+            if self.awaiting_full
+            else "no full runs were made here"
+        )
+        return f"C={self.cell.concurrency}: ranked by the short screening runs, one each ({why})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +77,8 @@ class Recommendation:
             "workload": self.cell.workload,
             "name": self.name,
             "runner_up": self.runner_up,
+            "measured_by": self.measured_by,
+            "awaiting_full_runs": list(self.awaiting_full),
             "objective": self.objective,
             "score": None if self.score is None else round(self.score, 3),
         }
@@ -106,6 +121,7 @@ def recommend(
                 within_noise=decision.within_noise,
                 runner_up=names[decision.runner_up.candidate] if decision.runner_up else None,
                 measured_by=winner.kind,
+                awaiting_full=tuple(names[key] for key in decision.awaiting_full),
                 objective=objective,
                 score=winner.median,
             )

@@ -33,9 +33,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from console.bench.slo import parse_slo_items
 from console.host.base import HostError
 from console.names import is_env_name
+from console.sglang.slo import parse_slo_items
 
 DEFAULT_UNIT = "sglang.service"
 DEFAULT_SGLANG_PORT = 30000

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -25,11 +24,15 @@ from console.core.apply import plan_restart
 from console.core.monitor import HostView
 from console.core.session import Session
 from console.host.base import HostError, JournalEntry, UnitLocked
-from console.tui.config import ConsoleConfig
+from console.tui.context import ConsoleOptions
+from console.tui.screens.bench import BenchRun, open_bench, running_mark
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import EditScreen
+from console.tui.screens.freeze import open_freeze
 from console.tui.screens.help import HelpScreen, KeyRow
-from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.progress import ProgressScreen, apply_progress
+from console.tui.screens.runs import open_runs
+from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import JournalLog
@@ -80,14 +83,6 @@ class JournalArrived(Message):
         self.entries = entries
 
 
-@dataclass(frozen=True)
-class ConsoleOptions:
-    targets: tuple[str, ...]
-    config: ConsoleConfig
-    read_only: bool = False
-    workspace: Workspace | None = None  # profiles/ and logs/: where the snapshots view reads
-
-
 def _pane_id(index: int) -> str:
     return f"host-{index}"
 
@@ -118,7 +113,9 @@ class DashboardScreen(Screen[object]):
         with TabbedContent(id="hosts", classes="-single" if len(app.labels) == 1 else ""):
             for index, label in enumerate(app.labels, start=1):
                 with TabPane(f"{index} {label}", id=_pane_id(index)):
-                    yield HostPane(label, thresholds=app.config.thresholds, clock=app.clock, id=f"pane-{index}")
+                    yield HostPane(label, thresholds=app.config.thresholds, clock=app.clock,
+                                   backlog=partial(app.backlog, label), running=partial(app.running_on, label),
+                                   id=f"pane-{index}")  # fmt: skip
             if len(app.labels) > 1:
                 with TabPane("overview", id=OVERVIEW_TAB):
                     yield Overview(id="overview-table")
@@ -131,6 +128,8 @@ class DashboardScreen(Screen[object]):
 
 
 class OpsConsoleApp(App[int]):
+    """The console; what its screens may use of it is console.tui.context.ConsoleContext."""
+
     CSS_PATH = "app.tcss"
     TITLE = "opsconsole"
     ENABLE_COMMAND_PALETTE = True
@@ -157,7 +156,7 @@ class OpsConsoleApp(App[int]):
         self._overview: Overview | None = None
         self.early_journal: dict[str, list[JournalEntry]] = {}
         self._make_source = make_source
-        self.bench_runs: dict[str, Any] = {}  # host -> its benchmark (screens/bench.py BenchRun), outliving the view
+        self.bench_runs: dict[str, BenchRun] = {}  # host -> its benchmark, outliving the screen that shows it
         if self.config.theme:
             self.theme = self.config.theme
 
@@ -228,6 +227,15 @@ class OpsConsoleApp(App[int]):
         if overview is not None:
             overview.show(message.view, self.clock())
 
+    def backlog(self, label: str) -> tuple[HostView | None, list[JournalEntry]]:
+        """What arrived for a host while its pane was being mounted (its latest view, its journal lines)."""
+        return self.views.get(label), self.early_journal.pop(label, [])
+
+    def running_on(self, label: str) -> str:
+        """What this console runs on the host now, for its header's mark ("" when nothing)."""
+        run = self.bench_runs.get(label)
+        return running_mark(run.live) if run is not None and run.running else ""
+
     def on_journal_arrived(self, message: JournalArrived) -> None:
         pane = self.pane_for(message.label)
         if pane is not None:
@@ -236,11 +244,13 @@ class OpsConsoleApp(App[int]):
             self.early_journal.setdefault(message.label, []).extend(message.entries)
 
     def _tick(self) -> None:
+        if not self.screen_stack:  # shutting down: the timer fired after the screens went
+            return
         panes = list(self.dashboard.query(HostPane))
         for pane in panes:
             pane.tick()
-        if len(self.labels) > 1:
-            overview = self.dashboard.query_one(Overview)
+        overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
+        if overview is not None:  # none with one host, or while the dashboard is being taken down
             for pane in panes:
                 overview.show(pane.view, self.clock())
 
@@ -264,6 +274,31 @@ class OpsConsoleApp(App[int]):
             if _pane_id(index) == active:
                 return pane
         return None
+
+    @property
+    def current_host(self) -> str | None:
+        pane = self.current_pane
+        return pane.label if pane is not None else None
+
+    def session(self, label: str) -> Session:
+        source = self.sources.get(label)
+        session = source.session if source is not None else None
+        if session is None:
+            why = "is not open in this console" if source is None else "is not connected (see its header)"
+            raise HostError(f"{label} {why}")
+        return session
+
+    def workspace(self, label: str | None = None) -> Workspace | None:
+        if self.options.workspace is not None:
+            return self.options.workspace
+        label = label or self.current_host or (self.labels[0] if self.labels else None)
+        source = self.sources.get(label) if label is not None else None
+        return source.session.workspace if source is not None and source.session is not None else None
+
+    def refresh_host(self, label: str) -> None:
+        source = self.sources.get(label)
+        if source is not None:
+            source.refresh_now()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """On the overview the host actions are dimmed. In read-only mode the keys that would change a host stay
@@ -405,14 +440,17 @@ class OpsConsoleApp(App[int]):
             await pending.abort("not confirmed; nothing was restarted")
             return
         source = self.sources[pane.label]
-        await self.push_screen_wait(
-            ProgressScreen(pending, title=f"Restarting {unit} on {pane.label}", on_done=lambda _r: source.refresh_now())
-        )
+        title = f"Restarting {unit} on {pane.label}"
+        await self.push_screen_wait(apply_progress(pending, title=title, on_done=lambda _r: source.refresh_now()))
 
     def action_quit(self) -> None:  # type: ignore[override]
-        running = [s for s in self.screen_stack if isinstance(s, ProgressScreen) and s.result is None]
-        if running:
-            self.notify("an apply or restart is running: let it finish, or esc to abort it first", severity="warning")
+        # a tune goes on off screen (installed, d): said below, with how to get back to it
+        watched = [s for s in self.screen_stack if isinstance(s, ProgressScreen) and s.running
+                   and not self.is_screen_installed(s)]  # fmt: skip
+        if watched:
+            view = watched[-1].view
+            then = "let it finish, or esc to abort it first" if view.abort_question else "let it finish"
+            self.notify(f"{view.what} is running: {then}", severity="warning")
             return
         tuning = tune_running(self)
         if tuning is not None:
@@ -427,26 +465,18 @@ class OpsConsoleApp(App[int]):
         self.exit()
 
     def action_benchmark(self) -> None:
-        from console.tui.screens.bench import open_bench
-
         open_bench(self)
 
     def action_compare(self) -> None:
-        from console.tui.screens.runs import open_runs
-
         open_runs(self)
 
     def action_freeze(self) -> None:
-        from console.tui.screens.freeze import open_freeze
-
         open_freeze(self)
 
     def action_tune(self) -> None:
         open_tune(self)
 
     def action_snapshots(self) -> None:
-        from console.tui.screens.snapshots import open_snapshots
-
         open_snapshots(self)
 
     # -- the command palette: every action, with its key --------------------------------------------------

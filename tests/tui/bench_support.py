@@ -33,8 +33,9 @@ FAIL_WHY = "gpu-a: the SSH connection was lost (reconnecting)"
 
 @dataclass
 class ScriptedBench:
-    """app.bench_runner. `finish_levels` levels of each sweep finish; the next one runs `running` requests and then
-    holds until cancelled (`hold`), stops on the error rate (`stop`), or the host fails (`fail`); `finish` runs all."""
+    """The console's bench runner (Runners.bench). `finish_levels` levels of each sweep finish; the next one runs
+    `running` requests and then holds until cancelled (`hold`), stops on the error rate (`stop`), or the host fails
+    (`fail`); `finish` runs all."""
 
     workspace: Workspace | None = None
     then: Then = "finish"
@@ -43,49 +44,46 @@ class ScriptedBench:
     planned: list[list[PlannedSweep]] = field(default_factory=list)
     holding: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def __call__(self, label: str) -> Callable[..., Any]:
-        async def run(sweeps: list[PlannedSweep], on_event: Callable[[Any], None]) -> list[list[BenchRecord]]:
-            self.planned.append(sweeps)
-            out = []
-            for index, sweep in enumerate(sweeps):
-                records: list[BenchRecord] = []
-                on_event(SweepQueued(index, len(sweeps), sweep.label, sweep.workload))
-                on_event(
-                    ClientPlaced("console", 0.4, None, "round trip 0.4 ms: at most 5 ms, the forward costs nothing")
-                )
-                levels = sweep.config.levels()
-                on_event(SweepStarted(levels, 1, "0.5.9", "qwen3.5-122b"))
-                try:
-                    for n, level in enumerate(levels):
-                        c = level.concurrency or 1
-                        planned = sweep.config.requests or max(16, 4 * c)
-                        on_event(LevelStarted(level, 0, planned, None))
-                        done = planned if n < self.finish_levels else min(self.running, planned)
-                        for i in range(1, done + 1):
-                            ttft = 0.08 + 0.004 * c
-                            latency = ttft + 256 * (0.011 + 0.0004 * c)
-                            result = RequestResult(success=True, output_len=257, ttft=ttft, latency=latency)
-                            on_event(RequestDone(level, result, i, 0))
-                        tok_s = 95.0 * c / (1 + 0.04 * c)
-                        on_event(RunningFigures(level, 12.0, done, 0, c, tok_s, 80 + 4.0 * c))
-                        if n >= self.finish_levels:
-                            await self._end(level, n, on_event)
-                            break
-                        metrics = {"completed": planned, "failed": 0, "output_throughput": tok_s,
-                                   "mean_ttft_ms": 80 + 4.0 * c, "median_tpot_ms": 11 + 0.4 * c}  # fmt: skip
-                        on_event(LevelDone(level, 0, metrics, {"mean_power_w": 1900.0 + 20 * c}, None))
-                        records.append(self._record(sweep, label, c, metrics, n))
-                    else:
-                        on_event(SweepDone(len(levels)))
-                finally:
-                    if self.workspace is not None:  # as bench_host: the finished levels are kept, cancelled or not
-                        append_records(self.workspace.logs, records)
-                out.append(records)
-                if any(r.stopped for r in records) or self.then == "stop":  # as bench_queue: a stop ends the queue
-                    break
-            return out
-
-        return run
+    async def __call__(
+        self, _session_of: Any, label: str, sweeps: list[PlannedSweep], on_event: Callable[[Any], None]
+    ) -> list[list[BenchRecord]]:
+        self.planned.append(sweeps)
+        out = []
+        for index, sweep in enumerate(sweeps):
+            records: list[BenchRecord] = []
+            on_event(SweepQueued(index, len(sweeps), sweep.label, sweep.workload))
+            on_event(ClientPlaced("console", 0.4, None, "round trip 0.4 ms: at most 5 ms, the forward costs nothing"))
+            levels = sweep.config.levels()
+            on_event(SweepStarted(levels, 1, "0.5.9", "qwen3.5-122b"))
+            try:
+                for n, level in enumerate(levels):
+                    c = level.concurrency or 1
+                    planned = sweep.config.requests or max(16, 4 * c)
+                    on_event(LevelStarted(level, 0, planned, None))
+                    done = planned if n < self.finish_levels else min(self.running, planned)
+                    for i in range(1, done + 1):
+                        ttft = 0.08 + 0.004 * c
+                        latency = ttft + 256 * (0.011 + 0.0004 * c)
+                        result = RequestResult(success=True, output_len=257, ttft=ttft, latency=latency)
+                        on_event(RequestDone(level, result, i, 0))
+                    tok_s = 95.0 * c / (1 + 0.04 * c)
+                    on_event(RunningFigures(level, 12.0, done, 0, c, tok_s, 80 + 4.0 * c))
+                    if n >= self.finish_levels:
+                        await self._end(level, n, on_event)
+                        break
+                    metrics = {"completed": planned, "failed": 0, "output_throughput": tok_s,
+                               "mean_ttft_ms": 80 + 4.0 * c, "median_tpot_ms": 11 + 0.4 * c}  # fmt: skip
+                    on_event(LevelDone(level, 0, metrics, {"mean_power_w": 1900.0 + 20 * c}, None))
+                    records.append(self._record(sweep, label, c, metrics, n))
+                else:
+                    on_event(SweepDone(len(levels)))
+            finally:
+                if self.workspace is not None:  # as bench_host: the finished levels are kept, cancelled or not
+                    append_records(self.workspace.logs, records)
+            out.append(records)
+            if any(r.stopped for r in records) or self.then == "stop":  # as bench_queue: a stop ends the queue
+                break
+        return out
 
     async def _end(self, level: Any, n: int, on_event: Callable[[Any], None]) -> None:
         if self.then == "hold":
@@ -110,15 +108,15 @@ class ScriptedBench:
 
 
 def bench_app(workspace: Workspace | None, bench: ScriptedBench | None = None, *, read_only: bool = False) -> Any:
-    """The console on one scripted host (gpu-a, running eagle3 s2 k1 d3 v2) with a workspace and a scripted bench."""
-    from console.tui.app import ConsoleOptions
-    from tests.tui.support import scripted_app, view
+    """The console on one scripted host (gpu-a, running eagle3 s2 k1 d3 v2) with a workspace and a scripted bench
+    (the host connected then: a benchmark opens only on a connected host; without one it has not connected yet)."""
+    from console.tui.runners import Runners
+    from tests.tui.support import FixedSession, scripted_app, view
 
-    app = scripted_app(views={"gpu-a": view()}, read_only=read_only)
-    app.options = ConsoleOptions(app.options.targets, app.options.config, read_only, workspace)
-    if bench is not None:
-        app.bench_runner = bench
-    return app
+    runners = Runners(bench=bench) if bench is not None else Runners()
+    sessions = {"gpu-a": FixedSession()} if bench is not None else {}
+    return scripted_app(views={"gpu-a": view()}, read_only=read_only, workspace=workspace, runners=runners,
+                        sessions=sessions)  # fmt: skip
 
 
 def seeds_workspace(root: Any) -> Workspace:

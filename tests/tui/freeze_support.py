@@ -15,6 +15,7 @@ from console.core.freeze_plan import Capture, FreezePlan, FreezeRequest, build_f
 from console.core.monitor import HostView, setup_values
 from console.core.snapshot import Snapshot
 from console.core.snapshot_store import save_snapshot
+from console.tui.runners import Runners
 from console.workspace import Workspace
 from tests.support import snapshots as snaps
 from tests.tui.support import view
@@ -54,18 +55,16 @@ class ScriptedPending:
         return FreezeResult("gpu-a", "sglang.service", self.plan.snapshot.name, state="aborted", plan=self.plan)
 
 
-def scripted_planner(made: list[ScriptedPending], **capture_kwargs: Any) -> Callable[[str], Any]:
-    """app.freeze_planner: for a label, a planner that plans on a fixed capture (kwargs: see snaps.capture)."""
+def scripted_planner(made: list[ScriptedPending], **capture_kwargs: Any) -> Runners:
+    """The console's runners with a freeze planner that plans on a fixed capture of the host (kwargs: see
+    snaps.capture) and asks nothing of its session; each planned freeze is appended to `made`."""
 
-    def for_label(label: str) -> Any:
-        async def plan(request: FreezeRequest) -> ScriptedPending:
-            pending = ScriptedPending(snaps.capture(label=label, **capture_kwargs), request)
-            made.append(pending)
-            return pending
+    async def plan(_session_of: Any, label: str, request: FreezeRequest) -> ScriptedPending:
+        pending = ScriptedPending(snaps.capture(label=label, **capture_kwargs), request)
+        made.append(pending)
+        return pending
 
-        return plan
-
-    return for_label
+    return Runners(freeze=plan)
 
 
 def snapshot_workspace(root: Path) -> tuple[Workspace, list[Snapshot]]:

@@ -24,6 +24,8 @@ from console.host.ssh import ConnectionState
 from console.sglang.histograms import ITL, TTFT, Histogram
 from console.tui.app import ConsoleOptions, OpsConsoleApp
 from console.tui.config import ConsoleConfig
+from console.tui.runners import Runners
+from console.workspace import Workspace
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -184,13 +186,18 @@ def startup_journal() -> list[JournalEntry]:
 
 
 class ScriptedHost:
-    """A HostSource that shows what the test hands it (push a view, push journal lines)."""
+    """A HostSource that shows what the test hands it (push a view, push journal lines). Without a session it is a
+    host that has not connected yet; with one (a FixedSession) the actions that need a connected host open."""
 
     def __init__(
-        self, label: str, on_view: Callable[[HostView], None], on_journal: Callable[[list[JournalEntry]], None]
+        self,
+        label: str,
+        on_view: Callable[[HostView], None],
+        on_journal: Callable[[list[JournalEntry]], None],
+        session: Any = None,
     ) -> None:
         self.label = label
-        self.session = None
+        self.session = session
         self.on_view = on_view
         self.on_journal = on_journal
         self.refreshes = 0
@@ -214,21 +221,26 @@ def scripted_app(
     views: dict[str, HostView] | None = None,
     journal: dict[str, list[JournalEntry]] | None = None,
     clock: Callable[[], datetime] = lambda: NOW,
+    workspace: Workspace | None = None,
+    runners: Runners | None = None,
+    sessions: dict[str, Any] | None = None,
 ) -> OpsConsoleApp:
-    """The console on scripted hosts; `views` and `journal` are shown as soon as the app is mounted."""
+    """The console on scripted hosts; `views` and `journal` are shown as soon as the app is mounted. `runners`: what
+    freeze, bench, restore and tune run (scripted ones); `sessions`: the hosts that are connected, and how."""
     sources: dict[str, ScriptedHost] = {}
 
     def make(
         label: str, on_view: Callable[[HostView], None], on_journal: Callable[[list[JournalEntry]], None]
     ) -> ScriptedHost:
-        sources[label] = ScriptedHost(label, on_view, on_journal)
+        sources[label] = ScriptedHost(label, on_view, on_journal, (sessions or {}).get(label))
         if views and label in views:
             on_view(views[label])
         if journal and label in journal:
             on_journal(journal[label])
         return sources[label]
 
-    app = OpsConsoleApp(ConsoleOptions(labels, config or ConsoleConfig(), read_only), make, clock=clock)
+    options = ConsoleOptions(labels, config or ConsoleConfig(), read_only, workspace, runners or Runners())
+    app = OpsConsoleApp(options, make, clock=clock)
     app.scripted = sources  # type: ignore[attr-defined]
     return app
 

@@ -21,7 +21,7 @@ from console.core.session import open_session
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import UNIT_PRESET, EditScreen
-from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.progress import ProgressScreen, apply_progress
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo
 from tests.tui.support import demo_console, modal_rows, notices, screen_text, wait_until
@@ -135,7 +135,7 @@ async def test_abort_mid_start_asks_then_rolls_back(demo: Demo) -> None:
         # a start that takes hours: the abort always lands while the new unit starts
         slow = parse_edits(["speculative-num-steps=2", "speculative-num-draft-tokens=3", "sim-time-scale=100"])
         pending = await plan_apply(session, slow, timeout_s=SLOW)
-        app.push_screen(ProgressScreen(pending, title="Applying to demo"))
+        app.push_screen(apply_progress(pending, title="Applying to demo"))
         await wait_until(pilot, lambda: "▶ loading weights" in screen_text(app), "the new start", SLOW)
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")

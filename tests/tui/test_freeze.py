@@ -1,6 +1,7 @@
 """`F` and the snapshots view with Pilot: the dialog shows what will be written and asks; refused means no Freeze
 until a reason is given; read-only keeps both off; and end to end on the demo host (the real HostWatcher, the real
-plan_freeze and plan_restore): freeze, the header's production mark, drift after an apply, restore from the view."""
+plan_freeze and plan_restore): freeze, the header's production mark, drift after an apply, restore from the view
+(each watched on the progress screen)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,7 @@ def _text(app: object) -> str:
 
 async def test_f_previews_the_document_and_the_unit_change_then_freezes_when_asked() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made, text=snaps.unit_text(install=False))  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made, text=snaps.unit_text(install=False)))
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: "gpu-a" in _text(app), "the dashboard")
         await pilot.press("F")
@@ -58,8 +58,7 @@ async def test_f_previews_the_document_and_the_unit_change_then_freezes_when_ask
 
 async def test_cancel_writes_nothing_and_lets_go_of_the_plan() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made)  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")
@@ -72,8 +71,7 @@ async def test_cancel_writes_nothing_and_lets_go_of_the_plan() -> None:
 
 async def test_a_refused_freeze_says_why_and_needs_a_reason_to_go_ahead() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made, need_daemon_reload=True)  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made, need_daemon_reload=True))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")
@@ -92,8 +90,7 @@ async def test_a_refused_freeze_says_why_and_needs_a_reason_to_go_ahead() -> Non
 
 async def test_read_only_keeps_freeze_and_restore_off(tmp_path: Path) -> None:
     workspace, _ = snapshot_workspace(tmp_path)
-    app = scripted_app(views={"gpu-a": view()}, read_only=True)
-    app.options = app.options.__class__(app.options.targets, app.options.config, True, workspace)
+    app = scripted_app(views={"gpu-a": view()}, read_only=True, workspace=workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: "gpu-a" in _text(app), "the dashboard")
         await pilot.press("F")  # the key stays live and says why it does nothing
@@ -108,8 +105,7 @@ async def test_read_only_keeps_freeze_and_restore_off(tmp_path: Path) -> None:
 
 async def test_the_snapshots_view_marks_production_shows_a_document_and_diffs_two(tmp_path: Path) -> None:
     workspace, _ = snapshot_workspace(tmp_path)
-    app = scripted_app(views={"gpu-a": view()})
-    app.options = app.options.__class__(app.options.targets, app.options.config, False, workspace)
+    app = scripted_app(views={"gpu-a": view()}, workspace=workspace)
     async with app.run_test(size=SIZE) as pilot:
         app.action_snapshots()
         await wait_until(pilot, lambda: "Production snapshots (profiles" in _text(app), "the snapshots view")
@@ -181,16 +177,18 @@ async def test_freeze_and_restore_from_the_console_on_the_demo_host(demo: Demo, 
         await pilot.press("r")
         await wait_until(pilot, lambda: "y: write and restart" in _text(app), "the restore plan", 30)
         assert "+    --speculative-num-steps 1" in _text(app)
-        await pilot.press("y")
-        await wait_until(pilot, lambda: "restored v1: verified" in _text(app), "the restore", 60)
+        await pilot.press("y")  # watched on the progress screen, as any apply
+        await wait_until(pilot, lambda: "✔ verified" in _text(app), "the restore", 60)
+        assert "Restoring v1 onto demo" in _text(app) and "esc: back to the snapshots" in _text(app)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "restored v1: verified" in _text(app), "the view's summary")
         await pilot.press("escape")
         await wait_until(pilot, lambda: "= production v1" in _text(app), "in sync again", 30)
 
 
 async def test_a_change_after_the_preview_needs_a_new_preview_before_freeze() -> None:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made)  # type: ignore[attr-defined]
+    app = scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")

@@ -18,9 +18,7 @@ from tests.tui.support import screen_text, scripted_app, view, wait_until, witho
 
 def _freeze_app(**capture: Any) -> Any:
     made: list[ScriptedPending] = []
-    app = scripted_app(views={"gpu-a": view()})
-    app.freeze_planner = scripted_planner(made, **capture)  # type: ignore[attr-defined]
-    return app
+    return scripted_app(views={"gpu-a": view()}, runners=scripted_planner(made, **capture))
 
 
 def _previewed(*needles: str) -> Any:
@@ -46,10 +44,9 @@ def test_freeze_dialog_refused(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(120, 40), run_before=_previewed("refused (1)"))
 
 
-def _snapshots_view(workspace: Any, *keys: str, needle: str) -> Any:
+def _snapshots_view(*keys: str, needle: str) -> Any:
     async def run_before(pilot: Pilot[Any]) -> None:
         app = pilot.app
-        app.options = app.options.__class__(app.options.targets, app.options.config, False, workspace)  # type: ignore[attr-defined]
         app.action_snapshots()  # type: ignore[attr-defined]
         await wait_until(pilot, lambda: "Production snapshots" in screen_text(app), "the view")  # type: ignore[arg-type]
         await pilot.press(*keys)
@@ -61,15 +58,15 @@ def _snapshots_view(workspace: Any, *keys: str, needle: str) -> Any:
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_snapshots_view_with_a_diff(snap_compare: Any, size: tuple[int, int], tmp_path: Path) -> None:
     workspace, _ = snapshot_workspace(tmp_path)
-    app = scripted_app(views={"gpu-a": view()})
-    assert snap_compare(app, terminal_size=size, run_before=_snapshots_view(workspace, "down", "down", "d",
-                                                                             needle="diff v2 -> v1"))  # fmt: skip
+    app = scripted_app(views={"gpu-a": view()}, workspace=workspace)
+    run_before = _snapshots_view("down", "down", "d", needle="diff v2 -> v1")
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 def test_snapshots_view_document(snap_compare: Any, tmp_path: Path) -> None:
     workspace, _ = snapshot_workspace(tmp_path)
-    app = scripted_app(views={"gpu-a": view()})
-    run_before = _snapshots_view(workspace, "down", needle="# Production setup v2")
+    app = scripted_app(views={"gpu-a": view()}, workspace=workspace)
+    run_before = _snapshots_view("down", needle="# Production setup v2")
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Select
 
 from console.core.tune_form import FIELDS
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.tune import TuneFormScreen, TuneScreen
+from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.tune import TuneFormScreen, TuneView
 from tests.support.demo import Demo, running_demo
 from tests.tui.support import (
     FixedSession,
@@ -51,6 +52,10 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
 
 def console(demo: Demo, *, read_only: bool = False) -> AbstractAsyncContextManager[tuple[OpsConsoleApp, Pilot[Any]]]:
     return demo_console(str(demo.workspace), read_only=read_only, size=SIZE, timeout=SLOW)
+
+
+def is_tune(screen: object) -> bool:
+    return isinstance(screen, ProgressScreen) and isinstance(screen.view, TuneView)
 
 
 async def open_form(app: OpsConsoleApp, pilot: Pilot[Any]) -> TuneFormScreen:
@@ -89,9 +94,9 @@ async def test_form_confirm_live_rows_and_the_result_with_its_crossovers_on_the_
         assert "steps 1" in rows and "steps 3" in rows and "starts of sglang-demo.service" in rows
         assert "Restart sglang-demo.service on demo with each of these setups" in rows
         await pilot.press("y")
-        await wait_until(pilot, lambda: isinstance(app.screen, TuneScreen), "the tune")
+        await wait_until(pilot, lambda: is_tune(app.screen), "the tune")
         tune = app.screen
-        assert isinstance(tune, TuneScreen)
+        assert isinstance(tune, ProgressScreen) and isinstance(tune.view, TuneView)
         await wait_until(pilot, lambda: "benchmarking C=1" in screen_text(app), "a live row", SLOW)
         assert "▶ trial" in screen_text(app) and "elapsed" in screen_text(app)
         # d: the dashboard, live, while the tune goes on; q there is refused; the end is said; T shows the result
@@ -107,10 +112,10 @@ async def test_form_confirm_live_rows_and_the_result_with_its_crossovers_on_the_
         text = screen_text(app)
         assert "random: best setup per level" in text and "steps 3 best at every level" in text
         assert "demo: the original unit, healthy" in text
-        states = {row.name: row.state for row in tune.board.rows}
+        states = {row.name: row.state for row in tune.view.board.rows}
         assert states == {"steps 1": "done", "steps 3": "done"}
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not isinstance(app.screen, TuneScreen), "closed")
+        await wait_until(pilot, lambda: not is_tune(app.screen), "closed")
         assert not app.is_screen_installed("tune-demo")
     assert await asyncio.to_thread(demo.host().unit) == original
 
@@ -166,6 +171,45 @@ async def test_the_form_names_a_field_it_cannot_take_and_keeps_start_off() -> No
         await wait_until(pilot, lambda: "pruned (1)" in screen_text(app), "the pruned setup")
         assert form.space is not None and "Spec v2 currently only supports topk = 1" in form.space.pruned[0].reason
         assert form.check_action("start", ()) is True
+
+
+async def test_the_form_takes_the_strategy_and_what_stays_and_refuses_as_the_cli_does() -> None:
+    """--strategy, --apply-best and --best-at as fields: the two choices picked from a list, the level typed and
+    refused as the CLI refuses it (beside its field), what the host runs afterwards said before anything starts."""
+    app = scripted_app(views={"gpu-a": view()})
+    async with app.run_test(size=SIZE) as pilot:
+        form = TuneFormScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
+        app.push_screen(form)
+        await wait_until(pilot, lambda: "afterwards: the original unit goes back" in screen_text(app), "the form")
+        await pick(pilot, form, "strategy", "grid")
+        await pick(pilot, form, "apply_best", "yes")
+        await wait_until(pilot, lambda: "afterwards: the recommended setup stays" in screen_text(app), "what stays")
+        await fill(pilot, form, best_at="16")
+        await wait_until(pilot, lambda: "✖ best at level: 16 is not one of the" in screen_text(app), "16 refused")
+        assert str(form.error) == (
+            "best at level: 16 is not one of the concurrency levels (1,8,32,64): the winner at one of them stays"
+        )
+        assert form.check_action("start", ()) is None
+        assert form.query_one("#tune-field-best-at").parent.has_class("-invalid")  # type: ignore[union-attr]
+        await fill(pilot, form, best_at="32")
+        await wait_until(pilot, lambda: "afterwards: the setup that wins at C=32 stays" in screen_text(app), "C=32")
+        assert form.request is not None and form.check_action("start", ()) is True
+        assert (form.request.strategy, form.request.apply_best, form.request.best_at) == ("grid", True, 32)
+        await pick(pilot, form, "apply_best", "no")
+        await wait_until(pilot, lambda: "✖ best at level: works only with" in screen_text(app), "without apply best")
+        assert form.error is not None and form.error.field == "best_at"
+
+
+async def pick(pilot: Pilot[Any], screen: TuneFormScreen, key: str, value: str) -> None:
+    """Open the field's list with enter, move to `value` with the arrows, take it with enter."""
+    field = screen.query_one(f"#tune-field-{key.replace('_', '-')}", Select)
+    field.focus()
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: field.expanded, f"{key}'s list open")
+    values = [choice for choice, _meaning in next(f for f in FIELDS if f.key == key).choices]
+    step = values.index(value) - values.index(str(field.value))
+    await pilot.press(*(["down"] * step if step > 0 else ["up"] * -step), "enter")
+    await wait_until(pilot, lambda: field.value == value and not field.expanded, f"{key} = {value}")
 
 
 @pytest.mark.system

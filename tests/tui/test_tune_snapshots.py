@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from console.tui.screens.tune import TuneFormScreen, TuneScreen
+from console.tui.screens.tune import TuneFormScreen, TuneProgress, tune_progress
 from tests.tui.support import NOW, FixedSession, screen_text, scripted_app, view, wait_until, without_cursor
 from tests.tui.tune_support import ScriptedTune
 
@@ -39,8 +39,8 @@ def test_tune_form(snap_compare: Any, size: tuple[int, int]) -> None:
 
 
 def test_tune_live(snap_compare: Any) -> None:
-    def live() -> TuneScreen:
-        return TuneScreen(ScriptedTune(finish=False), label="gpu-a", clock=lambda: NOW)
+    def live() -> TuneProgress:
+        return tune_progress(ScriptedTune(finish=False), label="gpu-a", clock=lambda: NOW)
 
     run_before = _showing(live, "benchmarking C=16", "598 tok/s")
     assert snap_compare(_app(), terminal_size=(120, 40), run_before=run_before)
@@ -48,16 +48,16 @@ def test_tune_live(snap_compare: Any) -> None:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_tune_result(snap_compare: Any, size: tuple[int, int]) -> None:
-    def result() -> TuneScreen:
-        return TuneScreen(ScriptedTune(finish=True), label="gpu-a", clock=lambda: NOW)
+    def result() -> TuneProgress:
+        return tune_progress(ScriptedTune(finish=True), label="gpu-a", clock=lambda: NOW)
 
     run_before = _showing(result, "best setup per level", "the original unit, healthy")
     assert snap_compare(_app(), terminal_size=size, run_before=run_before)
 
 
 def test_tune_result_optimistic_and_realistic(snap_compare: Any) -> None:
-    def result() -> TuneScreen:
-        return TuneScreen(ScriptedTune(finish=True, workloads="random,chat"), label="gpu-a", clock=lambda: NOW)
+    def result() -> TuneProgress:
+        return tune_progress(ScriptedTune(finish=True, workloads="random,chat"), label="gpu-a", clock=lambda: NOW)
 
     run_before = _showing(result, "chat: best setup per level", "vs realistic (chat)", "is inflated")
     assert snap_compare(_app(), terminal_size=(120, 40), run_before=run_before)

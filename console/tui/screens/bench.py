@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.console import RenderableType
@@ -22,15 +23,18 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
 from console.bench.records import BenchRecord
 from console.core.bench_live import LiveBench, LiveLevel
 from console.core.bench_run import WORKLOAD_CHOICES, BenchForm, FormErrors, PlannedSweep, plan_sweeps, save_form
+from console.host.base import HostError
+from console.tui.context import ConsoleContext
 from console.tui.screens import FORM_FOCUS_BINDINGS
 
-# (sweeps, on_event) -> each sweep's records: console.core.bench_run.bench_queue on the host's session
+# (sweeps, on_event) -> each sweep's records: console.tui.runners.BenchRunner, its session_of and host bound
 Runner = Callable[[list[PlannedSweep], Callable[[Any], None]], Awaitable[list[list[BenchRecord]]]]
 REPAINT_S = 0.25
 # (field, title, hint) in the form's order
@@ -120,6 +124,15 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def running_mark(live: LiveBench) -> str:
+    """The dashboard header's mark while the benchmark runs: `▶ benchmark 2/3 C=8` (the level that runs, of all
+    the queued sweeps' levels), `▶ benchmark starting` before the first one."""
+    row = live.running_row
+    if row is None:
+        return "▶ benchmark starting"
+    return f"▶ benchmark {live.rows.index(row) + 1}/{len(live.rows)} {row.name}"
+
+
 def reasons(live: LiveBench) -> Text:
     """Why each stopped or skipped level stopped, once per reason."""
     out = Text()
@@ -154,6 +167,7 @@ class BenchScreen(Screen[None]):
         run: BenchRun | None = None,
         power: Callable[[], float | None] = lambda: None,
         compare: Callable[[BenchRun], None] | None = None,
+        proposal: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -163,6 +177,10 @@ class BenchScreen(Screen[None]):
         self.power = power
         self.compare = compare
         self.problems: dict[str, str] = {}
+        # The label the form proposes names the setup that runs now: while the field holds the last proposal (the
+        # operator typed nothing there), it follows the dashboard's view of the host; a typed label is kept.
+        self.proposal = proposal
+        self.last_proposal = form.label
 
     def compose(self) -> ComposeResult:
         with Vertical(id="bench-box"):
@@ -232,6 +250,15 @@ class BenchScreen(Screen[None]):
         if event.widget.id == "bench-workload":
             self._status("workload: random (forced lengths), chat (natural stops), or both one after the other", "dim")
 
+    def _follow_the_setup(self) -> None:
+        if self.proposal is None:
+            return
+        proposed = self.proposal()
+        field = self.query_one("#bench-label", Input)
+        if proposed != self.last_proposal and field.value == self.last_proposal:
+            field.value = proposed
+        self.last_proposal = proposed
+
     def _refusal(self) -> str:
         return f"not started: {len(self.problems)} field(s) to fix (in red)"
 
@@ -295,6 +322,7 @@ class BenchScreen(Screen[None]):
     def _repaint(self) -> None:
         run = self.run
         if run is None:
+            self._follow_the_setup()
             return
         if run.running:
             run.live.show_power(self.power())
@@ -341,12 +369,12 @@ class BenchScreen(Screen[None]):
 # --- how the console opens it ---------------------------------------------------------------------------------
 
 
-def _power_of(app: Any, label: str) -> Callable[[], float | None]:
+def _power_of(console: ConsoleContext, label: str) -> Callable[[], float | None]:
     """The host's total GPU power as the dashboard last read it."""
 
     def power() -> float | None:
-        view = app.views.get(label)
-        status = getattr(view, "status", None)
+        view = console.views.get(label)
+        status = view.status if view is not None else None
         if status is None or not status.gpus:
             return None
         watts = [g.power_draw_w for g in status.gpus if g.power_draw_w is not None]
@@ -355,73 +383,70 @@ def _power_of(app: Any, label: str) -> Callable[[], float | None]:
     return power
 
 
-def session_runner(app: Any, label: str) -> Runner:
-    async def run(sweeps: list[PlannedSweep], on_event: Callable[[Any], None]) -> list[list[BenchRecord]]:
-        from console.core.bench_run import bench_queue
-        from console.tui.screens.freeze import session_of
-
-        return await bench_queue(session_of(app, label), sweeps, on_event=on_event)
-
-    return run
-
-
-def open_bench(app: Any) -> None:
+def open_bench(console: ConsoleContext) -> None:
     """b / the palette: the running benchmark of the current host, else the form (not read-only, not on the
     overview, not before the host is connected)."""
     from console.core.bench_run import load_form, proposed_label
-    from console.tui.screens.freeze import workspace_of
 
-    pane = app.current_pane
-    why = app.why_disabled("benchmark")
-    if why or pane is None:
-        app.notify(why or "open a host first", title="Benchmark", severity="warning")
+    label = console.current_host
+    why = console.why_disabled("benchmark")
+    if why or label is None:
+        console.notify(why or "open a host first", title="Benchmark", severity="warning")
         return
-    label = pane.label
-    compare = partial_compare(app)
-    existing: BenchRun | None = app.bench_runs.get(label)
+    compare = partial_compare(console)
+    existing = console.bench_runs.get(label)
     if existing is not None and existing.running:
-        app.push_screen(BenchScreen(label, BenchForm(), start=lambda *_: existing, run=existing,
-                                    power=_power_of(app, label), compare=compare))  # fmt: skip
+        console.push_screen(BenchScreen(label, BenchForm(), start=lambda *_: existing, run=existing,
+                                        power=_power_of(console, label), compare=compare))  # fmt: skip
         return
-    custom = getattr(app, "bench_runner", None)  # tests: a scripted runner
-    if custom is None and getattr(app.sources.get(label), "session", None) is None:
-        app.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
+    try:
+        console.session(label)
+    except HostError:
+        console.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
         return
-    runner: Runner = custom(label) if custom is not None else session_runner(app, label)
-    workspace = workspace_of(app, label)
+    runner: Runner = partial(console.options.runners.bench, console.session, label)
+    workspace = console.workspace(label)
     form = load_form(workspace.logs) if workspace is not None else BenchForm()
-    form = BenchForm(**{**form.__dict__, "label": proposed_label(app.views.get(label), label)})
+
+    def proposal() -> str:
+        return proposed_label(console.views.get(label), label)
+
+    form = BenchForm(**{**form.__dict__, "label": proposal()})
 
     def start(sweeps: list[PlannedSweep], used: BenchForm) -> BenchRun:
         if workspace is not None:
             try:
                 save_form(workspace.logs, used)
             except OSError as exc:  # the next form opens with the defaults; the benchmark does not need it
-                app.notify(f"the form's values were not kept: {exc}", severity="warning")
+                console.notify(f"the form's values were not kept: {exc}", severity="warning")
         run = BenchRun(label, sweeps, runner)
-        run.on_finished = lambda finished: _finished(app, finished)
-        app.bench_runs[label] = run
-        run.worker = app.run_worker(run.run(), name=f"bench {label}", group=f"bench-{label}", exit_on_error=False)
+        run.on_finished = lambda finished: _finished(console, finished)
+        console.bench_runs[label] = run
+        run.worker = console.run_worker(run.run(), name=f"bench {label}", group=f"bench-{label}",
+                                        exit_on_error=False)  # fmt: skip
         return run
 
-    app.push_screen(BenchScreen(label, form, start=start, power=_power_of(app, label), compare=compare))
+    console.push_screen(
+        BenchScreen(label, form, start=start, power=_power_of(console, label), compare=compare, proposal=proposal)
+    )
 
 
-def _finished(app: Any, run: BenchRun) -> None:
+def _finished(console: ConsoleContext, run: BenchRun) -> None:
     """Said on whatever screen is up: the operator may be back on the dashboard."""
     live = run.live
-    if not isinstance(app.screen, BenchScreen) or app.screen.run is not run:
-        severity = "information" if live.state == "finished" else "warning"
+    screen = console.screen
+    if not isinstance(screen, BenchScreen) or screen.run is not run:
+        severity: SeverityLevel = "information" if live.state == "finished" else "warning"
         title = f"benchmark on {run.host}: {live.state}"
-        app.notify(f"{live.finished_levels} level(s) recorded; c compares runs", title=title, severity=severity)
+        console.notify(f"{live.finished_levels} level(s) recorded; c compares runs", title=title, severity=severity)
 
 
-def partial_compare(app: Any) -> Callable[[BenchRun], None]:
+def partial_compare(console: ConsoleContext) -> Callable[[BenchRun], None]:
     def compare(run: BenchRun) -> None:
         from console.tui.screens.runs import open_runs
 
         picked = [records[0].run_id for records in run.records if records]
         # cancelled or failed, the runner returned nothing: the levels that finished are under the sweeps' labels
-        open_runs(app, picked=picked or [s.label for s in run.sweeps])
+        open_runs(console, picked=picked or [s.label for s in run.sweeps])
 
     return compare

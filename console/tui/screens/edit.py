@@ -29,7 +29,7 @@ from console.core.snapshot_store import load_snapshots
 from console.host.base import HostError, UnitBackup, UnitLocked
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen, diff_text
-from console.tui.screens.progress import ProgressScreen
+from console.tui.screens.progress import apply_progress
 
 UNIT_PRESET = "unit"
 RUNNING_PRESET = "running"
@@ -404,6 +404,6 @@ class EditScreen(Screen[None]):
                 self.on_applied()
 
         await self.app.push_screen_wait(
-            ProgressScreen(pending, title=f"Applying to {self.label} ({unit})", on_done=done)
+            apply_progress(pending, title=f"Applying to {self.label} ({unit})", on_done=done)
         )
         self.dismiss(None)

@@ -3,16 +3,20 @@
 The screen asks for a name and a note (the document's path is the profile's or ~/production_NAME.md unless
 given), plans the freeze in a worker (the unit's lock is held from then on: no apply can change the unit while
 the operator reads), and shows what will be written: why it is refused (with a field for --force's reason), the
-unit diff if the freeze must add [Install], and the whole document. Freeze writes it; Cancel or Esc writes
-nothing and lets go of the lock. The TUI holds no logic: the planner is console.core.freeze.plan_freeze on the
-host's session.
+unit diff if the freeze must add [Install], and the whole document. Freeze writes it, watched on the console's
+progress screen (FreezeView: each step, then where it ended); Cancel or Esc writes nothing and lets go of the
+lock. The TUI holds no logic: the planner is console.core.freeze.plan_freeze on the host's session (the console's
+options can give another: console/tui/runners.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Protocol
+from datetime import UTC
+from functools import partial
+from typing import ClassVar
 
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -22,45 +26,18 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Static
 
+from console.core.events import Notice
+from console.core.freeze import FreezeEvent, FreezeResult, FreezeStep
 from console.core.freeze_plan import FreezePlan, FreezeRequest
+from console.tui.context import ConsoleContext
+from console.tui.runners import FreezePending
 from console.tui.screens import FORM_FOCUS_BINDINGS
+from console.tui.screens.progress import ProgressScreen
 
-
-class PendingLike(Protocol):
-    """What the screen needs of console.core.freeze.PendingFreeze."""
-
-    plan: FreezePlan
-
-    def force(self, reason: str) -> FreezePlan: ...
-
-    async def execute(self, on_event: Callable[[Any], None]) -> Any: ...
-
-    async def abort(self, why: str = ...) -> Any: ...
-
-
-Planner = Callable[[FreezeRequest], Awaitable[PendingLike]]
+# the host's planner, its label bound: console.tui.runners.FreezePlanner
+Planner = Callable[[FreezeRequest], Awaitable[FreezePending]]
 FORCE_HINT = "a reason to freeze anyway (recorded in the snapshot and the document)"
 PREVIEW_HINT = "Preview (Enter) shows what will be written; nothing is written before Freeze."
-
-
-class Planned(Message):
-    def __init__(self, pending: PendingLike | None, error: str | None = None) -> None:
-        super().__init__()
-        self.pending = pending
-        self.error = error
-
-
-class Progressed(Message):
-    def __init__(self, line: str) -> None:
-        super().__init__()
-        self.line = line
-
-
-class Finished(Message):
-    def __init__(self, ok: bool, summary: str) -> None:
-        super().__init__()
-        self.ok = ok
-        self.summary = summary
 
 
 def preview(plan: FreezePlan) -> Text:
@@ -87,22 +64,27 @@ def preview(plan: FreezePlan) -> Text:
 
 
 class FreezeScreen(Screen[bool]):
-    """Dismissed with True when the host was frozen."""
+    """Dismissed with True when the host was frozen (once its progress screen is closed)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="freeze-cancel"),
         *FORM_FOCUS_BINDINGS,
     ]
 
+    class Planned(Message):
+        def __init__(self, pending: FreezePending | None, error: str | None = None) -> None:
+            super().__init__()
+            self.pending = pending
+            self.error = error
+
     def __init__(self, label: str, planner: Planner, *, suggested_name: str = "v1") -> None:
         super().__init__()
         self.label = label
         self.planner = planner
         self.suggested_name = suggested_name
-        self.pending: PendingLike | None = None
-        self.running = False
-        self.done = False
-        self.frozen = False
+        self.pending: FreezePending | None = None
+        self.running = False  # planning
+        self.done = False  # handed to the progress screen
 
     def compose(self) -> ComposeResult:
         with Vertical(id="freeze-box"):
@@ -159,11 +141,11 @@ class FreezeScreen(Screen[bool]):
         try:
             pending = await self.planner(request.checked())
         except Exception as exc:  # a usage error, a taken name, the lock, the host: said, nothing written
-            self.post_message(Planned(None, str(exc)))
+            self.post_message(self.Planned(None, str(exc)))
             return
-        self.post_message(Planned(pending))
+        self.post_message(self.Planned(pending))
 
-    def on_planned(self, message: Planned) -> None:
+    def on_freeze_screen_planned(self, message: Planned) -> None:
         self.running = False
         if message.pending is None:
             self._status(f"not planned: {message.error}", "bold red")
@@ -222,45 +204,15 @@ class FreezeScreen(Screen[bool]):
             pending.force(reason)
         elif pending.plan.refused:
             return
-        self.running = True
+        self.pending, self.done = None, True  # execute() lets go of the unit's lock, whatever happens
         for button in self.query(Button):
             button.disabled = True
         self._status("freezing ...", "yellow")
-        self.run_worker(self._execute(pending), exclusive=True, group="freeze", exit_on_error=False)
+        self.app.push_screen(ProgressScreen(pending, FreezeView(self.label, pending.plan)), self._frozen)
 
-    async def _execute(self, pending: PendingLike) -> None:
-        def show(event: Any) -> None:
-            step = getattr(event, "step", None)
-            text = f"{step.replace('_', ' ')}: {event.detail}" if step else str(getattr(event, "message", event))
-            self.post_message(Progressed(text))
-
-        try:
-            result = await pending.execute(on_event=show)
-        except Exception as exc:
-            self.post_message(Finished(False, f"failed: {exc}"))
-            return
-        if result.ok:
-            summary = (
-                f"frozen as {result.name}: {result.unit} {result.unit_file_state}, document "
-                f"{pending.plan.document_path}, snapshot {result.snapshot_path}"
-            )
-            self.post_message(Finished(True, summary))
-        else:
-            self.post_message(Finished(False, f"not frozen ({result.state}): {result.error}"))
-
-    def on_progressed(self, message: Progressed) -> None:
-        self._status(message.line, "yellow")
-
-    def on_finished(self, message: Finished) -> None:
-        self.running = False
-        self.done = True
-        self.pending = None
-        self._status(message.summary, "bold green" if message.ok else "bold red")
-        close = self.query_one("#freeze-close", Button)
-        close.label = "Close"
-        close.disabled = False
-        close.focus()
-        self.frozen = message.ok
+    def _frozen(self, result: FreezeResult | None) -> None:
+        """Its progress closed: the dialog has nothing left to do (the outcome was read there)."""
+        self.dismiss(result is not None and result.ok)
 
     @on(Button.Pressed, "#freeze-close")
     def _close_pressed(self) -> None:
@@ -273,62 +225,84 @@ class FreezeScreen(Screen[bool]):
         pending, self.pending = self.pending, None
         if pending is not None:  # the app's worker: it outlives this screen, and lets go of the unit's lock
             self.app.run_worker(pending.abort("not confirmed; nothing was written"), group="freeze-abort")
-        self.dismiss(self.frozen)
+        self.dismiss(False)
+
+
+class FreezeView:
+    """A freeze on the progress screen (console/tui/screens/progress.py): each step it takes, then where it ended.
+    Its few writes run to the end: esc waits for them."""
+
+    what = "the freeze"
+    abort_question: str | None = None
+    can_leave = False
+    tick_s = 1.0
+
+    def __init__(self, label: str, plan: FreezePlan) -> None:
+        self.label = label
+        self.plan = plan
+        self.lines = Text()
+
+    def compose(self) -> ComposeResult:
+        title = f"Freezing {self.label} as {self.plan.request.name}"
+        yield Static(Text(title, style="bold"), id="progress-title")
+        with VerticalScroll(id="freeze-progress"):
+            yield Static("", id="progress-result")
+            yield Static("", id="progress-steps")
+
+    def feed(self, screen: ProgressScreen[FreezeEvent, FreezeResult], event: FreezeEvent) -> None:
+        if isinstance(event, FreezeStep):
+            self.lines.append(f"{event.at.astimezone(UTC):%H:%M:%S} ", style="dim")
+            self.lines.append(event.step.replace("_", " "), style="bold red" if event.step == "failed" else "")
+            self.lines.append(f": {event.detail}\n" if event.detail else "\n", style="dim")
+        elif isinstance(event, Notice):
+            self.lines.append(f"! {event.message}\n", style="yellow")
+
+    def finished(self, screen: ProgressScreen[FreezeEvent, FreezeResult]) -> None:
+        pass
+
+    def tick(self, screen: ProgressScreen[FreezeEvent, FreezeResult]) -> None:
+        pass
+
+    def draw(self, screen: ProgressScreen[FreezeEvent, FreezeResult]) -> None:
+        screen.query_one("#progress-result", Static).update(self._outcome(screen))
+        screen.query_one("#progress-steps", Static).update(self.lines)
+
+    def _outcome(self, screen: ProgressScreen[FreezeEvent, FreezeResult]) -> RenderableType:
+        result = screen.result
+        if result is None and screen.error is None:
+            return Text("freezing: the document, the unit, the snapshot ...", style="yellow")
+        if result is None:
+            head = Text(f"failed: {screen.error}", style="bold red")
+        elif result.ok:
+            head = Text(
+                f"frozen as {result.name}: {result.unit} {result.unit_file_state}, document "
+                f"{self.plan.document_path}, snapshot {result.snapshot_path}",
+                style="bold green",
+            )
+        else:
+            head = Text(f"not frozen ({result.state}): {result.error}", style="bold red")
+        return Group(head, Text("esc: back to the dashboard", style="dim"))
 
 
 # --- how the console opens it ---------------------------------------------------------------------------------
 
 
-def session_of(app: Any, label: str) -> Any:
-    """The open session of a host in this console (its HostWatcher's), or HostError saying why there is none."""
-    from console.host.base import HostError
-
-    source = app.sources.get(label)
-    session = getattr(source, "session", None)
-    if session is None:
-        why = "is not open in this console" if source is None else "is not connected (see its header)"
-        raise HostError(f"{label} {why}")
-    return session
-
-
-def workspace_of(app: Any, label: str | None = None) -> Any:
-    """The console's workspace (profiles/, logs/), from its options or else a host's session."""
-    workspace = getattr(app.options, "workspace", None)
-    if workspace is None and label is not None:
-        session = getattr(app.sources.get(label), "session", None)
-        workspace = getattr(session, "workspace", None)
-    return workspace
-
-
-def session_planner(app: Any, label: str) -> Planner:
-    async def plan(request: FreezeRequest) -> PendingLike:
-        from console.core.freeze import plan_freeze
-
-        pending: PendingLike = await plan_freeze(session_of(app, label), request)
-        return pending
-
-    return plan
-
-
-def open_freeze(app: Any) -> None:
+def open_freeze(console: ConsoleContext) -> None:
     """F / the palette: the freeze screen for the current host (not on the overview, not read-only)."""
     from console.core.snapshot import next_name
     from console.core.snapshot_store import load_snapshots
 
-    pane = app.current_pane
-    why = app.why_disabled("freeze")
-    if why or pane is None:
-        app.notify(why or "open a host first", title="Freeze", severity="warning")
+    label = console.current_host
+    why = console.why_disabled("freeze")
+    if why or label is None:
+        console.notify(why or "open a host first", title="Freeze", severity="warning")
         return
-    label = pane.label
-    custom = getattr(app, "freeze_planner", None)  # tests: a scripted planner
-    planner = custom(label) if custom is not None else session_planner(app, label)
-    workspace = workspace_of(app, label)
+    planner = partial(console.options.runners.freeze, console.session, label)
+    workspace = console.workspace(label)
     suggested = next_name(load_snapshots(workspace)[0], label) if workspace is not None else "v1"
 
     def closed(frozen: bool | None) -> None:
-        source = app.sources.get(label)
-        if frozen and source is not None:
-            source.refresh_now()  # the header shows the new production snapshot at once
+        if frozen:
+            console.refresh_host(label)  # the header shows the new production snapshot at once
 
-    app.push_screen(FreezeScreen(label, planner, suggested_name=suggested), closed)
+    console.push_screen(FreezeScreen(label, planner, suggested_name=suggested), closed)

@@ -3,14 +3,16 @@ host's production (★), the highlighted one's document, the diff of two, and re
 
 Keys: m marks a snapshot, d diffs the marked one (else the host's production) with the highlighted one, r restores
 the highlighted one onto its host through the validated apply (console.core.freeze.plan_restore): the plan (diff,
-rule report, notes) is shown first and y writes it, n or Esc lets go. Reading only the workspace, the view works
+rule report, notes) is shown first and y writes it, watched on the console's progress screen as any apply (esc
+there aborts and rolls back), n or Esc lets go. Reading only the workspace, the view works
 without a host; restore needs the snapshot's host open in this console, and in read-only mode r says it is off.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from functools import partial
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,39 +22,21 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from console.core.apply import ApplyResult, PendingApply
 from console.core.snapshot import Snapshot, best_throughput, production_names, production_of, setup_text
 from console.core.snapshot_diff import diff_snapshots
 from console.core.snapshot_doc import render_document
 from console.core.snapshot_store import load_snapshots
+from console.tui.context import ConsoleContext
+from console.tui.screens.progress import apply_progress
 from console.workspace import Workspace
 
-# snapshot -> (a PendingApply for its host, notes): console.core.freeze.plan_restore on that host's session
-Restorer = Callable[[Snapshot], Awaitable[tuple[Any, list[str]]]]
+# snapshot -> (a PendingApply for its host, notes): console.tui.runners.Restorer, the console's session_of bound
+Restorer = Callable[[Snapshot], Awaitable[tuple[PendingApply, list[str]]]]
 COLUMNS = ("", "name", "host", "frozen (UTC)", "SGLang", "setup", "best tok/s", "note")
 
 
-class RestorePlanned(Message):
-    def __init__(self, snapshot: Snapshot, pending: Any, notes: list[str], error: str | None = None) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.pending = pending
-        self.notes = notes
-        self.error = error
-
-
-class RestoreStep(Message):
-    def __init__(self, line: str) -> None:
-        super().__init__()
-        self.line = line
-
-
-class RestoreDone(Message):
-    def __init__(self, result: Any) -> None:
-        super().__init__()
-        self.result = result
-
-
-def plan_text(snapshot: Snapshot, pending: Any, notes: list[str]) -> Text:
+def plan_text(snapshot: Snapshot, pending: PendingApply, notes: list[str]) -> Text:
     """The restore's plan: notes, the unit diff and the rules' verdict (apply's Plan, masked)."""
     plan = pending.plan
     out = Text()
@@ -82,6 +66,16 @@ class SnapshotsScreen(Screen[None]):
         Binding("n", "decline", "No", id="snapshots-no"),
     ]
 
+    class RestorePlanned(Message):
+        def __init__(
+            self, snapshot: Snapshot, pending: PendingApply | None, notes: list[str], error: str | None = None
+        ) -> None:
+            super().__init__()
+            self.snapshot = snapshot
+            self.pending = pending
+            self.notes = notes
+            self.error = error
+
     def __init__(self, workspace: Workspace, restorer: Restorer | None, *, read_only: bool = False) -> None:
         super().__init__()
         self.workspace = workspace
@@ -89,7 +83,7 @@ class SnapshotsScreen(Screen[None]):
         self.read_only = read_only
         self.snapshots: list[Snapshot] = []
         self.marked: str | None = None
-        self.confirming: tuple[Snapshot, Any] | None = None
+        self.confirming: tuple[Snapshot, PendingApply] | None = None
         self.busy = False
 
     def compose(self) -> ComposeResult:
@@ -206,11 +200,11 @@ class SnapshotsScreen(Screen[None]):
         try:
             pending, notes = await restorer(snap)
         except Exception as exc:  # the host is not open, the lock is held, the unit is foreign: said, nothing done
-            self.post_message(RestorePlanned(snap, None, [], str(exc)))
+            self.post_message(self.RestorePlanned(snap, None, [], str(exc)))
             return
-        self.post_message(RestorePlanned(snap, pending, notes))
+        self.post_message(self.RestorePlanned(snap, pending, notes))
 
-    def on_restore_planned(self, message: RestorePlanned) -> None:
+    def on_snapshots_screen_restore_planned(self, message: RestorePlanned) -> None:
         self.busy = False
         if message.pending is None:
             self._status(f"cannot restore {message.snapshot.name}: {message.error}", "bold red")
@@ -230,42 +224,32 @@ class SnapshotsScreen(Screen[None]):
     def action_confirm(self) -> None:
         if self.confirming is None or self.busy:
             return
-        _snap, pending = self.confirming
-        self.busy = True
-        self.refresh_bindings()
-        self.run_worker(self._execute(pending), exclusive=True, group="restore", exit_on_error=False)
-
-    async def _execute(self, pending: Any) -> None:
-        def show(event: Any) -> None:
-            state = getattr(event, "state", None)
-            if state is not None:
-                detail = f": {event.detail}" if event.detail else ""
-                self.post_message(RestoreStep(f"{state.value.replace('_', ' ')}{detail}"))
-
-        result = await pending.execute(on_event=show)
-        self.post_message(RestoreDone(result))
-
-    def on_restore_step(self, message: RestoreStep) -> None:
-        self._status(message.line, "yellow")
-
-    def on_restore_done(self, message: RestoreDone) -> None:
-        snap = self.confirming[0] if self.confirming else None
+        snap, pending = self.confirming
         self.confirming = None
-        self.busy = False
-        result = message.result
+        self.refresh_bindings()
+        session = pending.session
+        title = f"Restoring {snap.name} onto {session.label} ({session.service.unit})"
+        progress = apply_progress(pending, title=title, what="the restore", back_to="the snapshots")
+        self.app.push_screen(progress, lambda result: self._restored(snap, result))
+
+    def _restored(self, snap: Snapshot, result: ApplyResult | None) -> None:
+        """Back from the restore's progress: where it ended, and what the server runs now."""
         text = Text()
+        if result is None:  # it raised (its progress screen said what): the host's tab shows where it is left
+            self._status(f"the restore of {snap.name} failed before it finished; see the host's tab", "bold red")
+            self._detail(text)
+            return
         if result.verification is not None:
             for value in result.verification.values:
                 text.append(f"  {value.dest} = {value.actual!r} [{value.status.replace('_', ' ')}]\n")
         for line in result.journal_excerpt():
             text.append(f"  {line}\n", style="red")
         if result.ok:
-            self._status(f"restored {snap.name if snap else ''}: {result.state.value}", "bold green")
+            self._status(f"restored {snap.name}: {result.state.value}", "bold green")
         else:
             rolled = " (rolled back)" if result.rollout.rolled_back else ""
             self._status(f"restore failed: {result.state.value}{rolled}: {result.error}", "bold red")
         self._detail(text)
-        self.refresh_bindings()
 
     def action_decline(self) -> None:
         if self.confirming is None or self.busy:
@@ -285,20 +269,12 @@ class SnapshotsScreen(Screen[None]):
         self.dismiss(None)
 
 
-def open_snapshots(app: Any) -> None:
+def open_snapshots(console: ConsoleContext) -> None:
     """The palette's Snapshots: the workspace's snapshots; restore goes to the snapshot's host in this console."""
-    from console.tui.screens.freeze import session_of, workspace_of
-
-    pane = app.current_pane
-    workspace = workspace_of(app, pane.label if pane is not None else (app.labels[0] if app.labels else None))
+    workspace = console.workspace()
     if workspace is None:
-        app.notify("no workspace: the snapshots live in its profiles/snapshots/", title="Snapshots", severity="warning")
+        console.notify("no workspace: the snapshots live in its profiles/snapshots/", title="Snapshots",
+                       severity="warning")  # fmt: skip
         return
-    custom = getattr(app, "restorer", None)  # tests: a scripted restorer
-
-    async def restorer(snapshot: Snapshot) -> tuple[Any, list[str]]:
-        from console.core.freeze import plan_restore
-
-        return await plan_restore(session_of(app, snapshot.host.label), snapshot)
-
-    app.push_screen(SnapshotsScreen(workspace, custom or restorer, read_only=app.options.read_only))
+    restorer = partial(console.options.runners.restore, console.session)
+    console.push_screen(SnapshotsScreen(workspace, restorer, read_only=console.options.read_only))

@@ -4,11 +4,12 @@ The form asks for the space (algorithm, steps, topk, draft tokens, spec v2; the 
 unit the host runs), the concurrency levels, the workloads and the budget; the right side shows, at every
 keystroke, what the host's SGLang version would run, prune (with SGLang's reason) and merge. ctrl+s plans the
 tune (the unit's lock is held from then on), shows the planned space and the estimate, and asks. Then the tune
-runs in a worker: one row per setup (pending / starting / benchmarking C=N / done / failed, skipped / pruned),
-the current trial's phase and figures, the elapsed time; `esc` aborts (asked first) and the core puts the
-original unit back; `d` goes back to the dashboard while the tune goes on (`T` on that host comes back to it).
-At the end: per level the best setup with its margin and whether it is within the noise, the crossovers, the
-optimistic vs realistic workloads, and where the unit is and whether the host is healthy.
+runs on the console's progress screen (screens/progress.py), drawn by TuneView: one row per setup (pending /
+starting / benchmarking C=N / done / failed, skipped / pruned), the current trial's phase and figures, the
+elapsed time; `esc` aborts (asked first) and the core puts the original unit back; `d` goes back to the
+dashboard while the tune goes on (`T` on that host comes back to it). At the end: per level the best setup with
+its margin and whether it is within the noise, the crossovers, the optimistic vs realistic workloads, and where
+the unit is and whether the host is healthy.
 
 The TUI holds no logic: the form is console/core/tune_form.py, the board console/core/tune_board.py, the space
 console/core/tune_space.py, the tune console/core/tune.py."""
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -27,20 +28,32 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Footer, Input, Label, Select, Static
 
 from console.core.session import Session
-from console.core.tune import PendingTune, TuneEvent, TuneResult, plan_tune
+from console.core.tune import PendingTune, TuneEvent, TuneRequest, TuneResult
 from console.core.tune_board import TuneBoard
-from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_defaults, request_from_form
+from console.core.tune_form import (
+    FIELDS,
+    Estimate,
+    FormError,
+    afterwards,
+    estimate,
+    form_defaults,
+    meaning,
+    request_from_form,
+)
 from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
+from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
+from console.tui.context import ConsoleContext
+from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.progress import ProgressScreen
 
 Clock = Callable[[], datetime]
 SPACE_PAUSE_S = 0.25  # the space is checked once typing pauses this long
@@ -122,9 +135,18 @@ class TuneFormScreen(Screen[None]):
         *FORM_FOCUS_BINDINGS,
     ]
 
-    def __init__(self, session: Session, *, label: str, read_only: str = "", clock: Clock = _utc_now) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        label: str,
+        read_only: str = "",
+        clock: Clock = _utc_now,
+        planner: TunePlanner = tune_on_host,
+    ) -> None:
         super().__init__()
         self.session = session
+        self.planner = planner
         self.label = label
         self.read_only = read_only
         self.clock = clock
@@ -133,12 +155,13 @@ class TuneFormScreen(Screen[None]):
         self.version = ""
         self.values: dict[str, str] = {}
         self.error: FormError | None = None
+        self.request: TuneRequest | None = None  # the form's, when it has no error
         self.space: Space | None = None  # the space of the form as it was at space_values
         self.space_values: dict[str, str] = {}
         self._could_start: bool | None = None
         self._space_timer: Timer | None = None
         self.busy = False
-        self.started: TuneScreen | None = None
+        self.started: TuneProgress | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Tune {self.label}: reading the unit ...", style="bold"), id="tune-form-title")
@@ -160,8 +183,7 @@ class TuneFormScreen(Screen[None]):
             self.query_one("#tune-form-title", Static).update(Text(f"Tune {self.label}: {exc}", style="bold red"))
             return
         title = Text(f"Tune {self.session.service.unit} on {self.label}", style="bold")
-        title.append(f"   SGLang {self.version}: each setup is restarted and benchmarked, then the original unit "
-                     "goes back", style="dim")  # fmt: skip
+        title.append(f"   SGLang {self.version}: each setup is restarted and benchmarked", style="dim")
         if self.read_only:
             title.append(f"   {self.read_only}", style="yellow")
         self.query_one("#tune-form-title", Static).update(title)
@@ -172,13 +194,25 @@ class TuneFormScreen(Screen[None]):
             if spec.group != group:
                 group = spec.group
                 rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
-            field = Input(
-                value=defaults[spec.key],
-                placeholder=spec.hint,
-                id=_field_id(spec.key),
-                disabled=bool(self.read_only),
-                compact=True,
-            )
+            field: Widget
+            if spec.choices:  # one of a few: picked from a list, nothing to mistype
+                field = Select(
+                    [(value, value) for value, _meaning in spec.choices],  # said in full beside the space
+                    value=defaults[spec.key],
+                    allow_blank=False,
+                    tooltip=spec.hint,
+                    id=_field_id(spec.key),
+                    disabled=bool(self.read_only),
+                    compact=True,
+                )
+            else:
+                field = Input(
+                    value=defaults[spec.key],
+                    placeholder=spec.hint,
+                    id=_field_id(spec.key),
+                    disabled=bool(self.read_only),
+                    compact=True,
+                )
             rows.append(Horizontal(Label(spec.label, classes="field-label"), field, classes="field-row"))
         await self.query_one("#tune-form", VerticalScroll).mount_all(rows)
         if not self.read_only:
@@ -186,10 +220,15 @@ class TuneFormScreen(Screen[None]):
         self._update()
 
     def form_values(self) -> dict[str, str]:
-        return {spec.key: self.query_one(f"#{_field_id(spec.key)}", Input).value for spec in FIELDS}
+        values = {}
+        for spec in FIELDS:
+            field = self.query_one(f"#{_field_id(spec.key)}")
+            values[spec.key] = str(field.value) if isinstance(field, Input | Select) else ""
+        return values
 
     @on(Input.Changed)
-    def _changed(self, _event: Input.Changed) -> None:
+    @on(Select.Changed)
+    def _changed(self, _event: Input.Changed | Select.Changed) -> None:
         self._update()
 
     def _update(self) -> None:
@@ -199,8 +238,9 @@ class TuneFormScreen(Screen[None]):
             return
         self.values = self.form_values()
         self.error = None
+        self.request = None
         try:
-            request = request_from_form(self.values, self.unit)
+            request = self.request = request_from_form(self.values, self.unit)
         except FormError as exc:
             self.error = exc
         else:
@@ -220,12 +260,12 @@ class TuneFormScreen(Screen[None]):
         self._show()
 
     @work(thread=True, exclusive=True, group="tune-space")
-    def _build_space(self, request: Any, values: dict[str, str]) -> None:
+    def _build_space(self, request: TuneRequest, values: dict[str, str]) -> None:
         try:
             space: Space | str = build_space(
                 request.space, self.unit_text, unit_name=self.session.service.unit, version=self.version
             )
-        except ValueError as exc:  # UnitError, UsageError: said in the report
+        except (ValueError, UsageError) as exc:  # UnitError, UsageError: said in the report
             space = str(exc)
         self.app.call_from_thread(self._space_built, values, space)
 
@@ -255,6 +295,10 @@ class TuneFormScreen(Screen[None]):
         if self.error is None and self.space is not None:
             parts.append(space_text(self.space, PREVIEW_LIMIT))  # the last one checked, until the form's own is ready
         parts.append(Text(""))
+        if self.request is not None:
+            strategy, stays = self.request.strategy, self.request.apply_best
+            parts.append(Text(f"strategy {strategy}: {meaning('strategy', strategy)}", style="dim"))
+            parts.append(Text(f"afterwards: {afterwards(self.request)}", style="bold yellow" if stays else "dim"))
         if self.read_only:
             parts.append(Text(f"Tune is off: {self.read_only}", style="yellow"))
         elif self.error is not None:
@@ -287,16 +331,16 @@ class TuneFormScreen(Screen[None]):
         self._plan(request_from_form(self.values, self.unit))
 
     @work(exclusive=True, group="tune-plan")
-    async def _plan(self, request: Any) -> None:
+    async def _plan(self, request: TuneRequest) -> None:
         self.busy = True
         self.refresh_bindings()
         try:
-            pending = await plan_tune(self.session, request)
+            pending = await self.planner(self.session, request)
         except UnitLocked as exc:
             who = exc.holder or "another console"
             self.notify(f"The unit is locked: {who}. Nothing was changed.", title="locked", severity="error")
             return
-        except (HostError, ValueError) as exc:  # UsageError: nothing to run; UnitError: not an SGLang unit
+        except (HostError, ValueError, UsageError) as exc:  # UsageError: nothing to run; UnitError: not an SGLang unit
             self.notify(f"Cannot plan the tune: {exc}", severity="error", timeout=10)
             return
         finally:
@@ -323,7 +367,7 @@ class TuneFormScreen(Screen[None]):
         )
         question = (
             f"Restart {unit} on {self.label} with each of these setups and benchmark them "
-            "(the original unit goes back afterwards)?"
+            f"({afterwards(request)} afterwards)?"
         )
         try:
             confirmed = await self.app.push_screen_wait(ConfirmScreen(question, body, danger=True))
@@ -334,7 +378,7 @@ class TuneFormScreen(Screen[None]):
             await pending.abort("not confirmed; nothing was changed")
             self.notify("not started; nothing was changed", timeout=4)
             return
-        screen = TuneScreen(pending, label=self.label, clock=self.clock)
+        screen = tune_progress(pending, label=self.label, clock=self.clock)
         self.started = screen
         self.dismiss(None)  # the caller pushes the running tune in its place
 
@@ -342,148 +386,76 @@ class TuneFormScreen(Screen[None]):
 # --- the running tune and its result ---------------------------------------------------------------------------
 
 
-class TuneScreen(Screen[None]):
-    """Runs `pending.execute()` in a worker; one row per setup, the current trial, then the result."""
+class TuneView:
+    """The tune's progress (console.tui.screens.progress.ProgressScreen): one row per setup, the current trial, the
+    elapsed time and the estimate, then the result; it goes on behind the dashboard (d)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,ctrl+c", "abort_or_close", "Abort / close", id="tune-abort", priority=True),
-        Binding("d", "dashboard", "Dashboard", id="tune-dashboard"),
-    ]
+    what = "the tune"
+    abort_question: str | None = (
+        "Abort the tune? The trial in progress is rolled back or stopped, and the original unit goes back."
+    )
+    can_leave = True
+    tick_s = 1.0  # the elapsed time moves between events
 
-    class Progress(Message):
-        def __init__(self, event: TuneEvent) -> None:
-            super().__init__()
-            self.event = event
-
-    class Finished(Message):
-        def __init__(self, result: TuneResult | None, error: str | None = None) -> None:
-            super().__init__()
-            self.result = result
-            self.error = error
-
-    def __init__(self, pending: PendingTune, *, label: str, clock: Clock = _utc_now) -> None:
-        super().__init__()
-        self.pending = pending
+    def __init__(self, pending: PendingTune, *, label: str) -> None:
         self.label = label
-        self.clock = clock
+        self.unit = pending.session.service.unit
         self.board = TuneBoard.planned(pending.space)
-        self.result: TuneResult | None = None
-        self.error: str | None = None
-        self.done = False
-        self.aborting = False
         self.estimate = estimate(pending.estimate_s)
-        self._started = False
-
-    @property
-    def running(self) -> bool:
-        return self._started and not self.done
 
     def compose(self) -> ComposeResult:
-        unit = self.pending.session.service.unit
-        yield Static(Text(f"Tuning {unit} on {self.label}", style="bold"), id="tune-title")
+        yield Static(Text(f"Tuning {self.unit} on {self.label}", style="bold"), id="tune-title")
         with VerticalScroll(id="tune-body"):
             yield Static("", id="tune-status")
             yield Static("", id="tune-result")  # above the rows: once it is over, the outcome is what matters
             yield Static("", id="tune-rows")
             yield Static("", id="tune-notes")
-        yield Footer()
 
-    def on_mount(self) -> None:
-        if not self._started:  # mounted again after `d` and `T`: the worker runs already
-            self._started = True
-            self.set_interval(1.0, self._draw_status)  # the elapsed time moves between events
-            self._execute()
-        self._draw()
+    def feed(self, screen: TuneProgress, event: TuneEvent) -> None:
+        self.board.feed(event)
 
-    @work(exclusive=True, group="tune")
-    async def _execute(self) -> None:
-        def forward(event: TuneEvent) -> None:
-            self.post_message(self.Progress(event))
-
-        try:
-            result = await self.pending.execute(on_event=forward)
-        except (HostError, OSError) as exc:  # the core restores what it can first; say what is left
-            self.post_message(self.Finished(None, f"the tune failed: {exc}"))
-            return
-        self.post_message(self.Finished(result))
-
-    def on_tune_screen_progress(self, message: Progress) -> None:
-        self.board.feed(message.event)
-        self._draw()
-
-    def on_tune_screen_finished(self, message: Finished) -> None:
-        self.done = True
-        self.result, self.error = message.result, message.error
-        self._draw()
-        self.refresh_bindings()
-        if not self.is_current:  # the operator is on the dashboard (d): say it is over
-            ok = self.result is not None and self.result.ok
-            self.app.notify(
+    def finished(self, screen: TuneProgress) -> None:
+        if not screen.is_current:  # the operator is on the dashboard (d): say it is over
+            ok = screen.result is not None and screen.result.ok
+            screen.app.notify(
                 f"the tune on {self.label} is over: T shows its result",
                 title="Tune",
                 severity="information" if ok else "warning",
                 timeout=30,
             )
 
-    # -- drawing ----------------------------------------------------------------------------------------------
-
-    def _draw(self) -> None:
-        if not self.is_mounted:
-            return
-        self._draw_status()
-        self.query_one("#tune-rows", Static).update(Group(rows_table(self.board), Text(""), excluded_text(self.board)))
-        result = self.query_one("#tune-result", Static)
-        result.display = self.done
-        result.update(self._result() if self.done else Text(""))
+    def draw(self, screen: TuneProgress) -> None:
+        self.tick(screen)
+        rows = Group(rows_table(self.board), Text(""), excluded_text(self.board))
+        screen.query_one("#tune-rows", Static).update(rows)
+        result = screen.query_one("#tune-result", Static)
+        result.display = screen.done
+        result.update(self._result(screen) if screen.done else Text(""))
         notes = Text()
         for note in self.board.notes[-5:]:
             notes.append(f"! {note}\n", style="yellow")
-        self.query_one("#tune-notes", Static).update(notes)
+        screen.query_one("#tune-notes", Static).update(notes)
 
-    def _draw_status(self) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one("#tune-status", Static).update(status_text(self.board, self.clock(), self, self.estimate))
+    def tick(self, screen: TuneProgress) -> None:
+        status = status_text(self.board, screen.clock(), screen, self.estimate)
+        screen.query_one("#tune-status", Static).update(status)
 
-    def _result(self) -> RenderableType:
-        if self.result is None:
-            return Text(f"✖ {self.error or 'no result'}", style="bold red")
-        return result_view(self.result)
-
-    # -- intents ----------------------------------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return True
-
-    def action_dashboard(self) -> None:
-        """Back to the dashboard; the tune goes on here (T on this host shows it again)."""
-        self.app.pop_screen()
-
-    def action_abort_or_close(self) -> None:
-        if self.done:
-            self.app.pop_screen()
-            if self.app.is_screen_installed(screen_name(self.label)):
-                self.app.uninstall_screen(screen_name(self.label))
-            return
-        if self.aborting:
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.aborting = True
-                self.pending.request_abort("aborted from the console")
-                self._draw()
-
-        self.app.push_screen(
-            ConfirmScreen(
-                "Abort the tune? The trial in progress is rolled back or stopped, and the original unit goes back.",
-                danger=True,
-            ),
-            answered,
-        )
+    def _result(self, screen: TuneProgress) -> RenderableType:
+        if screen.result is None:
+            error = f"the tune failed: {screen.error}" if screen.error else "no result"
+            return Text(f"✖ {error}", style="bold red")
+        return result_view(screen.result)
 
 
-def status_text(board: TuneBoard, now: datetime, screen: TuneScreen, parts: Estimate) -> RenderableType:
+TuneProgress = ProgressScreen[TuneEvent, TuneResult]
+
+
+def tune_progress(pending: PendingTune, *, label: str, clock: Clock = _utc_now) -> TuneProgress:
+    """The running tune's screen: installed under screen_name(label) by the console, so that T shows it again."""
+    return ProgressScreen(pending, TuneView(pending, label=label), clock=clock)
+
+
+def status_text(board: TuneBoard, now: datetime, screen: TuneProgress, parts: Estimate) -> RenderableType:
     """The stage, elapsed and estimate, the current trial's phase and figures."""
     lines: list[RenderableType] = []
     elapsed = _minutes(board.elapsed_s(now))
@@ -586,6 +558,7 @@ def result_view(result: TuneResult) -> RenderableType:
             table.add_row(f"C={r.cell.concurrency}", Text(r.name, style="bold"), f"{r.output_throughput:,.1f}",
                           margin, noise, r.runner_up or "-")  # fmt: skip
         parts.append(table)
+        parts.extend(Text(r.evidence_note, style="yellow") for r in recs if r.evidence_note)
         parts.append(Text(result.summary(workload), style="bold cyan"))
         parts.append(Text(""))
     if result.workload_sides:
@@ -629,43 +602,43 @@ def result_view(result: TuneResult) -> RenderableType:
 # --- opening it ------------------------------------------------------------------------------------------------
 
 
-def open_tune(app: Any) -> None:
+def open_tune(console: ConsoleContext) -> None:
     """T / the palette: the host's running tune if there is one, else the form (off in read-only mode)."""
-    pane = app.current_pane
-    if pane is None:
-        app.notify(app.why_disabled("tune") or "open a host first", title="Tune", severity="warning")
+    label = console.current_host
+    if label is None:
+        console.notify(console.why_disabled("tune") or "open a host first", title="Tune", severity="warning")
         return
-    label = pane.label
     name = screen_name(label)
-    if app.is_screen_installed(name):
-        app.push_screen(name)
+    if console.is_screen_installed(name):
+        console.push_screen(name)
         return
-    why = app.why_disabled("tune")
+    why = console.why_disabled("tune")
     if why:
-        app.notify(why, title="Tune", severity="warning")
+        console.notify(why, title="Tune", severity="warning")
         return
-    session = app.sources[label].session
-    if session is None:
-        app.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
+    try:
+        session = console.session(label)
+    except HostError:
+        console.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
         return
-    form = TuneFormScreen(session, label=label, clock=app.clock)
+    form = TuneFormScreen(session, label=label, clock=console.clock, planner=console.options.runners.tune)
 
     def closed(_: None) -> None:
         screen = form.started
         if screen is None:
             return
-        app.install_screen(screen, name)
-        app.push_screen(name)
+        console.install_screen(screen, name)
+        console.push_screen(name)
 
-    app.push_screen(form, closed)
+    console.push_screen(form, closed)
 
 
-def tune_running(app: Any) -> str | None:
+def tune_running(console: ConsoleContext) -> str | None:
     """The host whose tune is running (the app refuses to quit meanwhile), or None."""
-    for label in app.labels:
+    for label in console.labels:
         name = screen_name(label)
-        if app.is_screen_installed(name):
-            screen = app.get_screen(name)
-            if isinstance(screen, TuneScreen) and screen.running:
-                return str(label)
+        if console.is_screen_installed(name):
+            screen = console.get_screen(name)
+            if isinstance(screen, ProgressScreen) and isinstance(screen.view, TuneView) and screen.running:
+                return label
     return None
