@@ -30,7 +30,7 @@ from console.bench.runs import level_order
 from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
 from console.cli.common import workspace_of
-from console.cli.traffic import read_dataset, read_slo, resolve_lengths, with_traffic
+from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_slo, resolve_lengths, with_traffic
 from console.core.bench import API_KEY_ENV, bench_host, bench_url, default_label, parse_float_list, parse_int_list
 from console.core.session import open_session
 from console.errors import ExitCode, UsageError
@@ -55,9 +55,9 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     """The sweep the options ask for; UsageError names every option to change and how."""
     workload = WorkloadSpec(
         name=args.workload,
-        api=args.api,
+        api=args.api or "generate",
         input_len=args.input_len,
-        output_len=args.output_len,
+        output_len=args.output_len if args.output_len is not None else DEFAULT_OUTPUT_LEN,
         temperature=args.temperature,
         seed=args.seed,
     )

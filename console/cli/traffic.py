@@ -57,8 +57,6 @@ def add_slo_option(parser: argparse.ArgumentParser) -> None:
 def resolve_lengths(args: argparse.Namespace) -> int | None:
     """--output-len as typed (None: not given), and args.output_len set to what the synthetic workloads use."""
     given: int | None = args.output_len
-    if given is not None and given < 1:
-        raise UsageError("--output-len must be at least 1")
     if given is None:
         args.output_len = DEFAULT_OUTPUT_LEN
     return given
