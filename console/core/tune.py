@@ -880,7 +880,9 @@ class _TuneRun:
         names = {c.key: c.name for c in self.space.candidates}
         configs = {c.key: c.config for c in self.space.candidates}
         objective = self.request.objective
-        recs = recommend(self.search, names, configs, objective=objective, throughput=self._throughputs())
+        # Under another objective the figures are not tok/s: each winner's tok/s comes from its runs' records.
+        throughput = self._throughputs() if objective != "throughput" else None
+        recs = recommend(self.search, names, configs, objective=objective, throughput=throughput)
         self.result.recommendations = recs
         self.result.capacities = self._capacities()
         plain: dict[str, set[str]] = {}
