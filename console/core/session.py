@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+from console.core.console_requests import SentRequests
 from console.core.rollout import VersionSource, choose_version
 from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
 from console.host.connect import HostPoll, HostSession, open_host
@@ -117,6 +118,7 @@ class Session:
         if api_key:
             self.secrets.learn([api_key])
         self.service = MaskedService(host.service, self.secrets)
+        self.requests = SentRequests()  # what the client sent, to tell the console's own lines in the journal
 
     @property
     def label(self) -> str:
@@ -139,6 +141,7 @@ class Session:
         """The session's SGLang client (one per session), masking every answer as it arrives."""
         client = await self.host.sglang()
         client.mask = self.secrets.data
+        client.on_request = self.requests.record
         return client
 
     @property
