@@ -101,7 +101,9 @@ def _editor_app(values: dict[str, str] | None = None) -> tuple[Any, Any]:
         )  # type: ignore[attr-defined]
         for dest, text in (values or {}).items():
             editor.query_one(f"#field-{dest.replace('_', '-').replace(':', '-')}").value = text  # type: ignore[attr-defined]
-        await wait_until(pilot, lambda: "apply" in screen_text(app).lower(), "the report")
+        # the report's verdict on these values (the footer's "Apply" is there from the start)
+        verdicts = ("ctrl+s: apply", "Apply is blocked") if values else ("Nothing to apply",)
+        await wait_until(pilot, lambda: any(v in screen_text(app) for v in verdicts), "the report")
         await without_cursor(pilot)
         await pilot.pause()
 
