@@ -79,6 +79,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def engine_steps_per_s(steps: int = 2000) -> float:
+    """The scheduler's own pace: decode steps a second of the engine with 256 running EAGLE requests (median of 5)."""
+    from console.sim.engine import Engine
+    from console.sim.profiles import get_profile
+
+    rates = []
+    for _ in range(5):
+        resolved = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                    "speculative_num_draft_tokens": 4, "max_running_requests": 256}  # fmt: skip
+        engine = Engine(get_profile("tiny-test"), resolved)
+        for i in range(256):
+            engine.add(f"r{i}", 256, 1_000_000, ignore_eos=True)
+        while engine.num_queued:
+            engine.next_step()
+        started = time.perf_counter()
+        for _ in range(steps):
+            engine.next_step()
+        rates.append(steps / (time.perf_counter() - started))
+    return sorted(rates)[2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -91,6 +112,7 @@ def main() -> int:
         f"SGLang stand-in on core {server_core}; client on cores {client_cores}; C = {args.concurrency}, "
         f"{OUTPUT_LEN} output tokens per request, {args.seconds:g} s per case"
     )
+    print(f"engine alone (no server): {engine_steps_per_s():,.0f} decode steps/s with 256 running requests")
     print(f"{'case':<28}{'endpoint':<24}{'tokens/s':>12}{'chunks/s':>12}{'server CPU':>12}")
     base = ["--sim-profile", "tiny-test", "--sim-time-scale", "0", "--sim-speedup", "1e6", "--skip-server-warmup"]
     for label, extra in (("no speculation", ["--max-running-requests", "256"]), ("EAGLE 3/1/4", SPEC)):

@@ -18,5 +18,8 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
-class UsageError(ValueError):
-    """Malformed input (a flag, a value, a file): exit 2 with the message, which says what to write instead."""
+class UsageError(Exception):
+    """Malformed input (a flag, a value, a file): exit 2 with the message, which says what to write instead.
+
+    Not a ValueError: the verbs catch ValueError for a unit that is not an SGLang unit (UnitError, exit 1), and a
+    usage error must pass those handlers by on its way to exit 2 without a guard in each of them."""

@@ -1,4 +1,9 @@
-"""console.host and console.sglang know nothing of console.sim: the simulator registers itself into them.
+"""The packages of console/ and the arrows allowed between them, and console.host and console.sglang knowing nothing
+of console.sim (the simulator registers itself into them).
+
+ARROWS states, for every package, the packages it may import (at module level or inside a function): the base modules
+at the bottom, then sglang, host, bench, core, and the two renderers (cli, tui) on top; sim beside them, reached only
+through its plugin's registration from the composition roots. Nothing points back up and there is no cycle.
 
 Two proofs: every module of both packages is imported in a fresh interpreter with an import hook that refuses
 console.sim (an import at module level, direct or through another package, fails it), and their source never
@@ -7,14 +12,92 @@ strings such as `python -m console.sim.nvidia_smi` or a `--sim-sglang-version` c
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from collections.abc import Mapping
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("host", "sglang")
+
+BASE = frozenset({"errors", "names", "secrets", "tomlwrite", "workspace"})  # single modules, importing nothing of ours
+ARROWS: Mapping[str, frozenset[str]] = {
+    **{base: frozenset() for base in BASE},
+    "sglang": frozenset({"names", "secrets"}),
+    "host": frozenset({"names", "secrets", "sglang"}),
+    "bench": frozenset({"secrets", "sglang"}),
+    "core": BASE | {"sglang", "host", "bench", "sim.plugin"},
+    "tui": BASE | {"sglang", "host", "bench", "core"},
+    "cli": BASE | {"sglang", "host", "bench", "core", "tui", "sim"},
+    "sim": BASE | {"sglang", "host"},
+    "__main__": frozenset({"cli"}),
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The console modules a file imports, anywhere in it (`console.core.apply`, ...)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "console" or name.startswith("console.")}
+
+
+def package_of(module: str) -> str:
+    """`console.core.apply` -> `core`; `console.errors` -> `errors`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def allowed(source: str, target_module: str) -> bool:
+    target = package_of(target_module)
+    if target in ("", source):
+        return True
+    rules = ARROWS[source]
+    return target in rules or any(target_module == f"console.{r}" or target_module.startswith(f"console.{r}.")
+                                  for r in rules if "." in r)  # fmt: skip
+
+
+def wrong_arrows(root: Path) -> list[str]:
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        source = package_of("console." + ".".join(path.relative_to(root).with_suffix("").parts))
+        for module in sorted(imports_of(path)):
+            if not allowed(source, module):
+                wrong.append(f"{path.relative_to(root.parent)}: {source} -> {module}")
+    return wrong
+
+
+def test_every_package_imports_only_what_its_layer_allows() -> None:
+    packages = {p.stem if p.is_file() else p.name for p in (ROOT / "console").iterdir() if p.name != "__pycache__"}
+    packages.discard("__init__")
+    assert packages == set(ARROWS), "a package without a row in ARROWS (or a row for one that is gone)"
+    assert wrong_arrows(ROOT / "console") == []
+
+
+def test_the_layers_have_no_cycle() -> None:
+    graph = {source: {r.split(".")[0] for r in rules} for source, rules in ARROWS.items()}
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:  # pragma: no cover - the assertion below says it
+        raise AssertionError(f"the allowed arrows make a cycle: {exc.args[1]}") from None
+    assert order.index("sglang") < order.index("core") < order.index("tui") < order.index("cli")
+
+
+def test_the_arrow_check_would_notice_an_arrow_back_up(tmp_path: Path) -> None:
+    fake = tmp_path / "console"
+    (fake / "host").mkdir(parents=True)
+    (fake / "host" / "leaky.py").write_text("def f():\n    from console.core.apply import plan_apply\n")
+    (fake / "sim").mkdir()
+    (fake / "sim" / "fine.py").write_text("from console.host.base import HostError\n")
+    assert wrong_arrows(fake) == ["console/host/leaky.py: host -> console.core.apply"]
+
 
 PROBE = """
 import importlib, importlib.abc, pkgutil, sys

@@ -20,10 +20,10 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal, get_args
 
 from console.bench import telemetry
 from console.bench.client import WAIT_TIMEOUTS, BenchClient
@@ -51,6 +51,21 @@ RUNNING_FIGURES_INTERVAL_S = 0.5
 # At a level's end the GPU poll in flight gets this long to finish before it is cancelled.
 TELEMETRY_FINISH_S = 10.0
 
+# What a sweep's problems are about (SweepConfig.problems): the config's own fields and its workload's.
+SweepField = Literal[
+    "concurrencies",
+    "request_rates",
+    "requests",
+    "duration",
+    "warmup",
+    "repeat",
+    "max_error_rate",
+    "input_len",
+    "output_len",
+    "temperature",
+]
+SWEEP_FIELDS: tuple[SweepField, ...] = get_args(SweepField)
+
 
 @dataclass
 class SweepConfig:
@@ -73,22 +88,48 @@ class SweepConfig:
             return [Level(concurrency=cap, request_rate=r) for r in self.request_rates]
         return [Level(concurrency=c) for c in self.concurrencies]
 
-    def validate(self) -> None:
-        """Raise ValueError with what to change."""
+    def problems(self) -> dict[SweepField, str]:
+        """What must change before this sweep can run, field by field ({} when nothing). A text names the fields
+        it is about as {field} placeholders, each caller writing them its own way (say_problems): the command
+        line names its options (--repeat), the console's form its fields."""
+        found: dict[SweepField, str] = {}
+        workload = self.workload
+        if workload.input_len < 1:
+            found["input_len"] = "{input_len} must be at least 1"
+        if workload.output_len < 1:
+            found["output_len"] = "{output_len} must be at least 1"
+        if workload.temperature is not None and workload.temperature < 0:
+            found["temperature"] = "{temperature} must be ≥ 0"
         if self.request_rates and any(r <= 0 for r in self.request_rates):
-            raise ValueError("request rates must be positive (requests per second)")
+            found["request_rates"] = "{request_rates} must be positive (requests per second)"
         if not self.request_rates and (not self.concurrencies or any(c < 1 for c in self.concurrencies)):
-            raise ValueError("concurrency levels must be whole numbers ≥ 1, e.g. --concurrency 1,8,32")
+            found["concurrencies"] = "{concurrencies} must be whole numbers ≥ 1, e.g. 1,8,32"
         if self.requests is not None and self.duration is not None:
-            raise ValueError("give either --requests or --duration, not both")
+            found["duration"] = "give either {requests} or {duration}, not both"
         if self.requests is not None and self.requests < 1:
-            raise ValueError("--requests must be at least 1")
+            found["requests"] = "{requests} must be at least 1"
         if self.duration is not None and self.duration <= 0:
-            raise ValueError("--duration must be positive")
-        if self.repeat < 1 or self.warmup < 0:
-            raise ValueError("--repeat must be ≥ 1 and --warmup ≥ 0")
+            found.setdefault("duration", "{duration} must be positive")
+        if self.repeat < 1:
+            found["repeat"] = "{repeat} must be ≥ 1"
+        if self.warmup < 0:
+            found["warmup"] = "{warmup} must be ≥ 0"
         if not 0 < self.max_error_rate <= 1:
-            raise ValueError("--max-error-rate is a fraction in (0, 1]")
+            found["max_error_rate"] = "{max_error_rate} is a fraction in (0, 1]"
+        return found
+
+    def validate(self) -> None:
+        """For the engines: a sweep with problems is the caller's mistake (the CLI and the console's form ask
+        problems() first and say them in their own words). Raises ValueError naming the config's fields."""
+        found = self.problems()
+        if found:
+            raise ValueError("; ".join(say_problems(found, {f: f for f in SWEEP_FIELDS})))
+
+
+def say_problems(found: Mapping[SweepField, str], names: Mapping[SweepField, str]) -> list[str]:
+    """The problems as sentences, each field written as `names` has it (KeyError for a field it lacks)."""
+    words = {str(name): word for name, word in names.items()}
+    return [text.format_map(words) for text in found.values()]
 
 
 @dataclass

@@ -12,7 +12,7 @@ p99_itl_ms, accept_length, concurrency, ...); the speculative server args come f
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from console.secrets import REDACTED, is_secret_name
+from console.sglang.specmode import SpecMode, spec_mode
 from console.sglang.vocabulary import View, dests
 
 if TYPE_CHECKING:  # only annotations: `compare` reads records without loading the load engine (aiohttp)
@@ -128,11 +129,26 @@ class BenchRecord(BaseModel):
     tokens_per_joule: float | None = None
 
     @property
+    def spec_mode(self) -> SpecMode | None:
+        """The spec-v2 worker and the overlap of the measured setup: the server's resolved args where the record
+        has them with the version, else the verdict the record kept (console.sglang.specmode.spec_mode)."""
+        return record_spec_mode(self.server_args, self.spec_v2, self.sglang_version)
+
+    @property
     def level_key(self) -> str:
         """What compare lines up across runs."""
         if self.request_rate is not None:
             return f"rate={self.request_rate:g}"
         return f"C={self.max_concurrency}"
+
+
+def record_spec_mode(
+    server_args: Mapping[str, Any], spec_v2: bool | None, version: str | None = None
+) -> SpecMode | None:
+    """A record's verdict on the spec-v2 worker and the overlap, from what it holds (its server args and
+    version; else the `spec_v2` it kept)."""
+    kept = SpecMode(spec_v2, None, "record") if spec_v2 is not None else None
+    return spec_mode(version, server_args, rules=kept)
 
 
 def records_from_sweep(

@@ -16,25 +16,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from console.bench.records import BenchRecord
-from console.sglang.vocabulary import setup_letters
+from console.bench.records import BenchRecord, record_spec_mode
+from console.sglang.specmode import setup_short
 
 
-def setup_of(server_args: Mapping[str, Any], spec_v2: bool | None = None) -> str:
-    """The speculative setup a run measured, as the server resolved it, e.g. `eagle3 s2 k1 d3 v2` or `no spec`
-    (the dashboard's short form; spec v2 from the record, as the version's rules read the unit)."""
-    algorithm = server_args.get("speculative_algorithm")
-    if not algorithm or str(algorithm).upper() == "NONE":
-        return "no spec"
-    parts = [str(algorithm).lower()]
-    for prefix, key in setup_letters():
-        if server_args.get(key) is not None:
-            parts.append(f"{prefix}{server_args[key]}")
-    if spec_v2:
-        parts.append("v2")
-    if server_args.get("disable_overlap_schedule") is True:
-        parts.append("no-overlap")
-    return " ".join(parts)
+def setup_of(server_args: Mapping[str, Any], spec_v2: bool | None = None, version: str | None = None) -> str:
+    """The speculative setup a run measured, as the server resolved it, e.g. `eagle3 s2 k1 d3 v2` or `no spec`:
+    the dashboard's short form (console.sglang.specmode.setup_short), the spec-v2 worker decided from the server
+    args and `version` where the record has them, else from the record's `spec_v2`."""
+    return setup_short(server_args, record_spec_mode(server_args, spec_v2, version))
 
 
 def level_value(key: str) -> float | None:
@@ -100,7 +90,7 @@ def summarize(records: Sequence[BenchRecord]) -> RunSummary:
         run_id=first.run_id,
         label=first.label,
         host=first.target,
-        setup=setup_of(first.server_args, first.spec_v2),
+        setup=setup_of(first.server_args, first.spec_v2, first.sglang_version),
         version=first.sglang_version or "?",
         started_at=first.started_at,
         levels=levels,

@@ -39,7 +39,7 @@ class RunSetup:
     host: str
     setup: str
     speculative: tuple[tuple[str, Any], ...]  # the speculative server args as the server resolved them
-    spec_v2: bool | None  # as the version's rules read the unit (None: not recorded)
+    spec_v2: bool | None  # the spec-v2 worker (console.sglang.specmode.spec_mode; None: not known)
     version: str
     unit_hash: str | None
     model: str | None
@@ -72,9 +72,9 @@ def run_setup(records: Sequence[BenchRecord]) -> RunSetup:
         label=first.label,
         run_id=first.run_id,
         host=first.target,
-        setup=setup_of(args, first.spec_v2),
+        setup=setup_of(args, first.spec_v2, first.sglang_version),
         speculative=speculative,
-        spec_v2=first.spec_v2,
+        spec_v2=mode.spec_v2 if (mode := first.spec_mode) is not None else None,
         version=first.sglang_version or "?",
         unit_hash=first.unit_hash,
         model=first.model,

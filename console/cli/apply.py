@@ -29,60 +29,52 @@ Ctrl-C while the new unit starts rolls back (a second Ctrl-C abandons the rollba
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import signal
 import sys
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from console.cli.common import is_tty, run_verb, workspace_of
+from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
 from console.core.apply import ApplyResult, PendingApply, flag_kinds, plan_apply
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
 from console.core.rollout import ApplyState, Plan, parse_edits
 from console.core.session import open_session
-from console.errors import ExitCode, UsageError
-from console.host.base import HostError, UnitLocked
+from console.errors import UsageError
+from console.host.base import HostError
 
 
-class HumanProgress:
-    """Prints the apply's events as lines a terminal (or a log) can follow."""
+class ApplyProgress(HumanProgress[ApplyEvent]):
+    """The apply's events as lines a terminal (or a log) can follow."""
 
     def __init__(self, out: TextIO) -> None:
-        self.out = out
+        super().__init__(out)
         self._last_percent: dict[str, int] = {}
 
-    def __call__(self, event: ApplyEvent) -> None:
-        stamp = datetime.now(UTC).strftime("%H:%M:%S")
+    def show(self, event: ApplyEvent) -> None:
         if isinstance(event, StepChanged):
             detail = f": {event.detail}" if event.detail else ""
-            self._print(f"[{stamp}] {event.state.value.replace('_', ' ')}{detail}")
+            self.say(f"{event.state.value.replace('_', ' ')}{detail}")
         elif isinstance(event, PhaseChanged):
-            self._phase(stamp, event)
+            self._phase(event)
         elif isinstance(event, Reconnecting):
-            self._print(f"[{stamp}] connection lost during {event.operation}; reconnecting ({event.error})")
+            self.say(f"connection lost during {event.operation}; reconnecting ({event.error})")
         elif isinstance(event, Notice):
-            self._print(f"[{stamp}] {event.level}: {event.message}")
+            self.say(f"{event.level}: {event.message}")
         elif isinstance(event, LogLine):
             pass  # the phases say where the start is; failure lines are printed as they come
 
-    def _phase(self, stamp: str, event: PhaseChanged) -> None:
+    def _phase(self, event: PhaseChanged) -> None:
         overall = round(100 * event.progress)
         current = event.current
         if event.kind == "started":
-            self._print(f"[{stamp}]   {current.label if current else event.phase} ... ({overall}% of startup)")
+            self.say(f"  {current.label if current else event.phase} ... ({overall}% of startup)")
         elif event.kind == "progress" and current is not None:
             step = int(current.progress * 4) * 25  # every 25 %: enough to see it move
             if step != self._last_percent.get(current.name):
                 self._last_percent[current.name] = step
-                self._print(f"[{stamp}]   {current.label} {step}%")
+                self.say(f"  {current.label} {step}%")
         elif event.kind == "ready":
-            self._print(f"[{stamp}]   ready: {event.line.strip()}")
+            self.say(f"  ready: {event.line.strip()}")
         elif event.kind == "failure":
-            self._print(f"[{stamp}]   ! {event.line.rstrip()}")
-
-    def _print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+            self.say(f"  ! {event.line.rstrip()}")
 
 
 def render_plan(plan: Plan, out: TextIO) -> None:
@@ -131,12 +123,6 @@ def render_result(result: ApplyResult, out: TextIO) -> None:
                 print(f"  {line}", file=out)
 
 
-def _confirm(stdin: TextIO, stderr: TextIO, question: str) -> bool:
-    print(f"{question} [y/N] ", end="", file=stderr, flush=True)
-    answer = stdin.readline()
-    return answer.strip().lower() in {"y", "yes"}
-
-
 def _check_args(args: argparse.Namespace) -> None:
     parse_edits(args.set, args.unset, args.env, args.unset_env)  # syntax only; the flags' kinds come later
     if not (args.set or args.unset or args.env or args.unset_env):
@@ -145,85 +131,45 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}")
 
 
-async def _execute_interruptibly(pending: PendingApply, on_event: Any) -> ApplyResult:
-    """Run the apply; the first Ctrl-C asks it to roll back (an intent it cannot miss), the second abandons."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(pending.execute(on_event=on_event))
-    presses = 0
-
-    def on_sigint() -> None:
-        nonlocal presses
-        presses += 1
-        if presses == 1:
-            pending.request_abort()
-        else:
-            task.cancel()
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    try:
-        return await task
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-
-
-async def confirm_and_execute(
-    pending: PendingApply, verb: str, args: argparse.Namespace, *, stdin: TextIO, stderr: TextIO, human: TextIO
-) -> ApplyResult:
+async def confirm_and_execute(pending: PendingApply, verb: HostVerb) -> ApplyResult:
     """Ask (unless --yes; never without a terminal), then execute with progress (none with --json) and Ctrl-C
     rolling back; a refusal ends the pending apply with the reason. For apply and the verbs built on it."""
-    if pending.needs_confirmation and not args.yes:
+    if pending.needs_confirmation:
         question = f"Write this unit to {pending.session.label} and restart {pending.session.service.unit}?"
-        if not is_tty(stdin):
-            await pending.abort(f"stdin is not a terminal, so {verb} cannot ask for confirmation; re-run with --yes")
-        elif not _confirm(stdin, stderr, question):
+        answer = verb.ask(question)
+        if answer is Answer.NO_TERMINAL:
+            await pending.abort(verb.cannot_ask)
+        elif answer is Answer.NO:
             await pending.abort("not confirmed; nothing was changed")
     if pending.result.rollout.finished:
         return pending.result
-    progress = None if args.json else HumanProgress(human)
-    return await _execute_interruptibly(pending, progress or (lambda _event: None))
+    progress = ignore if verb.json else ApplyProgress(verb.human)
+    result, _interrupted = await interruptibly(pending.execute(on_event=progress), pending.request_abort)
+    return result
 
 
-async def apply_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    human = stderr if args.json else stdout
-    try:
-        async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
-            version, _source = await session.sglang_version()
-            edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=flag_kinds(version))
-            async with await plan_apply(session, edits, timeout_s=args.timeout) as pending:
-                if not args.json:
-                    render_plan(pending.plan, human)
-                result = await confirm_and_execute(pending, "apply", args, stdin=stdin, stderr=stderr, human=human)
-    except UnitLocked as exc:
-        return _early_failure(args, stdout, stderr, str(exc), state="locked")
-    except UsageError:
-        raise
-    except (HostError, ValueError) as exc:  # ValueError: UnitError (the unit is not an SGLang unit)
-        suffix = "" if isinstance(exc, HostError) else "; the unit was not touched"
-        return _early_failure(args, stdout, stderr, f"{exc}{suffix}")
-    if args.json:
-        print(json.dumps(result.to_json(), default=str), file=stdout)
-    else:
-        render_result(result, human)
+async def apply_main(verb: HostVerb) -> int:
+    args = verb.args
+    async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
+        version, _source = await session.sglang_version()
+        edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=flag_kinds(version))
+        async with await plan_apply(session, edits, timeout_s=args.timeout) as pending:
+            if not verb.json:
+                render_plan(pending.plan, verb.human)
+            result = await confirm_and_execute(pending, verb)
+    verb.report(result.to_json, lambda out: render_result(result, out))
     return result.rollout.exit_code
 
 
-def _early_failure(
-    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str, *, state: str = "error"
-) -> int:
-    """Nothing was changed: say why (with --json, still as the one JSON object)."""
-    print(f"opsconsole apply: {message}", file=stderr)
-    if args.json:
-        doc = {"ok": False, "target": args.target, "state": state, "rolled_back": False, "error": message}
-        print(json.dumps(doc), file=stdout)
-    return ExitCode.FAILED
+def _nothing_done(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, HostError) else f"{exc}; the unit was not touched"
 
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole apply`: exit 0 applied and verified (or nothing to change), 1 refused/failed, 2 usage."""
-    streams = {"stdin": stdin or sys.stdin, "stdout": stdout or sys.stdout, "stderr": sys.stderr}
-    try:
-        _check_args(args)
-    except UsageError as exc:
-        print(f"opsconsole apply: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    return run_verb("apply", lambda: apply_main(args, **streams))
+
+    def failure_json(state: str, message: str) -> dict[str, Any]:
+        return {"ok": False, "target": args.target, "state": state, "rolled_back": False, "error": message}
+
+    verb = HostVerb("apply", args, failure_json, _nothing_done, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
+    return verb.run(apply_main, check=lambda: _check_args(args))

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from console.bench.engine import SweepConfig
+from console.bench.engine import SweepConfig, SweepField, say_problems
 from console.bench.events import (
     BenchEvent,
     ClientPlaced,
@@ -25,11 +25,61 @@ from console.bench.events import (
     SweepDone,
 )
 from console.bench.records import BenchRecord
+from console.bench.workloads import WorkloadSpec
 from console.cli.common import workspace_of
-from console.core.bench import API_KEY_ENV, bench_host, bench_url, check_url, config_from_args, default_label
+from console.core.bench import API_KEY_ENV, bench_host, bench_url, default_label, parse_float_list, parse_int_list
 from console.core.session import open_session
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError
+
+# The sweep's fields as the command line names them: its problems (SweepConfig.problems) say these options.
+OPTIONS: dict[SweepField, str] = {
+    "concurrencies": "--concurrency",
+    "request_rates": "--request-rate",
+    "requests": "--requests",
+    "duration": "--duration",
+    "warmup": "--warmup",
+    "repeat": "--repeat",
+    "max_error_rate": "--max-error-rate",
+    "input_len": "--input-len",
+    "output_len": "--output-len",
+    "temperature": "--temperature",
+}
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    """The sweep the options ask for; UsageError names every option to change and how."""
+    workload = WorkloadSpec(
+        name=args.workload,
+        api=args.api,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
+    config = SweepConfig(
+        workload=workload,
+        concurrencies=parse_int_list(args.concurrency, "--concurrency"),
+        request_rates=parse_float_list(args.request_rate, "--request-rate") if args.request_rate else [],
+        requests=args.requests,
+        duration=args.duration,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        request_timeout=args.request_timeout,
+        max_error_rate=args.max_error_rate,
+        time_cap=args.time_cap,
+    )
+    problems = config.problems()
+    if problems:
+        raise UsageError("; ".join(say_problems(problems, OPTIONS)))
+    return config
+
+
+def check_url(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UsageError(f"--url must look like http://127.0.0.1:30000 (got {url!r})")
+    return url.rstrip("/")
 
 
 class ProgressRenderer:

@@ -31,14 +31,10 @@ Exit 0 frozen, 1 refused / failed / locked / not confirmed, 2 usage (a bad name 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, TextIO
 
-from console.cli.common import is_tty, run_verb, workspace_of
-from console.errors import ExitCode, UsageError
+from console.cli.common import Answer, HostVerb, HumanProgress, ignore, workspace_of
 
 
 def render_plan(plan: object, out: TextIO) -> None:
@@ -51,7 +47,7 @@ def render_plan(plan: object, out: TextIO) -> None:
     host = snap.host
     print(f"Freeze {host.label} ({host.unit}) as production snapshot {snap.name}", file=out)
     print(f"  SGLang {snap.server.version or '?'}, {snap.server.resolved.get('model_path', '?')}", file=out)
-    print(f"  {setup_text(snap.server.resolved)}", file=out)
+    print(f"  {setup_text(snap.server.resolved, snap.server.version)}", file=out)
     levels = sorted({str(e.get("max_concurrency") or e.get("request_rate")) for e in snap.benchmarks})
     bench = f"{len(snap.benchmarks)} records at {len(levels)} levels" if snap.benchmarks else "none in logs/"
     print(f"  benchmarks of this setup: {bench}", file=out)
@@ -73,33 +69,26 @@ def render_plan(plan: object, out: TextIO) -> None:
             print(f"  [{refusal.code}] {refusal.message}", file=out)
 
 
-def _print_step(out: TextIO) -> Callable[[object], None]:
-    def show(event: object) -> None:
+class FreezeProgress(HumanProgress[object]):
+    """The freeze's steps as lines a terminal (or a log) can follow."""
+
+    def show(self, event: object) -> None:
         from console.core.events import Notice
         from console.core.freeze import FreezeStep
 
-        stamp = datetime.now(UTC).strftime("%H:%M:%S")
         if isinstance(event, FreezeStep):
             detail = f": {event.detail}" if event.detail else ""
-            print(f"[{stamp}] {event.step.replace('_', ' ')}{detail}", file=out, flush=True)
+            self.say(f"{event.step.replace('_', ' ')}{detail}")
         elif isinstance(event, Notice):
-            print(f"[{stamp}] {event.level}: {event.message}", file=out, flush=True)
-
-    return show
+            self.say(f"{event.level}: {event.message}")
 
 
-def _confirm(stdin: TextIO, stderr: TextIO, question: str) -> bool:
-    print(f"{question} [y/N] ", end="", file=stderr, flush=True)
-    return stdin.readline().strip().lower() in {"y", "yes"}
-
-
-async def freeze_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+async def freeze_main(verb: HostVerb) -> int:
     from console.core.freeze import FreezeResult, plan_freeze
     from console.core.freeze_plan import FreezeRequest
     from console.core.session import open_session
-    from console.host.base import HostError, UnitLocked
 
-    human = stderr if args.json else stdout
+    args = verb.args
     request = FreezeRequest(args.name, args.note or "", args.doc, args.force)
     result: FreezeResult
     try:
@@ -108,43 +97,26 @@ async def freeze_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO
             await plan_freeze(session, request) as pending,
         ):
             plan = pending.plan
-            if not args.json:
-                render_plan(plan, human)
-            sink = _ignore if args.json else _print_step(human)
-            if plan.refused:
-                result = await pending.abort()
-            elif args.yes:
+            if not verb.json:
+                render_plan(plan, verb.human)
+            sink = ignore if verb.json else FreezeProgress(verb.human)
+            question = (
+                f"Write the document to {session.label}:{plan.document_path}, enable {session.service.unit} "
+                f"and keep snapshot {plan.snapshot.name}?"
+            )
+            answer = None if plan.refused else verb.ask(question)
+            if answer is Answer.YES:
                 result = await pending.execute(sink)
-            elif not is_tty(stdin):
-                result = await pending.abort(
-                    "stdin is not a terminal, so freeze cannot ask for confirmation; re-run with --yes"
-                )
-            else:
-                question = (
-                    f"Write the document to {session.label}:{plan.document_path}, enable {session.service.unit} "
-                    f"and keep snapshot {plan.snapshot.name}?"
-                )
-                if _confirm(stdin, stderr, question):
-                    result = await pending.execute(sink)
-                else:
-                    result = await pending.abort("not confirmed; nothing was written")
-    except UnitLocked as exc:
-        return _early_failure(args, stdout, stderr, str(exc), state="locked")
-    except FileExistsError as exc:
-        return _early_failure(args, stdout, stderr, str(exc))
-    except (HostError, ValueError) as exc:  # ValueError: UnitError (not an SGLang unit)
-        if isinstance(exc, UsageError):
-            raise
-        return _early_failure(args, stdout, stderr, f"{exc}; nothing was written")
-    if args.json:
-        print(json.dumps(result.to_json(), default=str), file=stdout)
-    else:
-        _render_result(result, human)
+            elif answer is Answer.NO_TERMINAL:
+                result = await pending.abort(verb.cannot_ask)
+            elif answer is Answer.NO:
+                result = await pending.abort("not confirmed; nothing was written")
+            else:  # refused: the plan says why
+                result = await pending.abort()
+    except FileExistsError as exc:  # the name is taken
+        return verb.early_failure(str(exc))
+    verb.report(result.to_json, lambda out: _render_result(result, out))
     return result.exit_code
-
-
-def _ignore(_event: object) -> None:
-    pass
 
 
 def _render_result(result: object, out: TextIO) -> None:
@@ -168,24 +140,20 @@ def _render_result(result: object, out: TextIO) -> None:
     print(f"{result.target}: not frozen ({result.state}): {result.error}", file=out)
 
 
-def _early_failure(
-    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str, *, state: str = "error"
-) -> int:
-    print(f"opsconsole freeze: {message}", file=stderr)
-    if args.json:
-        doc = {"ok": False, "target": args.target, "name": args.name, "state": state, "error": message}
-        print(json.dumps(doc), file=stdout)
-    return ExitCode.FAILED
-
-
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole freeze`: exit 0 frozen, 1 refused/failed/not confirmed, 2 usage."""
     from console.core.freeze_plan import FreezeRequest
 
-    try:
-        FreezeRequest(args.name, args.note or "", args.doc, args.force).checked()
-    except UsageError as exc:
-        print(f"opsconsole freeze: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    streams = {"stdin": stdin or sys.stdin, "stdout": stdout or sys.stdout, "stderr": sys.stderr}
-    return run_verb("freeze", lambda: freeze_main(args, **streams))
+    def failure_json(state: str, message: str) -> dict[str, Any]:
+        return {"ok": False, "target": args.target, "name": args.name, "state": state, "error": message}
+
+    verb = HostVerb(
+        "freeze",
+        args,
+        failure_json,
+        lambda exc: f"{exc}; nothing was written",
+        stdin=stdin or sys.stdin,
+        stdout=stdout or sys.stdout,
+    )
+    request = FreezeRequest(args.name, args.note or "", args.doc, args.force)
+    return verb.run(freeze_main, check=request.checked)

@@ -36,7 +36,7 @@ def snapshot_json(snapshot: Any, *, production: bool, path: str) -> dict[str, An
         "frozen_by": snapshot.frozen_by,
         "sglang_version": snapshot.server.version,
         "model": snapshot.server.resolved.get("model_path"),
-        "setup": setup_text(snapshot.server.resolved),
+        "setup": setup_text(snapshot.server.resolved, snapshot.server.version),
         "resolved": snapshot.server.resolved,
         "document": snapshot.host.document,
         "forced": snapshot.forced.reason if snapshot.forced else None,

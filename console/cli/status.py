@@ -75,6 +75,7 @@ def render_text(status: HostStatus) -> str:
     if status.gpu_error:
         lines.append(f"  gpus     {status.gpu_error}")
     lines.extend(production_lines(status))
+    lines.extend(f"  note     {notice}" for notice in status.notices)
     return "\n".join(lines)
 
 

@@ -14,16 +14,12 @@ Exit codes: 0 done and the host healthy on the unit it should have, 1 failed/ref
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import signal
 import sys
 import tomllib
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from console.cli.common import is_tty, run_verb, workspace_of
+from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
 from console.core.bench import parse_int_list
 from console.core.events import Notice, Reconnecting, StepChanged
 from console.core.rollout import ApplyState
@@ -46,35 +42,29 @@ from console.core.tune import (
     TuneStarted,
     plan_tune,
 )
-from console.core.tune_form import space_from_axes
+from console.core.tune_form import best_at_problem, space_from_axes
 from console.core.tune_space import SpaceRequest, space_from_file, unit_speculation
 from console.errors import ExitCode, UsageError
-from console.host.base import HostError, UnitLocked
 
 
-class HumanProgress:
+class TuneProgress(HumanProgress[TuneEvent]):
     """The tune's events as lines a terminal (or a log) can follow."""
 
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-
-    def __call__(self, event: TuneEvent) -> None:
-        stamp = datetime.now(UTC).strftime("%H:%M:%S")
-        say = self._print
+    def show(self, event: TuneEvent) -> None:
         if isinstance(event, TuneStarted):
             guard = (
                 "the host restores the original unit if this console goes away"
                 if event.guarded
                 else ("no restore guard on this host: if this console dies, the unit stays as the last trial left it")
             )
-            say(f"[{stamp}] tuning {len(event.space.candidates)} setups on {len(event.cells)} levels ({guard})")
+            self.say(f"tuning {len(event.space.candidates)} setups on {len(event.cells)} levels ({guard})")
         elif isinstance(event, StageStarted):
             kind = "screening (short runs)" if event.kind == "screen" else "full runs with repeats"
             eta = f", about {event.estimate_s / 60:.0f} min" if event.estimate_s else ""
             levels = ", ".join(c.label for c in event.cells)
-            say(f"[{stamp}] stage {event.stage}: {kind}: {len(event.runs)} setups on {levels}{eta}")
+            self.say(f"stage {event.stage}: {kind}: {len(event.runs)} setups on {levels}{eta}")
         elif isinstance(event, TrialStarted):
-            say(f"[{stamp}] trial {event.trial.number}: {event.trial.name}")
+            self.say(f"trial {event.trial.number}: {event.trial.name}")
         elif isinstance(event, TrialApplyEvent):
             inner = event.event
             if isinstance(inner, StepChanged) and inner.state in (
@@ -85,36 +75,33 @@ class HumanProgress:
                 ApplyState.ROLLBACK_FAILED,
             ):
                 detail = f": {inner.detail}" if inner.detail else ""
-                say(f"[{stamp}]   {inner.state.value.replace('_', ' ')}{detail}")
+                self.say(f"  {inner.state.value.replace('_', ' ')}{detail}")
             elif isinstance(inner, Reconnecting):
-                say(f"[{stamp}]   connection lost during {inner.operation}; reconnecting")
+                self.say(f"  connection lost during {inner.operation}; reconnecting")
         elif isinstance(event, TrialApplied):
             how = "restarted and verified" if event.restarted else "already running"
-            say(f"[{stamp}]   {how}; benchmarking {', '.join(c.label for c in event.trial.cells)}")
+            self.say(f"  {how}; benchmarking {', '.join(c.label for c in event.trial.cells)}")
         elif isinstance(event, TrialBenchmarked):
             figures = ", ".join(f"{cell.label} {value:,.0f} tok/s" for cell, value in event.figures)
-            say(f"[{stamp}]   {figures or 'no clean level'}")
+            self.say(f"  {figures or 'no clean level'}")
         elif isinstance(event, TrialFailed):
             back = "; rolled back" if event.rolled_back else ""
-            say(f"[{stamp}]   FAILED{back}, skipped: {event.reason}")
+            self.say(f"  FAILED{back}, skipped: {event.reason}")
             for line in event.journal[-5:]:
-                say(f"             {line}")
+                self.write(f"             {line}")
         elif isinstance(event, TrialSkipped):
-            say(f"[{stamp}] trial {event.trial.number}: {event.trial.name}: skipped ({event.reason})")
+            self.say(f"trial {event.trial.number}: {event.trial.name}: skipped ({event.reason})")
         elif isinstance(event, LevelProgress):
             if event.decided and event.leader:
-                say(f"[{stamp}]   {event.cell.label}: {event.leader} leads{_margin(event.margin_pct)} (decided)")
+                self.say(f"  {event.cell.label}: {event.leader} leads{_margin(event.margin_pct)} (decided)")
         elif isinstance(event, Restoring):
-            say(f"[{stamp}] putting back {event.name}")
+            self.say(f"putting back {event.name}")
         elif isinstance(event, TuneFinished):
             health = "healthy" if event.host_healthy else "NOT healthy"
-            say(f"[{stamp}] done: the host runs the {event.final_unit or 'unknown'} unit, {health}")
+            self.say(f"done: the host runs the {event.final_unit or 'unknown'} unit, {health}")
         elif isinstance(event, Notice | Reconnecting):
             text = event.message if isinstance(event, Notice) else f"connection lost during {event.operation}"
-            say(f"[{stamp}] {text}")
-
-    def _print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+            self.say(text)
 
 
 def _margin(pct: float | None) -> str:
@@ -152,6 +139,9 @@ def render_result(result: TuneResult, out: TextIO) -> None:
                 f"{r.runner_up or '-'}",
                 file=out,
             )
+        for r in recs:
+            if r.evidence_note:
+                print(f"  {r.evidence_note}", file=out)
         print(f"  {result.summary(workload)}", file=out)
     if result.workload_sides:
         print("\noptimistic (random, forced lengths, temperature 0) vs realistic (chat)", file=out)
@@ -188,7 +178,7 @@ def render_result(result: TuneResult, out: TextIO) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Syntax of the options (usage errors before any connection)."""
-    parse_int_list(args.concurrency, "--concurrency")
+    concurrencies = parse_int_list(args.concurrency, "--concurrency")
     for workload in _workloads(args):
         if workload not in ("random", "chat"):
             raise UsageError(f"--workload takes random and/or chat (got {workload!r})")
@@ -205,7 +195,22 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--repeat must be at least 1 (2 or more measure the noise)")
     if args.input_len < 1 or args.output_len < 1:
         raise UsageError("--input-len and --output-len must be at least 1")
+    names = {"apply_best": "--apply-best", "concurrency": "the levels of --concurrency"}
+    problem = best_at_problem(args.best_at, apply_best=args.apply_best, concurrencies=concurrencies, names=names)
+    if problem is not None:  # the Tune form refuses the same (console.core.tune_form)
+        raise UsageError(f"--best-at {problem}")
     _space_from_args(args, None)
+
+
+# The space's axes (console.core.tune_form.AXES) as the command line names them.
+AXIS_OPTIONS = {
+    "algorithm": "--algorithm",
+    "steps": "--steps",
+    "topk": "--topk",
+    "draft_tokens": "--draft-tokens",
+    "spec_v2": "--spec-v2",
+    "draft_model_path": "--draft-model-path",
+}
 
 
 def _workloads(args: argparse.Namespace) -> tuple[str, ...]:
@@ -233,6 +238,7 @@ def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
         draft_tokens=args.draft_tokens,
         spec_v2=args.spec_v2,
         draft_model_path=args.draft_model_path,
+        names=AXIS_OPTIONS,
     )
 
 
@@ -263,91 +269,44 @@ async def _unit_now(session: Session) -> Any:
     return unit_speculation(await session.service.read_unit(), version)
 
 
-async def _execute_interruptibly(pending: PendingTune, on_event: Any) -> tuple[TuneResult, bool]:
-    """Run the tune; the first Ctrl-C asks it to stop and restore (an intent), the second abandons."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(pending.execute(on_event=on_event))
-    presses = 0
-
-    def on_sigint() -> None:
-        nonlocal presses
-        presses += 1
-        if presses == 1:
-            pending.request_abort("interrupted (Ctrl-C)")
-        else:
-            task.cancel()
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    try:
-        return await task, presses > 0
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-
-
-def _confirm(stdin: TextIO, stderr: TextIO, question: str) -> bool:
-    print(f"{question} [y/N] ", end="", file=stderr, flush=True)
-    return stdin.readline().strip().lower() in {"y", "yes"}
-
-
-async def tune_main(args: argparse.Namespace, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    human = stderr if args.json else stdout
+async def tune_main(verb: HostVerb) -> int:
+    args = verb.args
     workspace = workspace_of(args).ensure()
-    try:
-        async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
-            space = _space_from_args(args, await _unit_now(session))
-            request = request_from_args(args, space)
-            async with await plan_tune(session, request) as pending:
-                if not args.json:
-                    render_space(pending, human)
-                if not args.yes:
-                    question = (
-                        f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
-                        "them (the original unit goes back afterwards)?"
-                    )
-                    if not is_tty(stdin):
-                        await pending.abort("no confirmation")
-                        raise UsageError(
-                            "stdin is not a terminal, so tune cannot ask for confirmation; re-run with --yes"
-                        )
-                    if not _confirm(stdin, stderr, question):
-                        await pending.abort("not confirmed")
-                        print("not confirmed; nothing was changed", file=stderr)
-                        return ExitCode.FAILED
-                progress = HumanProgress(human) if not args.json else (lambda _event: None)
-                result, interrupted = await _execute_interruptibly(pending, progress)
-    except UnitLocked as exc:
-        return _early_failure(args, stdout, stderr, str(exc), state="locked")
-    except UsageError:
-        raise
-    except (HostError, ValueError) as exc:
-        return _early_failure(args, stdout, stderr, str(exc))
-    if args.json:
-        print(json.dumps(result.to_json(), default=str), file=stdout)
-    else:
-        render_result(result, human)
+    async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
+        space = _space_from_args(args, await _unit_now(session))
+        request = request_from_args(args, space)
+        async with await plan_tune(session, request) as pending:
+            if not verb.json:
+                render_space(pending, verb.human)
+            question = (
+                f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
+                "them (the original unit goes back afterwards)?"
+            )
+            answer = verb.ask(question)
+            if answer is Answer.NO_TERMINAL:
+                await pending.abort("no confirmation")
+                raise UsageError(verb.cannot_ask)
+            if answer is Answer.NO:
+                await pending.abort("not confirmed")
+                print("not confirmed; nothing was changed", file=verb.stderr)
+                return ExitCode.FAILED
+            progress = ignore if verb.json else TuneProgress(verb.human)
+            result, interrupted = await interruptibly(
+                pending.execute(on_event=progress), lambda: pending.request_abort("interrupted (Ctrl-C)")
+            )
+    verb.report(result.to_json, lambda out: render_result(result, out))
     if interrupted and result.host_healthy:
         return ExitCode.INTERRUPTED
     return ExitCode.OK if result.ok else ExitCode.FAILED
 
 
-def _early_failure(
-    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, message: str, *, state: str = "error"
-) -> int:
-    """Nothing was changed: say why (with --json, still as one JSON object)."""
-    print(f"opsconsole tune: {message}", file=stderr)
-    if args.json:
-        doc: dict[str, Any] = {"trials": [], "pruned": [], "recommendations": [], "final_unit": None}
-        doc.update(host_healthy=None, state=state, error=message)
-        print(json.dumps(doc), file=stdout)
-    return ExitCode.FAILED
-
-
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole tune`: exit 0 tuned (host healthy on the unit it should run), 1 failed/refused, 2 usage."""
-    streams = {"stdin": stdin or sys.stdin, "stdout": stdout or sys.stdout, "stderr": sys.stderr}
-    try:
-        check_args(args)
-    except UsageError as exc:
-        print(f"opsconsole tune: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    return run_verb("tune", lambda: tune_main(args, **streams))
+
+    def failure_json(state: str, message: str) -> dict[str, Any]:
+        doc: dict[str, Any] = {"trials": [], "pruned": [], "recommendations": [], "final_unit": None}
+        doc.update(host_healthy=None, state=state, error=message)
+        return doc
+
+    verb = HostVerb("tune", args, failure_json, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
+    return verb.run(tune_main, check=lambda: check_args(args))

@@ -671,7 +671,8 @@ class PendingApply:
 
 
 def _console_warnings(session: Session, plan: Plan) -> list[str]:
-    """What the rules cannot know: an API key the console itself does not send locks it out of the server."""
+    """What the rules cannot know: a new API key locks out every client that does not send it, and the console
+    itself where its profile names another key (without one it follows the unit's --api-key)."""
     new_key = plan.report.resolved.get("api_key")
     old_key = plan.old_report.resolved.get("api_key")
     if not new_key or new_key == old_key:
@@ -680,10 +681,11 @@ def _console_warnings(session: Session, plan: Plan) -> list[str]:
     where = f"api_key_env in {profile}" if profile else "a profile with api_key_env for this host"
     if not session.has_api_key:
         return [
-            f"the new unit sets --api-key, but this console sends no key to {session.label}: after the restart the "
-            f"server answers 401 and the console cannot verify it or show its status; set {where} first"
+            f"the new unit sets --api-key: after the restart {session.label}'s server answers 401 to every client "
+            "that does not send it; this console takes it from the unit (no api_key_env names a key), other clients "
+            "need it too"
         ]
-    if new_key != session.target.sglang.api_key():
+    if new_key != session.profile_api_key:
         return [
             f"the new unit's --api-key differs from the key this console sends to {session.label}: after the "
             f"restart the server answers 401; put the new key in the variable named by {where} first"

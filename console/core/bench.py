@@ -4,7 +4,8 @@
 
 The records are appended to the workspace's logs/ (console.bench.records) as the sweep's levels finish;
 a cancelled sweep keeps the levels that finished. The API key, when the server needs one, comes from the
-profile's api_key_env (a session) or the caller (--url: $OPSCONSOLE_API_KEY); it is never printed or logged.
+profile's api_key_env or else the unit's --api-key (a session: Session.api_key), or the caller (--url:
+$OPSCONSOLE_API_KEY); it is never printed or logged.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
@@ -22,9 +24,9 @@ from console.bench.events import ClientPlaced
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
 from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
 from console.bench.telemetry import GpuSampler
-from console.bench.workloads import WorkloadSpec
 from console.errors import UsageError
 from console.host.base import HostError
+from console.sglang.specmode import SpecMode, server_answered, spec_mode
 from console.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ AUTO_HOST_ABOVE_MS = 5.0
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
+    """`1,8,32` -> [1, 8, 32]; UsageError otherwise, naming the field as the caller calls it (`what`)."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -49,6 +52,7 @@ def parse_int_list(text: str, what: str) -> list[int]:
 
 
 def parse_float_list(text: str, what: str) -> list[float]:
+    """`2,4.5` -> [2.0, 4.5], all positive; UsageError otherwise, naming the field as the caller calls it."""
     try:
         values = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -56,46 +60,6 @@ def parse_float_list(text: str, what: str) -> list[float]:
     if not values or any(v <= 0 for v in values):
         raise UsageError(f"{what} must be positive numbers (got {text!r})")
     return values
-
-
-def config_from_args(args: Any) -> SweepConfig:
-    """The sweep that arguments (the command line's, or the console's form) ask for; UsageError says what to fix."""
-    if args.input_len < 1 or args.output_len < 1:
-        raise UsageError("--input-len and --output-len must be at least 1")
-    if args.temperature is not None and args.temperature < 0:
-        raise UsageError("--temperature must be ≥ 0")
-    workload = WorkloadSpec(
-        name=args.workload,
-        api=args.api,
-        input_len=args.input_len,
-        output_len=args.output_len,
-        temperature=args.temperature,
-        seed=args.seed,
-    )
-    config = SweepConfig(
-        workload=workload,
-        concurrencies=parse_int_list(args.concurrency, "--concurrency"),
-        request_rates=parse_float_list(args.request_rate, "--request-rate") if args.request_rate else [],
-        requests=args.requests,
-        duration=args.duration,
-        warmup=args.warmup,
-        repeat=args.repeat,
-        request_timeout=args.request_timeout,
-        max_error_rate=args.max_error_rate,
-        time_cap=args.time_cap,
-    )
-    try:
-        config.validate()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return config
-
-
-def check_url(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise UsageError(f"--url must look like http://127.0.0.1:30000 (got {url!r})")
-    return url.rstrip("/")
 
 
 class _Sweep(Protocol):
@@ -131,7 +95,7 @@ async def _keep_records(
             unit_hash=unit_hash,
             workload=config.workload.describe(),
             link_round_trip_ms=link_round_trip_ms,
-            spec_v2=spec_v2_of(unit_text, result.server.version),
+            spec_v2=measured_spec_v2(result.server.server_args, result.server.version, unit_text),
         )
         if workspace is not None:
             append_records(workspace.logs, records)
@@ -179,15 +143,29 @@ async def run_bench(
 
 def spec_v2_of(unit_text: str | None, version: str | None) -> bool | None:
     """Whether that SGLang version runs the spec-v2 worker with this unit (the version's rules on the unit's flags
-    and environment: the server does not echo it), for the records' setup; None when it cannot be told."""
+    and environment), for a record whose server did not say; None when it cannot be told."""
+    mode = _unit_rules(unit_text, version)
+    return mode.spec_v2 if mode is not None else None
+
+
+def _unit_rules(unit_text: str | None, version: str | None) -> SpecMode | None:
     if unit_text is None or not version:
         return None
     from console.core.monitor import unit_ask
 
     try:
-        return unit_ask(unit_text, version).spec_v2
+        return unit_ask(unit_text, version).rules
     except Exception:  # provenance is best effort: an unknown version or an odd unit must not lose the records
         return None
+
+
+def measured_spec_v2(server_args: Mapping[str, Any], version: str | None, unit_text: str | None) -> bool | None:
+    """The records' spec-v2 worker: decided from the server's resolved args where it reported them (its
+    version and `disable_overlap_schedule`), else by the version's rules on the unit
+    (console.sglang.specmode.spec_mode, the dashboard's verdict)."""
+    answered = server_answered(version, server_args)
+    mode = spec_mode(version, server_args) if answered else _unit_rules(unit_text, version)
+    return mode.spec_v2 if mode is not None else None
 
 
 def unit_hash(unit_text: str) -> str:
@@ -314,7 +292,7 @@ async def bench_host(
         on_event=on_event,
         gpu_sampler=await _gpu_sampler(session.host),
         unit_hash=hashed,
-        api_key=session.target.sglang.api_key(),
+        api_key=await session.api_key(),
         link_round_trip_ms=rtt_ms,
         unit_text=unit_text,
     )
@@ -386,7 +364,7 @@ async def _bench_on_host(
         python,
         f"http://{endpoint.host}:{endpoint.port}",
         config,
-        api_key=endpoint.api_key(),
+        api_key=await session.api_key(),
         gpu_command=session.host.gpu_command() or ("nvidia-smi",),
         on_event=on_event,
     )

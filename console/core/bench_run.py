@@ -3,8 +3,9 @@ with the last used values), the label proposed from the running setup, the sweep
 workload: random and chat can be queued, the optimistic and the realistic figure from one run) and the queue that
 runs them one after the other on a host session (console.core.bench.bench_host for each).
 
-The fields are validated the way `opsconsole bench` validates its arguments (config_from_args), field by field,
-so the form can put each error beside its field.
+Each field's text is read here (what cannot be read is said beside that field); the sweep they make is checked
+by SweepConfig.problems(), whose problems are keyed by the config's own fields: FORM_FIELD says beside which form
+field each one stands, FORM_NAMES how the form's text calls it.
 """
 
 from __future__ import annotations
@@ -13,20 +14,51 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from console.bench.engine import SweepConfig
+from console.bench.engine import SweepConfig, SweepField, say_problems
 from console.bench.records import BenchRecord
-from console.core.bench import ClientChoice, bench_host, config_from_args, parse_float_list, parse_int_list
+from console.bench.workloads import WorkloadSpec
+from console.core.bench import ClientChoice, bench_host, parse_float_list, parse_int_list
 from console.errors import UsageError
 
 if TYPE_CHECKING:
     from console.core.monitor import HostView
     from console.core.session import Session
 
+T = TypeVar("T")
 FORM_FILE = "console-bench-form.json"  # in logs/, beside the records (not a bench-*.jsonl: runs never read it)
 WORKLOAD_CHOICES = ("random", "chat", "random+chat")
+# Beside which form field a problem of the sweep stands (SweepConfig.problems), and how its text names the fields.
+FORM_FIELD: dict[SweepField, str] = {
+    "concurrencies": "concurrency",
+    "request_rates": "request_rate",
+    "requests": "requests",
+    "duration": "duration",
+    "warmup": "warmup",
+    "repeat": "repeat",
+    "input_len": "input_len",
+    "output_len": "output_len",
+}
+FORM_NAMES: dict[SweepField, str] = {
+    "concurrencies": "concurrency levels",
+    "request_rates": "request rates",
+    "requests": "requests",
+    "duration": "duration",
+    "warmup": "warmup",
+    "repeat": "repeat",
+    "input_len": "input length",
+    "output_len": "output length",
+}
+# What the form does not ask for: `opsconsole bench`'s defaults, which pass SweepConfig.problems (a test holds it).
+FORM_FIXED: dict[str, Any] = {
+    "api": "generate",
+    "temperature": None,
+    "seed": 1,
+    "request_timeout": 600.0,
+    "max_error_rate": 0.5,
+    "time_cap": 3600.0,
+}
 
 
 @dataclass(frozen=True)
@@ -96,16 +128,15 @@ class PlannedSweep:
     config: SweepConfig
 
 
-def _int(text: str, what: str, problems: dict[str, str], field: str, *, optional: bool = False) -> int | None:
+def _int(text: str, what: str, problems: dict[str, str], field: str) -> int:
+    """The field's whole number; a problem beside the field if it is not one (then 0, never used: the form is
+    refused)."""
     text = text.strip()
-    if not text and optional:
-        return None
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         problems[field] = f"{what} must be a whole number (got {text!r})"
-        return None
-    return value
+        return 0
 
 
 def _float(text: str, what: str, problems: dict[str, str], field: str) -> float | None:
@@ -119,6 +150,20 @@ def _float(text: str, what: str, problems: dict[str, str], field: str) -> float 
         return None
 
 
+def _list(text: str, what: str, parse: Callable[[str, str], list[T]], problems: dict[str, str], field: str) -> list[T]:
+    """The field's comma-separated list; a problem beside the field if it cannot be read (then [])."""
+    try:
+        return parse(text, what)
+    except UsageError as exc:
+        problems[field] = str(exc)
+        return []
+
+
+def form_problems(found: Mapping[SweepField, str]) -> dict[str, str]:
+    """A sweep's problems (SweepConfig.problems) as the form shows them: {form field: text in the form's words}."""
+    return dict(zip((FORM_FIELD[name] for name in found), say_problems(found, FORM_NAMES), strict=True))
+
+
 def plan_sweeps(form: BenchForm) -> list[PlannedSweep]:
     """The sweeps the form asks for, one per workload (labels `LABEL random` / `LABEL chat` when both are
     queued). FormErrors names every wrong field."""
@@ -128,18 +173,10 @@ def plan_sweeps(form: BenchForm) -> list[PlannedSweep]:
         problems["label"] = "give the run a label (compare finds it by it), e.g. eagle3 s2 k1"
     if form.workload not in WORKLOAD_CHOICES:
         problems["workload"] = f"workload is one of {', '.join(WORKLOAD_CHOICES)}"
-    for field, what, parse in (
-        ("concurrency", "concurrency levels", parse_int_list),
-        ("request_rate", "request rates", parse_float_list),
-    ):
-        text = getattr(form, field)
-        if field == "request_rate" and not text.strip():
-            continue
-        try:
-            parse(text, what)
-        except UsageError as exc:
-            problems[field] = str(exc)
-    requests = _int(form.requests, "requests per level", problems, "requests", optional=True)
+    concurrencies = _list(form.concurrency, "concurrency levels", parse_int_list, problems, "concurrency")
+    rates = form.request_rate.strip()
+    request_rates = _list(rates, "request rates", parse_float_list, problems, "request_rate") if rates else []
+    requests = _int(form.requests, "requests per level", problems, "requests") if form.requests.strip() else None
     duration = _float(form.duration, "duration per level", problems, "duration")
     numbers = {
         name: _int(getattr(form, name), what, problems, name)
@@ -157,48 +194,30 @@ def plan_sweeps(form: BenchForm) -> list[PlannedSweep]:
     out = []
     workloads = ("random", "chat") if form.workload == "random+chat" else (form.workload,)
     for workload in workloads:
-        args = SimpleNamespace(
-            workload=workload,
-            api="generate",
-            input_len=numbers["input_len"],
-            output_len=numbers["output_len"],
-            temperature=None,
-            seed=1,
-            concurrency=form.concurrency,
-            request_rate=form.request_rate.strip() or None,
+        config = SweepConfig(
+            workload=WorkloadSpec(
+                name="chat" if workload == "chat" else "random",
+                api=FORM_FIXED["api"],
+                input_len=numbers["input_len"],
+                output_len=numbers["output_len"],
+                temperature=FORM_FIXED["temperature"],
+                seed=FORM_FIXED["seed"],
+            ),
+            concurrencies=concurrencies,
+            request_rates=request_rates,
             requests=requests,
             duration=duration,
             warmup=numbers["warmup"],
             repeat=numbers["repeat"],
-            request_timeout=600.0,
-            max_error_rate=0.5,
-            time_cap=3600.0,
+            request_timeout=FORM_FIXED["request_timeout"],
+            max_error_rate=FORM_FIXED["max_error_rate"],
+            time_cap=FORM_FIXED["time_cap"],
         )
-        try:
-            config = config_from_args(args)
-        except UsageError as exc:
-            raise FormErrors({_field_of(str(exc)): str(exc).replace("--", "")}) from None
+        found = config.problems()
+        if found:
+            raise FormErrors(form_problems(found))
         out.append(PlannedSweep(f"{label} {workload}" if len(workloads) > 1 else label, workload, config))
     return out
-
-
-def _field_of(message: str) -> str:
-    """The form field a config_from_args message is about (it names the CLI's option)."""
-    for option, field in (
-        ("--input-len", "input_len"),
-        ("--output-len", "output_len"),
-        ("--requests", "requests"),
-        ("--duration", "duration"),
-        ("--repeat", "repeat"),
-        ("--warmup", "repeat"),
-        ("--concurrency", "concurrency"),
-        ("--request-rate", "request_rate"),
-        ("concurrency", "concurrency"),
-        ("rates", "request_rate"),
-    ):
-        if option in message:
-            return field
-    return "label"
 
 
 @dataclass(frozen=True)

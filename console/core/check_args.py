@@ -17,19 +17,15 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from console.errors import ExitCode, UsageError
 from console.names import is_env_name
 from console.secrets import redact, secret_values
 from console.sglang.flags import UnsupportedVersionError, resolve_version
 from console.sglang.rules import CheckReport, Finding, check_launch
 from console.sglang.vocabulary import View, dests
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Shown in the human report even when not set explicitly: what speculative tuning is about.
 _KEY_DESTS = dests(View.CHECK_ARGS)
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message says what to type instead."""
 
 
 def parse_env(pairs: Iterable[str]) -> dict[str, str]:
@@ -82,15 +78,15 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None, stderr: TextIO |
         report, secrets = _check(args)
     except UsageError as exc:
         print(f"opsconsole check-args: {exc}", file=err)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except _UnitProblem as exc:
         print(f"opsconsole check-args: {exc}", file=err)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if args.json:
         out.write(json.dumps(redact(report.to_json(), secrets)) + "\n")
     else:
         out.write(redact(render_report(report), secrets))
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return ExitCode.OK if report.ok else ExitCode.FAILED
 
 
 def _check(args: argparse.Namespace) -> tuple[CheckReport, set[str]]:
@@ -151,10 +147,8 @@ def render_report(report: CheckReport) -> str:
     lines.append("\nResolved:")
     for dest in shown:
         lines.append(f"  {dest} = {_show(report.resolved.get(dest))}")
-    if report.spec_v2 is not None:
-        lines.append(
-            f"  spec v2 worker: {'yes' if report.spec_v2 else 'no'}; "
-            f"overlap scheduler: {'on' if report.overlap_schedule else 'off'}"
-        )
+    mode = report.spec_mode
+    if mode is not None and mode.spec_v2 is not None:
+        lines.append(f"  {mode.describe()}")
     lines.append("(--json prints every resolved value)")
     return "\n".join(lines) + "\n"

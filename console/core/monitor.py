@@ -31,7 +31,8 @@ from console.host.profile import ProfileError
 from console.host.ssh import ConnectionState
 from console.host.targets import Target
 from console.sglang.histograms import ITL, TTFT, Histogram, window_quantiles
-from console.sglang.vocabulary import View, dests, setup_letters
+from console.sglang.specmode import SpecMode, setup_short, spec_mode
+from console.sglang.vocabulary import View, dests
 from console.workspace import Workspace
 
 DEFAULT_INTERVAL_S = 1.0
@@ -94,7 +95,8 @@ class HostView:
     throughput: tuple[float, ...] = ()
     accept_length: tuple[float, ...] = ()
     sglang_gpu_memory_mib: float | None = None
-    spec_v2: bool | None = None  # the rules' verdict for the unit on disk (None: unknown)
+    # spec v2 worker and overlap: the server's resolved values where it answers, else the rules on the unit
+    spec_mode: SpecMode | None = None
     alerts: tuple[str, ...] = ()
     error: str | None = None  # why the host cannot be reached at all (before the first refresh, or a refusal)
     interval_s: float = DEFAULT_INTERVAL_S
@@ -114,14 +116,27 @@ class HostView:
     def connected(self) -> bool:
         return self.connection.phase in ("connected", "local")
 
+    @property
+    def spec_v2(self) -> bool | None:
+        """Whether the setup runs the spec-v2 worker (None: no speculation, or unknown)."""
+        return self.spec_mode.spec_v2 if self.spec_mode is not None else None
+
 
 @dataclass(frozen=True)
 class UnitAsk:
     """What the unit on disk asks for: its explicit values (SGLang's dest names), and whether the rules say
-    that version runs the spec-v2 (overlap) worker with it."""
+    that version runs the spec-v2 worker and the overlap scheduler with it (what the dashboard shows while
+    the server does not answer)."""
 
     values: Mapping[str, Any]
     spec_v2: bool | None = None
+    overlap: bool | None = None
+
+    @property
+    def rules(self) -> SpecMode | None:
+        if self.spec_v2 is None and self.overlap is None:
+            return None
+        return SpecMode(self.spec_v2, self.overlap, "rules")
 
 
 def unit_ask(unit_text: str, version: str) -> UnitAsk:
@@ -134,25 +149,24 @@ def unit_ask(unit_text: str, version: str) -> UnitAsk:
     flags = unit.flags()
     parsed = parse_argv(flags, flag_table(version))
     report = check_launch(flags, unit.environment(), version)
-    return UnitAsk({dest: parsed.values.get(dest) for dest in parsed.explicit}, report.spec_v2)
+    return UnitAsk({dest: parsed.values.get(dest) for dest in parsed.explicit}, report.spec_v2, report.overlap_schedule)
 
 
 def setup_label(view: HostView) -> str:
-    """A short name for the running speculative setup, e.g. `eagle3 s2 k1 d3 v2` or `no spec`."""
+    """A short name for the running speculative setup, e.g. `eagle3 s2 k1 d3 v2` or `no spec` (the runs table's
+    form: console.sglang.specmode.setup_short)."""
     status = view.status
     if status is None or not status.sglang.version:
         return ""
+    return setup_short(status.sglang.model_dump(), view.spec_mode)
+
+
+def running_spec_mode(status: HostStatus, asked: UnitAsk | None) -> SpecMode | None:
+    """The dashboard's verdict on the spec-v2 worker and the overlap: the server's resolved values where it
+    answered this refresh, else the version's rules on the unit."""
     sg = status.sglang
-    if not sg.speculative_algorithm or str(sg.speculative_algorithm).upper() == "NONE":
-        return "no spec"
-    parts = [str(sg.speculative_algorithm).lower()]
-    for prefix, dest in setup_letters():
-        value = getattr(sg, dest)
-        if value is not None:
-            parts.append(f"{prefix}{value}")
-    if view.spec_v2:
-        parts.append("v2")
-    return " ".join(parts)
+    answered = sg.error is None and sg.url is not None
+    return spec_mode(sg.version, sg.model_dump() if answered else None, rules=asked.rules if asked else None)
 
 
 def setup_values(status: HostStatus, asked: Mapping[str, Any] | None) -> tuple[SetupValue, ...]:
@@ -261,7 +275,7 @@ class Monitor:
             sglang_at=at if sglang_ok else old.sglang_at,
             gpus_at=at if status.gpu_error is None else old.gpus_at,
             setup=setup_values(status, asked.values if asked else None),
-            spec_v2=asked.spec_v2 if asked else None,
+            spec_mode=running_spec_mode(status, asked),
             latency=latency,
             gpu_util={i: tuple(d) for i, d in self._util.items()},
             gpu_power={i: tuple(d) for i, d in self._power.items()},
@@ -338,6 +352,8 @@ class HostWatcher:
         self._connected = asyncio.Event()
         self._asked: UnitAsk | None = None
         self._asked_for: tuple[Any, ...] | None = None  # (main pid, start time, fragment) the unit was read for
+        self._last_version: str | None = None  # the SGLang version the server last reported
+        self._told: set[str] = set()  # the session's notices already shown in the journal pane
         self._refresh_now = asyncio.Event()
         self._full_at = -math.inf
 
@@ -400,6 +416,11 @@ class HostWatcher:
                 status = await read_status(session)
             self._full_at = now
         client = await _client_or_none(session)
+        self._last_version = status.sglang.version or self._last_version
+        told = [n for n in status.notices if n not in self._told]  # once per console, not once per reconnect
+        if told:
+            self._told.update(told)
+            self._on_journal([journal_notice(f"opsconsole: {session.label}: {n}") for n in told])
         await self._read_unit_if_restarted(session, status)
         view = self.monitor.refreshed(
             status,
@@ -419,7 +440,10 @@ class HostWatcher:
             return
         self._asked_for = key  # read once per start: an unreadable unit is tried again when the service changes
         try:
-            version, _source = await session.sglang_version()
+            version, source = await session.sglang_version()
+            if source == "newest" and self._last_version:
+                # The server is (re)starting: the version it ran a moment ago is a far better guess than the newest.
+                version = self._last_version
             self._asked = unit_ask(await session.service.read_unit(), version)
         except (HostError, ValueError):
             self._asked = None  # an unreadable or foreign unit: the setup is shown without marks

@@ -10,6 +10,11 @@ through the connection's port forward, and the host's GPUs. Secrets are masked w
 session learns the unit's keys and tokens whenever the unit is read (and before the first journal line),
 journal lines are masked as they arrive, and every JSON answer of the SGLang API is masked by the client.
 So no event, result, record or exception text built from them can carry a secret.
+
+The API key the console sends the server: the profile's (`api_key_env`), which always wins; else, when the
+server answers 401, the unit's own `--api-key` (the console reads the unit as root anyway), kept in memory and
+read anew at each 401 (an apply may have changed it). The session says so once (`take_notices`, which status
+and the console show), never the key.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from console.core.console_requests import SentRequests
 from console.core.rollout import VersionSource, choose_version
@@ -30,10 +35,15 @@ from console.host.ssh import ConnectionState
 from console.host.targets import Target, resolve_target
 from console.secrets import SecretMask, secrets_in_unit
 from console.sglang.client import SglangClient, SglangError
+from console.sglang.unit import unit_api_key
 from console.workspace import Workspace
 
 # How long a server that does not answer may take to say its version before the rules fall back.
 VERSION_TIMEOUT_S = 10.0
+UNIT_KEY_NOTICE = (
+    "the server asks for an API key and no profile names one (api_key_env): using the unit's --api-key, "
+    "kept in memory only"
+)
 
 
 class MaskedService:
@@ -46,6 +56,8 @@ class MaskedService:
         self.secrets = secrets
         self.unit = inner.unit
         self._learned = False
+        self.unit_api_key: str | None = None  # the unit's --api-key as last read (a secret: never shown)
+        self.unit_read = False
 
     async def state(self) -> ServiceState:
         return await self.inner.state()
@@ -53,7 +65,8 @@ class MaskedService:
     async def read_unit(self) -> str:
         text = await self.inner.read_unit()
         self.secrets.learn(secrets_in_unit(text))
-        self._learned = True
+        self.unit_api_key = unit_api_key(text)
+        self._learned = self.unit_read = True
         return text
 
     async def learn_secrets(self) -> None:
@@ -114,11 +127,15 @@ class Session:
         self.host = host
         self.workspace = workspace
         self.secrets = SecretMask()
-        api_key = host.target.sglang.api_key()
-        if api_key:
-            self.secrets.learn([api_key])
+        self.profile_api_key = host.target.sglang.api_key()  # the profile's api_key_env: wins over the unit's key
+        if self.profile_api_key:
+            self.secrets.learn([self.profile_api_key])
         self.service = MaskedService(host.service, self.secrets)
         self.requests = SentRequests()  # what the client sent, to tell the console's own lines in the journal
+        # Where the key the console sends comes from: the profile, the unit (taken at a 401), or none (yet).
+        self.api_key_source: Literal["profile", "unit"] | None = "profile" if self.profile_api_key else None
+        self._notices: list[str] = []
+        self._key_lock = asyncio.Lock()
 
     @property
     def label(self) -> str:
@@ -134,15 +151,54 @@ class Session:
 
     @property
     def has_api_key(self) -> bool:
-        """Whether the console sends an API key to this host's server (the profile's api_key_env is set)."""
-        return self.target.sglang.api_key() is not None
+        """Whether a profile gives this host's server an API key (api_key_env is set and the variable too)."""
+        return self.profile_api_key is not None
 
     async def sglang(self) -> SglangClient:
-        """The session's SGLang client (one per session), masking every answer as it arrives."""
+        """The session's SGLang client (one per session), masking every answer as it arrives; without a profile's
+        key it answers a 401 with the unit's --api-key."""
         client = await self.host.sglang()
         client.mask = self.secrets.data
         client.on_request = self.requests.record
+        if self.profile_api_key is None:
+            client.on_unauthorized = self._unit_key_after_401
         return client
+
+    async def api_key(self) -> str | None:
+        """The key for a client of this host's server made elsewhere (a benchmark's): the profile's, else the
+        unit's --api-key (the unit read now if this session has not read it yet)."""
+        if self.profile_api_key is not None:
+            return self.profile_api_key
+        if not self.service.unit_read:
+            with contextlib.suppress(HostError):
+                await self.service.read_unit()
+        key = self.service.unit_api_key
+        if key:
+            self._using_the_units_key()
+        return key
+
+    async def _unit_key_after_401(self, refused: str | None) -> str | None:
+        """The unit's --api-key for a request the server refused; the unit is read anew unless a key other than
+        the refused one is already known (requests side by side all get their 401 at once: one read)."""
+        async with self._key_lock:
+            key = self.service.unit_api_key
+            if not key or key == refused:
+                with contextlib.suppress(HostError):
+                    await self.service.read_unit()
+                key = self.service.unit_api_key
+            if key and key != refused:
+                self._using_the_units_key()
+            return key
+
+    def _using_the_units_key(self) -> None:
+        if self.api_key_source != "unit":
+            self.api_key_source = "unit"
+            self._notices.append(UNIT_KEY_NOTICE)
+
+    def take_notices(self) -> list[str]:
+        """What the session did on its own that the operator should know (said once: taken, then gone)."""
+        notices, self._notices = self._notices, []
+        return notices
 
     @property
     def last_server_info(self) -> dict[str, Any] | None:

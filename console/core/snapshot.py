@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from console.bench.records import BenchRecord
 from console.core.rollout import values_equal
 from console.errors import UsageError
+from console.sglang.specmode import spec_mode
 from console.sglang.vocabulary import View, dests, terms
 from console.tomlwrite import dumps
 
@@ -291,8 +292,9 @@ def comparison_rows(previous: Snapshot, name: str, records: Sequence[BenchRecord
 # --- how a setup is named in one line -------------------------------------------------------------------
 
 
-def setup_text(resolved: Mapping[str, Any]) -> str:
-    """`EAGLE steps 2, topk 1, draft tokens 3, overlap on` (or `no speculative decoding`)."""
+def setup_text(resolved: Mapping[str, Any], version: str | None = None) -> str:
+    """`EAGLE steps 2, topk 1, draft tokens 3, overlap on` (or `no speculative decoding`); with the server's
+    version, also whether the spec-v2 worker runs (console.sglang.specmode: `..., overlap off, spec v1`)."""
     algorithm = resolved.get("speculative_algorithm")
     if not algorithm or str(algorithm).upper() == "NONE":
         return "no speculative decoding"
@@ -303,6 +305,9 @@ def setup_text(resolved: Mapping[str, Any]) -> str:
     overlap = resolved.get("disable_overlap_schedule")
     if overlap is not None:
         parts.append(f"overlap {'off' if values_equal(overlap, True) else 'on'}")
+    mode = spec_mode(version, {**resolved, "disable_overlap_schedule": values_equal(overlap, True)})
+    if overlap is not None and mode is not None and mode.spec_v2 is not None:
+        parts.append("spec v2" if mode.spec_v2 else "spec v1")
     return parts[0] + " " + ", ".join(parts[1:]) if len(parts) > 1 else parts[0]
 
 

@@ -118,7 +118,7 @@ def render_document(snapshot: Snapshot, *, restore_target: str | None = None) ->
     rows = [
         ["SGLang", _cell(server.version)],
         ["model", _cell(server.resolved.get("model_path"))],
-        ["speculative decoding", setup_text(server.resolved)],
+        ["speculative decoding", setup_text(server.resolved, server.version)],
         ["GPUs", gpu_text + (f", driver {host.driver_version}" if host.driver_version else "")],
         ["host", f"{_cell(host.hostname)} (as {_cell(host.ssh_user)}, reached as {host.label})"],
         ["unit", f"`{host.unit}` at `{_cell(host.fragment_path)}`, {_cell(unit.unit_file_state)}, {unit.hash}"],

@@ -53,6 +53,8 @@ JSON keys (stable; SGLang's own names where they exist):
                                 when the host has none: {snapshot, frozen_at, document, in_sync (null while the
                                 server's values are unknown), drift: [{key, running, production, text}]}, text e.g.
                                 "steps 3, production v2 has 2" (console/core/drift.py)
+    notices[]                   what the console did on its own and says once, e.g. that it uses the unit's
+                                --api-key (no profile names a key; the key itself is never shown); absent when none
 """
 
 from __future__ import annotations
@@ -209,6 +211,7 @@ class HostStatus(BaseModel):
     gpu_error: str | None
     refresh_ms: float
     production: ProductionStatus | None = None
+    notices: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -216,7 +219,8 @@ class HostStatus(BaseModel):
         return self.service.error is None and self.sglang.healthy
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"production"} if self.production is None else None)
+        absent = {"production"} if self.production is None else set()
+        return self.model_dump(mode="json", exclude=absent | ({"notices"} if not self.notices else set()))
 
 
 async def read_sglang(
@@ -268,6 +272,10 @@ async def read_sglang(
         )
         if isinstance(healthy, BaseException):
             healthy = False
+        if isinstance(info, BaseException):
+            # Not answering (a restart): the last payload is another process's. Forget it, so that the light reads
+            # that follow read /server_info again instead of showing the old process's values as what runs now.
+            client.last_server_info = None
     summary = summarize(
         info if isinstance(info, dict) else None,
         model if isinstance(model, dict) else None,
@@ -325,4 +333,5 @@ async def read_status(session: Session, *, light: bool = False) -> HostStatus:
         gpu_error=snapshot.error,
         refresh_ms=round((time.monotonic() - started) * 1000, 1),
         production=production_of_host(session.workspace, session.label, session.service.unit, sglang_part),
+        notices=tuple(session.take_notices()),
     )

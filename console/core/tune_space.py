@@ -32,6 +32,7 @@ from console.core.rollout import EditRequest, FlagValue, plan_for_version
 from console.errors import UsageError
 from console.sglang.flags import version_at_least
 from console.sglang.rules import CheckReport, check_launch
+from console.sglang.specmode import SpecMode
 from console.sglang.vocabulary import SPEC_V2_ENV, View, dests, flag_of
 
 NO_SPECULATION = "none"
@@ -134,9 +135,15 @@ class Candidate:
     unit_text: str = field(repr=False)  # the original unit with this setup's edits (never shown: may hold keys)
     edits: EditRequest
     config: dict[str, Any]  # CONFIG_KEYS -> resolved value
-    spec_v2: bool | None  # the rules' verdict: does it run the spec-v2 (overlap) worker
+    # the rules' verdict on the spec-v2 worker and the overlap (console.sglang.specmode; None: no speculation)
+    spec_mode: SpecMode | None
     warnings: tuple[str, ...] = ()
     merged: tuple[Setting, ...] = ()  # other points SGLang resolves to this one
+
+    @property
+    def spec_v2(self) -> bool | None:
+        """Does it run the spec-v2 worker (the rules' verdict)."""
+        return self.spec_mode.spec_v2 if self.spec_mode is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "name": self.name, "config": dict(self.config)}
@@ -291,7 +298,7 @@ def build_space(
             unit_text=plan.new_text,
             edits=edits,
             config=resolved_config(report),
-            spec_v2=report.spec_v2,
+            spec_mode=report.spec_mode,
             warnings=tuple(w.message for w in report.warnings),
         )
         key = _merge_key(report)
@@ -319,13 +326,13 @@ def build_space(
 # --- names ---------------------------------------------------------------------------------------------------
 
 
-def _axes(config: Mapping[str, Any], spec_v2: bool | None) -> dict[str, Any]:
+def _axes(config: Mapping[str, Any], mode: SpecMode | None) -> dict[str, Any]:
     return {
         "algorithm": config["speculative_algorithm"],
         "steps": config["speculative_num_steps"],
         "topk": config["speculative_eagle_topk"],
         "draft": config["speculative_num_draft_tokens"],
-        "v2": bool(spec_v2) and not config["disable_overlap_schedule"],
+        "v2": mode is not None and mode.overlap_path,  # "spec v2" as the axis asks: the V2 worker, overlapped
     }
 
 
@@ -353,7 +360,7 @@ def _implied_draft(axes: Mapping[str, Any]) -> bool:
 def _named(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Keys and names from the axes that vary between the speculative candidates (what tells them apart); the
     algorithm is named whenever "no speculation" is among them."""
-    all_axes = [_axes(c.config, c.spec_v2) for c in candidates]
+    all_axes = [_axes(c.config, c.spec_mode) for c in candidates]
     spec_axes = [a for a in all_axes if a["algorithm"] is not None]
     varying = {k for k in ("algorithm", "steps", "topk", "v2") if len({repr(a[k]) for a in spec_axes}) > 1}
     if any(not _implied_draft(a) for a in spec_axes) and len({repr(a["draft"]) for a in spec_axes}) > 1:
@@ -418,7 +425,7 @@ def unit_speculation(unit_text: str, version: str) -> UnitSpeculation:
         steps=count("speculative_num_steps"),
         topk=count("speculative_eagle_topk"),
         draft_tokens=count("speculative_num_draft_tokens"),
-        spec_v2=bool(report.spec_v2 and report.overlap_schedule) if algorithm else None,
+        spec_v2=(report.spec_mode is not None and report.spec_mode.overlap_path) if algorithm else None,
         draft_model_path=written.get("speculative_draft_model_path"),
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -223,17 +223,28 @@ class SglangClient:
     # Told (method, path with its query) of every request as it goes out: the server logs each one, and the
     # console folds its own lines in the journal it shows (console.core.console_requests).
     on_request: Callable[[str, str], None] | None = None
+    # Asked when the server answers 401, with the key that was refused (None: none was sent): another key to
+    # try (once), or None. The host session gives the unit's --api-key where no profile names a key.
+    on_unauthorized: Callable[[str | None], Awaitable[str | None]] | None = None
     _http: httpx.AsyncClient | None = None
 
     def __post_init__(self) -> None:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=self.timeout_s, event_hooks={"request": [self._sending]}
+            base_url=self.base_url, timeout=self.timeout_s, event_hooks={"request": [self._sending]}
         )
+        self.use_api_key(self.api_key)
 
     async def _sending(self, request: httpx.Request) -> None:
         if self.on_request is not None:
             self.on_request(request.method, request.url.raw_path.decode("ascii", "replace"))
+
+    def use_api_key(self, key: str | None) -> None:
+        """Send this key from now on (None: none)."""
+        self.api_key = key
+        if key:
+            self.http.headers["Authorization"] = f"Bearer {key}"
+        else:
+            self.http.headers.pop("Authorization", None)
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -249,9 +260,21 @@ class SglangClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def _request(self, method: str, path: str) -> httpx.Response:
+        """One request; on a 401, once more with the key `on_unauthorized` gives (when it gives another)."""
+        sent = self.api_key
+        response = await self.http.request(method, path)
+        if response.status_code == 401 and self.on_unauthorized is not None:
+            key = await self.on_unauthorized(sent)
+            if key and key != sent:
+                if self.api_key == sent:  # not changed meanwhile by a request running beside this one
+                    self.use_api_key(key)
+                response = await self.http.request(method, path, headers={"Authorization": f"Bearer {key}"})
+        return response
+
     async def _get_json(self, path: str) -> Any:
         try:
-            response = await self.http.get(path)
+            response = await self._request("GET", path)
         except httpx.HTTPError as exc:
             raise SglangError(f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from None
         if response.status_code == 401:
@@ -324,7 +347,7 @@ class SglangClient:
     async def flush_cache(self) -> bool:
         """True when the cache was flushed (the server refuses while requests are running)."""
         try:
-            response = await self.http.post("/flush_cache")
+            response = await self._request("POST", "/flush_cache")
         except httpx.HTTPError as exc:
             raise SglangError(f"/flush_cache: {type(exc).__name__}") from None
         return response.status_code == 200

@@ -19,9 +19,9 @@ from typing import Any
 
 from console.sglang.argv import ArgvProblem, parse_argv
 from console.sglang.flags import FlagTable, flag_table, flag_versions, version_at_least
+from console.sglang.specmode import EAGLE_FAMILY, SpecMode, spec_v2_worker
 from console.sglang.vocabulary import SPEC_V2_ENV, View, dests
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 SPEC_TRIPLE = dests(View.DRAFT_TREE)  # steps, topk, draft tokens
 
 # Built-in algorithm names once `--speculative-algorithm` stopped having argparse choices (0.5.12).
@@ -102,6 +102,14 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def spec_mode(self) -> SpecMode | None:
+        """The rules' verdict on the worker and the overlap (None without speculative decoding), for
+        console.sglang.specmode.spec_mode where the server does not answer."""
+        if self.spec_v2 is None and self.overlap_schedule is None:
+            return None
+        return SpecMode(self.spec_v2, self.overlap_schedule, "rules")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -363,8 +371,8 @@ def rule_overlap_and_spec_v2(launch: _Launch) -> None:
                 [],
                 text if not launch.at_least("0.5.23") else None,
             )
-        launch.report.spec_v2 = True
         launch.report.overlap_schedule = not launch.get("disable_overlap_schedule")
+        launch.report.spec_v2 = spec_v2_worker(launch.version, algorithm, launch.report.overlap_schedule)
         if launch.get("disable_overlap_schedule"):
             launch.warn(
                 "spec-v2-synchronous",
@@ -435,7 +443,7 @@ def rule_overlap_and_spec_v2(launch: _Launch) -> None:
                 text,
             )
     launch.report.overlap_schedule = not launch.get("disable_overlap_schedule")
-    launch.report.spec_v2 = launch.report.overlap_schedule and (algorithm == "EAGLE" or launch.at_least("0.5.9"))
+    launch.report.spec_v2 = spec_v2_worker(launch.version, algorithm, launch.report.overlap_schedule)
 
 
 def rule_mixed_chunk_off(launch: _Launch) -> None:
@@ -814,7 +822,7 @@ def rule_ngram(launch: _Launch) -> None:
             f"ValueError: {text}",
         )
     launch.report.overlap_schedule = not launch.get("disable_overlap_schedule")
-    launch.report.spec_v2 = not legacy
+    launch.report.spec_v2 = spec_v2_worker(launch.version, "NGRAM", launch.report.overlap_schedule)
 
 
 def rule_pipeline_parallel(launch: _Launch) -> None:

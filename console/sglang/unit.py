@@ -564,3 +564,15 @@ def _append_separator(block: _Block) -> str:
         indent = last[: len(last) - len(last.lstrip(" \t"))]
         return " \\\n" + indent
     return " "
+
+
+def unit_api_key(text: str) -> str | None:
+    """The key the unit starts SGLang with (`--api-key K`, `--api-key=K`, an abbreviation SGLang accepts); None
+    when it sets none or is no SGLang unit. Never show it: it is a secret (console.secrets masks it)."""
+    from console.sglang.argv import parse_argv
+
+    try:
+        key = parse_argv(UnitFile.parse(text).flags(), flag_table(None)).values.get("api_key")
+    except ValueError:
+        return None
+    return key if isinstance(key, str) and key else None

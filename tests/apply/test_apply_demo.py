@@ -146,6 +146,18 @@ def test_usage_errors_exit_2_before_touching_anything(tmp_path: Path, args: list
     assert "opsconsole apply:" in done.stderr
 
 
+def test_a_usage_error_found_once_the_host_is_read_is_exit_2_and_touches_nothing(untouched_demo: Demo) -> None:
+    """Whether a flag takes a value is known from the host's SGLang version: a usage error found after connecting
+    is still exit 2 with its message, not a host failure (no --json object of a failure)."""
+    host = untouched_demo.host()
+    unit_before, pid_before = host.unit(), host.main_pid()
+    done = untouched_demo.run("apply", "demo", "--set", "speculative-num-steps", "--yes", "--json")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("opsconsole apply: --set speculative-num-steps: ") and "takes a value" in done.stderr
+    assert done.stdout == ""
+    assert host.unit() == unit_before and host.main_pid() == pid_before
+
+
 @pytest.mark.system
 def test_an_unknown_target_fails_clearly(tmp_path: Path) -> None:
     done = subprocess.run(

@@ -17,7 +17,7 @@ def test_bench_a_host_through_its_ssh_forward(gpu_host: GpuHost) -> None:
     host = gpu_host
     done = opsconsole(
         host, "bench", host.name, "--concurrency", "1,4", "--requests", "8", "--input-len", "64",
-        "--output-len", "32", "--label", "testbed", "--json", timeout=180,
+        "--output-len", "32", "--label", "testbed", "--client", "console", "--json", timeout=180,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     records = json.loads(done.stdout)

@@ -58,6 +58,8 @@ def test_snapshots_and_diff_read_the_workspace(tmp_path: Path) -> None:
     assert diff.returncode == 0 and "--speculative-num-steps         1  ->  2" in diff.stdout
     missing = opsconsole(tmp_path, "diff", "v1", "v9")
     assert missing.returncode == 1 and "no snapshot 'v9'" in missing.stderr
+    misnamed = opsconsole(tmp_path, "diff", "v1", "v 9")  # a usage error, said (it was a traceback)
+    assert misnamed.returncode == 2 and misnamed.stderr.startswith("opsconsole diff: snapshot name 'v 9'")
     (tmp_path / "profiles" / "snapshots" / "broken.toml").write_text("name = ")
     broken = opsconsole(tmp_path, "snapshots", "--json")
     assert broken.returncode == 1 and "broken.toml" in json.loads(broken.stdout)["problems"][0]

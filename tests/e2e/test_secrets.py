@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from tests.e2e.cli import json_output, opsconsole
+from console.core.session import UNIT_KEY_NOTICE
+from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole
 from tests.testbed.host import GpuHost
 
 pytestmark = pytest.mark.testbed
@@ -43,4 +47,51 @@ def test_the_api_key_is_used_but_never_printed_or_logged(
     assert status["sglang"]["healthy"] is True and status["sglang"]["version"], status["sglang"]
     leaks = [name for name, done in runs.items() if SECRET in done.stdout + done.stderr]
     leaks += [str(p) for p in host.workspace.rglob("*") if p.is_file() and SECRET in p.read_text(errors="replace")]
+    assert leaks == [], f"the API key appears in: {leaks}"
+
+
+def test_an_alias_target_uses_the_units_key_says_so_once_and_never_prints_it(
+    pristine_gpu_host: GpuHost, tmp_path: Path
+) -> None:
+    """Issue 22, item 5: the key is only in the unit and the target is the ssh_config alias (no profile, so no
+    api_key_env): status and freeze read the server with the unit's key, say so once, and never show it."""
+    host = pristine_gpu_host
+    flag = "    --speculative-num-draft-tokens 3 \\\n"
+    host.install_unit(host.unit_text.replace(flag, f"{flag}    --api-key {SECRET} \\\n"))
+    probe = (
+        "import urllib.request, urllib.error\n"
+        "try:\n"
+        f"    urllib.request.urlopen('http://127.0.0.1:{host.sglang_port}/server_info', timeout=5); print(200)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print(e.code)\n"
+    )
+    assert host.root_run(["python3", "-c", probe]).stdout.strip() == "401"  # the server really wants the key
+    workspace = tmp_path / "ws"  # no profiles/: the TARGET is the alias of the client's ~/.ssh/config
+    env = {**host.client_env(), "OPSCONSOLE_WORKSPACE": str(workspace)}
+    env.pop(KEY_ENV, None)
+    document = "/home/ops/production_keyed-alias.md"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [str(OPSCONSOLE), "--workspace", str(workspace), *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=host.home)
+
+    try:
+        runs = {
+            "status": cli("status", host.name),
+            "status --json": cli("status", host.name, "--json"),
+            "freeze": cli("freeze", host.name, "--name", "keyed-alias", "--yes"),
+        }
+        docs = host.root_run(["cat", document], check=False).stdout
+    finally:
+        host.root_run(["rm", "-f", document], check=False)
+    for name, done in runs.items():
+        assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-2000:])
+    status = json_output(runs["status --json"])
+    assert status["sglang"]["version"] and "error" not in status["sglang"], status["sglang"]
+    assert status["notices"] == [UNIT_KEY_NOTICE]
+    assert runs["status"].stdout.count(UNIT_KEY_NOTICE) == 1
+    assert "frozen as keyed-alias" in runs["freeze"].stdout and "--api-key ***" in docs
+    leaks = [name for name, done in runs.items() if SECRET in done.stdout + done.stderr]
+    leaks += ["document"] if SECRET in docs else []
+    leaks += [str(p) for p in workspace.rglob("*") if p.is_file() and SECRET in p.read_text(errors="replace")]
     assert leaks == [], f"the API key appears in: {leaks}"

@@ -84,6 +84,30 @@ async def test_wrong_key_is_a_clear_error(old_server: tuple[str, list[str]]) -> 
         assert "wrong" not in str(raised.value)
 
 
+async def test_a_401_is_answered_with_the_key_the_session_gives_once(old_server: tuple[str, list[str]]) -> None:
+    """No key: the first refused request asks for one (the host session gives the unit's --api-key), is sent again
+    with it, and every later request carries it; a hook with nothing better leaves the 401 as it was."""
+    url, auth = old_server
+    asked: list[str | None] = []
+
+    async def unit_key(refused: str | None) -> str | None:
+        asked.append(refused)
+        return "sk-test"
+
+    async with SglangClient(url, on_unauthorized=unit_key) as client:
+        assert await client.detect_version() == "0.5.6"
+        await asyncio.gather(client.server_info(), client.model_info(), client.load())
+    assert asked == [None] and client.api_key == "sk-test"
+    assert auth == ["", "Bearer sk-test", "Bearer sk-test", "Bearer sk-test", "Bearer sk-test"]
+
+    async def same_key(refused: str | None) -> str | None:
+        return refused
+
+    async with SglangClient(url, api_key="stale", on_unauthorized=same_key) as client:
+        with pytest.raises(Exception, match="401"):
+            await client.detect_version()
+
+
 async def test_notices_health_turning_200_within_half_a_second() -> None:
     ready_at: list[float] = []
 

@@ -35,6 +35,7 @@ def _timed_health(url: str) -> tuple[int, float]:
     return status, time.monotonic() - start
 
 
+@pytest.mark.alone  # the probe's time against the modelled prefill (tests/tiers.py)
 def test_health_generates_through_the_scheduler_so_it_waits_under_load(slow_sim: SimProcess) -> None:
     idle_status, idle_s = _timed_health(slow_sim.url)
     assert idle_status == 200

@@ -104,13 +104,13 @@ def poll(condition: Any, timeout: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def running_demo(workspace: Path, profile: str | None = None) -> Iterator[Demo]:
+def running_demo(workspace: Path, profile: str | None = None, time_scale: str = TIME_SCALE) -> Iterator[Demo]:
     """`opsconsole demo --no-ui [--profile NAME]` in its own session, healthy; stopped with Ctrl-C (by PID)
-    afterwards."""
+    afterwards. A larger `time_scale` makes a restart take longer (0.02: a few seconds)."""
     workspace.mkdir()
     chosen = ["--profile", profile] if profile else []
     proc = subprocess.Popen(
-        [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", *chosen, "--time-scale", TIME_SCALE],
+        [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", *chosen, "--time-scale", time_scale],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

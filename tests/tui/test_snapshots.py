@@ -85,6 +85,12 @@ def test_no_gpu_tool(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(120, 40), run_before=_settled("command not found"))
 
 
+def _reported(editor: Any) -> bool:
+    """The editor's report is the one for what its fields hold now (it follows each field's Changed message)."""
+    form, preview = editor.form, editor.preview
+    return form is not None and preview is not None and preview.edits == form.preview(editor.values()).edits
+
+
 def _editor_app(values: dict[str, str] | None = None) -> tuple[Any, Any]:
     from console.tui.screens.edit import EditScreen
     from tests.tui.support import FixedSession
@@ -101,9 +107,7 @@ def _editor_app(values: dict[str, str] | None = None) -> tuple[Any, Any]:
         )  # type: ignore[attr-defined]
         for dest, text in (values or {}).items():
             editor.query_one(f"#field-{dest.replace('_', '-').replace(':', '-')}").value = text  # type: ignore[attr-defined]
-        # the report's verdict on these values (the footer's "Apply" is there from the start)
-        verdicts = ("ctrl+s: apply", "Apply is blocked") if values else ("Nothing to apply",)
-        await wait_until(pilot, lambda: any(v in screen_text(app) for v in verdicts), "the report")
+        await wait_until(pilot, lambda: _reported(editor), "the report on the values just typed")
         await without_cursor(pilot)
         await pilot.pause()
 
@@ -158,8 +162,8 @@ def test_progress_to_its_outcome(snap_compare: Any, outcome: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = apply_progress(ScriptedPending(outcome), title="Applying to gpu-a (sglang.service)", clock=lambda: NOW)  # type: ignore[arg-type]
         app.push_screen(screen)
-        await wait_until(pilot, lambda: screen.result is not None, "the outcome")
-        await pilot.pause(0.1)
+        shown = "✔ verified" if outcome == "verified" else "✖ healthy on the previous unit"
+        await wait_until(pilot, lambda: screen.result is not None and shown in screen_text(app), "the outcome shown")
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 

@@ -125,6 +125,15 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def running_mark(live: LiveBench) -> str:
+    """The dashboard header's mark while the benchmark runs: `▶ benchmark 2/3 C=8` (the level that runs, of all
+    the queued sweeps' levels), `▶ benchmark starting` before the first one."""
+    row = live.running_row
+    if row is None:
+        return "▶ benchmark starting"
+    return f"▶ benchmark {live.rows.index(row) + 1}/{len(live.rows)} {row.name}"
+
+
 def reasons(live: LiveBench) -> Text:
     """Why each stopped or skipped level stopped, once per reason."""
     out = Text()
@@ -159,6 +168,7 @@ class BenchScreen(Screen[None]):
         run: BenchRun | None = None,
         power: Callable[[], float | None] = lambda: None,
         compare: Callable[[BenchRun], None] | None = None,
+        proposal: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -168,6 +178,10 @@ class BenchScreen(Screen[None]):
         self.power = power
         self.compare = compare
         self.problems: dict[str, str] = {}
+        # The label the form proposes names the setup that runs now: while the field holds the last proposal (the
+        # operator typed nothing there), it follows the dashboard's view of the host; a typed label is kept.
+        self.proposal = proposal
+        self.last_proposal = form.label
 
     def compose(self) -> ComposeResult:
         with Vertical(id="bench-box"):
@@ -237,6 +251,15 @@ class BenchScreen(Screen[None]):
         if event.widget.id == "bench-workload":
             self._status("workload: random (forced lengths), chat (natural stops), or both one after the other", "dim")
 
+    def _follow_the_setup(self) -> None:
+        if self.proposal is None:
+            return
+        proposed = self.proposal()
+        field = self.query_one("#bench-label", Input)
+        if proposed != self.last_proposal and field.value == self.last_proposal:
+            field.value = proposed
+        self.last_proposal = proposed
+
     def _refusal(self) -> str:
         return f"not started: {len(self.problems)} field(s) to fix (in red)"
 
@@ -300,6 +323,7 @@ class BenchScreen(Screen[None]):
     def _repaint(self) -> None:
         run = self.run
         if run is None:
+            self._follow_the_setup()
             return
         if run.running:
             run.live.show_power(self.power())
@@ -384,7 +408,11 @@ def open_bench(console: ConsoleContext) -> None:
     runner: Runner = partial(console.options.runners.bench, console.session, label)
     workspace = console.workspace(label)
     form = load_form(workspace.logs) if workspace is not None else BenchForm()
-    form = BenchForm(**{**form.__dict__, "label": proposed_label(console.views.get(label), label)})
+
+    def proposal() -> str:
+        return proposed_label(console.views.get(label), label)
+
+    form = BenchForm(**{**form.__dict__, "label": proposal()})
 
     def start(sweeps: list[PlannedSweep], used: BenchForm) -> BenchRun:
         if workspace is not None:
@@ -399,7 +427,9 @@ def open_bench(console: ConsoleContext) -> None:
                                         exit_on_error=False)  # fmt: skip
         return run
 
-    console.push_screen(BenchScreen(label, form, start=start, power=_power_of(console, label), compare=compare))
+    console.push_screen(
+        BenchScreen(label, form, start=start, power=_power_of(console, label), compare=compare, proposal=proposal)
+    )
 
 
 def _finished(console: ConsoleContext, run: BenchRun) -> None:
