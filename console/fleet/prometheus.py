@@ -50,5 +50,10 @@ class PrometheusClient:
 
 
 def _reason(exc: httpx.HTTPError) -> str:
-    text = str(exc) or type(exc).__name__
-    return "connection refused" if "refused" in text.lower() else text
+    """The cause in words: httpx says "All connection attempts failed" for a refused port."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused: is it running, at that address?"
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__

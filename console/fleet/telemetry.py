@@ -77,8 +77,9 @@ class FleetTracker:
         hosts: dict[str, HostFigures] = {}
         for host in self.names.hosts:
             now, before = known.get(host), self.view.hosts.get(host)
-            if now is not None and before is not None and not now.figures and before.figures:
-                now = replace(now, figures=before.figures, seen_at=before.seen_at)  # scraped, but no series now
+            if now is not None and before is not None and (not now.figures or 0 in now.up.values()):
+                # a failing scrape's series are gone: its last figures stay (said stale), the rest are new
+                now = replace(now, figures={**before.figures, **now.figures}, seen_at=min(before.seen_at, now.seen_at))
             chosen = now or before
             if chosen is not None:
                 hosts[host] = replace(chosen, stale=self._staleness(chosen, asked_at, fresh=now is not None))
