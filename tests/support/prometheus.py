@@ -38,21 +38,9 @@ class SimFleet:
 @contextlib.contextmanager
 def sim_fleet(folder: Path, hosts: int, *, gpus: int = 2) -> Iterator[SimFleet]:
     manifest = folder / "fleet.json"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "console.sim.fleet",
-            "--hosts",
-            str(hosts),
-            "--gpus",
-            str(gpus),
-            "--manifest",
-            str(manifest),
-        ],  # fmt: skip
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    argv = [sys.executable, "-m", "console.sim.fleet", "--hosts", str(hosts), "--gpus", str(gpus),
+            "--manifest", str(manifest)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         _wait(lambda: manifest.is_file() or proc.poll() is not None, "the fleet's manifest", 60)
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
@@ -100,18 +88,10 @@ def running_prometheus(
     config = folder / "prometheus.yml"
     config.write_text(scrape_config(hosts, interval_s=interval_s))
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--storage.tsdb.path={folder / 'data'}",
-            "--log.level=warn",
-        ],  # fmt: skip
-        stdout=subprocess.DEVNULL,
-        stderr=open(folder / "prometheus.log", "wb"),  # noqa: SIM115 - the child holds it
-        start_new_session=True,
-    )
+    argv = [PROMETHEUS, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.tsdb.path={folder / 'data'}", "--log.level=warn"]  # fmt: skip
+    with open(folder / "prometheus.log", "wb") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait(lambda: _ready(url) or proc.poll() is not None, "Prometheus to be ready", 60)
