@@ -5,7 +5,9 @@ Labels as dcgm-exporter writes them: gpu, UUID, pci_bus_id, device, modelName, H
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
 
 from console.sim.gpus import DRIVER_VERSION, GpuState
 
@@ -36,3 +38,14 @@ def render_dcgm(gpus: Sequence[GpuState], hostname: str) -> str:
             )
             lines.append(f"{name}{{{labels}}} {value(gpu)}")
     return "\n".join(lines) + "\n"
+
+
+def dcgm_app(gpus: Callable[[], Sequence[GpuState]], hostname: str) -> web.Application:
+    """dcgm-exporter's HTTP side: GET /metrics, the GPUs as they are now."""
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=render_dcgm(gpus(), hostname).encode(), headers={"Content-Type": CONTENT_TYPE})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -35,7 +35,7 @@ from console.tui.screens.progress import ProgressScreen, apply_progress
 from console.tui.screens.runs import open_runs
 from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
-from console.tui.widgets.fleet_overview import FleetOverview, FleetTable
+from console.tui.widgets.fleet_overview import FleetOverview, FleetTable, header_note
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import CONSOLE_REQUESTS_ID, JournalLog
@@ -261,7 +261,7 @@ class OpsConsoleApp(App[int]):
             index = len(self.labels)
             pane = HostPane(label, thresholds=self.config.thresholds, clock=self.clock,
                             backlog=partial(self.backlog, label), running=partial(self.running_on, label),
-                            id=f"pane-{index}")  # fmt: skip
+                            fleet_note=lambda: header_note(self.fleet_view, label), id=f"pane-{index}")  # fmt: skip
             await self.dashboard.query_one(TabbedContent).add_pane(
                 TabPane(f"{index} {label}", pane, id=_pane_id(index))
             )

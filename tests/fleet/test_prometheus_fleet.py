@@ -6,6 +6,7 @@ that goes away and a killed Prometheus are each said on the overview."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from console.fleet.telemetry import FleetView, HostNames
 from console.tui.app import OpsConsoleApp
 from console.tui.widgets.fleet_overview import COLUMNS, FleetOverview, FleetTable
 from tests.support.prometheus import Prometheus, SimFleet, running_prometheus, sim_fleet, wait_scraped
-from tests.tui.support import wait_until
+from tests.tui.support import screen_text, wait_until
 
 pytestmark = pytest.mark.system
 
@@ -126,6 +127,20 @@ async def test_the_overview_shows_prometheus_figures_unknown_hosts_lost_hosts_an
         assert _row(app, "gpu-003")["state"] == "unknown" and _row(app, "gpu-003")["notes"] == "not in Prometheus"
         assert "not in Prometheus (1): gpu-003" in _banner(app)
 
+        # Enter: the host's tab opens and connects over SSH on its own; its header has Prometheus's percentiles
+        app.query_one(FleetTable).move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.labels == ["gpu-001"] and "gpu-001" in app.sources, "gpu-001's tab")
+        assert app.current_host == "gpu-001"
+        await wait_until(pilot, lambda: "gpu-001" in app.views and app.views["gpu-001"].error is not None,
+                         "gpu-001's SSH connection to be tried")  # fmt: skip
+        await wait_until(pilot, lambda: "Prometheus: TTFT p50/p99" in screen_text(app), "the header's Prometheus note")
+        assert re.search(
+            r"Prometheus: TTFT p50/p99 [\d,]+/[\d,]+ ms · ITL p50/p99 \d+/\d+ ms · KV \d+ %", screen_text(app)
+        )
+        await pilot.press("o")
+        await wait_until(pilot, lambda: app.current_host is None, "the overview again")
+
         sims.stop_host("gpu-002")  # its scrapes fail: up = 0 and its series go; its last figures stay, said so
         await wait_until(pilot, lambda: "scrape failing: dcgm, sglang" in _row(app, "gpu-002")["notes"],
                          "both of gpu-002's scrapes failing")  # fmt: skip
@@ -137,13 +152,6 @@ async def test_the_overview_shows_prometheus_figures_unknown_hosts_lost_hosts_an
         assert "connection refused" in _banner(app)
         await wait_until(pilot, lambda: _row(app, "gpu-001")["state"] == "stale", "gpu-001 dimmed")
         assert "Prometheus down" in _row(app, "gpu-001")["notes"]
-
-        app.query_one(FleetTable).move_cursor(row=0)
-        await pilot.press("enter")  # the host's tab opens, and it connects over SSH on its own
-        await wait_until(pilot, lambda: app.labels == ["gpu-001"] and "gpu-001" in app.sources, "gpu-001's tab")
-        assert app.current_host == "gpu-001"
-        await wait_until(pilot, lambda: "gpu-001" in app.views and app.views["gpu-001"].error is not None,
-                         "gpu-001's SSH connection to be tried")  # fmt: skip
 
 
 def _expected(prometheus: Prometheus, at: float) -> dict[str, dict[str, str]]:

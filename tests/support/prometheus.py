@@ -40,10 +40,11 @@ def sim_fleet(folder: Path, hosts: int, *, gpus: int = 2) -> Iterator[SimFleet]:
     manifest = folder / "fleet.json"
     argv = [sys.executable, "-m", "console.sim.fleet", "--hosts", str(hosts), "--gpus", str(gpus),
             "--manifest", str(manifest)]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    with open(folder / "fleet.log", "wb") as log:  # a file, not a pipe that nobody reads could fill
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     try:
         _wait(lambda: manifest.is_file() or proc.poll() is not None, "the fleet's manifest", 60)
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert proc.poll() is None, (folder / "fleet.log").read_text()[-2000:]
         yield SimFleet(proc, json.loads(manifest.read_text()))
     finally:
         _stop(proc)

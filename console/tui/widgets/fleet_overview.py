@@ -128,6 +128,25 @@ def banner(fleet: FleetView, hosts: int, now: float) -> Text:
     return text
 
 
+def header_note(fleet: FleetView | None, host: str) -> Text:
+    """What Prometheus says of an open host, for the end of its header (pure): its latency percentiles and KV use,
+    which the host's own /metrics polling does not give as percentiles over a window; dim and said when old."""
+    figures = fleet.hosts.get(host) if fleet is not None else None
+    if fleet is None or figures is None:
+        return Text()
+    old = bool(figures.stale) or fleet.down
+    usage = figures.get("token_usage")
+    text = Text(
+        f"  Prometheus: TTFT p50/p99 {_ms(figures.get('ttft_p50'))}/{_ms(figures.get('ttft_p99'))} ms"
+        f" · ITL p50/p99 {_ms(figures.get('itl_p50'))}/{_ms(figures.get('itl_p99'))} ms"
+        f" · KV {num(None if usage is None else usage * 100, 0)} %",
+        style="dim" if old else "cyan",
+    )
+    if old:
+        text.append(f" ({figures.stale or 'Prometheus down'})", style="yellow")
+    return text
+
+
 def _cell_key(cell: Text) -> tuple[object, ...]:
     return (cell.plain, str(cell.style), cell.justify, tuple(cell.spans))
 
