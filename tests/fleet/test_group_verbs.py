@@ -83,3 +83,22 @@ async def test_the_console_opens_a_groups_hosts_and_its_overview_names_the_group
         await wait_until(pilot, lambda: bool(app.query(Tab)), "the tabs")
         labels = [str(tab.label) for tab in app.query(Tab)]
         assert labels == ["1 gpu-a", "2 gpu-b", "3 other", "overview @prod"]
+
+
+@pytest.mark.parametrize(
+    ("console_toml", "option", "says"),
+    [
+        ('[fleet]\nprometheus = "prometheus:9090"\n', [], "fleet.prometheus: expected an http(s) URL"),
+        ('[fleet]\nlabel = "__name__"\n', [], "fleet.label: expected a Prometheus label name"),
+        ('[fleet]\nwindow = "5 minutes"\n', [], 'fleet.window: expected a PromQL duration such as "1m"'),
+        ("", ["--prometheus", "ftp://p"], "--prometheus: expected an http(s) URL"),
+    ],
+)
+def test_bad_fleet_settings_are_refused_with_exit_2(
+    tmp_path: Path, console_toml: str, option: list[str], says: str
+) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "gpu-a.toml").write_text(UNREACHABLE)
+    (tmp_path / "console.toml").write_text(console_toml)
+    done = opsconsole(tmp_path, "connect", "gpu-a", *option)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
