@@ -368,7 +368,7 @@ def main() -> int:
     out = write_eagle(models, "eagle-repeat", cfg, eagle_weights(cfg, base, "repeat"))
     report["drafts"]["eagle-repeat"] = {
         "algorithm": "EAGLE", "path": str(out), "sigma": None,
-        "recipe": "fc = [0 | I] (passes the target's hidden state), o_proj = down_proj = 0; SGLang shares the "
+        "recipe": "fc = (0, I) (passes the target's hidden state), o_proj = down_proj = 0; SGLang shares the "
                   "target's embed/lm_head: proposes the last token again",
         **figures(seqs, None, None, start, repeat=True),
     }  # fmt: skip
