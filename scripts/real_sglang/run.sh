@@ -29,12 +29,13 @@ install() {
 # Issue 20's session. `SIM=1 O=/tmp/x PY=.venv/bin/python bash run.sh tune`, then `... wait`, runs the same driver
 # against the stand-in here (no bundle, no models: tune_session.py --sim): the detached session, `wait`, the snapshot.
 RT=$O/rt; REPO_COPY=$O/repo; WAIT_S=${WAIT_S:-570}
-prep() {  # the target, the drafts and their offline figures; meanwhile bytecode and an import profile of SGLang
+prep() {  # the target, the drafts and their offline figures; meanwhile an import profile of SGLang's server, which
+          # also writes the bytecode of every module a start imports (the bundle ships none), so the first start is
+          # not the one that compiles them
   [ -f $M/drafts.json ] && { log "models and drafts already built"; return 0; }
   local t=$SECONDS
-  ( $PY -m compileall -q -j 12 $SG >/dev/null 2>&1; log "compileall rc=$? in $((SECONDS - t)) s" ) &
   ( $PY -X importtime -c "import sglang.srt.server_args, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler" \
-      2> $O/importtime.txt >/dev/null; gzip -f $O/importtime.txt ) &
+      2> $O/importtime.txt >/dev/null; gzip -f $O/importtime.txt; log "import profile in $((SECONDS - t)) s" ) &
   $PY scripts/real_sglang/build_drafts.py $M --build-target --json $M/drafts.json > $O/build_drafts.log 2>&1
   log "target and drafts rc=$? in $((SECONDS - t)) s"; grep build_drafts $O/build_drafts.log | tail -8
   wait; log "prep done in $((SECONDS - t)) s"
@@ -56,10 +57,13 @@ print(p.pid)' $RT/session.log $PY scripts/real_sglang/tune_session.py $RT --mode
       ${DURATION:+--duration $DURATION} ${PHASES:+--phases $PHASES} > $O/rt.pid )
   log "session started (pid $(cat $O/rt.pid)): draft $draft, budget ${BUDGET_S:-1500} s"
 }
-snapshot() {  # what the session has so far, as at most 8 files in $OUT
-  cp $O/build_drafts.log $O/importtime.txt.gz $M/drafts.json "$OUT/" 2>/dev/null
-  cp $RT/summary.json $RT/session.log "$OUT/" 2>/dev/null
-  tar -C $RT --exclude=work/sim-state --exclude=work/control.sock --exclude=session.log -czf "$OUT/tune.tgz" . 2>/dev/null
+snapshot() {  # what the session has so far, as at most 8 files in $OUT (each under 16 MiB: the journal and the
+              # bench records, the big ones, travel on their own)
+  cp $O/build_drafts.log $O/importtime.txt.gz $M/drafts.json $RT/summary.json "$OUT/" 2>/dev/null
+  [ -f $RT/journal.jsonl ] && gzip -c $RT/journal.jsonl > "$OUT/journal.jsonl.gz"
+  tar -C $RT/work/ws -czf "$OUT/bench.tgz" logs 2>/dev/null
+  tar -C $RT --exclude=work/sim-state --exclude=work/control.sock --exclude=work/ws/logs --exclude=journal.jsonl \
+      -czf "$OUT/tune.tgz" . 2>/dev/null
   ls -la "$OUT" | tail -n +2
 }
 wait_session() {

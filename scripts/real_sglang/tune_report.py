@@ -3,8 +3,9 @@
     python3 scripts/real_sglang/tune_report.py RESULTS [--calibration FILE] [--profile tiny-test]
                                                [--fixtures tests/sim/fixtures/real-0.5.17/tune]
 
-RESULTS is the session's folder: what run.sh leaves in $OUT (summary.json, drafts.json, tune.tgz) with tune.tgz
-unpacked into it (or tune_session.py's OUTDIR itself, e.g. a --sim dry run). Prints Markdown:
+RESULTS is what run.sh's last call left in $OUT (summary.json, drafts.json, journal.jsonl.gz, tune.tgz, bench.tgz: it
+is unpacked into --into, default /tmp/issue20-results, since the device's files arrive read-only), or a session
+folder as tune_session.py writes it (OUTDIR of a --sim dry run). Prints Markdown:
   - the drafts: recipe, offline agreement and accept length per steps (build_drafts.py), and the accept length the
     server reported for them (the tunes' levels, random workload);
   - the grid: every setup's accept length and output tok/s per workload and level, its round time
@@ -28,6 +29,7 @@ import json
 import shutil
 import statistics
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -194,14 +196,36 @@ def copy_fixtures(results: Path, dest: Path) -> list[str]:
     return copied
 
 
+def unpack(results: Path, into: Path) -> Path:
+    """$OUT's files as one session folder (tune_session.py's layout)."""
+    if not (results / "tune.tgz").exists():
+        return results
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    with tarfile.open(results / "tune.tgz") as tar:
+        tar.extractall(into, filter="data")
+    if (results / "bench.tgz").exists():
+        (into / "work" / "ws").mkdir(parents=True, exist_ok=True)
+        with tarfile.open(results / "bench.tgz") as tar:
+            tar.extractall(into / "work" / "ws", filter="data")
+    if (results / "journal.jsonl.gz").exists():
+        with gzip.open(results / "journal.jsonl.gz", "rb") as f, (into / "journal.jsonl").open("wb") as g:
+            shutil.copyfileobj(f, g)
+    for name in ("summary.json", "drafts.json", "build_drafts.log", "importtime.txt.gz"):
+        if (results / name).exists():
+            shutil.copy2(results / name, into / name)
+    return into
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path)
     p.add_argument("--calibration", type=Path, help="write the calibration rows (JSON) here")
     p.add_argument("--profile", default="tiny-test", help="the stand-in profile to predict with")
     p.add_argument("--fixtures", type=Path, help="copy the replay tests' files into this folder")
+    p.add_argument("--into", type=Path, default=Path("/tmp/issue20-results"), help="where $OUT's archives go")
     args = p.parse_args()
-    r = args.results
+    r = unpack(args.results, args.into)
     summary = load(r / "summary.json") or {"steps": {}}
     tunes = {n: load(r / f"tune-{n}.json") for n in ("search", "grid", "drafts")}
     out: list[str] = []
