@@ -36,11 +36,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m unit -n 2 -q
 
-# The whole suite. Most of it waits on real processes, so it runs in parallel workers (a module's tests stay
-# together: they share its fixtures); the tests that measure time against a server run afterwards, one at a time,
-# so that no other test's CPU is in their figures (marker `alone`).
+# The whole suite. Most of it waits on real processes (containers booting, servers starting), so it runs in
+# parallel workers that take waiting tests from each other; then the tests that measure time against a server run
+# one at a time, so that no other test's CPU is in their figures (marker `alone`, tests/tiers.py).
 test: $(STAMP) $(BENCH_SERVING) system-deps lint typecheck
-	$(BIN)/pytest tests -m "not alone" -n 3 --dist loadscope
+	$(BIN)/pytest tests -m "not alone" -n 3 --dist worksteal
 	$(BIN)/pytest tests -m alone
 
 bench: $(STAMP)

@@ -43,6 +43,29 @@ def _add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ssh-config", metavar="FILE", help="read this ssh_config instead of ~/.ssh/config")
 
 
+def _add_web_options(parser: argparse.ArgumentParser) -> None:
+    """--web and its options (console.cli.web, imported only when --web is used)."""
+    parser.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the console to a browser instead of this terminal (one console per browser tab); "
+        "the address it prints holds a token made at each start",
+    )
+    parser.add_argument(
+        "--bind",
+        metavar="ADDR",
+        help="with --web: the address to listen on (default 127.0.0.1; any other lets whoever reaches it "
+        "with the token act on the hosts)",
+    )
+    parser.add_argument("--web-port", type=int, metavar="N", help="with --web: the port (default: a free one)")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="with --web: browser tabs served at once, each a console process (default 4)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="opsconsole",
@@ -61,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="+", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--read-only", action="store_true", help="disable every action that changes the host")
     p.add_argument("--refresh", type=float, metavar="S", help="seconds between refreshes (default 1, console.toml)")
+    _add_web_options(p)
     _add_target_options(p)
 
     p = sub.add_parser("demo", help="the console on the embedded simulated GPU host (no GPU, no SSH)")
@@ -78,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.02,
         help="startup durations relative to a real large-model start (1.0 = real minutes)",
     )
+    _add_web_options(p)
 
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)

@@ -1,4 +1,5 @@
-"""`opsconsole connect TARGET [TARGET...] [--read-only] [--refresh S]`: the live console (console.tui).
+"""`opsconsole connect TARGET [TARGET...] [--read-only] [--refresh S] [--web ...]`: the live console (console.tui),
+in this terminal or, with --web, in a browser (console.cli.web).
 
 Settings come from <workspace>/console.toml (console.tui.config); a malformed one is a usage error (exit 2)
 that names the key. Every TARGET is resolved before the screen opens, so a typo is reported plainly."""
@@ -12,7 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from console.cli.common import workspace_of
+from console.cli.common import run_verb, workspace_of
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError
 
@@ -74,7 +75,10 @@ def settle() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.cli import web
+
     try:
+        web.check_options(args)
         app = build_app(args, list(args.targets))
     except UsageError as exc:
         print(f"opsconsole connect: {exc}", file=sys.stderr)
@@ -82,6 +86,23 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         print(f"opsconsole connect: {exc}", file=sys.stderr)
         return ExitCode.FAILED
+    if args.web:  # the app above was built only to check the targets and settings before serving
+        return run_verb("connect", lambda: _serve(args))
     on_hangup()
     settle()
     return int(app.run() or ExitCode.OK)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    """`connect --web`: each browser tab runs this same `connect` (without --web) as its own process."""
+    from console.cli import web
+
+    argv = web.console_argv(
+        workspace_of(args).root,
+        list(args.targets),
+        read_only=bool(args.read_only),
+        refresh=args.refresh,
+        ssh_config=args.ssh_config,
+    )
+    server = web.server_for(args, argv, title=f"opsconsole {' '.join(args.targets)}")
+    return await web.serve(server, verb="connect", read_only=bool(args.read_only))

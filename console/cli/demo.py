@@ -1,4 +1,5 @@
-"""`opsconsole demo [--no-ui]`: the console on the embedded demo GPU host (console.sim.demo), in this process.
+"""`opsconsole demo [--no-ui | --web]`: the console on the embedded demo GPU host (console.sim.demo), in this process
+(--web: in a browser, one `connect demo` process per tab, console.cli.web).
 
 The console opens at once: the demo server's start runs in its journal. Quitting the console stops the demo
 host; so do SIGTERM and SIGHUP (the terminal closed). Killed outright, the supervisor's guard and the kernel's
@@ -13,7 +14,7 @@ import sys
 
 from console.cli.common import run_verb
 from console.cli.connect import on_hangup, settle
-from console.errors import ExitCode
+from console.errors import ExitCode, UsageError
 
 
 async def _with_console(args: argparse.Namespace) -> int:
@@ -45,7 +46,39 @@ async def _with_console(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+async def _with_web(args: argparse.Namespace) -> int:
+    """`demo --web`: the demo host lives as long as the web server; each browser tab runs `connect demo`."""
+    from console.cli import web
+    from console.sim.demo import PROFILE_NAME, UNIT, DemoAlreadyRunning, demo_host
+
+    try:
+        async with demo_host(args) as host:
+            argv = web.console_argv(
+                host.workspace.root, [PROFILE_NAME], read_only=bool(args.read_only), refresh=None, ssh_config=None
+            )
+            server = web.server_for(args, argv, title="opsconsole demo")
+            web.say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
+            code = await web.serve(server, verb="demo", read_only=bool(args.read_only))
+            web.say("Stopping the demo host ...")
+    except DemoAlreadyRunning as exc:
+        print(exc, file=sys.stderr)
+        return ExitCode.FAILED
+    web.say("Demo host stopped.")
+    return code
+
+
 def run(args: argparse.Namespace) -> int:
+    from console.cli import web
+
+    try:
+        web.check_options(args)
+        if args.web and args.no_ui:
+            raise UsageError("--web and --no-ui: pick one (--web serves the console, --no-ui serves none)")
+    except UsageError as exc:
+        print(f"opsconsole demo: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.web:
+        return run_verb("demo", lambda: _with_web(args))
     if args.no_ui:
         from console.sim.demo import run as run_headless
 

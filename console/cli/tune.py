@@ -42,7 +42,7 @@ from console.core.tune import (
     TuneStarted,
     plan_tune,
 )
-from console.core.tune_form import space_from_axes
+from console.core.tune_form import best_at_problem, space_from_axes
 from console.core.tune_space import SpaceRequest, space_from_file, unit_speculation
 from console.errors import ExitCode, UsageError
 
@@ -139,6 +139,9 @@ def render_result(result: TuneResult, out: TextIO) -> None:
                 f"{r.runner_up or '-'}",
                 file=out,
             )
+        for r in recs:
+            if r.evidence_note:
+                print(f"  {r.evidence_note}", file=out)
         print(f"  {result.summary(workload)}", file=out)
     if result.workload_sides:
         print("\noptimistic (random, forced lengths, temperature 0) vs realistic (chat)", file=out)
@@ -175,7 +178,7 @@ def render_result(result: TuneResult, out: TextIO) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Syntax of the options (usage errors before any connection)."""
-    parse_int_list(args.concurrency, "--concurrency")
+    concurrencies = parse_int_list(args.concurrency, "--concurrency")
     for workload in _workloads(args):
         if workload not in ("random", "chat"):
             raise UsageError(f"--workload takes random and/or chat (got {workload!r})")
@@ -192,6 +195,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--repeat must be at least 1 (2 or more measure the noise)")
     if args.input_len < 1 or args.output_len < 1:
         raise UsageError("--input-len and --output-len must be at least 1")
+    names = {"apply_best": "--apply-best", "concurrency": "the levels of --concurrency"}
+    problem = best_at_problem(args.best_at, apply_best=args.apply_best, concurrencies=concurrencies, names=names)
+    if problem is not None:  # the Tune form refuses the same (console.core.tune_form)
+        raise UsageError(f"--best-at {problem}")
     _space_from_args(args, None)
 
 

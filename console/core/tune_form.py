@@ -4,17 +4,22 @@
     fields = form_defaults(unit_speculation(unit_text, version))   # field key -> text
     request = request_from_form(edited, unit)                      # FormError(field, message) on bad input
 
-`space_from_axes` is shared with `opsconsole tune` (console/cli/tune.py): the axes asked for, with the missing
-ones taken from the unit as it is (its algorithm and its spec-v2 setting; steps 1,2,3, topk 1, draft tokens auto).
+A field with `choices` takes one of them (the console shows it as a list to pick from: --strategy, --apply-best).
+
+Shared with `opsconsole tune` (console/cli/tune.py), so that both take and refuse the same: `space_from_axes` (the
+axes asked for, with the missing ones taken from the unit as it is: its algorithm and its spec-v2 setting; steps
+1,2,3, topk 1, draft tokens auto) and `best_at_problem` (--best-at only with --apply-best, at one of the levels).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from console.core.bench import parse_int_list
 from console.core.tune import TuneRequest
+from console.core.tune_search import Strategy
 from console.core.tune_space import (
     SpaceRequest,
     UnitSpeculation,
@@ -29,8 +34,9 @@ from console.errors import UsageError
 class FormField:
     key: str
     label: str
-    hint: str  # what it takes, shown as the placeholder
+    hint: str  # what it takes: the placeholder (of a field with choices: its tooltip)
     group: str
+    choices: tuple[tuple[str, str], ...] = ()  # (value, what it means) of a field that takes one of a few values
 
 
 FIELDS: tuple[FormField, ...] = (
@@ -47,8 +53,32 @@ FIELDS: tuple[FormField, ...] = (
     FormField("input_len", "input tokens", "per request", "the benchmark"),
     FormField("output_len", "output tokens", "per request", "the benchmark"),
     FormField("budget", "budget (minutes)", "empty: no budget", "the benchmark"),
+    FormField(
+        "strategy",
+        "strategy",
+        "halving or grid",
+        "the search and what stays",
+        choices=(
+            ("halving", "short runs for all, then full runs for the setups that can still win"),
+            ("grid", "every setup in full runs, at every level"),
+        ),
+    ),
+    FormField(
+        "apply_best",
+        "apply best",
+        "no or yes: what the host runs after the tune",
+        "the search and what stays",
+        choices=(("no", "the original unit goes back"), ("yes", "the recommended setup stays")),
+    ),
+    FormField(
+        "best_at",
+        "best at level",
+        "with apply best: the winner at this C stays (empty: the most levels won)",
+        "the search and what stays",
+    ),
 )
 FIELD_LABELS = {f.key: f.label for f in FIELDS}
+FIELDS_BY_KEY = {f.key: f for f in FIELDS}
 # The axes of the space as text, as space_from_axes takes them (each caller names them its way).
 AXES = ("algorithm", "steps", "topk", "draft_tokens", "spec_v2", "draft_model_path")
 
@@ -78,6 +108,9 @@ def form_defaults(unit: UnitSpeculation) -> dict[str, str]:
         "input_len": "1024",
         "output_len": "256",
         "budget": "",
+        "strategy": "halving",
+        "apply_best": "no",
+        "best_at": "",
     }
 
 
@@ -123,6 +156,23 @@ def space_from_axes(
     )
 
 
+def best_at_problem(
+    best_at: int | None, *, apply_best: bool, concurrencies: Sequence[int], names: Mapping[str, str]
+) -> str | None:
+    """Why the level whose winner apply-best leaves on the host cannot be taken (None: it can). Without apply-best
+    it would be ignored, and at a level the tune does not run no setup wins: the original unit would stay,
+    silently. `names` says how "apply_best" and "concurrency" are called where they were typed (the CLI's
+    --apply-best and "the levels of --concurrency", the form's labels)."""
+    if best_at is None:
+        return None
+    if not apply_best:
+        return f"works only with {names['apply_best']} (it says which level's winner stays on the host)"
+    if best_at not in concurrencies:
+        levels = ",".join(str(c) for c in concurrencies)
+        return f"{best_at} is not one of {names['concurrency']} ({levels}): the winner at one of them stays"
+    return None
+
+
 def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneRequest:
     """The tune the form asks for. FormError names the first field it cannot take and says why."""
 
@@ -159,6 +209,12 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
     input_len = int(_number("input_len", text("input_len"), whole=True, positive=True))
     output_len = int(_number("output_len", text("output_len"), whole=True, positive=True))
     budget = _number("budget", text("budget"), positive=True) if text("budget") else None
+    strategy, apply_best = _choice("strategy", text("strategy")), _choice("apply_best", text("apply_best")) == "yes"
+    best_at = int(_number("best_at", text("best_at"), whole=True, positive=True)) if text("best_at") else None
+    names = {"apply_best": "apply best = yes", "concurrency": "the concurrency levels"}
+    problem = best_at_problem(best_at, apply_best=apply_best, concurrencies=concurrencies, names=names)
+    if problem is not None:
+        raise FormError("best_at", problem)
     return TuneRequest(
         space=space,
         concurrencies=concurrencies,
@@ -168,12 +224,37 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
         input_len=input_len,
         output_len=output_len,
         budget_s=budget * 60 if budget is not None else None,
+        strategy=cast(Strategy, strategy),
+        apply_best=apply_best,
+        best_at=best_at,
     )
+
+
+def meaning(key: str, value: str) -> str:
+    """What a choice of a field means (its value itself where it has none)."""
+    return dict(FIELDS_BY_KEY[key].choices).get(value, value)
+
+
+def afterwards(request: TuneRequest) -> str:
+    """What the host runs once the tune is over (unless it is aborted: then the original unit, always)."""
+    if not request.apply_best:
+        return "the original unit goes back"
+    if request.best_at is not None:
+        return f"the setup that wins at C={request.best_at} stays"
+    return "the recommended setup stays (the one that wins the most levels)"
 
 
 def _without_field(message: str, key: str) -> str:
     prefix = FIELD_LABELS[key] + " "
     return message.removeprefix(prefix)
+
+
+def _choice(key: str, value: str) -> str:
+    """One of the field's choices, else FormError naming them."""
+    allowed = [choice for choice, _meaning in FIELDS_BY_KEY[key].choices]
+    if value not in allowed:
+        raise FormError(key, f"{' or '.join(allowed)} (got {value!r})")
+    return value
 
 
 def _number(key: str, value: str, *, whole: bool = False, positive: bool = False) -> float:

@@ -36,7 +36,20 @@ class Recommendation:
     margin_pct: float | None  # over the runner-up; None when nothing else was measured in this cell
     within_noise: bool
     runner_up: str | None  # its name
-    measured_by: str  # "full" (repeated full-length runs) or "screen" (one short run)
+    measured_by: str  # "full" (repeated full-length runs) or "screen" (one short run): what ranked the level
+    awaiting_full: tuple[str, ...] = ()  # names of contenders the full runs never reached (the search stopped)
+
+    @property
+    def evidence_note(self) -> str | None:
+        """Said under the level's line when the short screening runs ranked it (None when full runs did)."""
+        if self.measured_by == "full":
+            return None
+        why = (
+            f"the full runs did not reach {', '.join(self.awaiting_full)}"
+            if self.awaiting_full
+            else "no full runs were made here"
+        )
+        return f"C={self.cell.concurrency}: ranked by the short screening runs, one each ({why})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +61,8 @@ class Recommendation:
             "workload": self.cell.workload,
             "name": self.name,
             "runner_up": self.runner_up,
+            "measured_by": self.measured_by,
+            "awaiting_full_runs": list(self.awaiting_full),
         }
 
 
@@ -69,6 +84,7 @@ def recommend(search: Search, names: Mapping[str, str], configs: Mapping[str, di
                 within_noise=decision.within_noise,
                 runner_up=names[decision.runner_up.candidate] if decision.runner_up else None,
                 measured_by=winner.kind,
+                awaiting_full=tuple(names[key] for key in decision.awaiting_full),
             )
         )
     return out

@@ -19,6 +19,13 @@ one per candidate (one restart each), each benchmarking the cells where that can
   baseline the search is measured against, benchmarks/tune_search_vs_grid.py).
 
 Ordering saves restarts: a stage starts with the candidate the host already runs.
+
+Ranking a cell compares like with like (`Search.ranking`). Full runs rank it once they reached every setup that
+could still win there; the setups the screening left behind rank after them, by their short runs (below every
+promoted setup: the screening kept the best). When the search stopped (the budget, an interruption) before the
+full runs reached every contender of a cell, full figures of some cannot be held against short runs of the
+others: the cell is ranked by the short runs every setup had, and says which contenders never had their full
+runs. So a recommendation is never behind its runner-up by the figures that ranked them.
 """
 
 from __future__ import annotations
@@ -99,6 +106,17 @@ class Standing:
 
 
 @dataclass(frozen=True)
+class Ranking:
+    """A cell's measured setups, best first, each by the kind of run that ranks the cell."""
+
+    ranked_by: StageKind
+    standings: tuple[Standing, ...]
+    # Contenders the full runs never reached (the search stopped first): why a cell with full runs is ranked by
+    # the short ones. Empty otherwise.
+    awaiting_full: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Decision:
     """Who wins a cell, by how much, and whether that margin is outside the noise."""
 
@@ -108,6 +126,8 @@ class Decision:
     decided: bool  # the search need not look at this cell again
     within_noise: bool  # True unless the winner is shown to be ahead by more than the noise
     margin_pct: float | None = None  # winner over runner-up, from like-for-like runs (both full, or both screening)
+    ranked_by: StageKind = "screen"
+    awaiting_full: tuple[str, ...] = ()  # see Ranking
 
 
 def margin_pct(winner: Standing, runner_up: Standing) -> float | None:
@@ -149,6 +169,7 @@ class Search:
     _samples: dict[tuple[str, Cell, StageKind], list[float]] = field(default_factory=dict)
     _alive: dict[Cell, list[str]] = field(default_factory=dict)
     _dropped: dict[str, str] = field(default_factory=dict)  # candidate -> why it is out everywhere
+    _left_out: set[tuple[str, Cell]] = field(default_factory=set)  # no clean benchmark there: out of that cell
     _decided: set[Cell] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -169,7 +190,9 @@ class Search:
                 alive.remove(candidate)
 
     def drop_cell(self, candidate: str, cell: Cell) -> None:
-        """The candidate could not be measured in this cell (the benchmark failed there)."""
+        """The candidate could not be measured in this cell (the benchmark failed there): it is out of the cell's
+        ranking, whatever its earlier runs there measured (a setup that fails at a level is no choice for it)."""
+        self._left_out.add((candidate, cell))
         if candidate in self._alive[cell]:
             self._alive[cell].remove(candidate)
 
@@ -225,11 +248,12 @@ class Search:
 
     def _contenders(self, cell: Cell) -> list[str]:
         """Who can still win this cell, from what was measured so far."""
-        standings = [s for s in self.standings(cell) if s.candidate in self._alive[cell]]
+        ranking = self.ranking(cell)
+        standings = [s for s in ranking.standings if s.candidate in self._alive[cell]]
         if not standings:
             return []
         full = [s for s in standings if s.kind == "full"]
-        if full:
+        if ranking.ranked_by == "full":
             leader = full[0]
             keep = [s.candidate for s in full if ranges_overlap(s, leader)]
             return keep if len(keep) >= 2 else [s.candidate for s in full[:2]]
@@ -255,47 +279,76 @@ class Search:
         return None
 
     def standings(self, cell: Cell) -> list[Standing]:
-        """Every measured candidate in this cell, best first: full-run figures ahead of screening-only ones
-        (those were left behind by the screening, and short runs are not comparable with long ones)."""
-        present = [c for c in self.candidates if c not in self._dropped]
+        """Every measured candidate in this cell, best first, by the runs that rank it (see ranking())."""
+        return list(self.ranking(cell).standings)
+
+    def ranking(self, cell: Cell) -> Ranking:
+        """The cell's candidates, best first, like with like. By the full runs when they reached every contender
+        (those still alive here) and no setup left at the screening beat the full leader's own screening run:
+        full-run figures first, then the ones the screening left behind, by their short runs. Otherwise (the
+        search stopped before the full runs reached every contender) by the short runs, which every setup had:
+        a full figure of one is no measure against a short run of another."""
+        present = [c for c in self.candidates if c not in self._dropped and (c, cell) not in self._left_out]
         found = [s for s in (self.standing(c, cell) for c in present) if s is not None]
-        return sorted(found, key=lambda s: (s.kind != "full", -s.median))
+        full = _best_first(s for s in found if s.kind == "full")
+        screened_only = _best_first(s for s in found if s.kind == "screen")
+        if not full:
+            return Ranking("screen", tuple(screened_only))
+        awaiting = tuple(s.candidate for s in screened_only if s.candidate in self._alive[cell])
+        leader_screened = self.standing(full[0].candidate, cell, "screen")
+        overtaken = bool(screened_only and leader_screened and screened_only[0].median > leader_screened.median)
+        if not awaiting and not overtaken:
+            return Ranking("full", tuple(full + screened_only))
+        by_screen = [self.standing(s.candidate, cell, "screen") or s for s in found]
+        # Those without a short run (none in a halving search) go last, on their own figures.
+        ranked = sorted(by_screen, key=lambda s: (s.kind != "screen", -s.median))
+        return Ranking("screen", tuple(ranked), awaiting)
 
     def decision(self, cell: Cell) -> Decision:
-        standings = self.standings(cell)
+        ranking = self.ranking(cell)
+        standings = ranking.standings
+
+        def decide(
+            winner: Standing | None, runner_up: Standing | None, decided: bool, noise: bool, margin: float | None
+        ) -> Decision:
+            return Decision(cell, winner, runner_up, decided, noise, margin, ranking.ranked_by, ranking.awaiting_full)
+
         if not standings:
-            return Decision(cell, None, None, decided=True, within_noise=True)
+            return decide(None, None, True, True, None)
         winner = standings[0]
         same_kind = [s for s in standings[1:] if s.kind == winner.kind]
         runner_up = same_kind[0] if same_kind else (standings[1] if len(standings) > 1 else None)
         if runner_up is None:
             # Alone: decided once nobody else is left to measure here (the others failed or were dropped).
             waiting = [c for c in self._alive[cell] if c != winner.candidate]
-            return Decision(cell, winner, None, decided=not waiting, within_noise=False)
+            return decide(winner, None, not waiting, False, None)
         if runner_up.kind != winner.kind:
             # The others were left at the screening: compare like with like, the screening figures.
-            screened = self.standing(winner.candidate, cell, "screen")
-            if screened is None:
-                return Decision(cell, winner, runner_up, decided=True, within_noise=True)
-            noise = ranges_overlap(
-                widened(screened, self.policy.screen_noise_pct), widened(runner_up, self.policy.screen_noise_pct)
-            )
-            return Decision(cell, winner, runner_up, True, noise, margin_pct(screened, runner_up))
+            mine = self.standing(winner.candidate, cell, "screen")
+            theirs = self.standing(runner_up.candidate, cell, "screen")
+            if mine is None or theirs is None:
+                return decide(winner, runner_up, True, True, None)
+            p = self.policy
+            noise = ranges_overlap(widened(mine, p.screen_noise_pct), widened(theirs, p.screen_noise_pct))
+            return decide(winner, runner_up, True, noise, margin_pct(mine, theirs))
         margin = margin_pct(winner, runner_up)
         if winner.kind == "screen":
-            # Only short single runs so far: their noise is not measured, so no margin is outside it yet.
-            return Decision(cell, winner, runner_up, decided=False, within_noise=True, margin_pct=margin)
+            # Short single runs only (so far, or the full runs did not reach every contender): their noise is not
+            # measured, so no margin is outside it yet, and the cell waits for full runs.
+            return decide(winner, runner_up, False, True, margin)
         measured = winner.noise_measured and runner_up.noise_measured
         separated = measured and not ranges_overlap(winner, runner_up)
-        return Decision(
-            cell, winner, runner_up, separated or (measured and tied(winner, runner_up)), not separated, margin
-        )
+        return decide(winner, runner_up, separated or (measured and tied(winner, runner_up)), not separated, margin)
 
     def alive(self, cell: Cell) -> list[str]:
         return list(self._alive[cell])
 
     def dropped(self) -> dict[str, str]:
         return dict(self._dropped)
+
+
+def _best_first(standings: Iterable[Standing]) -> list[Standing]:
+    return sorted(standings, key=lambda s: -s.median)
 
 
 def estimate_stage_seconds(stage: Stage, *, restart_s: float, full_level_s: float, running: str | None) -> float:

@@ -25,7 +25,7 @@ from console.core.monitor import HostView
 from console.core.session import Session
 from console.host.base import HostError, JournalEntry, UnitLocked
 from console.tui.context import ConsoleOptions
-from console.tui.screens.bench import BenchRun, open_bench
+from console.tui.screens.bench import BenchRun, open_bench, running_mark
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import EditScreen
 from console.tui.screens.freeze import open_freeze
@@ -114,7 +114,8 @@ class DashboardScreen(Screen[object]):
             for index, label in enumerate(app.labels, start=1):
                 with TabPane(f"{index} {label}", id=_pane_id(index)):
                     yield HostPane(label, thresholds=app.config.thresholds, clock=app.clock,
-                                   backlog=partial(app.backlog, label), id=f"pane-{index}")  # fmt: skip
+                                   backlog=partial(app.backlog, label), running=partial(app.running_on, label),
+                                   id=f"pane-{index}")  # fmt: skip
             if len(app.labels) > 1:
                 with TabPane("overview", id=OVERVIEW_TAB):
                     yield Overview(id="overview-table")
@@ -229,6 +230,11 @@ class OpsConsoleApp(App[int]):
     def backlog(self, label: str) -> tuple[HostView | None, list[JournalEntry]]:
         """What arrived for a host while its pane was being mounted (its latest view, its journal lines)."""
         return self.views.get(label), self.early_journal.pop(label, [])
+
+    def running_on(self, label: str) -> str:
+        """What this console runs on the host now, for its header's mark ("" when nothing)."""
+        run = self.bench_runs.get(label)
+        return running_mark(run.live) if run is not None and run.running else ""
 
     def on_journal_arrived(self, message: JournalArrived) -> None:
         pane = self.pane_for(message.label)

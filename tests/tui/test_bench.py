@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from textual import events
 from textual.widgets import DataTable, Input, Select
 
 from console.core.bench_run import BenchForm, load_form, save_form
@@ -128,6 +130,36 @@ async def test_the_live_view_follows_the_sweep_the_dashboard_stays_live_and_canc
         assert "C=1 " in _text(app)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_dashboard_header_marks_a_running_benchmark_until_it_ends(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """Back on the dashboard while a sweep runs, the figures are the benchmark's load, not production's: the header
+    says so beside the host's name (where 80 columns still show it), and stops saying it when the sweep ends."""
+    workspace = Workspace(tmp_path).ensure()
+    app = bench_app(workspace, ScriptedBench(workspace, then="hold", finish_levels=1))
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: "SGLang 0.5.9" in _text(app), "the dashboard")
+        assert "benchmark" not in _header(app)
+        await _open_form(pilot, app)
+        await _set(pilot, app, "concurrency", "1,8,32")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: "running · esc: back to the dashboard" in _text(app), "the sweep running")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "▶ benchmark 2/3 C=8" in _header(app), "the mark in the header")
+        assert _header(app).index("gpu-a") < _header(app).index("▶ benchmark")
+        await pilot.press("b", "x")  # the live view again; cancel: the sweep ends
+        await wait_until(pilot, lambda: "cancelled: 1 finished level(s) kept" in _text(app), "the cancel")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "SGLang 0.5.9" in _header(app), "the dashboard again")
+        await wait_until(pilot, lambda: "benchmark" not in _header(app), "the mark gone")
+
+
+def _header(app: object) -> str:
+    """The dashboard's host header (its two lines), as the terminal shows them."""
+    return "\n".join(_text(app).splitlines()[:2])
+
+
 async def test_a_stopped_level_and_a_failed_host_say_why(tmp_path: Path) -> None:
     for then, why, status, kept in (
         ("stop", STOP_WHY, "stopped early", "2 level(s) recorded"),  # the stopped level has its record
@@ -214,6 +246,29 @@ async def test_runs_table_filters_picks_and_shows_the_runs_side_by_side_with_the
         await wait_until(pilot, lambda: table.display and "picked 2/4" in _text(app), "back to the table")
         await pilot.press("escape")
         await wait_until(pilot, lambda: "Benchmark runs (" not in _text(app), "back to the dashboard")
+
+
+async def test_the_runs_table_has_the_keys_from_the_start_and_its_rows_show_the_picks(tmp_path: Path) -> None:
+    """In tmux, a space typed right after `c` went into the filter (Textual focused the first field, the filter,
+    before the screen's own focus moved to the table), and after two picks the status line said "picked 2/4: A ...,
+    B ..." while the rows showed no letter (the mark's column was as wide as its empty cells: none)."""
+    focused: list[str] = []
+
+    def record(message: object) -> None:
+        if isinstance(message, events.DescendantFocus):
+            focused.append(message.widget.id or type(message.widget).__name__)
+
+    app = bench_app(seeds_workspace(tmp_path))
+    async with app.run_test(size=SIZE, message_hook=record) as pilot:
+        await _runs_table(pilot, app)
+        await pilot.press("space", "down", "space")  # no table.focus(): the table has the keys as it opens
+        await wait_until(pilot, lambda: "picked 2/4: A eagle3 k1 v2, B no spec" in _text(app), "two picked")
+        assert "runs-filter" not in focused, f"the filter had the keys: {focused}"
+        assert app.screen.query_one("#runs-filter", Input).value == ""
+        rows = [line for line in _text(app).splitlines() if "random 1024/1024" in line]
+        labels = ("eagle3 k1 v2", "no spec", "qwen steps 3")
+        first_word = {label: row.split()[0] for row in rows for label in labels if f" {label}  " in row}
+        assert first_word == {"eagle3 k1 v2": "A", "no spec": "B", "qwen steps 3": "qwen"}, rows
 
 
 async def test_a_fifth_pick_is_refused_and_a_finished_benchmark_compares_its_workloads(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Select
 
 from console.core.tune_form import FIELDS
 from console.tui.app import OpsConsoleApp
@@ -171,6 +171,45 @@ async def test_the_form_names_a_field_it_cannot_take_and_keeps_start_off() -> No
         await wait_until(pilot, lambda: "pruned (1)" in screen_text(app), "the pruned setup")
         assert form.space is not None and "Spec v2 currently only supports topk = 1" in form.space.pruned[0].reason
         assert form.check_action("start", ()) is True
+
+
+async def test_the_form_takes_the_strategy_and_what_stays_and_refuses_as_the_cli_does() -> None:
+    """--strategy, --apply-best and --best-at as fields: the two choices picked from a list, the level typed and
+    refused as the CLI refuses it (beside its field), what the host runs afterwards said before anything starts."""
+    app = scripted_app(views={"gpu-a": view()})
+    async with app.run_test(size=SIZE) as pilot:
+        form = TuneFormScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
+        app.push_screen(form)
+        await wait_until(pilot, lambda: "afterwards: the original unit goes back" in screen_text(app), "the form")
+        await pick(pilot, form, "strategy", "grid")
+        await pick(pilot, form, "apply_best", "yes")
+        await wait_until(pilot, lambda: "afterwards: the recommended setup stays" in screen_text(app), "what stays")
+        await fill(pilot, form, best_at="16")
+        await wait_until(pilot, lambda: "✖ best at level: 16 is not one of the" in screen_text(app), "16 refused")
+        assert str(form.error) == (
+            "best at level: 16 is not one of the concurrency levels (1,8,32,64): the winner at one of them stays"
+        )
+        assert form.check_action("start", ()) is None
+        assert form.query_one("#tune-field-best-at").parent.has_class("-invalid")  # type: ignore[union-attr]
+        await fill(pilot, form, best_at="32")
+        await wait_until(pilot, lambda: "afterwards: the setup that wins at C=32 stays" in screen_text(app), "C=32")
+        assert form.request is not None and form.check_action("start", ()) is True
+        assert (form.request.strategy, form.request.apply_best, form.request.best_at) == ("grid", True, 32)
+        await pick(pilot, form, "apply_best", "no")
+        await wait_until(pilot, lambda: "✖ best at level: works only with" in screen_text(app), "without apply best")
+        assert form.error is not None and form.error.field == "best_at"
+
+
+async def pick(pilot: Pilot[Any], screen: TuneFormScreen, key: str, value: str) -> None:
+    """Open the field's list with enter, move to `value` with the arrows, take it with enter."""
+    field = screen.query_one(f"#tune-field-{key.replace('_', '-')}", Select)
+    field.focus()
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: field.expanded, f"{key}'s list open")
+    values = [choice for choice, _meaning in next(f for f in FIELDS if f.key == key).choices]
+    step = values.index(value) - values.index(str(field.value))
+    await pilot.press(*(["down"] * step if step > 0 else ["up"] * -step), "enter")
+    await wait_until(pilot, lambda: field.value == value and not field.expanded, f"{key} = {value}")
 
 
 @pytest.mark.system

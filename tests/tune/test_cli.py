@@ -34,6 +34,8 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         (("--concurrency", "0"), "--concurrency must be whole numbers ≥ 1"),
         (("--budget", "-5"), "--budget is a positive number of minutes"),
         (("--space", "/nonexistent/space.toml"), "cannot read it"),
+        (("--best-at", "8"), "--best-at works only with --apply-best"),  # as the Tune form's "best at level"
+        (("--apply-best", "--best-at", "16"), "--best-at 16 is not one of the levels of --concurrency (1,8,32,64)"),
     ],
 )
 @pytest.mark.system

@@ -26,7 +26,16 @@ from console.core.tune import (
     TuneStarted,
 )
 from console.core.tune_board import TuneBoard
-from console.core.tune_form import AXES, FIELD_LABELS, FormError, estimate, form_defaults, request_from_form
+from console.core.tune_form import (
+    AXES,
+    FIELD_LABELS,
+    FormError,
+    afterwards,
+    best_at_problem,
+    estimate,
+    form_defaults,
+    request_from_form,
+)
 from console.core.tune_search import Cell
 from console.core.tune_space import Space, SpaceRequest, build_space, unit_speculation
 from tests.tune.test_space import KIMI_PLAIN, QWEN_MTP
@@ -42,6 +51,9 @@ def test_the_form_opens_with_the_clis_defaults_and_the_units_algorithm_and_spec_
     assert request.space == SpaceRequest(algorithms=("NEXTN",), steps=(1, 2, 3), spec_v2=(False,))
     assert request.concurrencies == (1, 8, 32, 64) and request.workloads == ("random",)
     assert request.budget_s is None and request.duration_s == 60.0 and request.repeats == 2
+    assert (values["strategy"], values["apply_best"], values["best_at"]) == ("halving", "no", "")
+    assert (request.strategy, request.apply_best, request.best_at) == ("halving", False, None)
+    assert afterwards(request) == "the original unit goes back"
 
 
 def test_what_the_operator_types_becomes_the_request() -> None:
@@ -52,6 +64,12 @@ def test_what_the_operator_types_becomes_the_request() -> None:
     assert request.space.topks == (1, 2) and request.space.spec_v2 == (True, False)
     assert request.concurrencies == (1, 48) and request.workloads == ("random", "chat")
     assert request.budget_s == 1800 and request.duration_s == 20.0
+    request = request_from_form(values | {"strategy": "grid", "apply_best": "yes"}, unit)
+    assert (request.strategy, request.apply_best, request.best_at) == ("grid", True, None)
+    assert afterwards(request) == "the recommended setup stays (the one that wins the most levels)"
+    request = request_from_form(values | {"apply_best": "yes", "best_at": "48"}, unit)
+    assert (request.apply_best, request.best_at) == (True, 48)
+    assert afterwards(request) == "the setup that wins at C=48 stays"
 
 
 @pytest.mark.parametrize(
@@ -66,6 +84,10 @@ def test_what_the_operator_types_becomes_the_request() -> None:
         ("budget", "-5", "budget (minutes): must be more than 0"),
         ("repeats", "1.5", "repeats: a whole number"),
         ("duration", "soon", "seconds per level: a number"),
+        ("strategy", "fast", "strategy: halving or grid (got 'fast')"),
+        ("apply_best", "maybe", "apply best: no or yes (got 'maybe')"),
+        ("best_at", "two", "best at level: a whole number"),
+        ("best_at", "8", "best at level: works only with apply best = yes"),  # as the CLI's --best-at
     ],
 )
 def test_a_field_it_cannot_take_is_named_with_what_to_write(field: str, text: str, message: str) -> None:
@@ -81,6 +103,27 @@ def test_every_axis_has_an_option_name_and_a_form_field() -> None:
     assert set(AXIS_OPTIONS) == set(AXES) and set(AXES) <= set(FIELD_LABELS)
     assert all(option.startswith("--") for option in AXIS_OPTIONS.values())
     assert not [label for label in FIELD_LABELS.values() if label.startswith("-")]
+
+
+def test_best_at_names_one_of_the_levels_in_the_form_as_in_the_cli() -> None:
+    """At a level the tune does not run no setup wins: --apply-best would leave the original unit, silently."""
+    unit = unit_speculation(QWEN_MTP, "0.5.9")
+    with pytest.raises(FormError) as caught:
+        request_from_form(form_defaults(unit) | {"apply_best": "yes", "best_at": "16"}, unit)
+    assert caught.value.field == "best_at"
+    assert str(caught.value) == (
+        "best at level: 16 is not one of the concurrency levels (1,8,32,64): the winner at one of them stays"
+    )
+    # the same rule in the CLI's words (console/cli/tune.py check_args names the options)
+    cli = {"apply_best": "--apply-best", "concurrency": "the levels of --concurrency"}
+    assert best_at_problem(8, apply_best=False, concurrencies=(1, 8), names=cli) == (
+        "works only with --apply-best (it says which level's winner stays on the host)"
+    )
+    assert best_at_problem(16, apply_best=True, concurrencies=(1, 8), names=cli) == (
+        "16 is not one of the levels of --concurrency (1,8): the winner at one of them stays"
+    )
+    assert best_at_problem(8, apply_best=True, concurrencies=(1, 8), names=cli) is None
+    assert best_at_problem(None, apply_best=False, concurrencies=(1, 8), names=cli) is None
 
 
 def test_a_unit_without_speculation_needs_an_algorithm_to_try() -> None:

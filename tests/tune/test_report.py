@@ -99,3 +99,37 @@ def test_the_optimistic_and_realistic_winners_side_by_side_warn_when_temperature
     calm = compare_workloads(recs, {("k1v2", r1): 1.70, ("k1v2", chat1): 1.62})
     assert calm[0].warning is None
     assert side.to_json()["optimistic"]["accept_length"] == 2.9
+
+
+def test_a_level_the_full_runs_did_not_finish_is_recommended_by_the_short_runs_and_says_so() -> None:
+    """The search stopped (its budget) after no speculation's full runs, before EAGLE3 topk 1 + spec v2's: each
+    level is ranked by the short runs, names who had no full runs, and the faster one is never the runner-up."""
+    c1, c48 = Cell("random", 1), Cell("random", 48)
+    search = Search(list(NAMES), [c1, c48])
+    for key, figures in {"nospec": (92.0, 679.0), "k1v2": (87.1, 744.0), "k4": (60.6, 352.5)}.items():
+        search.record(key, c1, "screen", figures[0])
+        search.record(key, c48, "screen", figures[1])
+    search.finish_stage()
+    assert search.next_stage() is not None  # the full runs: no speculation and EAGLE3 topk 1 + spec v2
+    for cell, value in ((c1, 91.8), (c1, 92.2), (c48, 668.0), (c48, 669.0)):
+        search.record("nospec", cell, "full", value)
+    search.stop("budget")
+    recs = recommend(search, NAMES, CONFIGS)
+    assert [(r.cell.concurrency, r.name, r.runner_up, r.measured_by) for r in recs] == [
+        (1, "no speculation", "EAGLE3 topk 1 + spec v2", "screen"),
+        (48, "EAGLE3 topk 1 + spec v2", "no speculation", "screen"),
+    ]
+    assert recs[1].output_throughput == 744.0 and recs[1].margin_pct == pytest.approx((744 / 679 - 1) * 100)
+    assert recs[1].evidence_note == (
+        "C=48: ranked by the short screening runs, one each (the full runs did not reach EAGLE3 topk 1 + spec v2)"
+    )
+    doc = recs[1].to_json()
+    assert (doc["measured_by"], doc["awaiting_full_runs"]) == ("screen", ["EAGLE3 topk 1 + spec v2"])
+    assert find_crossovers(search, recs)[0].below == "no speculation"
+
+
+def test_full_runs_rank_a_level_without_a_note() -> None:
+    c1 = Cell("random", 1)
+    search = measured({("nospec", c1): (93.0, 94.0), ("k1v2", c1): (86.0, 87.0)})
+    (rec,) = recommend(search, NAMES, CONFIGS)
+    assert rec.measured_by == "full" and rec.evidence_note is None and rec.to_json()["awaiting_full_runs"] == []

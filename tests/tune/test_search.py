@@ -176,3 +176,125 @@ def test_against_the_grid_the_search_finds_the_same_clear_winners_with_far_fewer
         ours, theirs = search.decision(cell), grid.decision(cell)
         assert ours.winner and theirs.winner and ours.winner.candidate == theirs.winner.candidate
     assert levels <= 0.5 * grid_levels
+
+
+# The Kimi demo's screening at C = 1 and C = 48 (issue 22, item 7), in the profile's tok/s.
+KIMI_SCREEN = {
+    "nospec": (92.0, 679.0),
+    "k1v2": (87.1, 744.0),
+    "k1": (66.2, 627.5),
+    "k2": (63.4, 431.7),
+    "k4": (60.6, 352.5),
+}
+C48 = Cell("random", 48)
+
+
+def test_a_budget_spent_during_the_full_runs_ranks_each_level_by_the_short_runs_every_contender_had() -> None:
+    """The full runs reached no speculation at both levels, then the budget ran out before EAGLE3 topk 1 + spec
+    v2's. Its short run at C = 48 (744) beat no speculation's (679): ranking no speculation's full figure ahead of
+    it recommended the slower setup with a margin of -8.8 %. Each level is ranked by the short runs instead, says
+    which contender never had its full runs, and each level's leader is recommended there."""
+    cells = [C1, C48]
+    search = Search(list(KIMI_SCREEN), cells)
+    screen = search.next_stage(running="k1v2")
+    assert screen is not None
+    run_stage(search, screen, {(c, cell): KIMI_SCREEN[c][i] for c in KIMI_SCREEN for i, cell in enumerate(cells)})
+    full = search.next_stage(running="k4")
+    assert full is not None and full.kind == "full"
+    assert [(r.candidate, r.cells) for r in full.runs] == [("nospec", (C1, C48)), ("k1v2", (C1, C48))]
+    for cell, values in ((C1, (91.9, 92.3)), (C48, (668.0, 669.5))):  # no speculation's full runs, then the budget
+        for value in values:
+            search.record("nospec", cell, "full", value)
+    search.stop("budget")
+    search.finish_stage()
+
+    at48, at1 = search.decision(C48), search.decision(C1)
+    assert at48.winner is not None and at48.runner_up is not None
+    assert (at48.winner.candidate, at48.runner_up.candidate) == ("k1v2", "nospec")
+    assert (at48.ranked_by, at48.winner.kind, at48.runner_up.kind) == ("screen", "screen", "screen")
+    assert at48.margin_pct == pytest.approx((744.0 / 679.0 - 1) * 100)
+    assert at48.awaiting_full == ("k1v2",) and not at48.decided and at48.within_noise  # one short run each
+    assert at1.winner is not None and at1.runner_up is not None
+    assert (at1.winner.candidate, at1.runner_up.candidate, at1.ranked_by) == ("nospec", "k1v2", "screen")
+    assert at1.margin_pct == pytest.approx((92.0 / 87.1 - 1) * 100) and at1.awaiting_full == ("k1v2",)
+    assert [s.candidate for s in search.standings(C48)] == ["k1v2", "nospec", "k1", "k2", "k4"]
+
+
+def test_a_full_stage_in_progress_does_not_decide_a_level_before_its_contenders_full_runs() -> None:
+    """Between the trials of a full stage the level waits for the contenders still to run (the progress lines said
+    "no speculation leads by -9.1 % (decided)" after its own full runs alone)."""
+    search = Search(["nospec", "k1v2"], [C48])
+    run_stage(search, search.next_stage(), {("nospec", C48): 679.0, ("k1v2", C48): 744.0})  # type: ignore[arg-type]
+    assert search.next_stage() is not None
+    search.record("nospec", C48, "full", 668.0)
+    search.record("nospec", C48, "full", 669.5)
+    waiting = search.decision(C48)
+    assert not waiting.decided and waiting.winner and waiting.winner.candidate == "k1v2"
+    search.record("k1v2", C48, "full", 735.0)
+    search.record("k1v2", C48, "full", 737.0)
+    search.finish_stage()
+    done = search.decision(C48)
+    assert done.decided and not done.within_noise and done.ranked_by == "full" and done.awaiting_full == ()
+    assert (
+        done.winner and done.winner.candidate == "k1v2" and done.margin_pct == pytest.approx((736 / 668.75 - 1) * 100)
+    )
+
+
+def test_a_setup_whose_full_benchmark_failed_at_a_level_is_out_of_that_level_only() -> None:
+    """Its short run there was the best, but it could not run the level cleanly: the level goes to the setup that
+    could (not to it by its short run), and its other levels keep it."""
+    search = Search(["a", "b", "c"], [C1, C48])
+    truth = {("a", C1): 100.0, ("b", C1): 99.0, ("c", C1): 50.0, ("a", C48): 700.0, ("b", C48): 690.0,
+             ("c", C48): 400.0}  # fmt: skip
+    run_stage(search, search.next_stage(), truth)  # type: ignore[arg-type]
+    full = search.next_stage()
+    assert full is not None and {r.candidate for r in full.runs} == {"a", "b"}
+    for cell in (C1, C48):
+        for value in (97.0, 98.0) if cell == C1 else (680.0, 681.0):
+            search.record("b", cell, "full", value)
+    for value in (101.0, 102.0):
+        search.record("a", C1, "full", value)
+    search.drop_cell("a", C48)  # no clean benchmark at C = 48
+    search.finish_stage()
+    at48 = search.decision(C48)
+    assert at48.winner and at48.winner.candidate == "b" and [s.candidate for s in search.standings(C48)] == ["b", "c"]
+    assert at48.margin_pct is not None and at48.margin_pct > 0
+    assert search.decision(C1).winner.candidate == "a"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_wherever_the_search_stops_no_level_recommends_a_setup_behind_its_runner_up(seed: int) -> None:
+    """Random landscapes (close and far setups, 3 % noise), the search stopped after any trial (a budget): at every
+    level the winner is ahead of its runner-up by the figures that ranked them, and the margin is not negative."""
+    rng = random.Random(seed)
+    cands = [f"k{i}" for i in range(rng.randint(2, 6))]
+    cells = cells_for(["random"], [1, 8, 48])
+    truth = {(c, cell): rng.uniform(50, 100) * cell.concurrency ** rng.uniform(0.3, 0.9) for c in cands
+             for cell in cells}  # fmt: skip
+    search = Search(cands, cells, Policy(strategy=rng.choice(["halving", "grid"])))
+    stop_after, trials = rng.randint(1, 3 * len(cands)), 0
+    while trials < stop_after and (stage := search.next_stage(running=rng.choice(cands))) is not None:
+        for run in stage.runs:
+            if trials == stop_after:
+                search.stop("budget")
+                break
+            trials += 1
+            for cell in run.cells:
+                for _ in range(stage.repeats):
+                    search.record(
+                        run.candidate, cell, stage.kind, truth[(run.candidate, cell)] * rng.uniform(0.97, 1.03)
+                    )
+        search.finish_stage()
+    for cell in cells:
+        decision = search.decision(cell)
+        if decision.winner is None or decision.runner_up is None:
+            continue
+        assert decision.margin_pct is None or decision.margin_pct >= 0, (cell, decision)
+        if decision.winner.kind == decision.runner_up.kind:
+            assert decision.winner.median >= decision.runner_up.median, (cell, decision)
+        ranked = search.standings(cell)
+        assert ranked[0] == decision.winner, (cell, ranked)
+        if decision.ranked_by == "screen":  # like with like: no full figure among short ones
+            assert all(s.kind == "screen" for s in ranked), (cell, ranked)
+        else:  # the full runs first, then the setups the screening left behind (below every promoted one)
+            assert [s.kind for s in ranked] == sorted((s.kind for s in ranked), key=lambda k: k != "full"), ranked

@@ -124,6 +124,15 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def running_mark(live: LiveBench) -> str:
+    """The dashboard header's mark while the benchmark runs: `▶ benchmark 2/3 C=8` (the level that runs, of all
+    the queued sweeps' levels), `▶ benchmark starting` before the first one."""
+    row = live.running_row
+    if row is None:
+        return "▶ benchmark starting"
+    return f"▶ benchmark {live.rows.index(row) + 1}/{len(live.rows)} {row.name}"
+
+
 def reasons(live: LiveBench) -> Text:
     """Why each stopped or skipped level stopped, once per reason."""
     out = Text()

@@ -40,7 +40,7 @@ from console.core.bench_export import export_comparison
 from console.tui.context import ConsoleContext
 from console.tui.widgets.plot import RUN_MARKS, RUN_STYLES, Plot
 
-COLUMNS = ("", "label", "host", "setup", "SGLang", "when (UTC)", "levels", "workload")
+COLUMNS = ("label", "host", "setup", "SGLang", "when (UTC)", "levels", "workload")  # after the pick mark's
 # (metric, short title) of a pane's rows: narrow enough for four panes on 80 columns
 PANE_METRICS = (
     ("output_throughput", "tok/s"),
@@ -51,6 +51,7 @@ PANE_METRICS = (
     ("tokens_per_joule", "tok/J"),
     ("failed", "failed"),
 )
+MARK_COLUMN = "mark"
 VERDICT_STYLE = {"better": "green", "worse": "red", "same": "dim"}
 
 
@@ -100,6 +101,9 @@ def pane(sbs: SideBySide, index: int) -> Group:
 
 
 class RunsScreen(Screen[None]):
+    # The table has the keys from the moment the screen is drawn: focusing it in on_mount comes a turn later, and a
+    # space typed right after `c` went into the filter (Textual's default focuses the first field, the filter).
+    AUTO_FOCUS = "#runs-table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="runs-back"),
         Binding("space", "pick", "Pick", id="runs-pick"),
@@ -144,8 +148,6 @@ class RunsScreen(Screen[None]):
         self._fill("")
         if len(self.picked) >= 2:
             self.action_compare()
-        else:
-            self.query_one(DataTable).focus()
 
     def _resolve(self, refs: Sequence[str]) -> list[str]:
         """Run ids for what was asked: a run id, or a label (its newest run: a cancelled sweep's caller knows only
@@ -166,20 +168,27 @@ class RunsScreen(Screen[None]):
         self.shown = filter_runs(self.runs, query)
         table = self.query_one(DataTable)
         table.clear(columns=True)
+        # The pick mark's column is one cell wide from the start: a column sized to its content is 0 wide while
+        # nothing is picked, and update_cell does not widen it (the status line said "picked 2/4: A ..., B ..."
+        # while the rows showed no letter).
+        table.add_column("", width=1, key=MARK_COLUMN)
         table.add_columns(*COLUMNS)
         for run in self.shown:
             table.add_row(*self._cells(run), key=run.run_id)
         self._title()
         self._hint()
 
+    def _mark(self, run: RunSummary) -> Text:
+        """The run's letter in its plot colour once picked (A is the baseline)."""
+        if run.run_id not in self.picked:
+            return Text("")
+        n = self.picked.index(run.run_id)
+        return Text(RUN_MARKS[n], style=RUN_STYLES[n])
+
     def _cells(self, run: RunSummary) -> list[Any]:
-        mark = Text("")
-        if run.run_id in self.picked:
-            n = self.picked.index(run.run_id)
-            mark = Text(RUN_MARKS[n], style=RUN_STYLES[n])
         label = Text(run.label, style="bold") + (Text(" stopped", style="red") if run.stopped else Text(""))
         when = f"{run.started_at:%m-%d %H:%M}"
-        return [mark, label, run.host, run.setup, run.version, when, run.levels_text, run.workload]
+        return [self._mark(run), label, run.host, run.setup, run.version, when, run.levels_text, run.workload]
 
     def _title(self) -> None:
         title = Text("Benchmark runs (logs/bench-*.jsonl)", style="bold")
@@ -243,7 +252,7 @@ class RunsScreen(Screen[None]):
             self.picked.append(run.run_id)
         table = self.query_one(DataTable)
         for summary in self.shown:
-            table.update_cell(summary.run_id, table.ordered_columns[0].key, self._cells(summary)[0])
+            table.update_cell(summary.run_id, MARK_COLUMN, self._mark(summary))
         self._hint()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

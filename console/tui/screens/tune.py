@@ -31,12 +31,21 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Footer, Input, Label, Select, Static
 
 from console.core.session import Session
 from console.core.tune import PendingTune, TuneEvent, TuneRequest, TuneResult
 from console.core.tune_board import TuneBoard
-from console.core.tune_form import FIELDS, Estimate, FormError, estimate, form_defaults, request_from_form
+from console.core.tune_form import (
+    FIELDS,
+    Estimate,
+    FormError,
+    afterwards,
+    estimate,
+    form_defaults,
+    meaning,
+    request_from_form,
+)
 from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
 from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
@@ -146,6 +155,7 @@ class TuneFormScreen(Screen[None]):
         self.version = ""
         self.values: dict[str, str] = {}
         self.error: FormError | None = None
+        self.request: TuneRequest | None = None  # the form's, when it has no error
         self.space: Space | None = None  # the space of the form as it was at space_values
         self.space_values: dict[str, str] = {}
         self._could_start: bool | None = None
@@ -173,8 +183,7 @@ class TuneFormScreen(Screen[None]):
             self.query_one("#tune-form-title", Static).update(Text(f"Tune {self.label}: {exc}", style="bold red"))
             return
         title = Text(f"Tune {self.session.service.unit} on {self.label}", style="bold")
-        title.append(f"   SGLang {self.version}: each setup is restarted and benchmarked, then the original unit "
-                     "goes back", style="dim")  # fmt: skip
+        title.append(f"   SGLang {self.version}: each setup is restarted and benchmarked", style="dim")
         if self.read_only:
             title.append(f"   {self.read_only}", style="yellow")
         self.query_one("#tune-form-title", Static).update(title)
@@ -185,13 +194,25 @@ class TuneFormScreen(Screen[None]):
             if spec.group != group:
                 group = spec.group
                 rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
-            field = Input(
-                value=defaults[spec.key],
-                placeholder=spec.hint,
-                id=_field_id(spec.key),
-                disabled=bool(self.read_only),
-                compact=True,
-            )
+            field: Widget
+            if spec.choices:  # one of a few: picked from a list, nothing to mistype
+                field = Select(
+                    [(value, value) for value, _meaning in spec.choices],  # said in full beside the space
+                    value=defaults[spec.key],
+                    allow_blank=False,
+                    tooltip=spec.hint,
+                    id=_field_id(spec.key),
+                    disabled=bool(self.read_only),
+                    compact=True,
+                )
+            else:
+                field = Input(
+                    value=defaults[spec.key],
+                    placeholder=spec.hint,
+                    id=_field_id(spec.key),
+                    disabled=bool(self.read_only),
+                    compact=True,
+                )
             rows.append(Horizontal(Label(spec.label, classes="field-label"), field, classes="field-row"))
         await self.query_one("#tune-form", VerticalScroll).mount_all(rows)
         if not self.read_only:
@@ -199,10 +220,15 @@ class TuneFormScreen(Screen[None]):
         self._update()
 
     def form_values(self) -> dict[str, str]:
-        return {spec.key: self.query_one(f"#{_field_id(spec.key)}", Input).value for spec in FIELDS}
+        values = {}
+        for spec in FIELDS:
+            field = self.query_one(f"#{_field_id(spec.key)}")
+            values[spec.key] = str(field.value) if isinstance(field, Input | Select) else ""
+        return values
 
     @on(Input.Changed)
-    def _changed(self, _event: Input.Changed) -> None:
+    @on(Select.Changed)
+    def _changed(self, _event: Input.Changed | Select.Changed) -> None:
         self._update()
 
     def _update(self) -> None:
@@ -212,8 +238,9 @@ class TuneFormScreen(Screen[None]):
             return
         self.values = self.form_values()
         self.error = None
+        self.request = None
         try:
-            request = request_from_form(self.values, self.unit)
+            request = self.request = request_from_form(self.values, self.unit)
         except FormError as exc:
             self.error = exc
         else:
@@ -268,6 +295,10 @@ class TuneFormScreen(Screen[None]):
         if self.error is None and self.space is not None:
             parts.append(space_text(self.space, PREVIEW_LIMIT))  # the last one checked, until the form's own is ready
         parts.append(Text(""))
+        if self.request is not None:
+            strategy, stays = self.request.strategy, self.request.apply_best
+            parts.append(Text(f"strategy {strategy}: {meaning('strategy', strategy)}", style="dim"))
+            parts.append(Text(f"afterwards: {afterwards(self.request)}", style="bold yellow" if stays else "dim"))
         if self.read_only:
             parts.append(Text(f"Tune is off: {self.read_only}", style="yellow"))
         elif self.error is not None:
@@ -336,7 +367,7 @@ class TuneFormScreen(Screen[None]):
         )
         question = (
             f"Restart {unit} on {self.label} with each of these setups and benchmark them "
-            "(the original unit goes back afterwards)?"
+            f"({afterwards(request)} afterwards)?"
         )
         try:
             confirmed = await self.app.push_screen_wait(ConfirmScreen(question, body, danger=True))
@@ -527,6 +558,7 @@ def result_view(result: TuneResult) -> RenderableType:
             table.add_row(f"C={r.cell.concurrency}", Text(r.name, style="bold"), f"{r.output_throughput:,.1f}",
                           margin, noise, r.runner_up or "-")  # fmt: skip
         parts.append(table)
+        parts.extend(Text(r.evidence_note, style="yellow") for r in recs if r.evidence_note)
         parts.append(Text(result.summary(workload), style="bold cyan"))
         parts.append(Text(""))
     if result.workload_sides:

@@ -3,12 +3,14 @@ the ages so that a host that stopped answering visibly goes stale."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 
 from console.core.monitor import HostView
 from console.host.base import JournalEntry
@@ -36,11 +38,13 @@ class HostPane(Vertical):
         thresholds: Thresholds,
         clock: Callable[[], datetime],
         backlog: Callable[[], tuple[HostView | None, list[JournalEntry]]],
+        running: Callable[[], str] = lambda: "",
         id: str,
     ) -> None:
         super().__init__(id=id, classes="host-pane")
         self.label = label
         self.backlog = backlog  # what arrived for this host while the pane was being mounted
+        self.running = running  # what this console runs on the host now ("" when nothing), for the header's mark
         self.thresholds = thresholds
         self.clock = clock
         self.view = HostView(label, clock(), ConnectionState("connecting"))
@@ -74,11 +78,13 @@ class HostPane(Vertical):
     def show(self, view: HostView) -> None:
         self.view = view
         if self.active:
-            self.render_view()
+            with contextlib.suppress(NoMatches):  # quitting: the children go first, a last view may still come
+                self.render_view()
 
     def add_journal(self, entries: list[JournalEntry]) -> None:
         if self.active:
-            self.journal.add(entries)
+            with contextlib.suppress(NoMatches):  # quitting: the journal went first, a last batch may still come
+                self.journal.add(entries)
         else:  # kept until the tab is shown: nobody reads a hidden journal, and rendering lines costs
             self._pending_journal.extend(entries)
             del self._pending_journal[:-MAX_LINES]
@@ -96,8 +102,9 @@ class HostPane(Vertical):
             self.render_view()
 
     def tick(self) -> None:
-        """Once a second: ages move on even when no refresh arrives. The header carries them; the panels are
-        drawn again only when a part's staleness changed."""
+        """Once a second: ages move on even when no refresh arrives. The header carries them (and the mark of a
+        benchmark, gone within a second of its end); the panels are drawn again only when a part's staleness
+        changed."""
         # not mounted yet: a busy machine can tick between the pane entering the DOM and its children's compose
         if not self.active or not self.is_mounted:
             return
@@ -110,7 +117,7 @@ class HostPane(Vertical):
     def _draw_header(self, now: datetime) -> None:
         """Drawn again only when it reads otherwise: each redraw is a repaint of the screen's changed lines,
         and the header mostly repeats itself from one second to the next (ages read in whole units)."""
-        header = render_header(self.view, now)
+        header = render_header(self.view, now, self.running())
         if header != self._header:
             self._header = header
             self.query_one(HostHeader).update(header, layout=False)

@@ -27,9 +27,13 @@ CONNECTION_STYLE = {
     "idle": "dim",
 }
 
+RUNNING_STYLE = "bold black on yellow"  # load the console put on the host: the figures below are not production's
 
-def render_header(view: HostView, now: datetime) -> Text:
-    """The header's two lines (a Text compares equal to one that reads the same: the pane redraws on change)."""
+
+def render_header(view: HostView, now: datetime, running: str = "") -> Text:
+    """The header's two lines (a Text compares equal to one that reads the same: the pane redraws on change).
+    `running` marks what this console runs on the host now (a benchmark): right after the host's name, where 80
+    columns still show it."""
     conn = view.connection
     line1 = Text(no_wrap=True, overflow="ellipsis")
     style = CONNECTION_STYLE.get(conn.phase, "yellow")
@@ -45,6 +49,9 @@ def render_header(view: HostView, now: datetime) -> Text:
         line1.append(f" · rtt {view.round_trip_ms:,.0f} ms", style="dim")
     line1.append("  ")
     line1.append(view.label, style="bold")
+    if running:
+        line1.append("  ")
+        line1.append(f" {running} ", style=RUNNING_STYLE)
     status = view.status
     if status is not None:
         svc = status.service

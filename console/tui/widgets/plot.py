@@ -1,7 +1,14 @@
 """A line plot drawn with characters (Rich text): one line per run against concurrency, each run in its colour with
-its letter at the measured points, the crossovers marked on the axis. Drawn with Rich rather than a plotting
-package: the console needs lines and letters on a grid, which fits in a page, and every figure shown stays the
-core's (console.bench.sidebyside)."""
+its letter at the measured points, the crossovers marked on the axis. Every figure shown stays the core's
+(console.bench.sidebyside).
+
+Drawn by hand rather than with a plotting widget: textual-plotext (plotext in a Textual widget) was put beside it
+on the same runs at 80 and 120 columns. Its braille lines are finer, but a measured point's letter sits on a
+whole cell while its line runs between cells, so the letter stood a row off its own line; a later run's line and
+letter covered an earlier run's point where the two nearly met (no `*`); a crossover line looked like the frame
+(it joined it with ┬ and ┴); the frame and the axis title took 3 of the plot's 12 rows; and textual-plotext
+1.0.1 requires plotext < 6 (the current plotext breaks its import). What it did better, the x axis's name, is
+done here too."""
 
 from __future__ import annotations
 
@@ -34,7 +41,9 @@ def line_plot(
         out.append("(no figures to plot)", style="dim")
         return out
     top = max(y for _, y in points) * 1.05 or 1.0
-    label_w = len(f"{top:,.0f}")
+    # The y labels and, under them, the x axis's name share a margin: after the last tick it ran past `width`
+    # and was cut off (the levels read as bare numbers).
+    label_w = max(len(f"{top:,.0f}"), len(axis))
     plot_w = max(10, width - label_w - 2)
     plot_h = max(3, height - 3)  # title, x axis, tick labels
     use_log, x0, x1 = _x_scale([x for x, _ in points], plot_w)
@@ -79,7 +88,7 @@ def line_plot(
         start = min(max(0, col(x) - len(text) // 2), plot_w - len(text))
         if all(ch == " " for ch in ticks[max(0, start - 1) : start + len(text) + 1]):
             ticks[start : start + len(text)] = list(text)
-    out.append(" " * (label_w + 2) + "".join(ticks).rstrip() + f"  {axis}", style="dim")
+    out.append(axis.rjust(label_w) + "  " + "".join(ticks).rstrip(), style="dim")
     return out
 
 
