@@ -1,4 +1,5 @@
-"""The workspace: profiles/ (host profiles and frozen snapshots) and logs/ (benchmark results, audit log)."""
+"""The workspace: profiles/ (host profiles and frozen snapshots), logs/ (benchmark results, audit log) and datasets/
+(the operator's traffic files for `bench --dataset`, which also finds a bare file name there)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ class Workspace:
     @property
     def logs(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def datasets(self) -> Path:
+        return self.root / "datasets"
 
     def ensure(self) -> Workspace:
         self.profiles.mkdir(parents=True, exist_ok=True)

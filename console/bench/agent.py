@@ -30,7 +30,7 @@ from typing import Any
 
 from console.bench import telemetry
 from console.bench.client import WAIT_TIMEOUTS, BenchClient
-from console.bench.engine import BenchEngine, SweepResult
+from console.bench.engine import BenchEngine, SweepRefused, SweepResult
 from console.bench.events import BenchEvent, SweepStarted
 from console.bench.wire import (
     PROTOCOL,
@@ -157,6 +157,9 @@ async def _run() -> int:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sweep
                 result = engine.result_so_far(stop_reason[0] if stop_reason else "stopped")
+        except SweepRefused as exc:  # refused before anything was sent (the console says it as a usage error)
+            out.send({"t": "error", "message": str(exc)[:2000], "refused": True})
+            return 1
         except Exception as exc:  # a bug or a server that cannot be benchmarked: say why, then end
             out.send({"t": "error", "message": f"{type(exc).__name__}: {exc}"[:2000]})
             return 1

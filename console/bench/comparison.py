@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from console.bench.metrics import percentile
 from console.bench.records import BenchRecord
+from console.bench.slo import Capacity, Slo, capacity
 
 Verdict = Literal["better", "worse", "same", "n/a"]
 
@@ -32,6 +33,7 @@ class MetricSpec:
 COMPARED_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("output_throughput", "output tok/s", True, "tok/s"),
     MetricSpec("mean_request_output_throughput", "tok/s per request", True, "tok/s"),
+    MetricSpec("request_goodput", "goodput", True, "req/s"),  # only runs given an SLO have it
     MetricSpec("median_ttft_ms", "median TTFT", False, "ms"),
     MetricSpec("p99_ttft_ms", "p99 TTFT", False, "ms"),
     MetricSpec("median_tpot_ms", "median TPOT", False, "ms"),
@@ -68,6 +70,8 @@ class RunAtLevel:
     cells: dict[str, Cell]
     failed_requests: int
     stopped: str | None
+    slo_met: bool | None = None  # every repeat met the SLO's percentiles (None: run without an SLO)
+    request_throughput: float | None = None  # median req/s over the repeats (what the level carried)
 
 
 @dataclass
@@ -82,9 +86,22 @@ class Comparison:
     labels: list[str]
     levels: list[LevelComparison]
     notes: list[str] = field(default_factory=list)
+    slo: Slo | None = None  # the SLO the runs were judged against (the baseline's, when they differ)
+
+    def capacity(self, label: str) -> Capacity | None:
+        """The run's capacity at the SLO: its highest level that met it (None without an SLO)."""
+        if self.slo is None:
+            return None
+        points = []
+        for lv in self.levels:
+            run = next((r for r in lv.runs if r.label == label), None)
+            x = _level_sort_key(lv.level)[1]
+            if run is not None and run.slo_met is not None:
+                points.append((lv.level, x, run.slo_met, run.request_throughput))
+        return capacity(points)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "baseline": self.baseline,
             "runs": self.labels,
             "notes": self.notes,
@@ -97,6 +114,7 @@ class Comparison:
                             "failed_requests": r.failed_requests,
                             "stopped": r.stopped,
                             "metrics": {k: c.as_dict() for k, c in r.cells.items()},
+                            **({"slo_met": r.slo_met} if r.slo_met is not None else {}),
                         }
                         for r in lv.runs
                     ],
@@ -104,6 +122,10 @@ class Comparison:
                 for lv in self.levels
             ],
         }
+        if self.slo is not None:
+            out["slo"] = self.slo.to_json()
+            out["capacity"] = {label: cap.to_json() for label in self.labels if (cap := self.capacity(label))}
+        return out
 
     def series(self, metric: str = "output_throughput") -> dict[str, list[tuple[str, float | None]]]:
         """Per run: (level, median) points, for the plot."""
@@ -172,7 +194,10 @@ def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[Metric
                 continue
             cells = {m.key: _cell([getattr(r, m.key, None) for r in at]) for m in metrics}
             stopped = next((r.stopped for r in at if r.stopped), None)
-            present.append(RunAtLevel(label, cells, sum(r.failed for r in at), stopped))
+            verdicts = [r.slo_met for r in at if r.slo_met is not None]
+            carried = _cell([r.request_throughput for r in at]).median
+            met = all(verdicts) if verdicts else None
+            present.append(RunAtLevel(label, cells, sum(r.failed for r in at), stopped, met, carried))
         if present and present[0].label == labels[0]:
             for cand in present[1:]:
                 for m in metrics:
@@ -182,7 +207,15 @@ def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[Metric
         notes.append("some runs had failed requests: their figures cover only the completed ones")
     if all(c.repeats < 2 for lv in levels for r in lv.runs for c in r.cells.values()):
         notes.append("single repeats: run-to-run noise unmeasured (use --repeat 3 to measure it)")
-    return Comparison(labels[0], labels, levels, notes)
+    slo = None
+    slos = {repr(sorted((r.slo or {}).items())) for records in runs for r in records if r.slo}
+    if slos:
+        slo = next((Slo.from_json(r.slo) for records in runs for r in records if r.slo), None)
+        if len(slos) > 1:
+            notes.append("the runs were judged against different SLOs: ✔/✖ and goodput are each run's own")
+        if any(not r.slo for records in runs for r in records):
+            notes.append("some runs had no SLO: they have no goodput and no ✔/✖")
+    return Comparison(labels[0], labels, levels, notes, slo)
 
 
 def ascii_plot(

@@ -10,6 +10,9 @@ Protocol per level (the README's benchmark methodology):
 4. metrics with bench_serving's definitions; acceptance length from these requests' own meta_info
    (Σ completion_tokens / Σ spec_verify_ct), else from /server_info right after the level — valid
    only because the cache was flushed just before (source recorded either way).
+With an SLO each level also gets its goodput and verdict (console.bench.slo); with find_capacity the levels are not
+given but searched: open-loop request rates, doubling then bisecting, until the highest rate that meets the SLO is
+bracketed (CapacitySearch; its summary comes back in SweepResult.capacity).
 Guard rails: per-request timeout, a stop when the error rate passes a threshold, a hard cap on the whole
 sweep. A failed request is counted and kept, never dropped.
 """
@@ -21,7 +24,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
@@ -38,7 +41,10 @@ from console.bench.events import (
     SweepStarted,
 )
 from console.bench.metrics import RequestResult, compute_metrics
+from console.bench.slo import CapacitySearch, Slo, judge_level
 from console.bench.workloads import PreparedRequest, WorkloadSpec, build_requests
+
+LongPrompts = Literal["skip", "error"]
 
 # datetime.UTC is 3.11+; this module also runs under a GPU host's Python 3.10 (console.bench.agent).
 _UTC = timezone.utc  # noqa: UP017
@@ -48,6 +54,8 @@ ERROR_RATE_MIN_SAMPLE = 10
 # In duration mode the prompts are built ahead in a pool of this many per level and cycled.
 DURATION_POOL = 1024
 RUNNING_FIGURES_INTERVAL_S = 0.5
+# --find-capacity without --request-rate: the search starts here (requests/s) and doubles.
+CAPACITY_START_RATE = 1.0
 # At a level's end the GPU poll in flight gets this long to finish before it is cancelled.
 TELEMETRY_FINISH_S = 10.0
 
@@ -81,6 +89,14 @@ class SweepConfig:
     time_cap: float = 3600.0
     flush_cache: bool = True
     telemetry_interval: float = 1.0
+    # A dataset's prompts longer than the server's context length: left out and counted, or the sweep refused.
+    long_prompts: LongPrompts = "skip"
+    slo: dict[str, float] | None = None  # console.bench.slo.Slo.to_json(): each level's goodput and verdict
+    # Instead of the levels: search the request rate at which the SLO stops being met (console.bench.slo
+    # CapacitySearch), from request_rates[0] (else CAPACITY_START_RATE), capped by a single concurrency.
+    find_capacity: bool = False
+    capacity_precision: float = 0.10
+    capacity_max_levels: int = 12
 
     def levels(self) -> list[Level]:
         if self.request_rates:
@@ -140,6 +156,33 @@ class ServerInfo:
     model: str = "default"
     server_args: dict[str, Any] = field(default_factory=dict)
     speculative: bool = False
+    context_length: int | None = None  # /v1/models' max_model_len, else what /server_info says
+
+
+class SweepRefused(ValueError):
+    """The sweep cannot start as asked (e.g. a dataset's prompts too long for the server); nothing was sent."""
+
+
+def fit_dataset(workload: WorkloadSpec, server: ServerInfo, long_prompts: LongPrompts) -> WorkloadSpec:
+    """The workload without the dataset requests whose prompt is longer than the server's context length;
+    SweepRefused when there are some and long_prompts is "error", or when none is left."""
+    sample = workload.dataset
+    if sample is None:
+        return workload
+    fitted = sample.within_context(server.context_length)
+    dropped = fitted.too_long - sample.too_long
+    if dropped and long_prompts == "error":
+        raise SweepRefused(
+            f"{dropped} of the {len(sample.requests)} requests sampled from {sample.file} have a prompt longer than "
+            f"the server's context length ({server.context_length} tokens, counted in words); nothing was sent "
+            "(leave out --long-prompts error to skip them)"
+        )
+    if not fitted.requests:
+        raise SweepRefused(
+            f"every request sampled from {sample.file} has a prompt longer than the server's context length "
+            f"({server.context_length}); nothing was sent"
+        )
+    return replace(workload, dataset=fitted)
 
 
 @dataclass
@@ -163,6 +206,7 @@ class SweepResult:
     gpus: list[dict[str, Any]]
     driver_version: str | None
     stopped: str | None = None
+    capacity: dict[str, Any] | None = None  # --find-capacity: CapacitySearch.summary()
 
 
 class _Stop(Exception):
@@ -206,12 +250,22 @@ async def fetch_server_info(client: BenchClient) -> ServerInfo:
         served = raw.get("served_model_name") or raw.get("model_path")
         if served:
             info.model = str(served)
+        info.context_length = _positive_int(raw.get("context_length"))
+        limit = _positive_int(raw.get("max_req_input_len"))
+        if info.context_length is None and limit is not None:
+            info.context_length = limit + 1
     try:
         models = await client.get_json("/v1/models")
-        info.model = str(models["data"][0]["id"])
+        card = models["data"][0]
+        info.model = str(card["id"])
+        info.context_length = _positive_int(card.get("max_model_len")) or info.context_length
     except Exception:
         pass
     return info
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 async def _server_accept_length(client: BenchClient) -> float | None:
@@ -241,30 +295,65 @@ class BenchEngine:
         self._gpu_identity: list[Any] = []
         self._server = ServerInfo()
         self._done: list[LevelResult] = []
+        self._search: CapacitySearch | None = None
 
     async def run(self) -> SweepResult:
         cfg = self.config
         self._sweep_deadline = time.perf_counter() + cfg.time_cap
         server = self._server = await fetch_server_info(self.client)
-        workload = cfg.workload
+        workload = fit_dataset(cfg.workload, server, cfg.long_prompts)  # before anything is sent
         if workload.api == "chat" and workload.model == "default":
-            workload = WorkloadSpec(**{**workload.__dict__, "model": server.model})
-        levels = cfg.levels()
+            workload = replace(workload, model=server.model)
+        search = self._search = self._capacity_search()
+        levels = cfg.levels() if search is None else [self._rate_level(search.start)]
         self._emit(SweepStarted(levels=levels, repeat=cfg.repeat, server_version=server.version, model=server.model))
         stopped = None
+        index = 0
         try:
-            for index, level in enumerate(levels):
+            while True:
+                if search is not None:
+                    rate = search.next_rate()
+                    if rate is None:
+                        break
+                    level = self._rate_level(rate)
+                elif index < len(levels):
+                    level = levels[index]
+                else:
+                    break
+                repeats = []
                 for repeat_index in range(cfg.repeat):
                     result = await self._run_level(workload, level, index, repeat_index, server)
+                    repeats.append(result)
                     self._done.append(result)
                     self._on_level(result)
                     if result.stopped:
                         stopped = result.stopped
                         raise _Stop
+                if search is not None:
+                    assert level.request_rate is not None
+                    search.record(level.request_rate, all(r.metrics.get("slo_met") for r in repeats))
+                index += 1
         except _Stop:
             pass
         self._emit(SweepDone(levels_done=len(self._done), stopped=stopped))
         return self.result_so_far(stopped)
+
+    def _capacity_search(self) -> CapacitySearch | None:
+        cfg = self.config
+        if not cfg.find_capacity:
+            return None
+        if not cfg.slo:
+            raise SweepRefused(
+                "--find-capacity needs an SLO to hold the levels to: give --slo (or [slo] in the profile)"
+            )
+        start = cfg.request_rates[0] if cfg.request_rates else CAPACITY_START_RATE
+        return CapacitySearch(start=start, precision=cfg.capacity_precision, max_levels=cfg.capacity_max_levels)
+
+    def _rate_level(self, rate: float) -> Level:
+        """A level of the capacity search: open loop at `rate` (4 significant digits), capped as the sweep's levels."""
+        cfg = self.config
+        cap = cfg.concurrencies[0] if len(cfg.concurrencies) == 1 else None
+        return Level(concurrency=cap, request_rate=float(f"{rate:.4g}"))
 
     @property
     def server(self) -> ServerInfo:
@@ -275,7 +364,8 @@ class BenchEngine:
         """The levels finished until now: the whole sweep once run() returned, the finished part of one
         that was cancelled (Ctrl-C)."""
         gpus, driver = telemetry.describe_gpus(self._gpu_identity)
-        return SweepResult(self._server, list(self._done), gpus, driver, stopped)
+        capacity = self._search.summary() if self._search is not None else None
+        return SweepResult(self._server, list(self._done), gpus, driver, stopped, capacity)
 
     def _planned_requests(self, level: Level) -> int | None:
         cfg = self.config
@@ -294,7 +384,8 @@ class BenchEngine:
         planned = self._planned_requests(level)
         # Same prompts for the same level of every run (fair A/B), different ones per level and repeat.
         offset = index * 10_000_000 + repeat_index * 1_000_000
-        pool = build_requests(workload, planned if planned is not None else DURATION_POOL, offset)
+        pool_size = DURATION_POOL if workload.dataset is None else max(DURATION_POOL, len(workload.dataset.requests))
+        pool = build_requests(workload, planned if planned is not None else pool_size, offset)
         warm = build_requests(workload, cfg.warmup, offset + 900_000) if cfg.warmup else []
 
         if warm:
@@ -333,7 +424,10 @@ class BenchEngine:
             sampling_done.set()
             with contextlib.suppress(*WAIT_TIMEOUTS):
                 await asyncio.wait_for(sampler_task, TELEMETRY_FINISH_S)
-        metrics = compute_metrics(results, duration, level_start)
+        slo = Slo.from_json(cfg.slo) if cfg.slo else None
+        metrics = compute_metrics(results, duration, level_start, slo.per_request_ms() if slo else None)
+        if slo is not None:
+            metrics.update(judge_level(metrics, slo))
         source = "requests" if metrics["accept_length"] is not None else None
         if source is None and server.speculative and flushed:
             metrics["accept_length"] = await _server_accept_length(self.client)

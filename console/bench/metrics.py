@@ -8,15 +8,18 @@ Definitions (SGLang's bench_serving.py, `calculate_metrics`):
 - E2E latency: time of the last event (including `[DONE]`) since the request was sent.
 - output_throughput = Σ output tokens / duration; concurrency = Σ latency / duration.
 - Percentiles interpolate linearly (numpy's default), std is the population std (numpy's default).
+- With an SLO's per-request limits: request_goodput and slo_attainment (console.bench.slo, vLLM's definition).
 Times are kept in seconds in RequestResult and reported in milliseconds, like bench_serving.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from console.bench.slo import goodput, is_good, request_figures_ms
 
 
 @dataclass
@@ -103,8 +106,14 @@ def _peaks(results: Sequence[RequestResult], level_start: float) -> tuple[float,
     return max(tokens), max(running)
 
 
-def compute_metrics(results: Sequence[RequestResult], duration: float, level_start: float = 0.0) -> dict[str, Any]:
-    """Every figure of one level, keyed by bench_serving's field names (plus a few of our own)."""
+def compute_metrics(
+    results: Sequence[RequestResult],
+    duration: float,
+    level_start: float = 0.0,
+    goodput_limits_ms: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """Every figure of one level, keyed by bench_serving's field names (plus a few of our own); with an SLO's
+    per-request limits (Slo.per_request_ms) also its goodput."""
     ok = [r for r in results if r.success]
     duration = max(duration, 1e-9)
     total_in = sum(r.prompt_len for r in ok)
@@ -141,4 +150,9 @@ def compute_metrics(results: Sequence[RequestResult], duration: float, level_sta
     metrics.update(_summary("itl", itls, (90, 95, 99)))
     metrics["max_itl_ms"] = max(itls) * 1000.0 if itls else 0.0
     metrics.update(_summary("e2e_latency", [r.latency for r in ok], (90, 95, 99)))
+    if goodput_limits_ms is not None:
+        good = sum(
+            is_good(request_figures_ms(r.success, r.ttft, r.latency, r.output_len), goodput_limits_ms) for r in results
+        )
+        metrics.update(goodput(good, len(results), duration))
     return metrics

@@ -115,6 +115,12 @@ class BenchRecord(BaseModel):
     p90_e2e_latency_ms: float = 0.0
     p95_e2e_latency_ms: float = 0.0
     p99_e2e_latency_ms: float = 0.0
+    # against the SLO the sweep was given (console.bench.slo): absent without one
+    slo: dict[str, float] | None = None  # {"ttft_p95": 800.0, ...}, limits in ms
+    slo_met: bool | None = None  # every bound's percentile within its limit
+    slo_misses: list[str] = Field(default_factory=list)
+    request_goodput: float | None = None  # req/s whose own TTFT, TPOT, E2E met the limits
+    slo_attainment: float | None = None  # good requests / requests sent
     # GPU telemetry over the level (absent when no sampler was given)
     gpu_samples: int = 0
     mean_power_w: float | None = None

@@ -34,7 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from console.bench.engine import LevelResult, ServerInfo, SweepConfig, SweepResult
+from console.bench.engine import LevelResult, ServerInfo, SweepConfig, SweepRefused, SweepResult
 from console.bench.events import BenchEvent
 from console.bench.wire import (
     PROTOCOL,
@@ -60,11 +60,14 @@ AGENT_FILES = (
     "console/bench/events.py",
     "console/bench/metrics.py",
     "console/bench/rawhttp.py",
+    "console/bench/slo.py",
     "console/bench/sse.py",
     "console/bench/telemetry.py",
     "console/bench/wire.py",
     "console/bench/workloads.py",
     "console/bench/chat_prompts.json",
+    "console/sglang/__init__.py",
+    "console/sglang/slo.py",
 )
 
 LOADER = r"""
@@ -263,9 +266,14 @@ class HostSweep:
                     summary: dict[str, Any] = message["sweep"]
                     return summary
                 elif kind == "error":
-                    raise RemoteBenchError(f"the load generator on the host failed: {message.get('message')}")
+                    refused = bool(message.get("refused"))
+                    error = str(message.get("message"))
             except (ValueError, KeyError, TypeError, WireError) as exc:
                 raise RemoteBenchError(f"the load generator on the host said something unexpected ({exc})") from None
+            if kind == "error":
+                if refused:
+                    raise SweepRefused(error)  # before anything was sent: the operator's to change, as locally
+                raise RemoteBenchError(f"the load generator on the host failed: {error}")
 
     async def _heartbeat(self, process: RemoteProcess) -> None:
         with contextlib.suppress(Exception):

@@ -77,6 +77,10 @@ class RunSummary:
 def workload_text(workload: Mapping[str, Any]) -> str:
     name = str(workload.get("name") or "?")
     out = workload.get("output_len")
+    dataset = workload.get("dataset")
+    if name == "dataset" and isinstance(dataset, Mapping):
+        cap = f" ≤{out}" if out is not None else ""
+        return f"{dataset.get('file')} ({dataset.get('format')}, {dataset.get('requests')} req{cap})"
     if name == "random":
         return f"random {workload.get('input_len')}/{out}"
     return f"{name} ≤{out}" if out is not None else name

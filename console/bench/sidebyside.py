@@ -23,6 +23,7 @@ from console.sglang.vocabulary import View, dests
 
 MAX_RUNS = 4
 PLOTTED = ("output_throughput", "median_tpot_ms")  # the metrics plotted against concurrency and crossed
+GOODPUT = "request_goodput"  # crossed too when the runs were judged against an SLO
 ARROWS = {"better": "▲", "worse": "▼"}
 
 
@@ -207,8 +208,14 @@ def side_by_side(runs: Sequence[Sequence[BenchRecord]]) -> SideBySide:
         raise ValueError("a run without records cannot be compared")
     renamed = _distinct_labels(runs)
     comparison = compare_runs(renamed)
-    crossovers = [c for metric in PLOTTED for c in find_crossovers(comparison, metric)]
+    crossovers = [c for metric in crossed_metrics(comparison) for c in find_crossovers(comparison, metric)]
     return SideBySide([run_setup(records) for records in renamed], comparison, crossovers)
+
+
+def crossed_metrics(comparison: Comparison) -> tuple[str, ...]:
+    """The plotted metrics, and goodput when any run has it (it was given an SLO)."""
+    has_goodput = any(r.cells[GOODPUT].median is not None for lv in comparison.levels for r in lv.runs)
+    return (*PLOTTED, GOODPUT) if has_goodput else PLOTTED
 
 
 def _distinct_labels(runs: Sequence[Sequence[BenchRecord]]) -> list[list[BenchRecord]]:
@@ -260,7 +267,7 @@ def shown_metrics(sbs: SideBySide) -> list[MetricSpec]:
 def crossover_lines(sbs: SideBySide) -> list[str]:
     """One line per crossing, metric first; a plotted metric where no two runs cross says so."""
     lines = []
-    for metric in PLOTTED:
+    for metric in crossed_metrics(sbs.comparison):
         spec = metric_spec(metric)
         found = [c for c in sbs.crossovers if c.metric == metric]
         if len(sbs.labels) < 2:
@@ -269,6 +276,38 @@ def crossover_lines(sbs: SideBySide) -> list[str]:
             lines.append(f"{spec.title}: no crossover: the order holds at every level both runs measured")
         for c in found:
             lines.append(f"{spec.title}: {c.text()}")
+    return lines
+
+
+def slo_mark(met: bool | None) -> str:
+    return "-" if met is None else ("✔" if met else "✖")
+
+
+def slo_lines(comparison: Comparison) -> list[str]:
+    """The SLO and each run's capacity at it (empty without an SLO)."""
+    slo = comparison.slo
+    if slo is None:
+        return []
+    lines = [f"SLO: {slo.text()} ({slo.spec()})"]
+    for label in comparison.labels:
+        cap = comparison.capacity(label)
+        if cap is not None:
+            lines.append(f"capacity at the SLO, {label}: {cap.text()}")
+    return lines
+
+
+def slo_markdown(sbs: SideBySide, level_keys: Sequence[str]) -> list[str]:
+    """The SLO, whether each run met it at each level (✔/✖) and each run's capacity, as Markdown."""
+    if sbs.comparison.slo is None:
+        return []
+    lines = ["", "## SLO", ""] + [f"- {_md(line)}" for line in slo_lines(sbs.comparison)]
+    lines += ["", "| level | " + " | ".join(_md(label) for label in sbs.labels) + " |"]
+    lines.append("|---|" + ":---:|" * len(sbs.labels))
+    for key in level_keys:
+        level = next(lv for lv in sbs.comparison.levels if lv.level == key)
+        runs = {r.label: r for r in level.runs}
+        marks = [slo_mark(runs[label].slo_met) if label in runs else "not run" for label in sbs.labels]
+        lines.append(f"| {key} | " + " | ".join(marks) + " |")
     return lines
 
 
@@ -285,6 +324,7 @@ def to_markdown(sbs: SideBySide, *, title: str = "Benchmark comparison") -> str:
         row = (s.label, s.host, s.setup, s.version, s.unit_hash or "-", s.workload, f"{s.started_at:%Y-%m-%d %H:%M}")
         lines.append("| " + " | ".join(_md(str(v)) for v in row) + " |")
     level_keys = sorted((lv.level for lv in sbs.comparison.levels), key=level_order)
+    lines += slo_markdown(sbs, level_keys)
     for spec in shown_metrics(sbs):
         lines += ["", f"## {spec.title}" + (f" ({spec.unit})" if spec.unit else ""), ""]
         lines.append("| level | " + " | ".join(_md(label) for label in sbs.labels) + " |")
@@ -311,4 +351,6 @@ def to_markdown(sbs: SideBySide, *, title: str = "Benchmark comparison") -> str:
         "",
         "▲ better / ▼ worse than the baseline in the metric's own direction; noise: inside the repeats' spread.",
     ]
+    if sbs.comparison.slo is not None:
+        lines.append("✔ the level's percentiles meet the SLO / ✖ they miss it; goodput: requests/s that met it each.")
     return "\n".join(lines) + "\n"

@@ -28,7 +28,7 @@ from console.bench.events import (
     SweepStarted,
 )
 from console.bench.metrics import RequestResult
-from console.bench.workloads import WorkloadSpec
+from console.bench.workloads import DatasetRequest, DatasetSample, WorkloadSpec
 
 PROTOCOL = 1  # bumped when a message changes shape; the agent refuses a console that speaks another
 
@@ -47,10 +47,22 @@ def config_to_json(config: SweepConfig) -> dict[str, Any]:
 def config_from_json(data: dict[str, Any]) -> SweepConfig:
     try:
         fields = dict(data)
-        fields["workload"] = WorkloadSpec(**fields["workload"])
+        workload = dict(fields["workload"])
+        if workload.get("dataset") is not None:
+            workload["dataset"] = _dataset_from_json(workload["dataset"])
+        fields["workload"] = WorkloadSpec(**workload)
         return SweepConfig(**fields)
     except (KeyError, TypeError) as exc:
         raise WireError(f"not a sweep config: {exc}") from None
+
+
+def _dataset_from_json(data: dict[str, Any]) -> DatasetSample:
+    fields = dict(data)
+    fields["requests"] = tuple(
+        DatasetRequest(**{**r, "messages": tuple(r.get("messages") or ())}) for r in fields.get("requests", ())
+    )
+    fields["skipped"] = tuple((str(why), int(n)) for why, n in fields.get("skipped", ()))
+    return DatasetSample(**fields)
 
 
 # -- events ---------------------------------------------------------------------------------------------
@@ -161,6 +173,7 @@ def sweep_summary_to_json(sweep: SweepResult) -> dict[str, Any]:
         "gpus": sweep.gpus,
         "driver_version": sweep.driver_version,
         "stopped": sweep.stopped,
+        "capacity": sweep.capacity,
     }
 
 
@@ -173,7 +186,12 @@ def sweep_from_parts(
         return SweepResult(server or ServerInfo(), levels, [], None, None)
     try:
         return SweepResult(
-            server_from_json(summary["server"]), levels, summary["gpus"], summary["driver_version"], summary["stopped"]
+            server_from_json(summary["server"]),
+            levels,
+            summary["gpus"],
+            summary["driver_version"],
+            summary["stopped"],
+            summary.get("capacity"),
         )
     except (KeyError, TypeError) as exc:
         raise WireError(f"not a sweep summary: {exc}") from None

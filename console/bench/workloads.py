@@ -1,31 +1,40 @@
 """Benchmark workloads: what each request asks for, built up front and seeded (pure, no I/O).
 
-Two named workloads:
+Three named workloads:
 - `random`: the optimistic case. Seeded random prompts of exactly `input_len` tokens (token ids sent as
   `input_ids` on /generate; on chat, `input_len` common words, about one token each), forced output length
   (`ignore_eos`), temperature 0 unless overridden.
 - `chat`: the realistic case. A bundled set of varied chat prompts (chat_prompts.json), natural
   stopping (no `ignore_eos`, `output_len` only caps it), temperature 0.7 unless overridden. Repetitive
   forced output inflates speculative acceptance; this workload shows the acceptance real traffic gets.
+- `dataset`: the operator's own prompts, sampled from a file by console.bench.datasets (the sample travels in
+  the spec: `DatasetSample`). As SGLang's bench_serving does with a dataset: each request's output length is the
+  dataset's own (capped by `--output-len` when given) and forced (`ignore_eos`), temperature 0 unless overridden.
+  Request i of a level is sample[i mod len(sample)]: every level of every run sends the same requests in the
+  same order. The spec's description (what a record keeps) holds the file's sha256, the format, the sample and
+  length statistics, never a prompt's text.
 Request bodies are encoded to bytes once here so the load loop only sends them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import pkgutil
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
-WorkloadName = Literal["random", "chat"]
+WorkloadName = Literal["random", "chat", "dataset"]
 ApiName = Literal["generate", "chat"]
 
 # Token ids drawn from this range exist in every vocabulary operators run (≥ 32k entries) and avoid the
 # special tokens that tokenizers keep at the low ids.
 RANDOM_TOKEN_ID_RANGE = (1000, 30000)
-DEFAULT_TEMPERATURE: dict[str, float] = {"random": 0.0, "chat": 0.7}
+DEFAULT_TEMPERATURE: dict[str, float] = {"random": 0.0, "chat": 0.7, "dataset": 0.0}
+# A dataset request without an output length of its own, and no --output-len: bench_serving's openai default.
+DATASET_DEFAULT_OUTPUT_LEN = 256
 
 # Common English words that encode to one token (with their leading space) in the Llama/Qwen/DeepSeek
 # tokenizers, so that N words make a prompt of about N tokens on the chat API.
@@ -40,6 +49,101 @@ _WORDS = tuple(_WORD_LIST.split())
 
 
 @dataclass(frozen=True)
+class DatasetRequest:
+    """One request of a dataset: a prompt (ShareGPT, prompt JSONL) or chat messages (chat JSONL), its length in
+    words (console.bench.datasets.count_words: the client's estimate, the server's count replaces it in the
+    metrics) and the dataset's own output length, if it has one."""
+
+    prompt: str = ""
+    messages: tuple[dict[str, Any], ...] = ()
+    prompt_len: int = 0
+    output_len: int | None = None
+
+
+@dataclass(frozen=True)
+class DatasetSample:
+    """The requests sampled from a dataset file, and what a record says about them (console.bench.datasets)."""
+
+    file: str  # the file's name (not its folder: records travel)
+    sha256: str
+    format: str  # sharegpt | prompt-jsonl | chat-jsonl
+    seed: int
+    sample: int  # how many were asked for (--dataset-sample)
+    entries: int  # usable records in the file (JSONL: its non-blank lines)
+    requests: tuple[DatasetRequest, ...] = ()
+    skipped: tuple[tuple[str, int], ...] = ()  # (why, how many) records of the file were left out
+    output_len_cap: int | None = None  # --output-len, when given
+    too_long: int = 0  # requests left out because the prompt exceeds the server's context length
+    source: str = ""  # the path as given (for the caller that hashes it later; not in the description)
+    file_bytes: int = 0
+    entries_estimated: bool = False  # sampled by position: `entries` is the file's size / the mean line's
+
+    def output_len(self, request: DatasetRequest) -> int:
+        own = request.output_len
+        cap = self.output_len_cap
+        if own is None:
+            return cap if cap is not None else DATASET_DEFAULT_OUTPUT_LEN
+        return own if cap is None else min(own, cap)
+
+    def output_len_source(self) -> str:
+        """Where the output lengths come from, as the record says it."""
+        own = sum(1 for r in self.requests if r.output_len is not None)
+        cap = self.output_len_cap
+        if own == 0:
+            return f"--output-len {cap}" if cap is not None else f"default {DATASET_DEFAULT_OUTPUT_LEN}"
+        base = "dataset" if own == len(self.requests) else f"dataset ({own} of {len(self.requests)} have one)"
+        return base + (f", capped by --output-len {cap}" if cap is not None else "")
+
+    def within_context(self, context_length: int | None) -> DatasetSample:
+        """The sample without the requests whose prompt is longer than the server's context length (counted)."""
+        if not context_length:
+            return self
+        kept = tuple(r for r in self.requests if r.prompt_len <= context_length)
+        return replace(self, requests=kept, too_long=self.too_long + len(self.requests) - len(kept))
+
+    def describe(self) -> dict[str, Any]:
+        """For the records: provenance, counts and length statistics, never a prompt's text."""
+        prompts = [r.prompt_len for r in self.requests]
+        outputs = [self.output_len(r) for r in self.requests]
+        return {
+            "file": self.file,
+            "sha256": self.sha256,
+            "format": self.format,
+            "seed": self.seed,
+            "sample": self.sample,
+            "entries": self.entries,
+            "entries_estimated": self.entries_estimated,
+            "file_bytes": self.file_bytes,
+            "requests": len(self.requests),
+            "skipped": dict(self.skipped),
+            "too_long_for_context": self.too_long,
+            "output_len_source": self.output_len_source(),
+            "lengths_in": "words",
+            "prompt_len": length_stats(prompts),
+            "output_len": length_stats(outputs),
+        }
+
+
+def length_stats(values: list[int]) -> dict[str, float]:
+    """count, mean, p50, p90, p99 and max of a list of lengths (nearest-rank percentiles: whole numbers)."""
+    if not values:
+        return {"count": 0}
+    ordered = sorted(values)
+
+    def rank(q: float) -> int:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+    return {
+        "count": len(ordered),
+        "mean": round(sum(ordered) / len(ordered), 1),
+        "p50": rank(50),
+        "p90": rank(90),
+        "p99": rank(99),
+        "max": ordered[-1],
+    }
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: WorkloadName = "random"
     api: ApiName = "generate"
@@ -48,6 +152,7 @@ class WorkloadSpec:
     temperature: float | None = None  # None: the workload's own default
     seed: int = 1
     model: str = "default"  # the served model name, for the OpenAI API
+    dataset: DatasetSample | None = None  # name "dataset": the sampled requests
 
     @property
     def effective_temperature(self) -> float:
@@ -55,11 +160,11 @@ class WorkloadSpec:
 
     @property
     def forced_output(self) -> bool:
-        return self.name == "random"
+        return self.name in ("random", "dataset")
 
     def describe(self) -> dict[str, object]:
         """The workload as it goes into a record: enough to reproduce it."""
-        return {
+        out: dict[str, object] = {
             "name": self.name,
             "api": self.api,
             "input_len": self.input_len if self.name == "random" else None,
@@ -68,6 +173,10 @@ class WorkloadSpec:
             "temperature": self.effective_temperature,
             "seed": self.seed,
         }
+        if self.dataset is not None:
+            out["output_len"] = self.dataset.output_len_cap
+            out["dataset"] = self.dataset.describe()
+        return out
 
 
 @dataclass(frozen=True)
@@ -87,18 +196,23 @@ def chat_prompts() -> tuple[str, ...]:
     return tuple(str(p) for p in prompts)
 
 
-def _sampling(spec: WorkloadSpec) -> dict[str, object]:
-    params: dict[str, object] = {"max_new_tokens": spec.output_len, "temperature": spec.effective_temperature}
+def _sampling(spec: WorkloadSpec, output_len: int | None = None) -> dict[str, object]:
+    params: dict[str, object] = {
+        "max_new_tokens": spec.output_len if output_len is None else output_len,
+        "temperature": spec.effective_temperature,
+    }
     if spec.forced_output:
         params["ignore_eos"] = True
     return params
 
 
-def _chat_body(spec: WorkloadSpec, text: str) -> dict[str, object]:
+def _chat_body(
+    spec: WorkloadSpec, text: str, output_len: int | None = None, messages: list[dict[str, Any]] | None = None
+) -> dict[str, object]:
     body: dict[str, object] = {
         "model": spec.model,
-        "messages": [{"role": "user", "content": text}],
-        "max_completion_tokens": spec.output_len,
+        "messages": messages if messages is not None else [{"role": "user", "content": text}],
+        "max_completion_tokens": spec.output_len if output_len is None else output_len,
         "temperature": spec.effective_temperature,
         "stream": True,
         # continuous usage: every chunk says how many tokens it carries, so ITL can be split per token.
@@ -109,8 +223,31 @@ def _chat_body(spec: WorkloadSpec, text: str) -> dict[str, object]:
     return body
 
 
+def _dataset_requests(spec: WorkloadSpec, count: int) -> list[PreparedRequest]:
+    """Requests 0..count-1 of the dataset's sample, cycled (see the module's doc)."""
+    sample = spec.dataset
+    if sample is None or not sample.requests:
+        raise ValueError("the dataset workload has no requests (none sampled, or none fits the context length)")
+    out = []
+    for i in range(count):
+        request = sample.requests[i % len(sample.requests)]
+        output_len = sample.output_len(request)
+        if spec.api == "chat":
+            messages = [dict(m) for m in request.messages] or None
+            payload = _chat_body(spec, request.prompt, output_len, messages)
+        elif request.messages:
+            raise ValueError("a chat (messages) dataset is sent to the chat API: use --api chat")
+        else:
+            payload = {"text": request.prompt, "sampling_params": _sampling(spec, output_len), "stream": True}
+        out.append(PreparedRequest(json.dumps(payload).encode(), prompt_len=request.prompt_len))
+    return out
+
+
 def build_requests(spec: WorkloadSpec, count: int, offset: int = 0) -> list[PreparedRequest]:
-    """`count` request bodies; request i is the same for a given (spec, offset + i) on every run."""
+    """`count` request bodies; request i is the same for a given (spec, offset + i) on every run (a dataset's:
+    the same for every offset)."""
+    if spec.name == "dataset":
+        return _dataset_requests(spec, count)
     if spec.input_len < 1 or spec.output_len < 1:
         raise ValueError("input and output lengths must be at least 1 token")
     out: list[PreparedRequest] = []

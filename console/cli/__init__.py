@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from console import __version__
+from console.cli.traffic import add_dataset_options, add_slo_option
 from console.errors import ExitCode, UsageError
 
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
@@ -153,11 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="seconds per level (instead of --requests)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
     p.add_argument("--input-len", type=int, default=1024)
-    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
     p.add_argument("--workload", choices=["random", "chat"], default="random")
     p.add_argument("--temperature", type=float)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--api", choices=["generate", "chat"], default="generate", help="native or OpenAI endpoint")
+    p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
+    add_dataset_options(p)
+    add_slo_option(p)
+    p.add_argument(
+        "--find-capacity",
+        action="store_true",
+        help="instead of the levels, search the request rate the server carries within the SLO (from --request-rate, "
+        "default 1/s: doubling, then halving the bracket until it is within 10 %%)",
+    )
     p.add_argument("--repeat", type=int, default=1, help="repeat each level N times to measure the noise")
     p.add_argument("--request-timeout", type=float, default=600.0)
     p.add_argument("--max-error-rate", type=float, default=0.5)
@@ -247,17 +256,28 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--spec-v2", metavar="on,off", help="the overlap (spec v2) path on and/or off (default: the unit's)")
     p.add_argument("--draft-model-path", metavar="PATH", help="draft model for EAGLE3/STANDALONE setups")
     p.add_argument("--concurrency", default="1,8,32,64", help="comma-separated concurrency levels (default 1,8,32,64)")
-    p.add_argument("--workload", default="random", help="random and/or chat, comma-separated (default random)")
+    p.add_argument(
+        "--workload", help="random and/or chat, comma-separated (default random, or only the --dataset when given)"
+    )
     p.add_argument("--budget", type=float, metavar="MINUTES", help="stop searching when this much time is spent")
     p.add_argument("--apply-best", action="store_true", help="leave the recommended setup on the host")
     p.add_argument("--best-at", type=int, metavar="C", help="with --apply-best: the winner at this level")
     p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds per level of a full run")
     p.add_argument("--repeat", type=int, default=2, help="repeats of a full run (2+ measure the noise)")
     p.add_argument("--input-len", type=int, default=1024)
-    p.add_argument("--output-len", type=int, default=256)
-    p.add_argument("--api", choices=["generate", "chat"], default="generate", help="native or OpenAI endpoint")
+    p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
+    p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
     p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
     p.add_argument("--seed", type=int, default=1)
+    add_dataset_options(p)
+    add_slo_option(p)
+    p.add_argument(
+        "--objective",
+        choices=["throughput", "goodput", "capacity"],
+        default="throughput",
+        help="what the best setup per level maximises: output tok/s (default), goodput (req/s within the SLO), or "
+        "capacity (req/s carried by the highest level that meets the SLO); goodput and capacity need an SLO",
+    )
     p.add_argument("--strategy", choices=["halving", "grid"], default="halving", help="grid: every setup fully")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds each start may take")
     p.add_argument(

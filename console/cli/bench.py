@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from console.bench.datasets import describe_line
 from console.bench.engine import SweepConfig, SweepField, say_problems
 from console.bench.events import (
     BenchEvent,
@@ -25,8 +26,11 @@ from console.bench.events import (
     SweepDone,
 )
 from console.bench.records import BenchRecord
+from console.bench.runs import level_order
+from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
 from console.cli.common import workspace_of
+from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_slo, resolve_lengths, with_traffic
 from console.core.bench import API_KEY_ENV, bench_host, bench_url, default_label, parse_float_list, parse_int_list
 from console.core.session import open_session
 from console.errors import ExitCode, UsageError
@@ -51,9 +55,9 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     """The sweep the options ask for; UsageError names every option to change and how."""
     workload = WorkloadSpec(
         name=args.workload,
-        api=args.api,
+        api=args.api or "generate",
         input_len=args.input_len,
-        output_len=args.output_len,
+        output_len=args.output_len if args.output_len is not None else DEFAULT_OUTPUT_LEN,
         temperature=args.temperature,
         seed=args.seed,
     )
@@ -112,6 +116,9 @@ class ProgressRenderer:
         elif isinstance(event, LevelDone) and self._task is not None:
             m = event.metrics
             figures = f"{m['output_throughput']:,.0f} tok/s  TPOT {m['median_tpot_ms']:.1f} ms"
+            if m.get("slo_met") is not None:
+                mark = "[green]SLO ✔[/green]" if m["slo_met"] else "[red]SLO ✖[/red]"
+                figures += f"  goodput {m.get('request_goodput', 0):,.2f} req/s {mark}"
             if m["failed"]:
                 figures += f"  [red]{m['failed']} failed[/red]"
             p.update(self._task, total=m["completed"] + m["failed"], figures=figures)
@@ -131,6 +138,8 @@ _SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("p99 TPOT ms", "p99_tpot_ms", "{:,.2f}"),
     ("p99 ITL ms", "p99_itl_ms", "{:,.2f}"),
     ("median E2E ms", "median_e2e_latency_ms", "{:,.0f}"),
+    ("goodput req/s", "request_goodput", "{:,.2f}"),
+    ("SLO attainment", "slo_attainment", "{:.0%}"),
     ("accept length", "accept_length", "{:.2f}"),
     ("concurrency", "concurrency", "{:.1f}"),
     ("mean power W", "mean_power_w", "{:,.0f}"),
@@ -151,7 +160,41 @@ def summary_table(records: list[BenchRecord]) -> Table:
         if key == "failed":
             cells = [f"[red]{c}[/red]" if v else c for c, v in zip(cells, values, strict=True)]
         table.add_row(title, *cells)
+    if any(r.slo_met is not None for r in records):
+        marks = {True: "[green]✔[/green]", False: "[red]✖[/red]", None: "-"}
+        table.add_row("meets the SLO", *(marks[r.slo_met] for r in records))
     return table
+
+
+def capacity_json(records: list[BenchRecord]) -> dict[str, Any] | None:
+    """The run's capacity at its SLO: the highest level that met it (levels in axis order)."""
+    if not any(r.slo_met is not None for r in records):
+        return None
+    return _capacity(records).to_json()
+
+
+def _capacity(records: list[BenchRecord]) -> Capacity:
+    by_level: dict[str, list[BenchRecord]] = {}
+    for r in records:
+        by_level.setdefault(r.level_key, []).append(r)
+    points = [
+        (key, level_order(key)[1], all(r.slo_met for r in rs), min(r.request_throughput for r in rs))
+        for key, rs in by_level.items()
+        if all(r.slo_met is not None for r in rs)
+    ]
+    return capacity(points)
+
+
+def capacity_lines(records: list[BenchRecord], searched: bool) -> list[str]:
+    """The SLO and the capacity at it, under the table (nothing for a run without an SLO)."""
+    slo = next((r.slo for r in records if r.slo), None)
+    if slo is None:
+        return []
+    lines = [f"SLO: {Slo.from_json(slo).text()}"]
+    cap = _capacity(records)
+    what = "capacity at the SLO (search over request rates)" if searched else "capacity at the SLO (highest level)"
+    lines.append(f"{what}: {cap.text()}")
+    return lines
 
 
 def placement_line(event: ClientPlaced) -> str:
@@ -179,12 +222,18 @@ async def _bench_target(
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
-        config = config_from_args(args)
+        cap = resolve_lengths(args)
+        sample = read_dataset(args, cap)
+        config = with_traffic(config_from_args(args), args, sample, read_slo(args))
+        if sample is not None:
+            err.print(f"dataset {describe_line(sample)}", highlight=False, markup=False, soft_wrap=True)
         if args.url:
             base_url = check_url(args.url)
             target = args.target or base_url
         elif not args.target:
             raise UsageError("give a TARGET or --url http://HOST:PORT")
+        if args.url and config.find_capacity and not config.slo:
+            raise UsageError("--find-capacity needs an SLO to hold the levels to: give --slo")
     except UsageError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return ExitCode.USAGE
@@ -228,9 +277,14 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/red] cannot reach the server: {exc}")
         return ExitCode.FAILED
     if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+        dumped = [r.model_dump(mode="json") for r in records]
+        # --find-capacity: one object, the records and the search's outcome; else the records as a list
+        doc: Any = {"records": dumped, "capacity": capacity_json(records)} if config.find_capacity else dumped
+        print(json.dumps(doc, indent=2))
     else:
         Console(width=None if sys.stdout.isatty() else 160).print(summary_table(records))
+        for line in capacity_lines(records, config.find_capacity):
+            err.print(line, highlight=False, markup=False, soft_wrap=True)
         if records:
             err.print(f"records appended to {workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl")
     if not records or any(r.stopped for r in records):

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, MetricSpec, ascii_plot, compare_runs
 from console.bench.records import load_run
+from console.bench.sidebyside import slo_lines
 from console.cli.common import workspace_of
 from console.errors import ExitCode
 
@@ -40,6 +41,12 @@ def _delta(cell: Cell) -> Text:
     return Text(body, style=style)
 
 
+def _slo_mark(met: bool | None) -> Text:
+    if met is None:
+        return Text("")
+    return Text(" SLO ✔", style="green") if met else Text(" SLO ✖", style="red")
+
+
 def render(comparison: Comparison) -> Group:
     table = Table(title=f"baseline: {comparison.baseline}", header_style="bold", show_lines=False)
     table.add_column("level / metric")
@@ -55,9 +62,9 @@ def render(comparison: Comparison) -> Group:
             if run is None:
                 header.append(Text("(not run)", style="dim"))
             elif run.stopped or run.failed_requests:
-                header.append(Text(f"{run.failed_requests} failed", style="red"))
+                header.append(Text(f"{run.failed_requests} failed", style="red") + _slo_mark(run.slo_met))
             else:
-                header.append(Text(""))
+                header.append(_slo_mark(run.slo_met))
         table.add_row(*header)
         for spec in COMPARED_METRICS:
             if all((r.cells[spec.key].median is None) for r in level.runs):
@@ -76,6 +83,7 @@ def render(comparison: Comparison) -> Group:
     for line in plot_lines:
         plot.append(line + "\n")
     notes = Text("".join(f"note: {n}\n" for n in comparison.notes), style="yellow")
+    notes.append("".join(f"{line}\n" for line in slo_lines(comparison)))
     legend = Text("▲ better / ▼ worse than the baseline; 'noise': inside the run-to-run spread\n", style="dim")
     return Group(table, legend, plot, notes)
 

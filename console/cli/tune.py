@@ -19,7 +19,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, TextIO
 
+from console.bench.datasets import describe_line
+from console.bench.workloads import DatasetSample
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
+from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_slo
 from console.core.bench import parse_int_list
 from console.core.events import Notice, Reconnecting, StepChanged
 from console.core.rollout import ApplyState
@@ -50,6 +53,8 @@ from console.errors import ExitCode, UsageError
 class TuneProgress(HumanProgress[TuneEvent]):
     """The tune's events as lines a terminal (or a log) can follow."""
 
+    objective = "throughput"  # what the trials' scores are (TuneStarted says)
+
     def show(self, event: TuneEvent) -> None:
         if isinstance(event, TuneStarted):
             guard = (
@@ -57,6 +62,7 @@ class TuneProgress(HumanProgress[TuneEvent]):
                 if event.guarded
                 else ("no restore guard on this host: if this console dies, the unit stays as the last trial left it")
             )
+            self.objective = event.objective
             self.say(f"tuning {len(event.space.candidates)} setups on {len(event.cells)} levels ({guard})")
         elif isinstance(event, StageStarted):
             kind = "screening (short runs)" if event.kind == "screen" else "full runs with repeats"
@@ -82,7 +88,12 @@ class TuneProgress(HumanProgress[TuneEvent]):
             how = "restarted and verified" if event.restarted else "already running"
             self.say(f"  {how}; benchmarking {', '.join(c.label for c in event.trial.cells)}")
         elif isinstance(event, TrialBenchmarked):
-            figures = ", ".join(f"{cell.label} {value:,.0f} tok/s" for cell, value in event.figures)
+            scores = dict(event.scores)
+            figures = ", ".join(
+                f"{cell.label} {value:,.0f} tok/s"
+                + (f" ({self.objective} {scores[cell]:,.2f} req/s)" if self.objective != "throughput" else "")
+                for cell, value in event.figures
+            )
             self.say(f"  {figures or 'no clean level'}")
         elif isinstance(event, TrialFailed):
             back = "; rolled back" if event.rolled_back else ""
@@ -129,20 +140,29 @@ def render_result(result: TuneResult, out: TextIO) -> None:
         recs = [r for r in result.recommendations if r.cell.workload == workload]
         if not recs:
             continue
-        print(f"\n{workload}: best setup per level", file=out)
-        print(f"  {'level':<8} {'best':<34} {'tok/s':>9} {'margin':>8}  noise     runner-up", file=out)
+        by = "" if result.objective == "throughput" else f" by {result.objective}"
+        print(f"\n{workload}: best setup per level{by}", file=out)
+        score = f"{result.objective[:8]} req/s" if result.objective != "throughput" else ""
+        print(f"  {'level':<8} {'best':<34} {'tok/s':>9} {score:>15} {'margin':>8}  noise     runner-up", file=out)
         for r in recs:
             margin = "-" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
             noise = "within" if r.within_noise else "outside"
+            shown = f"{r.score:,.2f}" if score and r.score is not None else ""
             print(
-                f"  C={r.cell.concurrency:<6} {r.name:<34} {r.output_throughput:>9,.1f} {margin:>8}  {noise:<8}  "
-                f"{r.runner_up or '-'}",
+                f"  C={r.cell.concurrency:<6} {r.name:<34} {r.output_throughput:>9,.1f} {shown:>15} {margin:>8}  "
+                f"{noise:<8}  {r.runner_up or '-'}",
                 file=out,
             )
         for r in recs:
             if r.evidence_note:
                 print(f"  {r.evidence_note}", file=out)
         print(f"  {result.summary(workload)}", file=out)
+        for name, cap in result.capacities.get(workload, {}).items():
+            print(f"  capacity at the SLO, {name}: {cap.text()}", file=out)
+    if result.slo is not None:
+        print(f"\nSLO: {result.slo.text()}", file=out)
+    for verdict in result.verdicts:
+        print(f"{verdict}", file=out)
     if result.workload_sides:
         print("\noptimistic (random, forced lengths, temperature 0) vs realistic (chat)", file=out)
         for side in result.workload_sides:
@@ -180,8 +200,9 @@ def check_args(args: argparse.Namespace) -> None:
     """Syntax of the options (usage errors before any connection)."""
     concurrencies = parse_int_list(args.concurrency, "--concurrency")
     for workload in _workloads(args):
-        if workload not in ("random", "chat"):
-            raise UsageError(f"--workload takes random and/or chat (got {workload!r})")
+        if workload not in ("random", "chat", "dataset"):
+            raise UsageError(f"--workload takes random and/or chat (got {workload!r}); your own prompts: --dataset")
+    read_slo(args)
     for value, what in (
         (args.duration, "--duration"),
         (args.timeout, "--timeout"),
@@ -193,7 +214,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--budget is a positive number of minutes")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1 (2 or more measure the noise)")
-    if args.input_len < 1 or args.output_len < 1:
+    if args.input_len < 1 or (args.output_len is not None and args.output_len < 1):
         raise UsageError("--input-len and --output-len must be at least 1")
     names = {"apply_best": "--apply-best", "concurrency": "the levels of --concurrency"}
     problem = best_at_problem(args.best_at, apply_best=args.apply_best, concurrencies=concurrencies, names=names)
@@ -214,7 +235,11 @@ AXIS_OPTIONS = {
 
 
 def _workloads(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(w.strip() for w in args.workload.split(",") if w.strip()))
+    """--workload's, and `dataset` with --dataset (alone when --workload is not given)."""
+    typed = [w.strip() for w in (args.workload or "").split(",") if w.strip()]
+    if getattr(args, "dataset", None):
+        typed.append("dataset")
+    return tuple(dict.fromkeys(typed or ["random"]))
 
 
 def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
@@ -242,7 +267,11 @@ def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
     )
 
 
-def request_from_args(args: argparse.Namespace, space: SpaceRequest) -> TuneRequest:
+def request_from_args(
+    args: argparse.Namespace, space: SpaceRequest, dataset: DatasetSample | None = None
+) -> TuneRequest:
+    """The tune the options ask for; `dataset`: the --dataset sample (read_dataset, before any connection)."""
+    slo = read_slo(args)
     return TuneRequest(
         space=space,
         concurrencies=tuple(parse_int_list(args.concurrency, "--concurrency")),
@@ -250,8 +279,12 @@ def request_from_args(args: argparse.Namespace, space: SpaceRequest) -> TuneRequ
         duration_s=args.duration,
         repeats=args.repeat,
         input_len=args.input_len,
-        output_len=args.output_len,
-        api=args.api,
+        output_len=args.output_len if args.output_len is not None else DEFAULT_OUTPUT_LEN,
+        api=args.api or "generate",
+        objective=args.objective,
+        slo=slo.to_json() if slo is not None else None,
+        dataset=dataset,
+        long_prompts=args.long_prompts,
         warmup=args.warmup,
         seed=args.seed,
         budget_s=args.budget * 60 if args.budget is not None else None,
@@ -272,9 +305,12 @@ async def _unit_now(session: Session) -> Any:
 async def tune_main(verb: HostVerb) -> int:
     args = verb.args
     workspace = workspace_of(args).ensure()
+    dataset = read_dataset(args, args.output_len)  # before connecting: a bad file changes nothing
+    if dataset is not None:
+        print(f"dataset {describe_line(dataset)}", file=verb.stderr)
     async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
         space = _space_from_args(args, await _unit_now(session))
-        request = request_from_args(args, space)
+        request = request_from_args(args, space, dataset)
         async with await plan_tune(session, request) as pending:
             if not verb.json:
                 render_space(pending, verb.human)

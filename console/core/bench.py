@@ -14,12 +14,14 @@ import asyncio
 import hashlib
 import ipaddress
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
 
 from console.bench.client import BenchClient
-from console.bench.engine import BenchEngine, SweepConfig, SweepResult
+from console.bench.datasets import file_sha256
+from console.bench.engine import BenchEngine, SweepConfig, SweepRefused, SweepResult
 from console.bench.events import ClientPlaced
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
 from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
@@ -84,8 +86,9 @@ async def _keep_records(
     given); cancelled, or cut off by a dropped link, append the records of the levels that finished."""
     started = datetime.now(UTC)
     run_id = f"{label}@{started:%Y%m%dT%H%M%S.%fZ}"
+    hashing = _dataset_hash(config)
 
-    def keep(result: SweepResult) -> list[BenchRecord]:
+    async def keep(result: SweepResult) -> list[BenchRecord]:
         records = records_from_sweep(
             result,
             run_id=run_id,
@@ -93,7 +96,7 @@ async def _keep_records(
             target=target,
             client_location=client_location,
             unit_hash=unit_hash,
-            workload=config.workload.describe(),
+            workload=await _workload_record(config, result, hashing),
             link_round_trip_ms=link_round_trip_ms,
             spec_v2=measured_spec_v2(result.server.server_args, result.server.version, unit_text),
         )
@@ -103,10 +106,38 @@ async def _keep_records(
 
     try:
         result = await sweep.run()
+    except SweepRefused as exc:  # before anything was sent: the operator's to change (a dataset's long prompts)
+        raise UsageError(str(exc)) from None
     except (asyncio.CancelledError, Exception):  # Ctrl-C, a dropped link: an hour-long sweep keeps what finished
-        keep(sweep.result_so_far())
+        await asyncio.shield(keep(sweep.result_so_far()))
         raise
-    return keep(result)
+    return await keep(result)
+
+
+def _dataset_hash(config: SweepConfig) -> asyncio.Future[str] | None:
+    """A large dataset's sha256 is read beside the sweep (console.bench.datasets samples it without): started here,
+    awaited when the records are written."""
+    sample = config.workload.dataset
+    if sample is None or sample.sha256 or not sample.source:
+        return None
+    return asyncio.ensure_future(asyncio.to_thread(file_sha256, sample.source))
+
+
+async def _workload_record(
+    config: SweepConfig, result: SweepResult, hashing: asyncio.Future[str] | None
+) -> dict[str, Any]:
+    """The workload as the records keep it: a dataset's requests as the server got them (those too long for its
+    context left out, counted), with the file's sha256."""
+    workload = config.workload
+    if workload.dataset is not None:
+        fitted = workload.dataset.within_context(result.server.context_length)
+        if hashing is not None:
+            try:
+                fitted = replace(fitted, sha256=await hashing)
+            except OSError:
+                pass  # the file went away meanwhile: the record says no hash rather than losing the run
+        workload = replace(workload, dataset=fitted)
+    return workload.describe()
 
 
 async def run_bench(
@@ -264,8 +295,11 @@ async def bench_host(
     port forward, sampling the GPUs over the connection once a second; `host` carries the engine to the host over
     the connection and runs it there with a Python the host has (console.bench.remote), sampling the GPUs with
     the host's nvidia-smi; `auto` (default) chooses the host when the round trip is above AUTO_HOST_ABOVE_MS and
-    the host has a Python to run it (else here, saying why). A local target runs here (`on-host`)."""
+    the host has a Python to run it (else here, saying why). A local target runs here (`on-host`). A sweep given no
+    SLO takes the profile's [slo], if it has one."""
     emit = on_event or (lambda _event: None)
+    if config.slo is None and session.target.slo:  # the profile's [slo], when the sweep was given none
+        config = replace(config, slo=dict(session.target.slo))
     try:
         unit_text: str | None = await session.service.read_unit()
     except Exception:

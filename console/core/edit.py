@@ -19,7 +19,7 @@ from typing import Any, Literal
 from console.core.rollout import EditRequest, FlagValue, Plan, plan_for_version, values_equal
 from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, terms
 
-FieldKind = Literal["int", "float", "text", "choice", "switch"]
+FieldKind = Literal["int", "float", "text", "choice", "switch", "list"]
 SPEC_V2_DEST = f"env:{SPEC_V2_ENV}"
 NONE_CHOICE = "none"  # the algorithm field: no speculative decoding (the flag removed)
 
@@ -27,6 +27,16 @@ NONE_CHOICE = "none"  # the algorithm field: no speculative decoding (the flag r
 FIELDS: tuple[tuple[str, str, str], ...] = tuple((t.dest, t.label, t.group) for t in terms(View.EDITOR))
 # How the silent changes read for a person (other settings: their dest with spaces).
 LABELS = {t.dest: t.label for t in TERMS if t.flag is not None or t.env is not None}
+ACCESS_LOG_SKIPS = "uvicorn_access_log_exclude_prefixes"
+
+
+def field_hint(dest: str, version: str) -> str:
+    """Why a field is offered, in one line under it ("" for most)."""
+    if dest == ACCESS_LOG_SKIPS:
+        from console.sglang.client import polled_paths
+
+        return f"keep the console's polling out of the server's log: {' '.join(polled_paths(version))}"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class FieldSpec:
     flag: str | None  # the option written in the unit; None for an environment variable
     choices: tuple[str, ...] = ()
     default: Any = None
+    hint: str = ""  # why the field is offered, in a line under it
 
     def parse(self, text: str) -> FlagValue | None:
         """The typed-in text as the unit will hold it; None clears the field (the flag removed). Raises
@@ -45,6 +56,8 @@ class FieldSpec:
         value = text.strip()
         if value == "" or (self.kind == "choice" and value == NONE_CHOICE):
             return None
+        if self.kind == "list":  # the values of a list option, as typed: spaces or commas between them
+            return [word for word in value.replace(",", " ").split() if word]
         if self.kind == "int":
             try:
                 return str(int(value))
@@ -171,8 +184,17 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
             kind = "choice"
             known = choices or ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # 0.5.12+: a free string
             choices = (NONE_CHOICE, *known)
-        fields.append(FieldSpec(dest, label, group, kind, spec.name, choices, spec.default))
-        values[dest] = "" if dest not in parsed.explicit else _shown(parsed.values.get(dest))
+        elif spec.is_list and not choices:
+            kind = "list"
+        default = None if kind == "list" and not spec.default else spec.default  # [] reads as unset
+        fields.append(FieldSpec(dest, label, group, kind, spec.name, choices, default, field_hint(dest, version)))
+        value = parsed.values.get(dest)
+        if dest not in parsed.explicit:
+            values[dest] = ""
+        elif kind == "list" and isinstance(value, list | tuple):
+            values[dest] = " ".join(str(v) for v in value)  # as the unit writes them
+        else:
+            values[dest] = _shown(value)
     return EditorForm(unit_text, version, tuple(fields), values, unit_name)
 
 

@@ -472,7 +472,7 @@ class HostWatcher:
                 lines = JOURNAL_BACKLOG if after is None else 1000
                 async for entry in session.service.journal(lines=lines, follow=True, after_cursor=after):
                     after = entry.cursor
-                    pending.append(entry)
+                    pending.append(session.requests.tag(entry))  # the console's own requests, marked to fold
                     if scheduled is None:  # at most one batch per JOURNAL_BATCH_S, however fast lines come
                         scheduled = loop.call_later(JOURNAL_BATCH_S, flush)
                     told = ""

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
+from console.core.console_requests import SentRequests
 from console.core.rollout import VersionSource, choose_version
 from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
 from console.host.connect import HostPoll, HostSession, open_host
@@ -130,6 +131,7 @@ class Session:
         if self.profile_api_key:
             self.secrets.learn([self.profile_api_key])
         self.service = MaskedService(host.service, self.secrets)
+        self.requests = SentRequests()  # what the client sent, to tell the console's own lines in the journal
         # Where the key the console sends comes from: the profile, the unit (taken at a 401), or none (yet).
         self.api_key_source: Literal["profile", "unit"] | None = "profile" if self.profile_api_key else None
         self._notices: list[str] = []
@@ -157,6 +159,7 @@ class Session:
         key it answers a 401 with the unit's --api-key."""
         client = await self.host.sglang()
         client.mask = self.secrets.data
+        client.on_request = self.requests.record
         if self.profile_api_key is None:
             client.on_unauthorized = self._unit_key_after_401
         return client

@@ -3,7 +3,9 @@
 All reads of a refresh run concurrently over the one connection: `systemctl show` with the GPU poll
 (both nvidia-smi queries, in one remote command) and the SGLang API through the port forward (/health and
 the version first, then /model_info, the load endpoint and /metrics). A part that fails is reported
-in its own `error` field; the other parts still show.
+in its own `error` field; the other parts still show. The console's light refreshes (every second between full
+ones) skip /health while its last answer was 200, /metrics answers and systemd says the service runs (read_sglang):
+on SGLang it is a one-token generation and a line in the server's log.
 
 JSON keys (stable; SGLang's own names where they exist):
 
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -220,21 +223,33 @@ class HostStatus(BaseModel):
         return self.model_dump(mode="json", exclude=absent | ({"notices"} if not self.notices else set()))
 
 
-async def read_sglang(client: SglangClient, *, light: bool = False) -> SglangStatus:
+async def read_sglang(
+    client: SglangClient, *, light: bool = False, health_stands: Callable[[], Awaitable[bool]] | None = None
+) -> SglangStatus:
     """Health, version-dependent endpoints, metrics; the first call detects the version (and reuses that
     /server_info payload), later calls read everything in one concurrent round. `light` reads only what moves
     every second (/health, the load endpoint, /metrics) and takes /server_info and /model_info from the last
-    full read: the resolved server args change only with a restart."""
+    full read: the resolved server args change only with a restart.
+
+    `health_stands` (light reads): /health last answered 200, /metrics answers now and `health_stands()` says
+    nothing else changed: then /health is not asked, its answer stands; otherwise it is asked at once. SGLang's
+    /health is a one-token generation (about a second on 0.5.17) and a line in the server's log every time, while
+    what can turn it to 503 with /metrics still answering (a SIGTERM's drain) shows in systemd's state first:
+    read_status says whether the service still runs."""
     info: Any
     healthy: Any
     if light and client.version is not None and client.last_server_info is not None:
+        carry = health_stands is not None and client.last_healthy is True
+        health = health_stands() if carry and health_stands is not None else client.healthy()
         if client.metrics_carry_load:  # the load endpoint would repeat /metrics' gauges: one request less
-            healthy, metrics = await asyncio.gather(client.healthy(), client.metrics(), return_exceptions=True)
+            healthy, metrics = await asyncio.gather(health, client.metrics(), return_exceptions=True)
             load = None
         else:
             healthy, load, metrics = await asyncio.gather(
-                client.healthy(), client.load(), client.metrics(), return_exceptions=True
+                health, client.load(), client.metrics(), return_exceptions=True
             )
+        if carry and not (healthy is True and isinstance(metrics, dict)):  # something moved: what does /health say
+            healthy = await client.healthy()
         info, model = client.last_server_info, client.last_model_info
         if isinstance(healthy, BaseException):
             healthy = False
@@ -290,14 +305,21 @@ async def read_status(session: Session, *, light: bool = False) -> HostStatus:
             return ServiceStatus(unit=session.service.unit, error=error), poll.gpus
         return ServiceStatus.from_state(poll.state, datetime.now(UTC)), poll.gpus
 
+    service_read = asyncio.ensure_future(service_and_gpus())
+
+    async def service_runs_on() -> bool:
+        """systemd says the service runs (a refresh that finds it otherwise asks /health at once)."""
+        service, _gpus = await asyncio.shield(service_read)
+        return service.error is None and service.active_state == "active" and service.sub_state == "running"
+
     async def sglang() -> SglangStatus:
         try:
             client = await session.sglang()
         except HostError as exc:
             return SglangStatus(error=session.secrets.text(str(exc)))
-        return await read_sglang(client, light=light)
+        return await read_sglang(client, light=light, health_stands=service_runs_on if light else None)
 
-    (service_part, snapshot), sglang_part = await asyncio.gather(service_and_gpus(), sglang())
+    (service_part, snapshot), sglang_part = await asyncio.gather(service_read, sglang())
     connection = session.connection
     return HostStatus(
         target=session.label,

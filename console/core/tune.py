@@ -47,20 +47,25 @@ from typing import Any, Literal
 from console.bench.engine import SweepConfig
 from console.bench.events import BenchEvent
 from console.bench.records import BenchRecord
-from console.bench.workloads import WorkloadSpec
+from console.bench.slo import Capacity, Slo, capacity
+from console.bench.workloads import DatasetSample, WorkloadSpec
 from console.core.apply import ApplyResult, default_owner, plan_apply, plan_restart
 from console.core.bench import bench_host
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
 from console.core.rollout import ApplyState, EditRequest
 from console.core.session import Session
 from console.core.tune_report import (
+    OBJECTIVES,
     Crossover,
+    Objective,
     Recommendation,
     WorkloadSide,
     compare_workloads,
     crossover_summary,
     find_crossovers,
     recommend,
+    score_of,
+    speculation_verdicts,
     standing_json,
 )
 from console.core.tune_search import Cell, Policy, Search, Stage, StageKind, Strategy, cells_for
@@ -86,6 +91,9 @@ LEVEL_METRICS = (
     "accept_length",
     "completed",
     "failed",
+    "request_throughput",
+    "request_goodput",
+    "slo_attainment",
 )
 
 
@@ -116,6 +124,12 @@ class TuneRequest:
     timeout_s: float = 900.0  # for each start
     label: str | None = None
     restore_after_s: float = DEFAULT_RESTORE_AFTER_S
+    # The operator's traffic and what "best" means (console.core.tune_report): the objective ranks each level's
+    # setups by output tok/s, goodput (req/s within the SLO) or capacity (req/s carried while meeting the SLO).
+    objective: Objective = "throughput"
+    slo: dict[str, float] | None = None  # console.bench.slo.Slo.to_json(); None: the profile's [slo], if any
+    dataset: DatasetSample | None = None  # the sample the `dataset` workload sends
+    long_prompts: str = "skip"
 
     def policy(self) -> Policy:
         return Policy(strategy=self.strategy, repeats=self.repeats)
@@ -146,6 +160,7 @@ class TuneStarted:
     strategy: Strategy
     guarded: bool  # the host restores the original unit by itself if this console goes away
     at: datetime
+    objective: str = "throughput"  # what the standings' figures are: output tok/s, goodput or capacity (req/s)
 
 
 @dataclass(frozen=True)
@@ -195,6 +210,7 @@ class TrialBenchmarked:
     figures: tuple[tuple[Cell, float], ...]  # output tokens/s per cell (median over this trial's repeats)
     labels: tuple[str, ...]  # the bench records' labels (opsconsole compare LABEL)
     at: datetime
+    scores: tuple[tuple[Cell, float], ...] = ()  # the objective's figure per cell (= figures for throughput)
 
 
 @dataclass(frozen=True)
@@ -299,6 +315,10 @@ class TuneResult:
     restarts: int = 0
     bench_s: float = 0.0
     label: str = ""
+    objective: Objective = "throughput"
+    slo: Slo | None = None
+    capacities: dict[str, dict[str, Capacity]] = field(default_factory=dict)  # workload -> setup name -> capacity
+    verdicts: list[str] = field(default_factory=list)  # where speculation loses on this traffic (tune_report)
 
     @property
     def ok(self) -> bool:
@@ -313,7 +333,11 @@ class TuneResult:
         for key in LEVEL_METRICS:
             values = [float(r[key]) for r in runs if r.get(key) is not None]
             out[key] = round(statistics.median(values), 3) if values else None
-        out["output_throughput"] = round(standing.median, 2)
+        if self.objective == "throughput":
+            out["output_throughput"] = round(standing.median, 2)
+        out["score"] = round(standing.median, 3)
+        verdicts = [r.get("slo_met") for r in runs if r.get("slo_met") is not None]
+        out["slo_met"] = all(verdicts) if verdicts else None
         figures = standing_json(standing) or {}
         out["low"], out["high"] = figures.get("low"), figures.get("high")
         out["samples"], out["measured_by"] = standing.samples, standing.kind
@@ -344,6 +368,10 @@ class TuneResult:
                 for m in self.space.merged
             ],
             "recommendations": [r.to_json() for r in self.recommendations],
+            "objective": self.objective,
+            "slo": self.slo.to_json() if self.slo else None,
+            "capacity": {w: {name: c.to_json() for name, c in caps.items()} for w, caps in self.capacities.items()},
+            "speculation": list(self.verdicts),
             "crossovers": [c.to_json() for c in self.crossovers],
             "summary": {w: self.summary(w) for w in dict.fromkeys(c.workload for c in self.cells)},
             "workloads": [s.to_json() for s in self.workload_sides],
@@ -498,6 +526,8 @@ class _TuneRun:
             metrics=self.metrics,
             guarded=pending.guarded,
             label=self.label,
+            objective=pending.request.objective,
+            slo=Slo.from_json(pending.request.slo) if pending.request.slo else None,
         )
         self.trial_number = 0
         self.restart_times: list[float] = []
@@ -515,7 +545,16 @@ class _TuneRun:
     async def run(self) -> TuneResult:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        self.emit(TuneStarted(self.space, tuple(self.search.cells), self.request.strategy, self.p.guarded, _now()))
+        self.emit(
+            TuneStarted(
+                self.space,
+                tuple(self.search.cells),
+                self.request.strategy,
+                self.p.guarded,
+                _now(),
+                self.request.objective,
+            )
+        )
         try:
             await self._search(t0)
         except asyncio.CancelledError:
@@ -732,6 +771,7 @@ class _TuneRun:
         record = self.trials[trial.candidate]
         record.state = "benchmarked"
         figures: list[tuple[Cell, float]] = []
+        scores: list[tuple[Cell, float]] = []
         labels: list[str] = []
         for workload in dict.fromkeys(cell.workload for cell in trial.cells):
             cells = [c for c in trial.cells if c.workload == workload]
@@ -749,10 +789,11 @@ class _TuneRun:
                     self.emit(Notice(f"{candidate.name}: no clean benchmark at {cell.label}; left out there"))
                     continue
                 for r in good:
-                    self.search.record(candidate.key, cell, stage.kind, r.output_throughput)
+                    self.search.record(candidate.key, cell, stage.kind, score_of(r, self.request.objective))
                     self.metrics.setdefault((candidate.key, cell, stage.kind), []).append(r.model_dump())
                 figures.append((cell, statistics.median(r.output_throughput for r in good)))
-        self.emit(TrialBenchmarked(trial, tuple(figures), tuple(labels), _now()))
+                scores.append((cell, statistics.median(score_of(r, self.request.objective) for r in good)))
+        self.emit(TrialBenchmarked(trial, tuple(figures), tuple(labels), _now(), tuple(scores)))
         for cell in trial.cells:
             self._progress(cell)
 
@@ -767,7 +808,10 @@ class _TuneRun:
                 input_len=req.input_len,
                 output_len=req.output_len,
                 seed=req.seed,
+                dataset=req.dataset if workload == "dataset" else None,
             ),
+            slo=req.slo,
+            long_prompts="error" if req.long_prompts == "error" else "skip",
             concurrencies=[c.concurrency for c in cells],
             duration=req.duration_s * stage.duration_fraction,
             warmup=req.warmup,
@@ -835,8 +879,18 @@ class _TuneRun:
     def _conclude(self) -> None:
         names = {c.key: c.name for c in self.space.candidates}
         configs = {c.key: c.config for c in self.space.candidates}
-        recs = recommend(self.search, names, configs)
+        objective = self.request.objective
+        # Under another objective the figures are not tok/s: each winner's tok/s comes from its runs' records.
+        throughput = self._throughputs() if objective != "throughput" else None
+        recs = recommend(self.search, names, configs, objective=objective, throughput=throughput)
         self.result.recommendations = recs
+        self.result.capacities = self._capacities()
+        plain: dict[str, set[str]] = {}
+        for cell in self.search.cells:
+            for c in self.space.candidates:
+                if c.setting.algorithm is None and self.search.standing(c.key, cell) is not None:
+                    plain.setdefault(cell.workload, set()).add(c.key)
+        self.result.verdicts = speculation_verdicts(recs, plain, self.result.capacities, names, objective)
         self.result.crossovers = find_crossovers(self.search, recs)
         accept: dict[tuple[str, Cell], float | None] = {}
         for (key, cell, kind), runs in self.metrics.items():
@@ -847,14 +901,52 @@ class _TuneRun:
             accept[(key, cell)] = statistics.median(values) if values else None
         self.result.workload_sides = compare_workloads(recs, accept)
 
+    def _throughputs(self) -> dict[tuple[str, Cell], float]:
+        """Each setup's output tok/s per cell, from the runs its standing there comes from."""
+        out: dict[tuple[str, Cell], float] = {}
+        for (key, cell, kind), runs in self.metrics.items():
+            standing = self.search.standing(key, cell)
+            if standing is not None and standing.kind == kind and runs:
+                out[(key, cell)] = statistics.median(float(r["output_throughput"]) for r in runs)
+        return out
+
+    def _capacities(self) -> dict[str, dict[str, Capacity]]:
+        """With an SLO: each setup's capacity at it per workload, its highest level that met it (the runs its
+        standing comes from, every repeat meeting it)."""
+        if not self.request.slo:
+            return {}
+        out: dict[str, dict[str, Capacity]] = {}
+        for workload in dict.fromkeys(cell.workload for cell in self.search.cells):
+            for candidate in self.space.candidates:
+                points = []
+                for cell in (c for c in self.search.cells if c.workload == workload):
+                    standing = self.search.standing(candidate.key, cell)
+                    runs = self.metrics.get((candidate.key, cell, standing.kind), []) if standing else []
+                    verdicts = [r.get("slo_met") for r in runs]
+                    if runs and None not in verdicts:
+                        carried = statistics.median(float(r["request_throughput"]) for r in runs)
+                        points.append((f"C={cell.concurrency}", float(cell.concurrency), all(verdicts), carried))
+                if points:
+                    out.setdefault(workload, {})[candidate.name] = capacity(points)
+        return out
+
     def best(self) -> Candidate | None:
-        """The setup --apply-best applies: the winner at --best-at, else the one that wins the most levels
-        (of the realistic workload when it ran), ties to the one best at the highest level."""
+        """The setup --apply-best applies: the winner at --best-at, else (objective capacity) the one with the highest
+        capacity at the SLO, else the one that wins the most levels; of the operator's dataset, else the realistic
+        workload when it ran; ties to the one best at the highest level."""
         recs = self.result.recommendations
         if not recs:
             return None
-        workload = "chat" if any(r.cell.workload == "chat" for r in recs) else recs[0].cell.workload
+        realistic = [w for w in ("dataset", "chat") if any(r.cell.workload == w for r in recs)]
+        workload = realistic[0] if realistic else recs[0].cell.workload
         recs = [r for r in recs if r.cell.workload == workload]
+        if self.request.objective == "capacity" and self.request.best_at is None:
+            # The setup that carries the most requests/s while meeting the SLO, at whichever level that is.
+            caps = self.result.capacities.get(workload, {})
+            by_name = {c.name: c for c in self.space.candidates}
+            carried = [(cap.request_throughput, name) for name, cap in caps.items() if cap.request_throughput]
+            if carried:
+                return by_name[max(carried)[1]]
         if self.request.best_at is not None:
             chosen = [r for r in recs if r.cell.concurrency == self.request.best_at]
             return self.space.candidate(chosen[0].candidate) if chosen else None
@@ -941,6 +1033,7 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
 
     Raises UnitError (not an SGLang unit), UsageError (nothing left to run) and HostError, lock released."""
     owner = owner or default_owner("opsconsole tune")
+    request = checked_request(request, session.target.slo)
     version, _source = await session.sglang_version()
     stack = AsyncExitStack()
     guard: Any = None
@@ -962,6 +1055,23 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
             await stack.aclose()
         raise
     return PendingTune(session, request, space, original, stack, guard, owner)
+
+
+def checked_request(request: TuneRequest, profile_slo: tuple[tuple[str, float], ...] = ()) -> TuneRequest:
+    """The request with the profile's [slo] when it names none; UsageError for an objective that needs an SLO
+    without one, or a dataset workload without a dataset."""
+    if request.objective not in OBJECTIVES:
+        raise UsageError(f"--objective is one of {', '.join(OBJECTIVES)} (got {request.objective!r})")
+    if request.slo is None and profile_slo:
+        request = dataclasses.replace(request, slo=dict(profile_slo))
+    if request.objective != "throughput" and not request.slo:
+        raise UsageError(
+            f"--objective {request.objective} needs an SLO to count good requests against: give --slo "
+            "(e.g. ttft_p95=800ms,tpot_p95=60ms) or put [slo] in the host's profile"
+        )
+    if ("dataset" in request.workloads) != (request.dataset is not None):
+        raise UsageError("the dataset workload needs --dataset FILE, and --dataset runs as the `dataset` workload")
+    return request
 
 
 async def _disarm(guard: Any) -> None:

@@ -1,10 +1,16 @@
 """What `opsconsole tune` concludes from the search (console/core/tune_search.py): pure, no I/O.
 
-- `recommend()`: per cell (workload × concurrency) the best setup, its output tokens/s, its margin over the
-  next best and whether that margin is within the noise.
+- The objective (`score_of`) is what a level's setups are ranked by: `throughput` (output tokens/s), `goodput`
+  (requests/s whose own TTFT, TPOT and E2E met the SLO, console.bench.slo) or `capacity` (the requests/s a level
+  carried if its percentiles met the SLO, else 0: the best setup per level is the one that carries the most
+  within the SLO; the best overall, the one whose highest level meeting it carries the most).
+- `recommend()`: per cell (workload × concurrency) the best setup by the objective, its score and output
+  tokens/s, its margin over the next best and whether that margin is within the noise.
 - `find_crossovers()`: where along the concurrency levels the best setup changes, and at about which
   concurrency the two cross (linear interpolation of their figures between the two measured levels):
   "EAGLE3 topk 1 + spec v2 best up to C ≈ 30, no speculation beyond".
+- `speculation_verdicts()`: where speculation loses on this traffic: the levels (and the capacity) at which
+  the setup without speculation is the best, when one was measured.
 - `compare_workloads()`: the optimistic result (random prompts, forced output lengths, temperature 0) next
   to the realistic one (chat prompts, natural lengths, temperature 0.7) per concurrency, with a warning when
   the optimistic winner's acceptance under temperature 0 is clearly above what it gets on chat — the
@@ -16,9 +22,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
+if TYPE_CHECKING:
+    from console.bench.records import BenchRecord
+
+from console.bench.slo import Capacity
 from console.core.tune_search import Cell, Search, StageKind, Standing
+
+Objective = Literal["throughput", "goodput", "capacity"]
+OBJECTIVES: tuple[Objective, ...] = ("throughput", "goodput", "capacity")
+OBJECTIVE_UNITS = {"throughput": "tok/s", "goodput": "req/s", "capacity": "req/s"}
 
 OPTIMISTIC = "random"
 REALISTIC = "chat"
@@ -38,6 +52,8 @@ class Recommendation:
     runner_up: str | None  # its name
     measured_by: str  # "full" (repeated full-length runs) or "screen" (one short run): what ranked the level
     awaiting_full: tuple[str, ...] = ()  # names of contenders the full runs never reached (the search stopped)
+    objective: Objective = "throughput"
+    score: float | None = None  # the objective's figure it won by (= output_throughput for throughput)
 
     @property
     def evidence_note(self) -> str | None:
@@ -63,30 +79,89 @@ class Recommendation:
             "runner_up": self.runner_up,
             "measured_by": self.measured_by,
             "awaiting_full_runs": list(self.awaiting_full),
+            "objective": self.objective,
+            "score": None if self.score is None else round(self.score, 3),
         }
 
 
-def recommend(search: Search, names: Mapping[str, str], configs: Mapping[str, dict[str, Any]]) -> list[Recommendation]:
+def score_of(record: BenchRecord, objective: Objective) -> float:
+    """What a level's record counts for under the objective (see the module's doc)."""
+    if objective == "goodput":
+        return float(record.request_goodput or 0.0)
+    if objective == "capacity":
+        return float(record.request_throughput) if record.slo_met else 0.0
+    return float(record.output_throughput)
+
+
+def recommend(
+    search: Search,
+    names: Mapping[str, str],
+    configs: Mapping[str, dict[str, Any]],
+    *,
+    objective: Objective = "throughput",
+    throughput: Mapping[tuple[str, Cell], float] | None = None,
+) -> list[Recommendation]:
+    """The best setup per cell by the search's figures (the objective's); `throughput` gives each setup's output
+    tok/s per cell when the figures are another objective's."""
     out = []
     for cell in search.cells:
         decision = search.decision(cell)
         if decision.winner is None:
             continue
         winner = decision.winner
+        tok_s = winner.median if throughput is None else throughput.get((winner.candidate, cell), winner.median)
         out.append(
             Recommendation(
                 cell=cell,
                 candidate=winner.candidate,
                 name=names[winner.candidate],
                 config=dict(configs[winner.candidate]),
-                output_throughput=winner.median,
+                output_throughput=tok_s,
                 margin_pct=decision.margin_pct,
                 within_noise=decision.within_noise,
                 runner_up=names[decision.runner_up.candidate] if decision.runner_up else None,
                 measured_by=winner.kind,
                 awaiting_full=tuple(names[key] for key in decision.awaiting_full),
+                objective=objective,
+                score=winner.median,
             )
         )
+    return out
+
+
+def speculation_verdicts(
+    recommendations: Sequence[Recommendation],
+    plain: Mapping[str, set[str]],
+    capacities: Mapping[str, Mapping[str, Capacity]],
+    names: Mapping[str, str],
+    objective: Objective,
+) -> list[str]:
+    """Per workload, where the setup without speculation is the best (`plain`: workload -> the keys of setups
+    without speculation measured there): "on dataset speculation loses at every level: no speculation is best by
+    goodput at C=1, 8", or at some levels, or on capacity. Nothing for a workload where speculation wins
+    everywhere, or where no setup without speculation was measured."""
+    out = []
+    for workload in dict.fromkeys(r.cell.workload for r in recommendations):
+        recs = sorted((r for r in recommendations if r.cell.workload == workload), key=lambda r: r.cell.concurrency)
+        keys = plain.get(workload, set())
+        plain_names = {names[k] for k in keys if k in names}
+        if not keys:
+            continue
+        losing = [r for r in recs if r.candidate in keys]
+        levels = ", ".join(str(r.cell.concurrency) for r in losing)
+        by = f"by {objective}"
+        if losing and len(losing) == len(recs):
+            out.append(f"on {workload} speculation loses at every level: no speculation is best {by} at C={levels}")
+        elif losing:
+            out.append(f"on {workload} speculation loses at C={levels}: no speculation is best there {by}")
+        caps = capacities.get(workload, {})
+        plain_caps = [c.request_throughput or 0.0 for name, c in caps.items() if name in plain_names]
+        spec_caps = [c.request_throughput or 0.0 for name, c in caps.items() if name not in plain_names]
+        if plain_caps and spec_caps and max(plain_caps) > max(spec_caps):
+            out.append(
+                f"on {workload} speculation lowers the capacity at the SLO: {max(plain_caps):,.2f} req/s without it, "
+                f"{max(spec_caps):,.2f} at best with it"
+            )
     return out
 
 

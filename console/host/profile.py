@@ -16,6 +16,10 @@
     [freeze]
     document = "~/production_{name}.md"   # where `opsconsole freeze` writes the production document on the host
 
+    [slo]                         # what bench and tune hold this host's levels to without --slo (console.bench.slo)
+    ttft_p95 = "800ms"
+    tpot_p95 = "60ms"
+
 A malformed profile raises ProfileError naming the file, the key and what was expected. An API key never
 lives in a profile: `api_key` is refused with the way to do it instead.
 """
@@ -31,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from console.host.base import HostError
 from console.names import is_env_name
+from console.sglang.slo import parse_slo_items
 
 DEFAULT_UNIT = "sglang.service"
 DEFAULT_SGLANG_PORT = 30000
@@ -149,6 +154,18 @@ class Profile(_Section):
     host: HostSection
     sglang: SglangSection = SglangSection()
     freeze: FreezeSection = FreezeSection()
+    slo: dict[str, str | int | float] = Field(default_factory=dict)
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, value: dict[str, str | int | float]) -> dict[str, str | int | float]:
+        if value:
+            parse_slo_items(value, where="")  # the grammar --slo takes, one bound a key
+        return value
+
+    def slo_limits(self) -> tuple[tuple[str, float], ...]:
+        """The [slo] bounds as (key, limit in ms), () without any."""
+        return tuple(parse_slo_items(self.slo).to_json().items()) if self.slo else ()
 
 
 def _describe(error: Any) -> str:

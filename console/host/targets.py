@@ -55,6 +55,7 @@ class Target:
     profile_path: Path | None = None
     sglang_version: str | None = None  # the profile's: what the rules use when the server does not answer
     production_doc: str | None = None  # the profile's [freeze] document: where freeze writes the document
+    slo: tuple[tuple[str, float], ...] = ()  # the profile's [slo]: (key, limit in ms), console.bench.slo
 
 
 def parse_destination(text: str) -> tuple[str | None, str, int | None]:
@@ -118,6 +119,7 @@ def target_from_profile(name: str, profile: Profile, *, path: Path | None, ssh_c
         profile_path=path,
         sglang_version=sglang.sglang_version,
         production_doc=profile.freeze.document,
+        slo=profile.slo_limits(),
     )
 
 

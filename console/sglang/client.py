@@ -46,6 +46,12 @@ class Endpoints:
         return cls(load="/get_load") if old else cls()
 
 
+def polled_paths(version: str | None) -> tuple[str, ...]:
+    """The paths the console's refreshes ask a server of that version (each one a line in its access log)."""
+    endpoints = Endpoints.for_version(version)
+    return ("/health", "/metrics", endpoints.load, endpoints.server_info, endpoints.model_info)
+
+
 # Per-rank ratios: the host's figure is their mean over DP ranks, not their sum.
 RATIO_GAUGES = frozenset(
     {"sglang:token_usage", "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:cache_hit_rate"}
@@ -212,14 +218,25 @@ class SglangClient:
     last_histograms: dict[str, Histogram] = field(default_factory=dict)
     # The last /metrics read had the figures the load endpoint gives (running, queued, gen throughput).
     metrics_carry_load: bool = False
+    # What /health last answered (None before the first ask).
+    last_healthy: bool | None = None
+    # Told (method, path with its query) of every request as it goes out: the server logs each one, and the
+    # console folds its own lines in the journal it shows (console.core.console_requests).
+    on_request: Callable[[str, str], None] | None = None
     # Asked when the server answers 401, with the key that was refused (None: none was sent): another key to
     # try (once), or None. The host session gives the unit's --api-key where no profile names a key.
     on_unauthorized: Callable[[str | None], Awaitable[str | None]] | None = None
     _http: httpx.AsyncClient | None = None
 
     def __post_init__(self) -> None:
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=self.timeout_s, event_hooks={"request": [self._sending]}
+        )
         self.use_api_key(self.api_key)
+
+    async def _sending(self, request: httpx.Request) -> None:
+        if self.on_request is not None:
+            self.on_request(request.method, request.url.raw_path.decode("ascii", "replace"))
 
     def use_api_key(self, key: str | None) -> None:
         """Send this key from now on (None: none)."""
@@ -290,8 +307,10 @@ class SglangClient:
         try:
             response = await self.http.get("/health")
         except httpx.HTTPError:
+            self.last_healthy = False
             return False
-        return response.status_code == 200
+        self.last_healthy = response.status_code == 200
+        return self.last_healthy
 
     async def server_info(self) -> dict[str, Any]:
         data = await self._get_json(self.endpoints.server_info)

@@ -55,6 +55,7 @@ class Term:
     letter: str | None = None  # in a setup's short form: `eagle3 s2 k1 d3 v2`
     env: str | None = None  # the environment variable that sets it, for a setting that is one
     last_version: str | None = None  # the last supported release with the flag (or variable); None: every one
+    first_version: str | None = None  # the first supported release with it; None: every one
 
 
 def _term(
@@ -68,8 +69,9 @@ def _term(
     letter: str | None = None,
     env: str | None = None,
     last_version: str | None = None,
+    first_version: str | None = None,
 ) -> Term:
-    return Term(dest, flag, label, name or label, group, frozenset(views), letter, env, last_version)
+    return Term(dest, flag, label, name or label, group, frozenset(views), letter, env, last_version, first_version)
 
 
 V = View
@@ -128,6 +130,10 @@ TERMS: tuple[Term, ...] = (
     _term("attention_backend", "--attention-backend", "attention backend", "serving", (V.CHECK_ARGS, V.EDITOR)),
     _term("page_size", "--page-size", "page size", "serving", (V.CHECK_ARGS,)),
     _term("tp_size", "--tp-size", "tensor parallel (tp)", "serving", (V.CHECK_ARGS, V.EDITOR)),
+    _term(
+        "uvicorn_access_log_exclude_prefixes", "--uvicorn-access-log-exclude-prefixes", "access log: skip paths",
+        "serving", (V.EDITOR,), name="access log skips", first_version="0.5.9",  # a list: paths the log leaves out
+    ),
     # --- what runs ---
     _term("model_path", "--model-path", "model path", "identity", (V.DRIFT, V.SNAPSHOT), name="model"),
     _term("served_model_name", "--served-model-name", "served model name", "identity", (V.SNAPSHOT,)),

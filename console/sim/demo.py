@@ -15,7 +15,8 @@ UI, so it holds whatever runs in this process.
 
 Files: <workspace>/.demo/ holds the unit, its backups and the GPU state (kept between runs so edits
 survive a restart of the demo); the control socket lives in a short temporary folder (unix socket
-paths are limited to ~100 characters).
+paths are limited to ~100 characters). <workspace>/datasets/ gets an open-chat and a code dataset
+(console.sim.datasets) when it holds neither, for `bench --dataset chat.json` / `code.jsonl`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from aiohttp import web
 
 from console.errors import ExitCode, UsageError
+from console.sim.datasets import write_datasets
 from console.sim.profiles import get_profile
 from console.sim.supervisor import UnitSupervisor, serve_control
 from console.workspace import Workspace
@@ -206,6 +208,8 @@ async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
             f"A demo host is already running for this workspace (control socket {running}); "
             f"stop it with Ctrl-C in its terminal, or use another --workspace."
         )
+    if not any((workspace.datasets / name).exists() for name in ("chat.json", "code.jsonl")):
+        write_datasets(workspace.datasets)  # open chat and code, for `bench --dataset` (kept: the operator's to edit)
     home = workspace.root / ".demo"
     state_dir = home / "gpu-state"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -310,6 +314,8 @@ def _print_howto(port: int, profile_path: Path, unit_path: Path, state_dir: Path
                 f"  {opsconsole}{ws} apply {PROFILE_NAME} --set speculative-num-steps=2 "
                 "--set speculative-num-draft-tokens=3",
                 f"  {opsconsole}{ws} bench {PROFILE_NAME} --concurrency 1,8,32",
+                f"  {opsconsole}{ws} bench {PROFILE_NAME} --dataset code.jsonl --slo ttft_p95=2s,tpot_p95=100ms"
+                "   (datasets/: chat.json, code.jsonl)",
                 f"  {opsconsole}{ws} logs {PROFILE_NAME} -f",
                 "",
                 "Ctrl-C stops the demo host.",

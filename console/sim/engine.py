@@ -8,7 +8,8 @@ tokens. Nothing here touches a clock, a socket or a thread.
 Scheduling follows SGLang's default policy: new requests are prefilled first (as many as fit in one
 chunked-prefill budget, the running-request limit and the KV cache), each gets its first token from the
 prefill; otherwise every running request advances by one decode round, emitting 1 + accepted drafts tokens
-with speculation (drawn per request from `PerfModel.survival`). Requests past the running limit wait in a
+with speculation (drawn per request from `PerfModel.survival`, which depends on the request's temperature,
+ignore_eos and its prompt's repetition). Requests past the running limit wait in a
 FIFO queue. A request stops at `max_new_tokens` ("length") or, without `ignore_eos`, at a natural end of
 sequence drawn deterministically from the seed and the request id ("stop").
 
@@ -163,8 +164,10 @@ class Engine:
         max_new_tokens: int,
         temperature: float = 0.0,
         ignore_eos: bool = False,
+        repetition: float = 0.0,
     ) -> None:
-        """Queue a request. Raises ValueError for a duplicate id or impossible sizes."""
+        """Queue a request (`repetition`: its prompt's, console.sim.perf.ngram_repetition). Raises ValueError for a
+        duplicate id or impossible sizes."""
         if self.has_request(rid):
             raise ValueError(f"request id {rid!r} is already in flight; use a unique rid")
         if prompt_tokens < 1:
@@ -174,7 +177,8 @@ class Engine:
         if temperature < 0:
             raise ValueError("temperature must be >= 0")
         limit = max_new_tokens if ignore_eos else min(max_new_tokens, self._natural_length(rid))
-        request = _Request(rid, prompt_tokens, max_new_tokens, limit, self.perf.survival(temperature, ignore_eos))
+        survival = self.perf.survival(temperature, ignore_eos, repetition)
+        request = _Request(rid, prompt_tokens, max_new_tokens, limit, survival)
         self._waiting.append(request)
         self._waiting_ids[rid] = request
 
@@ -388,6 +392,7 @@ def simulate_closed_loop(
     temperature: float = 0.0,
     ignore_eos: bool = True,
     seed: int = 0,
+    repetition: float = 0.0,
 ) -> ClosedLoopResult:
     """Run `n_requests` through an Engine with `concurrency` clients that each send the next request as soon
     as their previous one finishes (bench_serving --max-concurrency with request rate inf), on the virtual
@@ -408,7 +413,7 @@ def simulate_closed_loop(
         nonlocal sent
         rid = f"r{sent}"
         sent += 1
-        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos)
+        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos, repetition=repetition)
         start[rid] = engine.clock_s
         produced[rid] = 0
 

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from console.secrets import redact_argv
 from console.sim import shapes
+from console.sim.perf import ngram_repetition
 from console.sim.server import Live, SimServer
 from console.sim.tokenizer import chat_prompt_text
 
@@ -48,6 +49,11 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 def _finish_name(finish: str | None) -> str:
     return "length" if finish == "length" else "stop"
+
+
+def _text_repetition(text: str) -> float:
+    """A text prompt's repetition (console.sim.perf.ngram_repetition) over its tokens: the stand-in's are words."""
+    return ngram_repetition(text.split())
 
 
 class BadParameter(ValueError):
@@ -187,7 +193,7 @@ class Api:
                 resolved=self.cfg.resolved,
                 filled=s.filled,
                 max_total_num_tokens=s.max_total_num_tokens,
-                context_length=self.cfg.profile.context_length,
+                context_length=self.cfg.context_length,
                 internal_state=state,
                 startup_time=s.startup_breakdown,
             )
@@ -197,7 +203,7 @@ class Api:
             resolved=self.cfg.resolved,
             launch_command=shlex.join(["python3", "-m", "sglang.launch_server", *redact_argv(self.cfg.argv)]),
             max_total_num_tokens=s.max_total_num_tokens,
-            context_length=self.cfg.profile.context_length,
+            context_length=self.cfg.context_length,
             internal_state=self.internal_state(),
             startup_time=s.startup_time,
         )
@@ -222,7 +228,7 @@ class Api:
             shapes.models_list(
                 self.cfg.served_model_name,
                 str(self.cfg.resolved.get("model_path")),
-                self.cfg.profile.context_length,
+                self.cfg.context_length,
                 self.created,
             )
         )
@@ -290,7 +296,9 @@ class Api:
             return _error(503, "The server is shutting down.", "ServiceUnavailableError")
         return body
 
-    def _start(self, prompt_tokens: int, max_new: int, sampling: dict[str, Any], stream: bool) -> Live:
+    def _start(
+        self, prompt_tokens: int, max_new: int, sampling: dict[str, Any], stream: bool, repetition: float = 0.0
+    ) -> Live:
         temperature = sampling.get("temperature")
         # SGLang: a request's own sampling_params.stream_interval, else --stream-interval.
         interval = _number(sampling.get("stream_interval") or self.sim.stream_interval, "stream_interval", int)
@@ -300,6 +308,7 @@ class Api:
             1.0 if temperature is None else _number(temperature, "temperature", float),
             bool(sampling.get("ignore_eos", False)),
             stream_interval=max(1, interval) if stream else None,
+            repetition=repetition,
         )
 
     def _max_new_tokens(self, sampling: dict[str, Any]) -> int:
@@ -317,17 +326,18 @@ class Api:
         if "input_ids" in body and body["input_ids"] is not None:
             ids = body["input_ids"]
             if ids and isinstance(ids[0], list):
-                return await self._generate_batch(request, [len(x) for x in ids], sampling, body)
-            prompt = len(ids)
+                return await self._generate_batch(request, [(len(x), ngram_repetition(x)) for x in ids], sampling, body)
+            prompt, repetition = len(ids), ngram_repetition(ids)
         else:
             text = body.get("text")
             if isinstance(text, list):
-                return await self._generate_batch(request, [self.sim.tokenizer.count(t) for t in text], sampling, body)
+                prompts = [(self.sim.tokenizer.count(t), _text_repetition(t)) for t in text]
+                return await self._generate_batch(request, prompts, sampling, body)
             if not isinstance(text, str):
                 return _error(400, "Either text or input_ids should be provided.")
-            prompt = self.sim.tokenizer.count(text)
+            prompt, repetition = self.sim.tokenizer.count(text), _text_repetition(text)
         stream = bool(body.get("stream"))
-        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream)
+        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, repetition)
         rid = str(body.get("rid") or req.rid)
         if stream:
             return await self._stream_generate(request, req, rid)
@@ -338,11 +348,11 @@ class Api:
         return web.json_response(self._generate_result(req, rid))
 
     async def _generate_batch(
-        self, request: web.Request, prompts: list[int], sampling: dict[str, Any], body: dict[str, Any]
+        self, request: web.Request, prompts: list[tuple[int, float]], sampling: dict[str, Any], body: dict[str, Any]
     ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         max_new = self._max_new_tokens(sampling)
-        reqs = [self._start(p, max_new, sampling, stream) for p in prompts]
+        reqs = [self._start(p, max_new, sampling, stream, repetition) for p, repetition in prompts]
         if stream:
             return await self._stream_batch(request, reqs)
         try:
@@ -488,7 +498,7 @@ class Api:
         for key in ("max_completion_tokens", "max_tokens"):
             if body.get(key) is not None:
                 return _number(body[key], key, int)
-        return max(1, self.cfg.profile.context_length - prompt)
+        return max(1, self.cfg.context_length - prompt)
 
     def _openai_sampling(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"temperature": body.get("temperature", 1.0), "ignore_eos": body.get("ignore_eos", False)}
@@ -500,8 +510,10 @@ class Api:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return _error(400, "messages must be a non-empty list.")
-        prompt = self.sim.tokenizer.count(chat_prompt_text(messages))
-        return await self._openai(request, body, prompt, chat=True)
+        text = chat_prompt_text(messages)
+        return await self._openai(
+            request, body, self.sim.tokenizer.count(text), chat=True, repetition=_text_repetition(text)
+        )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
@@ -509,18 +521,21 @@ class Api:
             return body
         p = body.get("prompt")
         if isinstance(p, list) and p and isinstance(p[0], int):
-            prompt = len(p)
+            prompt, repetition = len(p), ngram_repetition(p)
         elif isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
-            prompt = self.sim.tokenizer.count(p[0])
+            prompt, repetition = self.sim.tokenizer.count(p[0]), _text_repetition(p[0])
         elif isinstance(p, str):
-            prompt = self.sim.tokenizer.count(p)
+            prompt, repetition = self.sim.tokenizer.count(p), _text_repetition(p)
         else:
             return _error(400, "prompt must be a string or a list of token ids.")
-        return await self._openai(request, body, prompt, chat=False)
+        return await self._openai(request, body, prompt, chat=False, repetition=repetition)
 
-    async def _openai(self, request: web.Request, body: dict[str, Any], prompt: int, chat: bool) -> web.StreamResponse:
+    async def _openai(
+        self, request: web.Request, body: dict[str, Any], prompt: int, chat: bool, repetition: float = 0.0
+    ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
-        req = self._start(prompt, self._openai_max_tokens(body, prompt), self._openai_sampling(body), stream)
+        sampling = self._openai_sampling(body)
+        req = self._start(prompt, self._openai_max_tokens(body, prompt), sampling, stream, repetition)
         model = str(body.get("model") or self.cfg.served_model_name)
         cid = uuid.uuid4().hex
         created = int(time.time())

@@ -71,6 +71,12 @@ class SimConfig:
     def speculative(self) -> bool:
         return bool(self.resolved.get("speculative_algorithm"))
 
+    @property
+    def context_length(self) -> int:
+        """--context-length when given, else the model's (as SGLang takes it from config.json)."""
+        value = self.resolved.get("context_length")
+        return int(value) if value else int(self.profile.context_length)
+
 
 @dataclass
 class Live:
@@ -203,13 +209,18 @@ class SimServer:
         *,
         stream_interval: int | None = None,
         log_metrics: bool = True,
+        repetition: float = 0.0,
     ) -> Live:
+        """A request into the batch; `repetition` is its prompt's (console.sim.perf.ngram_repetition): repetitive
+        prompts accept more draft tokens."""
         self._seq += 1
         rid = uuid.uuid4().hex
         seed = self.config.seed * 1_000_003 + self._seq
         req = Live(rid, prompt_tokens, max(1, max_new_tokens), seed, time.time(), stream_interval, log_metrics)
         self.live[rid] = req
-        self.engine.add(rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos)
+        self.engine.add(
+            rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, repetition=repetition
+        )
         if self.metrics and log_metrics:
             self.metrics.on_request(prompt_tokens)
         self._wake.set()
@@ -371,7 +382,7 @@ class SimServer:
             write_model_dir(
                 directory / "tokenizer",
                 architecture=self.config.profile.architecture,
-                context_length=self.config.profile.context_length,
+                context_length=self.config.context_length,
                 served_model_name=self.config.served_model_name,
             )
         except OSError as e:
@@ -428,7 +439,9 @@ class SimServer:
             self.log(L.capture_end(kind, phases.get(key, 0.0) * self.config.time_scale, share, avail))
         chunked = int(self.config.resolved.get("chunked_prefill_size") or 8192)
         self.log(
-            L.scheduler_summary(self.max_total_num_tokens, chunked, self.max_running_requests, p.context_length, avail)
+            L.scheduler_summary(
+                self.max_total_num_tokens, chunked, self.max_running_requests, self.config.context_length, avail
+            )
         )
 
     async def _start_scheduler_detailed(self) -> None:
@@ -510,7 +523,9 @@ class SimServer:
                 f"avail mem={avail:.2f} GB."
             )
         self.log(
-            L.scheduler_summary(self.max_total_num_tokens, chunked, self.max_running_requests, p.context_length, avail)
+            L.scheduler_summary(
+                self.max_total_num_tokens, chunked, self.max_running_requests, self.config.context_length, avail
+            )
         )
         scheduler_e2e = time.time() - self.started_at
         self.startup_breakdown = {
@@ -526,7 +541,7 @@ class SimServer:
             self.metrics.set_startup(top, timings, self.graph_gb)
             self.metrics.set_static(
                 max_total_num_tokens=self.max_total_num_tokens,
-                context_len=p.context_length,
+                context_len=self.config.context_length,
                 page_size=1,
                 num_pages=self.max_total_num_tokens,
                 weight_memory_usage_gb=round(weights + draft_weights, 3),

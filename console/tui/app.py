@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from console.core.apply import plan_restart
 from console.core.monitor import HostView
@@ -34,8 +34,9 @@ from console.tui.screens.progress import ProgressScreen, apply_progress
 from console.tui.screens.runs import open_runs
 from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
+from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.hostpane import HostPane
-from console.tui.widgets.journal import JournalLog
+from console.tui.widgets.journal import CONSOLE_REQUESTS_ID, JournalLog
 from console.tui.widgets.overview import Overview
 from console.workspace import Workspace
 
@@ -47,7 +48,7 @@ READ_ONLY_ACTIONS = {
     "benchmark": "read-only: a benchmark flushes the server's cache and loads it",
     "tune": "read-only: a tune restarts the service with each setup",
 }
-HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune"}
+HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune", "console_requests"}
 
 # What Rich's SVG template names of the outside world: `,\n  url("https://...") format("woff2")` in its
 # @font-face rules (local() stays) and the `<!-- Generated with Rich https://... -->` comment.
@@ -96,13 +97,21 @@ class DashboardScreen(Screen[object]):
         Binding("b", "app.benchmark", "Bench", id="benchmark"),
         Binding("c", "app.compare", "Compare", id="compare"),
         Binding("F", "app.freeze", "Freeze", id="freeze"),
-        Binding("T", "app.tune", "Tune", id="tune", show=False),  # in ? and the palette: the footer is full at 80
+        Binding("T", "app.tune", "Tune", id="tune"),
         Binding("slash", "app.search", "Search", id="search"),
         Binding("o", "app.overview", "Overview", id="overview"),
         Binding("tab", "app.next_host", "Next host", id="next-host", show=False),
         Binding("shift+tab", "app.previous_host", "Previous host", id="previous-host", show=False),
         *(Binding(str(n), f"app.show_host({n})", f"Host {n}", id=f"host-{n}", show=False) for n in range(1, 10)),
         Binding("ctrl+r", "app.refresh", "Refresh now", id="refresh", show=False),
+        # the journal's status line names it, with the count of what it folds
+        Binding(
+            "p",
+            "app.console_requests",
+            "Journal: show or fold the console's own requests",
+            id=CONSOLE_REQUESTS_ID,
+            show=False,
+        ),
         Binding("q", "app.quit", "Quit", id="quit"),  # here only: on a form, q is a letter
     ]
 
@@ -119,7 +128,7 @@ class DashboardScreen(Screen[object]):
             if len(app.labels) > 1:
                 with TabPane("overview", id=OVERVIEW_TAB):
                     yield Overview(id="overview-table")
-        yield Footer()
+        yield FittedFooter(keep=("quit",))  # at 80 columns the keys of least use give way, never quit or help
 
     def on_mount(self) -> None:
         app = self.app
@@ -134,7 +143,7 @@ class OpsConsoleApp(App[int]):
     TITLE = "opsconsole"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark", "help", "Help", id="help"),
+        Binding("question_mark,f1", "help", "Help", id="help"),  # f1 where a field takes `?` as a letter
         Binding("ctrl+p", "command_palette", "Commands", id="command-palette", show=False),
     ]
 
@@ -377,6 +386,11 @@ class OpsConsoleApp(App[int]):
         if pane is not None:
             pane.journal.open_search()
 
+    def action_console_requests(self) -> None:
+        pane = self.current_pane
+        if pane is not None:
+            pane.journal.toggle_console_requests()
+
     def action_refresh(self) -> None:
         pane = self.current_pane
         if pane is not None:
@@ -492,6 +506,7 @@ class OpsConsoleApp(App[int]):
             ("Tune", "Try speculative setups: restart, benchmark, recommend per level; the original goes back", "tune"),
             ("Snapshots", "Production snapshots: which is production, diff two, restore one", "snapshots"),
             ("Search the journal", "Filter the journal lines (/)", "search"),
+            ("Console requests", "Show or fold this console's own requests in the journal (p)", "console_requests"),
             ("Refresh now", "Refresh this host without waiting for the interval", "refresh"),
             ("Overview", "All hosts on one table", "overview"),
             ("Help", "Every key of this screen", "help"),

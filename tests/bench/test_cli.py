@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -69,3 +70,28 @@ def test_unreachable_server_exits_1_with_the_reason(tmp_path: Path) -> None:
     result = opsconsole(tmp_path, "bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--requests", "1")
     assert result.returncode == 1
     assert "every warm-up request failed" in result.stderr
+
+
+@pytest.mark.system
+def test_the_traffic_options_refuse_bad_input_before_anything_is_sent(tmp_path: Path) -> None:
+    url = ("--url", "http://127.0.0.1:9")  # nothing listens: a check that got as far as the server would say so
+
+    def said(*args: str) -> str:
+        """Exit 2 and the message on one line (a wide terminal: the error names long paths)."""
+        cmd = [sys.executable, "-m", "console.cli", "--workspace", str(tmp_path), "bench", *url, *args]
+        env = {**os.environ, "COLUMNS": "1000"}
+        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 2, done.stderr
+        return done.stderr
+
+    missing = said("--dataset", str(tmp_path / "none.jsonl"))
+    assert f"{tmp_path / 'none.jsonl'}: cannot be read" in missing and "nothing was sent" in missing
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"prompt": "one two"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
+    assert "mixed.jsonl: line 2: this line is OpenAI chat JSONL" in said("--dataset", str(mixed))
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": [{"role": "user", "content": "hi there"}]}\n')
+    assert "holds chat messages: they go to the chat API" in said("--dataset", str(chat), "--api", "generate")
+    assert "ttft_p95 = 'fast' is not a time" in said("--slo", "ttft_p95=fast")
+    assert "--find-capacity needs an SLO" in said("--find-capacity")
+    assert not list(tmp_path.glob("logs/bench-*.jsonl"))

@@ -89,3 +89,27 @@ def test_applied_setups_are_kept_per_host_distinct_newest_first_and_without_secr
     found = applied_setups(tmp_path, "gpu-a", "sglang.service")
     assert [e.values["speculative_num_steps"] for e in found] == ["2", "3"]
     assert "sk-x" not in (tmp_path / "applied.jsonl").read_text()
+
+
+def test_where_the_version_has_it_the_serving_section_offers_the_access_log_skips_with_its_reason() -> None:
+    form = editor_form(UNIT, "0.5.9")
+    skips = form.field("uvicorn_access_log_exclude_prefixes")
+    assert skips.group == "serving" and skips.kind == "list" and skips.flag == "--uvicorn-access-log-exclude-prefixes"
+    assert skips.hint == (
+        "keep the console's polling out of the server's log: /health /metrics /v1/loads /server_info /model_info"
+    )
+    assert form.values["uvicorn_access_log_exclude_prefixes"] == "" and skips.default is None
+    assert "uvicorn_access_log_exclude_prefixes" not in [f.dest for f in editor_form(UNIT, "0.5.6").fields]
+    assert [f.hint for f in form.fields if f.hint] == [skips.hint]  # the other fields need no reason
+
+    preview = form.preview({"uvicorn_access_log_exclude_prefixes": "/health, /metrics /v1/loads"})
+    assert preview.ok and preview.edits.set_flags == (
+        ("--uvicorn-access-log-exclude-prefixes", ["/health", "/metrics", "/v1/loads"]),
+    )
+    assert preview.plan is not None and "--uvicorn-access-log-exclude-prefixes /health /metrics /v1/loads" in (
+        preview.plan.new_text
+    )
+    again = editor_form(preview.plan.new_text, "0.5.9")  # the unit written: the field shows what it holds
+    assert again.values["uvicorn_access_log_exclude_prefixes"] == "/health /metrics /v1/loads"
+    cleared = again.preview({"uvicorn_access_log_exclude_prefixes": ""})
+    assert cleared.edits.unset_flags == ("--uvicorn-access-log-exclude-prefixes",)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
-from console.core.session import open_session
+from console.core.console_requests import is_loopback, parse_access
+from console.core.session import Session, open_session
 from console.core.status import HostStatus, read_status
 from console.host.targets import Target
 from console.workspace import Workspace
@@ -77,3 +81,44 @@ async def test_the_light_refresh_takes_the_load_figures_from_metrics_and_asks_th
     assert asked == []  # one request less every second: /metrics has the same gauges
     assert light.sglang.healthy and light.sglang.num_running_reqs == full.sglang.num_running_reqs == 0
     assert light.sglang.num_queue_reqs == 0 and light.sglang.gen_throughput is not None
+
+
+async def _access_counts(session: Session, since: datetime) -> Counter[str]:
+    """The loopback access lines the demo's journal holds from `since` on, per method and path."""
+    counts: Counter[str] = Counter()
+    async for entry in session.service.journal(lines=5000, follow=False):
+        line = parse_access(entry.message)
+        if entry.timestamp >= since and line is not None and is_loopback(line.peer):
+            counts[f"{line.method} {line.target}"] += 1
+    return counts
+
+
+async def test_light_refreshes_let_the_last_200_from_health_stand_while_metrics_answers(shared_demo: Demo) -> None:
+    """SGLang's /health is a one-token generation and a line in its log; a light refresh (every second) asks it
+    no more while it last answered 200, /metrics answers and systemd says the service runs. Counted in the
+    demo's journal over the refreshes: before, every light refresh wrote a /health line."""
+    refreshes = 8
+    async with open_session("demo", Workspace.resolve(shared_demo.workspace)) as session:
+        full = await read_status(session)  # asks /health: 200
+        since = datetime.now(UTC)
+        lights = [await read_status(session, light=True) for _ in range(refreshes)]
+        counts: Counter[str] = Counter()
+        deadline = time.monotonic() + 30
+        while counts["GET /metrics"] < refreshes:  # each light refresh's /metrics line has reached the journal
+            assert time.monotonic() < deadline, counts
+            counts = await _access_counts(session, since)
+    assert full.sglang.healthy and all(light.sglang.healthy for light in lights)
+    assert counts["GET /health"] == 0, counts
+    assert counts["GET /metrics"] == refreshes, counts
+
+
+async def test_a_light_refresh_asks_health_again_once_the_service_no_longer_runs(demo: Demo) -> None:
+    """What the dashboard shows stays what /health says: a stopped service, or /metrics not answering, is asked
+    at once (not at the next full read)."""
+    async with open_session("demo", Workspace.resolve(demo.workspace)) as session:
+        assert (await read_status(session)).sglang.healthy
+        await session.service.stop()
+        light = await read_status(session, light=True)
+        client = await session.sglang()
+    assert light.service.active_state != "active" or light.service.sub_state != "running"
+    assert not light.sglang.healthy and client.last_healthy is False

@@ -77,6 +77,35 @@ def bench_serving_script(version: str = SGLANG_VERSION) -> Path:
     return target
 
 
+SAMPLE_SHAREGPT = """
+import json, random, sys, importlib.util
+from transformers import AutoTokenizer
+spec = importlib.util.spec_from_file_location("bench_serving", sys.argv[1])
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])
+random.seed(int(sys.argv[5]))
+rows = bench.sample_sharegpt_requests(sys.argv[3], int(sys.argv[4]), tokenizer)
+print(json.dumps([[row.prompt, row.prompt_len, row.output_len] for row in rows]))
+"""
+
+
+def bench_serving_sharegpt_sample(path: Path, num_prompts: int, seed: int = 1) -> list[tuple[str, int, int]]:
+    """The requests bench_serving's sharegpt mode sends for this file, --num-prompts and --seed, in its order: its
+    own sample_sharegpt_requests after random.seed(seed), as its run_benchmark calls it: (prompt, tokens, output
+    tokens), counted with the simulator's tokenizer."""
+    check_requirements()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim_dir()), os.environ.get("PYTHONPATH", "")])}
+    env.update(TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    argv = [sys.executable, "-c", SAMPLE_SHAREGPT, str(bench_serving_script()), str(tokenizer_dir())]
+    done = subprocess.run(
+        [*argv, str(path), str(num_prompts), str(seed)], capture_output=True, text=True, timeout=300, env=env
+    )
+    if done.returncode != 0:
+        raise BenchUnavailable(f"bench_serving's sample_sharegpt_requests failed: {done.stderr[-2000:]}")
+    return [(str(p), int(n), int(m)) for p, n, m in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
 def shim_dir() -> Path:
     root = cache_root() / "bench-shims"
     for name, text in _SHIMS.items():
@@ -131,13 +160,20 @@ def run_bench_serving(
     api_key: str | None = None,
     tokenizer: Path | None = None,
     timeout: float = 300.0,
+    sharegpt: Path | None = None,
 ) -> BenchResult:
-    """Run bench_serving (dataset random-ids, exact lengths) and return its printed report and JSONL record.
+    """Run bench_serving (dataset random-ids, exact lengths; or `sharegpt`, a ShareGPT file, its sharegpt mode with
+    the file's own lengths) and return its printed report and JSONL record.
 
     `tokenizer`: a Hugging Face tokenizer folder; default the simulator's (the same one a running simulator
     writes to <state dir>/tokenizer)."""
     check_requirements()
     script = bench_serving_script()
+    if sharegpt is not None:
+        dataset_args = ["--dataset-name", "sharegpt", "--dataset-path", str(sharegpt)]
+    else:
+        dataset_args = ["--dataset-name", "random-ids", "--random-input-len", str(input_len)]
+        dataset_args += ["--random-output-len", str(output_len), "--random-range-ratio", "1.0"]
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         out_file = Path(tmp) / "result.jsonl"
         argv = [
@@ -147,16 +183,9 @@ def run_bench_serving(
             backend,
             "--base-url",
             base_url,
-            "--dataset-name",
-            "random-ids",
+            *dataset_args,
             "--tokenizer",
             str(tokenizer or tokenizer_dir()),
-            "--random-input-len",
-            str(input_len),
-            "--random-output-len",
-            str(output_len),
-            "--random-range-ratio",
-            "1.0",
             "--num-prompts",
             str(num_prompts),
             "--output-file",

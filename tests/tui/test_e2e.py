@@ -17,6 +17,7 @@ import pytest
 from console.cli.connect import build_app
 from console.core.session import open_session
 from console.core.status import read_status
+from console.tui.widgets.journal import JournalView
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo
 from tests.testbed.host import GpuHost
@@ -60,6 +61,27 @@ async def test_the_dashboard_shows_what_the_demo_host_really_runs(demo: Demo) ->
     assert len(truth.gpus) == 4
     for gpu, row in zip(truth.gpus, _gpu_rows(text), strict=True):
         assert row.split()[0] == str(gpu.index) and f"/{gpu.power_limit_w:.0f}" in row
+
+
+async def test_the_journal_folds_the_consoles_own_polling_into_a_count_and_p_shows_it(demo: Demo) -> None:
+    """The stand-in logs every request as SGLang does: the console's refreshes (twice a second here) would fill
+    the journal pane; their lines fold into the status line's count, and `p` shows them."""
+    app = build_app(_args(demo.workspace, "demo", refresh=0.5), ["demo"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        journal = app.query_one(JournalView)
+
+        def shown(what: str) -> int:
+            return sum(what in line.text for line in journal.log_widget.lines)
+
+        await wait_until(pilot, lambda: journal.console_requests >= 10, "the console's requests in the journal", 60)
+        metrics_lines = shown('"GET /metrics')  # those of other clients before this console (the fixture's)
+        folded = journal.console_requests
+        await wait_until(pilot, lambda: journal.console_requests >= folded + 10, "ten more", 60)
+        assert shown('"GET /metrics') == metrics_lines  # ten refreshes later: not one more line in the pane
+        await wait_until(pilot, lambda: "console requests folded (p: show)" in screen_text(app), "the count", 30)
+        await pilot.press("p")
+        await wait_until(pilot, lambda: shown('"GET /metrics') >= metrics_lines + 10, "the console's lines", 30)
+        assert "console requests shown (p: fold)" in screen_text(app)
 
 
 def _gpu_rows(text: str) -> list[str]:

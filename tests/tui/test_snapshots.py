@@ -166,3 +166,77 @@ def test_progress_to_its_outcome(snap_compare: Any, outcome: str) -> None:
         await wait_until(pilot, lambda: screen.result is not None and shown in screen_text(app), "the outcome shown")
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+# --- 80×24: every screen that had a snapshot only at 120×40 (the footer keeps quit/close and help, the dashboard
+# its latency lines) ----------------------------------------------------------------------------------------
+
+SMALL = (80, 24)
+
+
+def test_dashboard_eight_gpus_at_80x24(snap_compare: Any) -> None:
+    app = scripted_app(views={"gpu-a": view(gpus=8)}, journal={"gpu-a": startup_journal()})
+    assert snap_compare(app, terminal_size=SMALL, run_before=_settled("ITL ms", "server is fired", "q Quit"))
+
+
+def test_overview_of_three_hosts_at_80x24(snap_compare: Any) -> None:
+    views = {
+        "gpu-a": view("gpu-a"),
+        "gpu-b": view("gpu-b", active="failed", healthy=False),
+        "gpu-c": replace(view("gpu-c"), connection=ConnectionState("reconnecting", 2, "Connection lost")),
+    }
+    app = scripted_app(("gpu-a", "gpu-b", "gpu-c"), views=views)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await pilot.press("o")
+        await wait_until(pilot, lambda: "reconnecting" in screen_text(app) and "q Quit" in screen_text(app), "it")
+
+    assert snap_compare(app, terminal_size=SMALL, run_before=run_before)
+
+
+def test_help_at_80x24(snap_compare: Any) -> None:
+    app = scripted_app(views={"gpu-a": view()}, read_only=True)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: "Keys — host gpu-a" in screen_text(app) and "esc" in screen_text(app), "help")
+
+    assert snap_compare(app, terminal_size=SMALL, run_before=run_before)
+
+
+def test_editor_at_80x24(snap_compare: Any) -> None:
+    app, run_before = _editor_app({"speculative_num_steps": "3"})
+    assert snap_compare(app, terminal_size=SMALL, run_before=run_before)
+
+
+def test_confirmation_at_80x24(snap_compare: Any) -> None:
+    from console.tui.screens.confirm import ConfirmScreen, diff_text
+
+    app = scripted_app(views={"gpu-a": view()})
+    diff = (
+        "--- sglang.service (now)\n+++ sglang.service (new)\n"
+        "-    --speculative-num-steps 2 \\\n+    --speculative-num-steps 3 \\\n"
+    )
+    question = "Write this unit to gpu-a and restart sglang.service?"
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app.push_screen(ConfirmScreen(question, diff_text(diff), danger=True))
+        await wait_until(pilot, lambda: "Write this unit" in screen_text(app) and "n No" in screen_text(app), "it")
+
+    assert snap_compare(app, terminal_size=SMALL, run_before=run_before)
+
+
+def test_progress_verified_at_80x24(snap_compare: Any) -> None:
+    from console.tui.screens.progress import apply_progress
+    from tests.tui.support import ScriptedPending
+
+    app = scripted_app(views={"gpu-a": view()})
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        title = "Applying to gpu-a (sglang.service)"
+        screen = apply_progress(ScriptedPending("verified"), title=title, clock=lambda: NOW)  # type: ignore[arg-type]
+        app.push_screen(screen)
+        await wait_until(pilot, lambda: screen.result is not None, "the outcome")
+        await wait_until(pilot, lambda: "✔ verified" in screen_text(app) and "Help" in screen_text(app), "drawn")
+
+    assert snap_compare(app, terminal_size=SMALL, run_before=run_before)

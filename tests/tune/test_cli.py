@@ -36,6 +36,9 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         (("--space", "/nonexistent/space.toml"), "cannot read it"),
         (("--best-at", "8"), "--best-at works only with --apply-best"),  # as the Tune form's "best at level"
         (("--apply-best", "--best-at", "16"), "--best-at 16 is not one of the levels of --concurrency (1,8,32,64)"),
+        (("--slo", "ttft_p96=800ms"), "--slo: 'ttft_p96' is not an SLO key"),
+        (("--dataset", "/nonexistent/traffic.jsonl"), "--dataset /nonexistent/traffic.jsonl: cannot be read"),
+        (("--objective", "latency"), "invalid choice: 'latency'"),
     ],
 )
 @pytest.mark.system
@@ -78,3 +81,11 @@ def test_a_budget_stops_the_search_and_what_was_measured_is_recommended(demo: De
     assert all(lv["measured_by"] == "screen" for t in result["trials"] for lv in t["levels"])
     assert (result["final_unit"], result["host_healthy"]) == ("original", True)
     assert demo.host().unit() == original
+
+
+def test_an_objective_that_needs_an_slo_without_one_is_a_usage_error_and_changes_nothing(demo: Demo) -> None:
+    before = demo.host().unit()
+    done = demo.run("tune", "demo", "--objective", "capacity", "--yes", *SHORT)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "--objective capacity needs an SLO to count good requests against" in done.stderr
+    assert demo.host().unit() == before

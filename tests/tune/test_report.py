@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime
+
 import pytest
 
+from console.bench.records import BenchRecord
+from console.bench.slo import capacity
+from console.core.tune import TuneRequest, checked_request
 from console.core.tune_report import (
+    OBJECTIVES,
     compare_workloads,
     crossing,
     crossover_summary,
     find_crossovers,
     recommend,
+    score_of,
+    speculation_verdicts,
 )
 from console.core.tune_search import Cell, Search
+from console.core.tune_space import SpaceRequest
+from console.errors import UsageError
 
 NAMES = {"nospec": "no speculation", "k1v2": "EAGLE3 topk 1 + spec v2", "k4": "EAGLE3 topk 4"}
 CONFIGS = {key: {"speculative_algorithm": None if key == "nospec" else "EAGLE3"} for key in NAMES}
@@ -133,3 +144,75 @@ def test_full_runs_rank_a_level_without_a_note() -> None:
     search = measured({("nospec", c1): (93.0, 94.0), ("k1v2", c1): (86.0, 87.0)})
     (rec,) = recommend(search, NAMES, CONFIGS)
     assert rec.measured_by == "full" and rec.evidence_note is None and rec.to_json()["awaiting_full_runs"] == []
+
+
+# --- the objective ------------------------------------------------------------------------------------------------
+
+
+def bench_record(output: float, goodput: float | None, carried: float, met: bool | None) -> BenchRecord:
+    t = datetime(2026, 5, 1, tzinfo=UTC)
+    return BenchRecord(
+        run_id="r",
+        label="l",
+        target="gpu1",
+        started_at=t,
+        ended_at=t,
+        output_throughput=output,
+        request_goodput=goodput,
+        request_throughput=carried,
+        slo_met=met,
+    )
+
+
+def test_each_objective_scores_a_level_its_own_way() -> None:
+    met = bench_record(900.0, 2.5, 3.0, True)
+    missed = bench_record(1200.0, 1.0, 4.0, False)
+    assert [score_of(met, o) for o in OBJECTIVES] == [900.0, 2.5, 3.0]
+    assert [score_of(missed, o) for o in OBJECTIVES] == [1200.0, 1.0, 0.0]  # carries nothing within the SLO
+    assert score_of(bench_record(10.0, None, 1.0, None), "goodput") == 0.0
+
+
+def test_goodput_can_pick_another_setup_than_throughput() -> None:
+    """EAGLE3 makes more tokens at C=32 but its requests miss the TPOT bound more often: by goodput, no speculation."""
+    c32 = Cell("dataset", 32)
+    goodput = measured({("nospec", c32): (3.1, 3.2), ("k1v2", c32): (2.0, 2.1)})
+    tok_s = {("nospec", c32): 600.0, ("k1v2", c32): 750.0}
+    (rec,) = recommend(goodput, NAMES, CONFIGS, objective="goodput", throughput=tok_s)
+    assert (rec.name, rec.output_throughput, rec.objective) == ("no speculation", 600.0, "goodput")
+    assert rec.score == pytest.approx(3.15)
+    assert rec.to_json()["objective"] == "goodput" and rec.to_json()["score"] == 3.15
+
+
+def test_the_report_says_where_speculation_loses_on_this_traffic() -> None:
+    chat = [Cell("dataset", 1), Cell("dataset", 8)]
+    search = measured(
+        {("nospec", chat[0]): (2.0, 2.1), ("k1v2", chat[0]): (1.8, 1.9), ("nospec", chat[1]): (9.0, 9.2),
+         ("k1v2", chat[1]): (8.0, 8.1)}
+    )  # fmt: skip
+    recs = recommend(search, NAMES, CONFIGS, objective="goodput")
+    plain = {"dataset": {"nospec"}}
+    caps = {"dataset": {"no speculation": capacity([("C=8", 8, True, 9.1)]), "EAGLE3 topk 1 + spec v2":
+            capacity([("C=1", 1, True, 1.85), ("C=8", 8, False, 8.0)])}}  # fmt: skip
+    assert speculation_verdicts(recs, plain, caps, NAMES, "goodput") == [
+        "on dataset speculation loses at every level: no speculation is best by goodput at C=1, 8",
+        "on dataset speculation lowers the capacity at the SLO: 9.10 req/s without it, 1.85 at best with it",
+    ]
+    code = measured({("nospec", chat[0]): (2.0, 2.1), ("k1v2", chat[0]): (2.9, 3.0), ("nospec", chat[1]): (9.0, 9.1),
+                     ("k1v2", chat[1]): (8.0, 8.2)})  # fmt: skip
+    assert speculation_verdicts(recommend(code, NAMES, CONFIGS), plain, {}, NAMES, "throughput") == [
+        "on dataset speculation loses at C=8: no speculation is best there by throughput"
+    ]
+    assert speculation_verdicts(recs, {}, caps, NAMES, "goodput") == []  # no setup without speculation measured
+
+
+def test_goodput_and_capacity_need_an_slo_and_the_profile_can_give_it() -> None:
+    base = TuneRequest(space=SpaceRequest(), concurrencies=(1,))
+    assert checked_request(base) == base
+    with pytest.raises(UsageError, match="--objective goodput needs an SLO to count good requests against"):
+        checked_request(dataclasses.replace(base, objective="goodput"))
+    from_profile = checked_request(dataclasses.replace(base, objective="capacity"), (("ttft_p95", 800.0),))
+    assert from_profile.slo == {"ttft_p95": 800.0}
+    given = dataclasses.replace(base, objective="goodput", slo={"tpot_p95": 50.0})
+    assert checked_request(given, (("ttft_p95", 800.0),)).slo == {"tpot_p95": 50.0}  # --slo wins over the profile
+    with pytest.raises(UsageError, match="the dataset workload needs --dataset FILE"):
+        checked_request(dataclasses.replace(base, workloads=("dataset",)))

@@ -25,7 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from console.bench.records import BenchRecord
 from console.core.bench_live import LiveBench, LiveLevel
@@ -33,6 +33,7 @@ from console.core.bench_run import WORKLOAD_CHOICES, BenchForm, FormErrors, Plan
 from console.host.base import HostError
 from console.tui.context import ConsoleContext
 from console.tui.screens import FORM_FOCUS_BINDINGS
+from console.tui.widgets.footer import FittedFooter
 
 # (sweeps, on_event) -> each sweep's records: console.tui.runners.BenchRunner, its session_of and host bound
 Runner = Callable[[list[PlannedSweep], Callable[[Any], None]], Awaitable[list[list[BenchRecord]]]]
@@ -212,7 +213,7 @@ class BenchScreen(Screen[None]):
                 yield Static("", id="bench-rows")
                 yield Static("", id="bench-why")
             yield Static("", id="bench-status")
-        yield Footer()
+        yield FittedFooter(keep=("bench-close",))
 
     def on_mount(self) -> None:
         self.set_interval(REPAINT_S, self._repaint)

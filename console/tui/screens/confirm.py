@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.tui.widgets.footer import FittedFooter
+
 
 def diff_text(diff: str) -> Text:
     """A unified diff, coloured the way every operator reads one."""
@@ -36,6 +38,8 @@ class ConfirmScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes", id="confirm-yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm-no"),
+        # a modal screen stops the app's keys: its own help key (the app's action, listing this screen's keys)
+        Binding("question_mark,f1", "app.help", "Help", id="help"),
     ]
 
     def __init__(self, question: str, body: RenderableType | None = None, *, danger: bool = False) -> None:
@@ -55,6 +59,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 ),
                 id="confirm-question",
             )
+        yield FittedFooter(keep=("confirm-yes", "confirm-no"))  # the answers, not the keys of the screen below
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, Select, Static, Switch
+from textual.widgets import Input, Label, Select, Static, Switch
 
 from console.core.apply import ApplyResult, plan_apply
 from console.core.edit import NONE_CHOICE, EditorForm, FieldSpec, Preview, editor_form, running_values
@@ -30,6 +30,7 @@ from console.host.base import HostError, UnitBackup, UnitLocked
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import apply_progress
+from console.tui.widgets.footer import FittedFooter
 
 UNIT_PRESET = "unit"
 RUNNING_PRESET = "running"
@@ -98,7 +99,7 @@ class EditScreen(Screen[None]):
         with Horizontal(id="editor-body"):
             yield VerticalScroll(id="editor-form")
             yield Static("", id="editor-report")
-        yield Footer()
+        yield FittedFooter(keep=("editor-close",))
 
     def on_mount(self) -> None:
         self._load()
@@ -153,7 +154,11 @@ class EditScreen(Screen[None]):
                 rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
             widget = self._widget(spec, form, disabled)
             row_classes = "field-row -switch" if spec.kind == "switch" else "field-row"
+            if spec.hint:
+                row_classes += " -hinted"
             rows.append(Horizontal(Label(spec.label, classes="field-label"), widget, classes=row_classes))
+            if spec.hint:  # why the field is offered, under it
+                rows.append(Static(Text(spec.hint, style="dim"), classes="field-hint"))
         await container.mount_all(rows)
 
     def _widget(self, spec: FieldSpec, form: EditorForm, disabled: bool) -> Widget:

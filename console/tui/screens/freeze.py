@@ -33,6 +33,7 @@ from console.tui.context import ConsoleContext
 from console.tui.runners import FreezePending
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.progress import ProgressScreen
+from console.tui.widgets.footer import FittedFooter
 
 # the host's planner, its label bound: console.tui.runners.FreezePlanner
 Planner = Callable[[FreezeRequest], Awaitable[FreezePending]]
@@ -110,6 +111,7 @@ class FreezeScreen(Screen[bool]):
                 yield Button("Preview", id="freeze-plan", variant="primary")
                 yield Button("Freeze", id="freeze-go", variant="warning", disabled=True)
                 yield Button("Cancel", id="freeze-close")
+        yield FittedFooter(keep=("freeze-cancel",))
 
     def on_mount(self) -> None:
         self.query_one("#freeze-force-row").display = False

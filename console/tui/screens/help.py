@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from console.tui.config import CONFIG_NAME
+from console.tui.widgets.footer import FittedFooter
 
 KeyRow = tuple[str, str, str, str]  # keys, description, binding id, why disabled ("" when enabled)
 
@@ -33,7 +34,7 @@ def key_table(rows: list[KeyRow]) -> Table:
 class HelpScreen(Screen[None]):
     """Opaque on purpose: a translucent modal re-renders the dashboard under it at every journal line."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close", id="close-help")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "dismiss", "Close", id="close-help")]
 
     def __init__(self, title: str, rows: list[KeyRow]) -> None:
         super().__init__()
@@ -51,6 +52,7 @@ class HelpScreen(Screen[None]):
                     style="dim",
                 )
             )
+        yield FittedFooter(keep=("close-help",))
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

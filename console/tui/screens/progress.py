@@ -25,7 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, ProgressBar, RichLog, Static
+from textual.widgets import ProgressBar, RichLog, Static
 
 from console.core.apply import ApplyResult, PendingApply
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
@@ -33,7 +33,8 @@ from console.core.pending import Interruptible, Pending
 from console.core.phases import PhaseState, PhaseStatus
 from console.core.rollout import ApplyState
 from console.tui.screens.confirm import ConfirmScreen
-from console.tui.widgets.journal import format_line
+from console.tui.widgets.footer import FittedFooter
+from console.tui.widgets.journal import LineMaker, format_line
 
 STATE_WORDS = {
     ApplyState.VALIDATED: "checked",
@@ -184,7 +185,7 @@ class ProgressScreen(Screen[R | None], Generic[E, R]):
 
     def compose(self) -> ComposeResult:
         yield from self.view.compose()
-        yield Footer()
+        yield FittedFooter(keep=("progress-abort",))
 
     def on_mount(self) -> None:
         if not self._started:  # an installed screen shown again (d, then T): its worker runs already
@@ -284,6 +285,7 @@ class ApplyView:
         self.phases: tuple[PhaseStatus, ...] = ()
         self.rollback_phases: tuple[PhaseStatus, ...] = ()
         self.notes: list[str] = []
+        self.lines = LineMaker()  # the journal's lines: SGLang's date said once, where it changes
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title, style="bold"), id="progress-title")
@@ -305,7 +307,7 @@ class ApplyView:
                 self.phases = event.phases
                 screen.query_one(ProgressBar).update(progress=event.progress)
         elif isinstance(event, LogLine):
-            screen.query_one(RichLog).write(format_line(event.entry))
+            screen.query_one(RichLog).write(format_line(event.entry, self.lines))
         elif isinstance(event, Reconnecting):
             self.notes.append(f"connection lost during {event.operation}; reconnecting ({event.error})")
         elif isinstance(event, Notice):

@@ -20,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.core.apply import ApplyResult, PendingApply
 from console.core.snapshot import Snapshot, best_throughput, production_names, production_of, setup_text
@@ -29,6 +29,7 @@ from console.core.snapshot_doc import render_document
 from console.core.snapshot_store import load_snapshots
 from console.tui.context import ConsoleContext
 from console.tui.screens.progress import apply_progress
+from console.tui.widgets.footer import FittedFooter
 from console.workspace import Workspace
 
 # snapshot -> (a PendingApply for its host, notes): console.tui.runners.Restorer, the console's session_of bound
@@ -93,7 +94,7 @@ class SnapshotsScreen(Screen[None]):
             yield Static("", id="snapshots-status")
             with VerticalScroll(id="snapshots-detail"):
                 yield Static("", id="snapshots-text")
-        yield Footer()
+        yield FittedFooter(keep=("snapshots-close",))
 
     def on_mount(self) -> None:
         self.reload()

@@ -93,6 +93,11 @@ class HostPane(Vertical):
         if self.active:  # history lengths and where values wrap follow the panels' widths
             self.render_view()
 
+    def on_server_panel_resized(self) -> None:
+        """The server panel's rows follow its height, which more or fewer GPU rows change without a resize here."""
+        if self.active:
+            self.render_view()
+
     def activate(self, active: bool) -> None:
         self.active = active
         if active:
@@ -135,7 +140,9 @@ class HostPane(Vertical):
         gpu_history = max(0, min(60, (width - GPU_FIXED_WIDTH - 2) // 2 - 2))
         if gpu_history < 6:
             gpu_history = 0  # too narrow for a history worth reading: the figures alone
-        server_width = self.query_one(ServerPanel).size.width or 50
+        server_size = self.query_one(ServerPanel).size
+        server_width = server_size.width or 50
+        server_height = server_size.height or None  # None before the first layout: every row
         spark = max(0, min(30, server_width - SERVER_LABEL_COLUMNS))
         self._drawn_stale = self._stale_parts(now)
         self.set_class(view.status is not None and self._drawn_stale[0], "-stale")
@@ -151,10 +158,10 @@ class HostPane(Vertical):
                 render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
             )
             self._gpu_key, self._gpu_rows = gpus, rows
-        server = _server_key(view, spark, self._drawn_stale, server_width)
+        server = _server_key(view, spark, self._drawn_stale, server_width, server_height)
         if server != self._server_key or self._drawn_stale[1]:  # a stale server panel shows its age
             self.query_one(ServerPanel).update(
-                render_server(view, now, history_width=spark, width=server_width), layout=False
+                render_server(view, now, history_width=spark, width=server_width, height=server_height), layout=False
             )
             self._server_key = server
 
@@ -171,7 +178,7 @@ def _gpu_key(view: HostView, history: int, stale: tuple[bool, ...]) -> object:
     return (tuple(status.gpus), status.gpu_error, history, stale, tails, view.gpus_at if status.gpu_error else None)
 
 
-def _server_key(view: HostView, spark: int, stale: tuple[bool, ...], width: int) -> object:
+def _server_key(view: HostView, spark: int, stale: tuple[bool, ...], width: int, height: int | None) -> object:
     """Everything the server panel shows, to tell whether it must be drawn again."""
     status = view.status
     if status is None:
@@ -186,4 +193,5 @@ def _server_key(view: HostView, spark: int, stale: tuple[bool, ...], width: int)
         spark,
         stale,
         width,
+        height,
     )

@@ -4,7 +4,10 @@ stays bounded (MAX_LINES kept)."""
 
 from __future__ import annotations
 
+import re
 from collections import deque
+from collections.abc import Iterable
+from itertools import islice
 from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len
@@ -21,6 +24,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Input, Static
 
+from console.core.console_requests import ConsoleRequest
 from console.core.phases import classify_line
 from console.host.base import JournalEntry
 
@@ -28,7 +32,15 @@ MAX_LINES = 5000
 # Lines reach the screen at most this often: taking them is cheap (the log grows without a layout and draws
 # only what is on screen), but a batch per watcher message (20 a second) would repaint the log 20 times a second.
 FLUSH_S = 0.25
-LINE_STYLE = {"failure": "bold red", "ready": "bold green", "phase": "cyan", "warning": "yellow", "normal": ""}
+LINE_STYLE = {
+    "failure": "bold red",
+    "ready": "bold green",
+    "phase": "cyan",
+    "warning": "yellow",
+    "normal": "",
+    "date": "bold dim",
+    "console": "dim",  # the console's own requests, when shown
+}
 
 
 class JournalLine(NamedTuple):
@@ -40,13 +52,37 @@ class JournalLine(NamedTuple):
     kind: str
 
 
-def journal_lines(entry: JournalEntry) -> list[JournalLine]:
-    """The entry's lines, the first with the journal's time unless it carries its own (SGLang stamps every line
-    `[YYYY-MM-DD ...]`); a message of several lines keeps its kind on each."""
-    prefix = "" if entry.message.startswith("[") else entry.timestamp.strftime("%H:%M:%S ")
-    kind = classify_line(entry.message)
-    first, *rest = entry.message.split("\n")
-    return [JournalLine(prefix + first, len(prefix), kind), *(JournalLine(line, 0, kind) for line in rest)]
+# SGLang stamps every line `[YYYY-MM-DD HH:MM:SS]`, a scheduler's with its rank (`[... TP0]`, `[... DP1 TP3]`).
+SGLANG_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})((?: [^\]\n]*)?)\] ?")
+
+
+class LineMaker:
+    """Entries to the log's lines. SGLang's stamp is shortened to its time (and rank): its date takes a line of
+    its own, before the first stamped line and wherever it changes, not 11 of the ~40 columns a narrow journal
+    has on every line. Other lines get the journal's time, as before."""
+
+    def __init__(self) -> None:
+        self.date = ""  # the date of the last stamped line
+
+    def lines(self, entry: JournalEntry) -> list[JournalLine]:
+        """The entry's lines, the first with its time; a message of several lines keeps its kind on each."""
+        kind = "console" if isinstance(entry, ConsoleRequest) else classify_line(entry.message)
+        first, *rest = entry.message.split("\n")
+        out: list[JournalLine] = []
+        stamp = SGLANG_STAMP.match(first)
+        if stamp is not None:
+            date, time, rank = stamp.groups()
+            if date != self.date:
+                self.date = date
+                out.append(JournalLine(f"── {date} ──", 0, "date"))
+            prefix = f"{time}{rank} "
+            first = prefix + first[stamp.end() :]
+        else:
+            prefix = "" if first.startswith("[") else entry.timestamp.strftime("%H:%M:%S ")
+            first = prefix + first
+        out.append(JournalLine(first, len(prefix), kind))
+        out.extend(JournalLine(line, 0, kind) for line in rest)
+        return out
 
 
 def line_text(line: JournalLine) -> Text:
@@ -57,9 +93,10 @@ def line_text(line: JournalLine) -> Text:
     return text
 
 
-def format_line(entry: JournalEntry) -> Text:
-    """The entry as one Text (for logs that render what they are given, like the restart's progress)."""
-    return Text("\n").join(line_text(line) for line in journal_lines(entry))
+def format_line(entry: JournalEntry, maker: LineMaker | None = None) -> Text:
+    """The entry as one Text (for logs that render what they are given, like the restart's progress); `maker`
+    keeps the date from one entry to the next."""
+    return Text("\n").join(line_text(line) for line in (maker or LineMaker()).lines(entry))
 
 
 class JournalLog(ScrollView, can_focus=True):
@@ -150,8 +187,16 @@ class JournalLog(ScrollView, can_focus=True):
         self.post_message(JournalView.Followed())
 
 
+def _console_requests(entries: Iterable[JournalEntry]) -> int:
+    return sum(isinstance(entry, ConsoleRequest) for entry in entries)
+
+
+CONSOLE_REQUESTS_ID = "console-requests"  # the dashboard's key that shows or folds them (console/tui/app.py)
+
+
 class JournalView(Vertical):
-    """Journal lines with follow/pause, a filter, and a status line."""
+    """Journal lines with follow/pause, a filter, and a status line. The console's own requests (the access lines
+    of its polling, console.core.console_requests) are folded: counted in the status line, shown on a key."""
 
     class Followed(Message):
         """The operator went back to the newest line."""
@@ -161,9 +206,13 @@ class JournalView(Vertical):
         self.entries: deque[JournalEntry] = deque(maxlen=MAX_LINES)
         self.filter_text = ""
         self.missed = 0  # lines that arrived while the operator was reading back
+        self.show_console_requests = False
+        self.console_requests = 0  # how many of `entries` are the console's own requests
+        self._maker = LineMaker()
         self._status: Text | None = None
         self._pending: list[JournalEntry] = []
         self._flush_timer: Timer | None = None
+        self._toggle_key = "p"
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="journal-status")
@@ -171,6 +220,9 @@ class JournalView(Vertical):
         yield Input(placeholder="filter the journal (Enter: apply, Esc: clear)", classes="journal-search")
 
     def on_mount(self) -> None:
+        for active in self.screen.active_bindings.values():  # the key as console.toml may have remapped it
+            if active.binding.id == CONSOLE_REQUESTS_ID:
+                self._toggle_key = self.app.get_key_display(active.binding)
         self._show_status()
 
     @property
@@ -184,6 +236,9 @@ class JournalView(Vertical):
     def _matches(self, entry: JournalEntry) -> bool:
         return not self.filter_text or self.filter_text.lower() in entry.message.lower()
 
+    def _shown(self, entry: JournalEntry) -> bool:
+        return (self.show_console_requests or not isinstance(entry, ConsoleRequest)) and self._matches(entry)
+
     def add(self, entries: list[JournalEntry]) -> None:
         """Take new lines; they are drawn with the next flush (at most FLUSH_S from now)."""
         self._pending.extend(entries)
@@ -196,11 +251,16 @@ class JournalView(Vertical):
         entries, self._pending = self._pending, []
         if not entries:
             return
+        # the bounded buffer lets its oldest go (add() keeps a batch within MAX_LINES: only older ones)
+        dropped = len(self.entries) + len(entries) - MAX_LINES
+        if dropped > 0:
+            self.console_requests -= _console_requests(islice(self.entries, dropped))
         self.entries.extend(entries)
-        shown = [entry for entry in entries if self._matches(entry)]
+        self.console_requests += _console_requests(entries)
+        shown = [entry for entry in entries if self._shown(entry)]
         if not self.following:
             self.missed += len(shown)
-        self.log_widget.append([line for entry in shown for line in journal_lines(entry)])
+        self.log_widget.append([line for entry in shown for line in self._maker.lines(entry)])
         self._show_status()
 
     def _show_status(self) -> None:
@@ -210,10 +270,34 @@ class JournalView(Vertical):
             parts.append(f"filter “{self.filter_text}”: {shown} of {len(self.entries)} lines (Esc clears)")
         if self.missed:
             parts.append(f"paused — {self.missed} new line{'s' * (self.missed != 1)} below (f: follow)")
-        text = Text("  ·  ".join(parts) or "journal (following)", style="yellow" if self.missed else "dim")
+        key = self._toggle_key
+        told: list[str] = []  # what is said of the console's requests, longest first: the key always
+        if self.show_console_requests:
+            told = [f"console requests shown ({key}: fold)", f"console requests shown ({key})"]
+        elif self.console_requests:
+            count = f"{self.console_requests:,} console request{'s' * (self.console_requests != 1)} folded"
+            told = [f"{count} ({key}: show)", f"{count} ({key})", f"{self.console_requests:,} folded ({key})"]
+        # the longest that fits; following is said when there is room beside the rest
+        lines = [parts or ["journal (following)"]]
+        if told:
+            lines = [[*(parts or ["journal (following)"]), told[0]], *([*parts, one] for one in told)]
+        said = ["  ·  ".join(line) for line in lines]
+        room = self.size.width - 2
+        text = Text(
+            next((line for line in said if room <= 0 or cell_len(line) <= room), said[-1]),
+            style="yellow" if self.missed else "dim",
+        )
         if text != self._status:  # a one-line status: redrawn only when it says something else, never re-laid out
             self._status = text
             self.query_one(".journal-status", Static).update(text, layout=False)
+
+    def on_resize(self) -> None:
+        self._show_status()  # what it says depends on the room it has
+
+    def toggle_console_requests(self) -> None:
+        """Show the console's own requests among the lines, or fold them again."""
+        self.show_console_requests = not self.show_console_requests
+        self._redraw()
 
     def on_journal_view_followed(self, _message: Followed) -> None:
         self.missed = 0
@@ -248,13 +332,18 @@ class JournalView(Vertical):
         self.log_widget.focus()
 
     def apply_filter(self, text: str) -> None:
-        self.flush()
         self.filter_text = text
         search = self.query_one(".journal-search", Input)
         search.set_class(bool(text), "-open")
+        self._redraw()
+
+    def _redraw(self) -> None:
+        """Every kept line drawn again for what is shown now (the filter, the console's requests folded or not)."""
+        self.flush()
         log = self.log_widget
         log.clear()
-        log.append([line for entry in self.entries if self._matches(entry) for line in journal_lines(entry)])
+        self._maker = LineMaker()
+        log.append([line for entry in self.entries if self._shown(entry) for line in self._maker.lines(entry)])
         log.anchor()
         self.missed = 0
         self._show_status()

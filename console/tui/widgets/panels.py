@@ -10,6 +10,7 @@ from datetime import datetime
 
 from rich.console import Console
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import Static
 
 from console.core.drift import ProductionStatus
@@ -195,7 +196,17 @@ def _setup_cell(value: SetupValue | None) -> Text:
     return text
 
 
-def render_server(view: HostView, now: datetime, *, history_width: int, width: int = 50) -> Text:
+# The server panel's rows that give way when it is short (80×24 leaves it 14 lines with 4 GPUs, 10 with 8), the
+# first first: after the latency window's line, the draft model's path (the editor has it), the cache figures,
+# the request limit, the accept length, the load. Health, the setup and TTFT/ITL always show.
+GIVE_WAY = ("draft model", "usage", "max running", "accept len", "requests", "generation")
+
+
+def render_server(
+    view: HostView, now: datetime, *, history_width: int, width: int = 50, height: int | None = None
+) -> Text:
+    """The server panel in `width` cells, and within `height` lines when given: the rows of least use at a glance
+    give way (GIVE_WAY), so that health, the setup and the latency lines always show."""
     status = view.status
     if status is None:
         return Text("server: waiting for the first refresh", style="dim")
@@ -256,8 +267,25 @@ def render_server(view: HostView, now: datetime, *, history_width: int, width: i
     rows.append(("TTFT ms", Text(_quantiles(lat.ttft_ms))))
     rows.append(("ITL ms", Text(_quantiles(lat.itl_ms))))
     window = f"last {lat.window_s:.0f} s, {lat.requests:.0f} requests" if lat.window_s else "from the next refresh"
-    rows.append(("", Text(window, style="dim")))
+    window_row = ("", Text(window, style="dim"))
+    rows.append(window_row)
+    if height is not None:
+        by_label = {label: row for row in rows if (label := row[0])}
+        order = [window_row, *(by_label[label] for label in GIVE_WAY if label in by_label)]
+        rows = fit_rows(rows, order, width, height)
     return two_columns(rows, width)
+
+
+def fit_rows(
+    rows: list[tuple[str, Text]], give_way: list[tuple[str, Text]], width: int, height: int
+) -> list[tuple[str, Text]]:
+    """`rows` without the first of `give_way` (by identity) until they fit in `height` lines of `width` cells."""
+    shown = list(rows)
+    for row in give_way:
+        if sum(_row_lines(value, width) for _label, value in shown) <= height:
+            break
+        shown = [kept for kept in shown if kept is not row]
+    return shown
 
 
 # The widest label of the server panel ("speculative", "draft model", "max running"); values start after it.
@@ -266,10 +294,22 @@ LABEL_WIDTH = 11
 _WRAP_CONSOLE = Console(file=io.StringIO(), width=LABEL_WIDTH)
 
 
+def _value_room(width: int) -> int:
+    return max(width - LABEL_WIDTH - 2, 8)
+
+
+def _wrapped(value: Text, width: int) -> list[Text]:
+    room = _value_room(width)
+    return list(value.wrap(_WRAP_CONSOLE, room, overflow="fold")) if value.cell_len > room else [value]
+
+
+def _row_lines(value: Text, width: int) -> int:
+    return 1 if value.cell_len <= _value_room(width) else len(_wrapped(value, width))
+
+
 def two_columns(rows: list[tuple[str, Text]], width: int) -> Text:
     """Bold labels, then values wrapped under themselves within `width` cells. One Text, not a rich Table:
     Textual draws text without going through a console (a table of 15 rows cost 3x as much, every second)."""
-    room = max(width - LABEL_WIDTH - 2, 8)
     indent = " " * (LABEL_WIDTH + 2)
     out = Text(no_wrap=True, overflow="ellipsis")
     for index, (label, value) in enumerate(rows):
@@ -277,7 +317,7 @@ def two_columns(rows: list[tuple[str, Text]], width: int) -> Text:
             out.append("\n")
         out.append(label.ljust(LABEL_WIDTH), style="bold")
         out.append("  ")
-        lines = value.wrap(_WRAP_CONSOLE, room, overflow="fold") if value.cell_len > room else [value]
+        lines = _wrapped(value, width)
         for number, line in enumerate(lines):
             if number:
                 out.append("\n" + indent)
@@ -304,3 +344,9 @@ class GpuPanel(Static):
 
 class ServerPanel(Static):
     """Health, the resolved speculative setup with SGLang's silent changes marked, load, latency percentiles."""
+
+    class Resized(Message):
+        """The panel's size changed: what it shows is fitted to it (render_server's width and height)."""
+
+    def on_resize(self) -> None:
+        self.post_message(self.Resized())

@@ -1,0 +1,129 @@
+"""The options `bench` and `tune` share for the operator's own traffic, and how the verbs read them: --dataset FILE
+(--dataset-sample N, --long-prompts), --slo SPEC. Defining them imports nothing heavy (build_parser runs for every
+command); reading them imports the dataset reader and the SLO grammar (console.bench.datasets, console.bench.slo).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.errors import UsageError
+
+if TYPE_CHECKING:
+    from console.bench.engine import SweepConfig
+    from console.bench.slo import Slo
+    from console.bench.workloads import DatasetSample
+
+DEFAULT_OUTPUT_LEN = 256  # --output-len for the random and chat workloads (with --dataset it only caps, when given)
+DEFAULT_DATASET_SAMPLE = 1000  # bench_serving's --num-prompts default (console.bench.datasets.DEFAULT_SAMPLE)
+
+
+def add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dataset",
+        metavar="FILE",
+        help='benchmark with your own prompts: ShareGPT JSON (bench_serving\'s file), JSONL {"prompt", "output_len"?} '
+        'or JSONL OpenAI chat {"messages", "max_tokens"?}; output lengths are the dataset\'s own (forced, as '
+        "bench_serving does), capped by --output-len when given",
+    )
+    parser.add_argument(
+        "--dataset-sample",
+        type=int,
+        default=DEFAULT_DATASET_SAMPLE,
+        metavar="N",
+        help=f"requests drawn from --dataset with --seed, the same for every run (default {DEFAULT_DATASET_SAMPLE})",
+    )
+    parser.add_argument(
+        "--long-prompts",
+        choices=["skip", "error"],
+        default="skip",
+        help="dataset prompts longer than the server's context length: left out and counted (skip, the default), "
+        "or refused before anything is sent (error)",
+    )
+
+
+def add_slo_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--slo",
+        metavar="SPEC",
+        help="latency SLO each level is held to, e.g. ttft_p95=800ms,tpot_p95=60ms (ttft|tpot|itl|e2e at "
+        "p50|p90|p95|p99): goodput and ✔/✖ per level, capacity at the SLO (default: the profile's [slo])",
+    )
+
+
+def resolve_lengths(args: argparse.Namespace) -> int | None:
+    """--output-len as typed (None: not given), and args.output_len set to what the synthetic workloads use."""
+    given: int | None = args.output_len
+    if given is None:
+        args.output_len = DEFAULT_OUTPUT_LEN
+    return given
+
+
+def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> DatasetSample | None:
+    """The --dataset sample (None without one); UsageError names the file, the line and what was expected. The API
+    follows the file when --api was not given: a chat JSONL file goes to the chat API."""
+    if not getattr(args, "dataset", None):
+        if getattr(args, "api", "generate") is None:
+            args.api = "generate"
+        return None
+    from console.bench.datasets import DatasetError, sample_dataset
+
+    if args.dataset_sample < 1:
+        raise UsageError("--dataset-sample must be at least 1")
+    try:
+        sample = sample_dataset(
+            dataset_path(args),
+            size=args.dataset_sample,
+            seed=args.seed,
+            output_len_cap=output_len_cap,
+            hash_large=False,  # a large file's sha256 is read beside the run (console.core.bench)
+        )
+    except DatasetError as exc:
+        raise UsageError(f"--dataset {exc}; nothing was sent") from None
+    if args.api is None:
+        args.api = "chat" if sample.format == "chat-jsonl" else "generate"
+    elif args.api == "generate" and sample.format == "chat-jsonl":
+        raise UsageError(f"--dataset {args.dataset} holds chat messages: they go to the chat API (drop --api generate)")
+    return sample
+
+
+def dataset_path(args: argparse.Namespace) -> Path:
+    """--dataset as given; a relative path that does not exist here is looked for in the workspace's datasets/."""
+    path = Path(args.dataset).expanduser()
+    if not path.is_absolute() and not path.exists():
+        from console.workspace import Workspace
+
+        inside = Workspace.resolve(getattr(args, "workspace", None)).datasets / path
+        if inside.exists():
+            return inside
+    return path
+
+
+def read_slo(args: argparse.Namespace) -> Slo | None:
+    if not getattr(args, "slo", None):
+        return None
+    from console.bench.slo import parse_slo
+
+    try:
+        return parse_slo(args.slo)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def with_traffic(
+    config: SweepConfig, args: argparse.Namespace, sample: DatasetSample | None, slo: Slo | None
+) -> SweepConfig:
+    """The sweep the other options made, with the dataset (its workload), the SLO and the capacity search."""
+    workload = config.workload
+    if sample is not None:
+        workload = replace(workload, name="dataset", dataset=sample)
+    return replace(
+        config,
+        workload=workload,
+        long_prompts=args.long_prompts,
+        slo=slo.to_json() if slo is not None else None,
+        find_capacity=bool(getattr(args, "find_capacity", False)),
+    )

@@ -1,0 +1,39 @@
+"""The editor's serving section offers --uvicorn-access-log-exclude-prefixes where the version has it (0.5.9 and
+later), with its reason under it; typing the console's paths makes the edit. Pilot on a scripted host."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+
+from console.tui.screens.edit import EditScreen
+from tests.tui.support import FixedSession, screen_text, scripted_app, view, wait_until
+
+REASON = "keep the console's polling out of the server's log: /health /metrics"
+
+
+async def test_the_field_and_its_reason_show_and_typing_the_paths_makes_the_edit() -> None:
+    app = scripted_app(views={"gpu-a": view()})
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
+        app.push_screen(editor)
+        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
+        field = editor.query_one("#field-uvicorn-access-log-exclude-prefixes", Input)
+        field.focus()  # scrolled into view
+        await wait_until(pilot, lambda: REASON in screen_text(app), "the reason")
+        assert "access log: skip paths" in screen_text(app)
+        await pilot.press(*"/health /metrics")
+        await wait_until(pilot, lambda: "ctrl+s: apply 1 change" in screen_text(app), "the edit")
+        assert editor.preview is not None
+        assert editor.preview.edits.set_flags == (("--uvicorn-access-log-exclude-prefixes", ["/health", "/metrics"]),)
+
+
+@pytest.mark.parametrize("version", ["0.5.6"])
+async def test_a_version_without_the_flag_has_no_such_field(version: str) -> None:
+    app = scripted_app(views={"gpu-a": view()})
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = EditScreen(FixedSession(version=version), label="gpu-a")  # type: ignore[arg-type]
+        app.push_screen(editor)
+        await wait_until(pilot, lambda: editor.form is not None and "tensor parallel" in screen_text(app), "the form")
+        assert not editor.query("#field-uvicorn-access-log-exclude-prefixes")
+        assert "polling" not in screen_text(app)
