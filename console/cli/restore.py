@@ -1,5 +1,5 @@
 """`opsconsole restore TARGET SNAPSHOT [--yes] [--timeout S] [--json]`: bring a snapshot's flags and environment
-back through the validated apply (console.core.freeze.plan_restore -> console.core.apply): the rules check the
+back through the validated apply (console.core.snapshot.plan_restore -> console.core.apply): the rules check the
 restored unit first, a start that fails is rolled back, and what the server resolves is verified.
 
 A secret the snapshot holds masked (an API key) stays as it is on the host. Restoring does not change which
@@ -20,10 +20,8 @@ from console.errors import UsageError
 
 
 async def restore_main(verb: HostVerb) -> int:
-    from console.core.freeze import plan_restore
     from console.core.session import open_session
-    from console.core.snapshot import SnapshotError
-    from console.core.snapshot_store import load_snapshot
+    from console.core.snapshot import SnapshotError, load_snapshot, plan_restore
 
     args, human = verb.args, verb.human
     workspace = workspace_of(args)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core.edit import NONE_CHOICE, SPEC_V2_DEST, editor_form, running_values
-from console.core.history import applied_setups, record_applied
+from console.core.apply import applied_setups, record_applied
+from console.core.apply.edit import NONE_CHOICE, SPEC_V2_DEST, editor_form, running_values
 
 UNIT = """[Service]
 Environment="SGLANG_ENABLE_SPEC_V2=False"

@@ -2,7 +2,7 @@
 the SGLang version the host runs at every keystroke, then applied: the unit diff and a confirmation naming
 host and unit, then the restart watched phase by phase (screens/progress.py).
 
-The model is console/core/edit.py (fields from the version's flag table, the edit, the rules' verdict, the
+The model is console/core/apply/edit.py (fields from the version's flag table, the edit, the rules' verdict, the
 silent changes); this screen only shows it and sends the intents."""
 
 from __future__ import annotations
@@ -20,12 +20,21 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from console.core.apply import ApplyResult, plan_apply
-from console.core.edit import NONE_CHOICE, EditorForm, FieldSpec, Preview, editor_form, running_values
-from console.core.history import applied_setups, record_applied
+from console.core.apply import (
+    NONE_CHOICE,
+    ApplyResult,
+    EditorForm,
+    FieldSpec,
+    Preview,
+    applied_setups,
+    editor_form,
+    plan_apply,
+    record_applied,
+    running_values,
+)
 from console.core.rollout import ApplyState
 from console.core.session import Session
-from console.core.snapshot_store import load_snapshots
+from console.core.snapshot import load_snapshots
 from console.host.base import HostError, UnitBackup, UnitLocked
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen, diff_text
