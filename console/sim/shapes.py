@@ -71,6 +71,7 @@ def meta_info(
     started: float | None = None,
     first_token_at: float | None = None,
     streaming: bool = False,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     """A /generate chunk's meta_info; the final chunk (finish set) adds e2e_latency and the spec counters.
     From 0.5.17 also the scheduler's timestamps, reasoning/cached token details and the drafts' histograms, in
@@ -89,7 +90,7 @@ def meta_info(
     if more:
         meta.update(forward_entry_time=t0 + 0.0002, prefill_finished_time=first, queue_time=0.0002, reasoning_tokens=0)
     meta["completion_tokens"] = completion_tokens
-    meta["cached_tokens"] = 0
+    meta["cached_tokens"] = cached_tokens
     if more:
         meta["cached_tokens_details"] = None  # {"device": N, "host": M} once a prefix was cached
         meta["dp_rank"] = None
