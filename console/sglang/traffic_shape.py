@@ -71,9 +71,14 @@ def parse_scrape(text: str) -> Scrape:
     return Scrape(counters, histograms)
 
 
+def histograms_need_flag(version: str) -> bool:
+    """Whether this version records the token histograms only with --collect-tokens-histogram (up to 0.5.10)."""
+    return _version_key(version) <= _version_key(LAST_VERSION_NEEDING_FLAG)
+
+
 def needs_flag(version: str | None, server_args: dict[str, Any]) -> bool:
     """True when this version records the token histograms only with --collect-tokens-histogram and it is off."""
-    if version is None or _version_key(version) > _version_key(LAST_VERSION_NEEDING_FLAG):
+    if version is None or not histograms_need_flag(version):
         return False
     return not server_args.get("collect_tokens_histogram")
 

@@ -134,6 +134,10 @@ TERMS: tuple[Term, ...] = (
         "uvicorn_access_log_exclude_prefixes", "--uvicorn-access-log-exclude-prefixes", "access log: skip paths",
         "serving", (V.EDITOR,), name="access log skips", first_version="0.5.9",  # a list: paths the log leaves out
     ),
+    _term(
+        # the editor offers it only up to 0.5.10: 0.5.11 records the histograms always (the flag a deprecated no-op)
+        "collect_tokens_histogram", "--collect-tokens-histogram", "token length histograms", "serving", (V.EDITOR,),
+    ),
     # --- what runs ---
     _term("model_path", "--model-path", "model path", "identity", (V.DRIFT, V.SNAPSHOT), name="model"),
     _term("served_model_name", "--served-model-name", "served model name", "identity", (V.SNAPSHOT,)),
