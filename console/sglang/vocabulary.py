@@ -137,6 +137,7 @@ TERMS: tuple[Term, ...] = (
     _term(
         # the editor offers it only up to 0.5.10: 0.5.11 records the histograms always (the flag a deprecated no-op)
         "collect_tokens_histogram", "--collect-tokens-histogram", "token length histograms", "serving", (V.EDITOR,),
+        last_version="0.5.17",  # gone from 0.5.23
     ),
     # --- what runs ---
     _term("model_path", "--model-path", "model path", "identity", (V.DRIFT, V.SNAPSHOT), name="model"),
