@@ -38,7 +38,7 @@ def field_hint(dest: str, version: str) -> str:
 
         return f"keep the console's polling out of the server's log: {' '.join(polled_paths(version))}"
     if dest == TOKEN_HISTOGRAMS:
-        return "prompt and output length histograms in /metrics, for bench --shape-from-server"
+        return "length histograms in /metrics, for bench --shape-from-server"
     return ""
 
 

@@ -101,7 +101,7 @@ def test_where_the_version_has_it_the_serving_section_offers_the_access_log_skip
     assert form.values["uvicorn_access_log_exclude_prefixes"] == "" and skips.default is None
     assert "uvicorn_access_log_exclude_prefixes" not in [f.dest for f in editor_form(UNIT, "0.5.6").fields]
     histograms = form.field("collect_tokens_histogram")  # 0.5.9: the token histograms need their flag
-    assert [f.hint for f in form.fields if f.hint] == [skips.hint, histograms.hint]  # the others need no reason
+    assert [f.hint for f in form.fields if f.hint] == [histograms.hint, skips.hint]  # the others need no reason
 
     preview = form.preview({"uvicorn_access_log_exclude_prefixes": "/health, /metrics /v1/loads"})
     assert preview.ok and preview.edits.set_flags == (
@@ -120,7 +120,7 @@ def test_up_to_0_5_10_the_serving_section_offers_the_token_histograms_switch_wit
     form = editor_form(UNIT, "0.5.6")
     switch = form.field("collect_tokens_histogram")
     assert (switch.group, switch.kind, switch.flag) == ("serving", "switch", "--collect-tokens-histogram")
-    assert switch.hint == "prompt and output length histograms in /metrics, for bench --shape-from-server"
+    assert switch.hint == "length histograms in /metrics, for bench --shape-from-server"
     assert form.values["collect_tokens_histogram"] == ""
     on = form.preview({"collect_tokens_histogram": "true"})
     assert on.ok and on.edits.set_flags == (("--collect-tokens-histogram", True),)
