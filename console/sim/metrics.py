@@ -215,7 +215,8 @@ class RealMetrics(SimMetrics):
         self.child("sglang:prompt_tokens", is_streaming=_flag(streaming)).inc(prompt_tokens)
         self.child("sglang:prompt_tokens_histogram").observe(prompt_tokens)
         self.child("sglang:uncached_prompt_tokens_histogram").observe(prompt_tokens - cached_tokens)
-        self.child("sglang:cached_tokens", cache_source="device").inc(cached_tokens)
+        if cached_tokens:  # the family appears with the first hit, as on a real 0.5.17 (absent before traffic)
+            self.child("sglang:cached_tokens", cache_source="device").inc(cached_tokens)
 
     def on_step(self, generated_tokens: int) -> None:
         if generated_tokens:
