@@ -92,7 +92,8 @@ def meta_info(
     meta["completion_tokens"] = completion_tokens
     meta["cached_tokens"] = cached_tokens
     if more:
-        meta["cached_tokens_details"] = None  # {"device": N, "host": M} once a prefix was cached
+        # {"device": N, "host": 0} once a prefix was cached (the real capture's generate_stream), else None
+        meta["cached_tokens_details"] = {"device": cached_tokens, "host": 0} if cached_tokens else None
         meta["dp_rank"] = None
     if finish is None:
         if more:
