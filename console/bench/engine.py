@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
@@ -274,6 +274,14 @@ async def _server_accept_length(client: BenchClient) -> float | None:
     state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
     value = state.get("avg_spec_accept_length")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def poisson_gaps(rate: float, seed: int) -> Iterator[float]:
+    """Seconds between arrivals of a Poisson process at `rate` per second (exponential gaps, mean 1/rate), the same
+    sequence for the same seed: every setup compared gets the same arrival times."""
+    rng = random.Random(seed)
+    while True:
+        yield rng.expovariate(rate)
 
 
 class BenchEngine:
@@ -561,7 +569,7 @@ class BenchEngine:
     ) -> None:
         """Poisson arrivals (exponential gaps, seeded) at level.request_rate; optional cap on in-flight."""
         assert level.request_rate is not None
-        rng = random.Random(self.config.workload.seed)
+        gaps = poisson_gaps(level.request_rate, self.config.workload.seed)
         cap = asyncio.Semaphore(level.concurrency) if level.concurrency else None
         tasks: set[asyncio.Task[None]] = set()
 
@@ -577,7 +585,7 @@ class BenchEngine:
             task = asyncio.create_task(capped(req))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-            next_at += rng.expovariate(level.request_rate)
+            next_at += next(gaps)
             delay = next_at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)

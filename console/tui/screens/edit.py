@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, Label, Select, Static, Switch
+from textual.widgets import Checkbox, Input, Label, Select, Static, Switch
 
 from console.core.apply import (
     NONE_CHOICE,
@@ -162,7 +162,7 @@ class EditScreen(Screen[None]):
                 group = spec.group
                 rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
             widget = self._widget(spec, form, disabled)
-            row_classes = "field-row -switch" if spec.kind == "switch" else "field-row"
+            row_classes = "field-row -switch" if spec.kind == "switch" and spec.flag is None else "field-row"
             if spec.hint:
                 row_classes += " -hinted"
             rows.append(Horizontal(Label(spec.label, classes="field-label"), widget, classes=row_classes))
@@ -188,6 +188,8 @@ class EditScreen(Screen[None]):
             return Select[str](options, id=ident, prompt=_placeholder(spec), disabled=disabled, compact=True)
         if spec.kind == "switch":
             on = value == "true" if value else bool(spec.default)
+            if spec.flag is not None:  # a boolean launch flag: one line, like the fields around it
+                return Checkbox(spec.flag, value=on, id=ident, disabled=disabled, compact=True)
             return Switch(value=on, id=ident, disabled=disabled)
         return Input(value=value, id=ident, placeholder=_placeholder(spec), disabled=disabled, compact=True)
 
@@ -274,7 +276,7 @@ class EditScreen(Screen[None]):
                     widget.value = value
                 else:
                     widget.clear()
-            elif isinstance(widget, Switch):
+            elif isinstance(widget, Switch | Checkbox):
                 widget.value = value == "true" if value else bool(spec.default)
         self._update_report()
 
@@ -290,7 +292,7 @@ class EditScreen(Screen[None]):
                 out[spec.dest] = widget.value
             elif isinstance(widget, Select):
                 out[spec.dest] = "" if widget.value == Select.NULL else str(widget.value)
-            elif isinstance(widget, Switch):
+            elif isinstance(widget, Switch | Checkbox):
                 unit_value = self.form.values.get(spec.dest, "")
                 effective = unit_value == "true" if unit_value else bool(spec.default)
                 out[spec.dest] = unit_value if widget.value == effective else ("true" if widget.value else "false")
@@ -299,7 +301,8 @@ class EditScreen(Screen[None]):
     @on(Input.Changed)
     @on(Select.Changed)
     @on(Switch.Changed)
-    def _changed(self, event: Input.Changed | Select.Changed | Switch.Changed) -> None:
+    @on(Checkbox.Changed)
+    def _changed(self, event: Input.Changed | Select.Changed | Switch.Changed | Checkbox.Changed) -> None:
         if event.control is not None and event.control.id == "preset":
             return
         self._update_report()
