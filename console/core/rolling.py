@@ -460,18 +460,21 @@ class PendingRoll:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_timeout_s
         first = True
+        zeros = 0
         while True:
             try:
                 left = await running_requests(host.session)
             except HostError:
                 left = None
-            if left == 0:
+            # Twice 0 in a row: a request the router sent just before the removal may still be on its way.
+            zeros = zeros + 1 if left == 0 else 0
+            if zeros >= 2:
                 self._router_step(host, "drained", "no request running or queued on the worker")
                 return
             if left is None:
                 self._router_step(host, "drain_timeout", "the worker does not say how many requests it runs")
                 return
-            if first:
+            if first and left:
                 self._router_step(host, "draining", f"{left} requests still running or queued on the worker")
                 first = False
             if loop.time() >= deadline:
