@@ -36,9 +36,10 @@ ARROWS: Mapping[str, frozenset[str]] = {
     "sglang": frozenset({"names", "secrets"}),
     "host": frozenset({"names", "secrets", "sglang"}),
     "bench": frozenset({"secrets", "sglang"}),
-    "core": BASE | {"sglang", "host", "bench", "sim.plugin"},
-    "tui": BASE | {"sglang", "host", "bench", "core"},
-    "cli": BASE | {"sglang", "host", "bench", "core", "tui", "sim"},
+    "fleet": BASE | {"sglang", "host"},
+    "core": BASE | {"sglang", "host", "bench", "fleet", "sim.plugin"},
+    "tui": BASE | {"sglang", "host", "bench", "fleet", "core"},
+    "cli": BASE | {"sglang", "host", "bench", "fleet", "core", "tui", "sim"},
     "sim": BASE | {"sglang", "host"},
     "__main__": frozenset({"cli"}),
 }
