@@ -1,11 +1,12 @@
 """`b`: benchmark the current host from a form, then watch the sweep live.
 
-The form opens with the last used values (console.core.bench_run keeps them in the workspace) and a label
+The form opens with the last used values (console.core.bench.queue keeps them in the workspace) and a label
 proposed from the running setup; Start checks every field (the errors stand beside the form) and queues one sweep
-per workload. The sweep runs in an app worker (console.core.bench_run.bench_queue on the host's session): Esc goes
+per workload. The sweep runs in an app worker (console.core.bench.bench_queue on the host's session): Esc goes
 back to the dashboard, which stays live, and the sweep goes on (`b` on that host shows it again); `x` cancels it,
-keeping the levels that finished. The live rows are console.core.bench_live's model, repainted four times a second
-(a fast level finishes hundreds of requests a second), with the host's GPU power from the dashboard's own refresh.
+keeping the levels that finished. The live rows are console.tui.presenters.bench_live's model, repainted four times
+a second (a fast level finishes hundreds of requests a second), with the host's GPU power from the dashboard's own
+refresh.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from console.bench.records import BenchRecord
-from console.core.bench_live import LiveBench, LiveLevel
-from console.core.bench_run import WORKLOAD_CHOICES, BenchForm, FormErrors, PlannedSweep, plan_sweeps, save_form
+from console.core.bench import WORKLOAD_CHOICES, BenchForm, FormErrors, PlannedSweep, plan_sweeps, save_form
 from console.host.base import HostError
 from console.tui.context import ConsoleContext
+from console.tui.presenters.bench_live import LiveBench, LiveLevel
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.widgets.footer import FittedFooter
 
@@ -387,7 +388,7 @@ def _power_of(console: ConsoleContext, label: str) -> Callable[[], float | None]
 def open_bench(console: ConsoleContext) -> None:
     """b / the palette: the running benchmark of the current host, else the form (not read-only, not on the
     overview, not before the host is connected)."""
-    from console.core.bench_run import load_form, proposed_label
+    from console.core.bench import load_form, proposed_label
 
     label = console.current_host
     why = console.why_disabled("benchmark")

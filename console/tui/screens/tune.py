@@ -11,8 +11,8 @@ dashboard while the tune goes on (`T` on that host comes back to it). At the end
 its margin and whether it is within the noise, the crossovers, the optimistic vs realistic workloads, and where
 the unit is and whether the host is healthy.
 
-The TUI holds no logic: the form is console/core/tune_form.py, the board console/core/tune_board.py, the space
-console/core/tune_space.py, the tune console/core/tune.py."""
+The TUI holds no logic: the form is console/core/tune/form.py, the board console/tui/presenters/tune_board.py, the space
+console/core/tune/space.py, the tune console/core/tune/run.py."""
 
 from __future__ import annotations
 
@@ -34,22 +34,28 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Select, Static
 
 from console.core.session import Session
-from console.core.tune import PendingTune, TuneEvent, TuneRequest, TuneResult
-from console.core.tune_board import TuneBoard
-from console.core.tune_form import (
+from console.core.tune import (
     FIELDS,
     Estimate,
     FormError,
+    PendingTune,
+    Space,
+    TuneEvent,
+    TuneRequest,
+    TuneResult,
+    UnitSpeculation,
     afterwards,
+    build_space,
     estimate,
     form_defaults,
     meaning,
     request_from_form,
+    unit_speculation,
 )
-from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
 from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
 from console.tui.context import ConsoleContext
+from console.tui.presenters.tune_board import TuneBoard
 from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen

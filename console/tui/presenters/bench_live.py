@@ -20,7 +20,7 @@ from console.bench.events import (
     SweepStarted,
 )
 from console.bench.metrics import percentile
-from console.core.bench_run import PlannedSweep, SweepQueued
+from console.core.bench import PlannedSweep, SweepQueued
 
 RowState = Literal["waiting", "warm-up", "running", "done", "stopped", "not run"]
 RunState = Literal["running", "finished", "stopped", "cancelled", "failed"]

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import cast
 
 from console.core.bench import parse_int_list
-from console.core.tune import TuneRequest
-from console.core.tune_search import Strategy
-from console.core.tune_space import (
+from console.core.tune.run import TuneRequest
+from console.core.tune.search import Strategy
+from console.core.tune.space import (
     SpaceRequest,
     UnitSpeculation,
     parse_algorithms,
