@@ -16,6 +16,11 @@ drain_timeout_s; a notice says when it ran out), the host's apply runs as a sing
 back), and the worker is added back once the host is healthy (verified, or back on its old unit). The router's
 worker list is read before the roll and after it (`RollReport.router_before/after`).
 
+With a CanaryGate (--gate bench, console/core/bench_gate.py), a canary host that was verified is benchmarked before
+it goes back into the router: passed, it stays on the new setup; failed (or interrupted), the roll stops (cause
+"gate") and the gate rolls it back. A group freeze drives FreezeChange the same way (nothing restarts: no router
+steps).
+
 The first failure (beyond --max-failures) stops the roll: no new host starts; the hosts of the batch already
 running finish on their own. `request_abort()` (Ctrl-C) between hosts stops cleanly; during a host it is passed to
 that host's apply, which rolls back as a single apply does. Hosts not reached are aborted (nothing written, their
