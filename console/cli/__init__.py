@@ -39,7 +39,9 @@ HANDLERS = {
     "tune": "console.cli.tune:run",
 }
 
-TARGET_HELP = "a profile name (profiles/NAME.toml), an ~/.ssh/config alias, or [user@]host[:port]"
+TARGET_HELP = (
+    "a profile name (profiles/NAME.toml), @GROUP (profiles/groups.toml), an ~/.ssh/config alias, or [user@]host[:port]"
+)
 
 
 def _add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="+", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--read-only", action="store_true", help="disable every action that changes the host")
     p.add_argument("--refresh", type=float, metavar="S", help="seconds between refreshes (default 1, console.toml)")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the overview's figures from this Prometheus (console.toml [fleet] prometheus); "
+        "a host's tab still connects over SSH when opened",
+    )
     _add_web_options(p)
     _add_target_options(p)
 
