@@ -132,7 +132,7 @@ def test_the_live_view_counts_goodput_and_says_each_levels_verdict_and_the_capac
     assert cap is not None and (cap.level, cap.first_miss) == ("C=1", "C=8")
     summary = slo_summary(live).plain
     assert "SLO: TTFT p95 ≤ 300 ms, TPOT p95 ≤ 60 ms" in summary
-    assert "✖ s2 C=8: TTFT p95 912.0 ms > 300 ms" in summary
+    assert "✖ C=8: TTFT p95 912.0 ms > 300 ms" in summary
     assert "capacity at the SLO (highest level): C=1 (1.90 req/s); C=8 (700 % above) misses it" in summary
 
 

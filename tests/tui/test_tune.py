@@ -228,7 +228,7 @@ def test_in_a_real_terminal_opsconsole_demo_tunes_two_setups_to_the_result_table
         for _ in range(5):  # steps -> topk -> draft tokens -> spec v2 -> draft model path -> concurrency
             term.keys("Tab")
         _type_field(term, "concurrency levels", "1")
-        term.keys("Tab", "Tab")  # workloads stay random
+        term.keys("Tab", "Tab", "Tab")  # workloads stay random, no dataset picked
         _type_field(term, "seconds per level", "2")
         term.keys("Tab", "Tab")  # repeats stay 2
         _type_field(term, "input tokens", "128")

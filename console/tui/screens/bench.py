@@ -187,9 +187,11 @@ def slo_summary(live: LiveBench) -> Text:
     out.append("SLO: ", style="bold")
     out.append(f"{Slo.from_json(live.slo).text()}", style="bold")
     out.append("   good/s: requests/s whose own TTFT, TPOT and E2E met it\n", style="dim")
+    queued = len(live.sweeps) > 1
     for row in live.rows:
         if row.slo_met is False and row.slo_misses:
-            out.append(f"✖ {row.sweep} {row.name}: {'; '.join(row.slo_misses)}\n", style="red")
+            where = f"{row.sweep} {row.name}" if queued else row.name
+            out.append(f"✖ {where}: {'; '.join(row.slo_misses)}\n", style="red")
     for sweep in live.sweeps:
         cap = live.capacity(sweep.label)
         if cap is None:
@@ -292,7 +294,7 @@ class BenchScreen(Screen[None]):
             yield Static("", id="bench-placement")
             with VerticalScroll(id="bench-live"):
                 yield Static("", id="bench-rows")
-                yield Static("", id="bench-slo")
+                yield Static("", id="bench-slo-summary")
                 yield Static("", id="bench-why")
             yield Static("", id="bench-status")
         yield FittedFooter(keep=("bench-close",))
@@ -422,7 +424,8 @@ class BenchScreen(Screen[None]):
         if isinstance(sweeps, FormErrors):
             self._show_problems(sweeps.problems)
             self._status(self._refusal(), "bold red")
-            first = next(iter(sweeps.problems))
+            on_the_form = [name for name, _title, _hint in FORM_FIELDS if name in sweeps.problems]
+            first = on_the_form[0] if on_the_form else next(iter(sweeps.problems))  # the topmost wrong field
             self.query_one(f"#{_widget_id(first)}").focus()
             return
         self._show_problems({})
@@ -471,7 +474,7 @@ class BenchScreen(Screen[None]):
             title.append(f"   {live.server}", style="dim")
         self.query_one("#bench-title", Static).update(title)
         self.query_one("#bench-rows", Static).update(live_table(live))
-        self.query_one("#bench-slo", Static).update(slo_summary(live))
+        self.query_one("#bench-slo-summary", Static).update(slo_summary(live))
         self.query_one("#bench-why", Static).update(reasons(live))
         done = live.finished_levels
         if live.state == "running":
