@@ -474,7 +474,10 @@ class BenchScreen(Screen[None]):
             title.append(f"   {live.server}", style="dim")
         self.query_one("#bench-title", Static).update(title)
         self.query_one("#bench-rows", Static).update(live_table(live))
-        self.query_one("#bench-slo-summary", Static).update(slo_summary(live))
+        summary = slo_summary(live)
+        shown = self.query_one("#bench-slo-summary", Static)
+        shown.update(summary)
+        shown.display = bool(summary)  # nothing without an SLO: the rows' reasons stay where they were
         self.query_one("#bench-why", Static).update(reasons(live))
         done = live.finished_levels
         if live.state == "running":

@@ -100,8 +100,8 @@ def pane(sbs: SideBySide, index: int) -> Group:
     verdicts = sbs.verdicts(label)
     for level, cells in sbs.cells(label):
         verdict = verdicts.get(level)
-        mark = "" if verdict is None else ("SLO ✔" if verdict else "SLO ✖")
-        table.add_row(Text(level, style="bold"), "", Text(mark, style="green" if verdict else "bold red"))
+        mark = "" if verdict is None else Text("SLO ✔", "green") if verdict else Text("SLO ✖", "bold red")
+        table.add_row(Text(level, style="bold"), "", mark)
         for key, short in PANE_METRICS:
             cell = cells[key]
             if cell.median is None or (key not in ("output_throughput", GOODPUT) and not cell.median):

@@ -494,7 +494,8 @@ class TuneView:
 
     def draw(self, screen: TuneProgress) -> None:
         self.tick(screen)
-        rows = Group(rows_table(self.board), rankings_text(self.board), Text(""), excluded_text(self.board))
+        ranked = rankings_text(self.board)  # nothing under throughput (the ★ says it)
+        rows = Group(rows_table(self.board), *([ranked] if ranked else []), Text(""), excluded_text(self.board))
         screen.query_one("#tune-rows", Static).update(rows)
         result = screen.query_one("#tune-result", Static)
         result.display = screen.done
