@@ -20,10 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from console.sim.supervisor import UnitSupervisor, serve_control
 
 UNIT = "sglang.service"
+# The demo host keeps the last 20,000 journal lines; a tune on the real server logs an access line per request
+# (tens of thousands), and the session reads every start and failure back from the journal afterwards.
+JOURNAL_LINES = 500_000
 
 
 async def main(unit_file: Path, control: Path, backups: Path) -> int:
-    sup = UnitSupervisor(UNIT, unit_file, backups)
+    sup = UnitSupervisor(UNIT, unit_file, backups, journal_limit=JOURNAL_LINES)
     runner = await serve_control(sup, control)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
