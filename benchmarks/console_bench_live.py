@@ -1,5 +1,5 @@
 """What the console's live benchmark view costs beside the load it watches: the engine's events folded into the
-live rows (console.core.bench_live, called on the event loop for every request), and one repaint of the rows
+live rows (console.tui.presenters.bench_live, called on the event loop for every request), and one repaint of the rows
 (console.tui.screens.bench.live_table rendered by Rich, four times a second), for a queue of 2 workloads × 6
 levels × 3 repeats. Compared with the event rate of a fast sweep (a closed loop at C = 256 finishing ~2,000
 requests/s on a fast server), as the share of one core the view takes. Usage:
@@ -17,8 +17,8 @@ from rich.console import Console
 
 from console.bench.events import Level, LevelStarted, RequestDone, RunningFigures, SweepStarted
 from console.bench.metrics import RequestResult
-from console.core.bench_live import LiveBench
-from console.core.bench_run import BenchForm, SweepQueued, plan_sweeps
+from console.core.bench import BenchForm, SweepQueued, plan_sweeps
+from console.tui.presenters.bench_live import LiveBench
 from console.tui.screens.bench import REPAINT_S, live_table
 
 FAST_SWEEP_REQUESTS_PER_S = 2000.0

@@ -22,9 +22,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from console.core import snapshot_store  # noqa: E402
-from console.core.snapshot import Snapshot  # noqa: E402
-from console.core.snapshot_store import production_of_host, save_snapshot, snapshots_dir  # noqa: E402
+from console.core.snapshot import (  # noqa: E402
+    Snapshot,
+    production_of_host,
+    save_snapshot,
+    snapshots_dir,
+)
+from console.core.snapshot import store as snapshot_store  # noqa: E402
 from console.workspace import Workspace  # noqa: E402
 from tests.support import snapshots as snaps  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The Tune screen's form (console/tui/screens/tune.py): what checking the space costs per keystroke, and how long
 a key takes to show in its field and to reach the space on the right, for a small and a large space.
 
-The space is checked with the version's rules for every point (console.core.tune_space.build_space): a few
+The space is checked with the version's rules for every point (console.core.tune.build_space): a few
 milliseconds for a handful of points, a fifth of a second or more for 144. The form checks it in a thread once
 typing pauses (SPACE_PAUSE_S): a burst of keys never waits for it. Measured with Textual's Pilot on a fixed
 unit (no host): a burst of changes of a field one every 80 ms while a probe measures the longest the event loop
@@ -38,8 +38,7 @@ SPACES = {
 
 
 def space_cost(form: dict[str, str], seconds: float = 2.0) -> tuple[int, float]:
-    from console.core.tune_form import form_defaults, request_from_form
-    from console.core.tune_space import build_space, unit_speculation
+    from console.core.tune import build_space, form_defaults, request_from_form, unit_speculation
     from tests.tui.support import DEMO_UNIT
 
     unit = unit_speculation(DEMO_UNIT, "0.5.9")

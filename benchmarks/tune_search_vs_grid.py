@@ -29,9 +29,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from console.core.session import open_session  # noqa: E402
-from console.core.tune import TuneRequest, TuneResult, plan_tune  # noqa: E402
-from console.core.tune_search import Cell, ranges_overlap  # noqa: E402
-from console.core.tune_space import SpaceRequest  # noqa: E402
+from console.core.tune import (  # noqa: E402  # noqa: E402
+    Cell,
+    SpaceRequest,
+    TuneRequest,
+    TuneResult,
+    plan_tune,
+    ranges_overlap,
+)
 from console.workspace import Workspace  # noqa: E402
 from tests.support.demo import running_demo  # noqa: E402
 from tests.tune.simhost import KIMI, QWEN, install, seed_unit  # noqa: E402

@@ -5,6 +5,12 @@ ARROWS states, for every package, the packages it may import (at module level or
 at the bottom, then sglang, host, bench, core, and the two renderers (cli, tui) on top; sim beside them, reached only
 through its plugin's registration from the composition roots. Nothing points back up and there is no cycle.
 
+Inside core, the operations with more than one module are sub-packages (apply, bench, snapshot, tune). CORE_ARROWS
+states what each may import of the rest of core; the rest of console/ reaches a sub-package only through its public
+surface (its __init__), and a module of a sub-package reaches its siblings by their own paths, never through that
+surface (which imports them all: a cycle waiting for the next import). The parts of core, sub-packages and the
+modules beside them, make no cycle among them.
+
 Two proofs: every module of both packages is imported in a fresh interpreter with an import hook that refuses
 console.sim (an import at module level, direct or through another package, fails it), and their source never
 names the simulator's package or its `--sim-` options (which catches a lazy import inside a function, and
@@ -30,11 +36,23 @@ ARROWS: Mapping[str, frozenset[str]] = {
     "sglang": frozenset({"names", "secrets"}),
     "host": frozenset({"names", "secrets", "sglang"}),
     "bench": frozenset({"secrets", "sglang"}),
-    "core": BASE | {"sglang", "host", "bench", "sim.plugin"},
-    "tui": BASE | {"sglang", "host", "bench", "core"},
-    "cli": BASE | {"sglang", "host", "bench", "core", "tui", "sim"},
+    "fleet": BASE | {"sglang", "host"},
+    "core": BASE | {"sglang", "host", "bench", "fleet", "sim.plugin"},
+    "tui": BASE | {"sglang", "host", "bench", "fleet", "core"},
+    "cli": BASE | {"sglang", "host", "bench", "fleet", "core", "tui", "sim"},
     "sim": BASE | {"sglang", "host"},
     "__main__": frozenset({"cli"}),
+}
+
+
+# What each sub-package of console/core may import of the rest of core (the modules beside them: events, session,
+# rollout, ... are the shared vocabulary the sub-packages build on).
+CORE_SUBPACKAGES = ("apply", "bench", "snapshot", "tune")
+CORE_ARROWS: Mapping[str, frozenset[str]] = {
+    "apply": frozenset({"events", "exits", "phases", "rollout", "session"}),
+    "bench": frozenset({"monitor", "session"}),
+    "snapshot": frozenset({"apply", "events", "rollout", "session"}),
+    "tune": frozenset({"apply", "bench", "events", "rollout", "session"}),
 }
 
 
@@ -97,6 +115,81 @@ def test_the_arrow_check_would_notice_an_arrow_back_up(tmp_path: Path) -> None:
     (fake / "sim").mkdir()
     (fake / "sim" / "fine.py").write_text("from console.host.base import HostError\n")
     assert wrong_arrows(fake) == ["console/host/leaky.py: host -> console.core.apply"]
+
+
+def core_part(module: str) -> str:
+    """`console.core.apply.run` -> `apply`; `console.core.session` -> `session`; `console.core` -> ``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["console", "core"] else ""
+
+
+def module_of(path: Path, root: Path) -> str:
+    return ".".join(("console", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def core_graph(root: Path) -> dict[str, set[str]]:
+    """Which parts of core each part imports (anywhere in its files)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / "core").rglob("*.py")):
+        source = core_part(module_of(path, root))
+        if source:
+            targets = {core_part(module) for module in imports_of(path)} - {"", source}
+            graph.setdefault(source, set()).update(targets)
+    return graph
+
+
+def surface_breaches(root: Path) -> list[str]:
+    """Imports of a core sub-package's own modules from outside it, and imports of a sub-package's surface from
+    inside it."""
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        me = module_of(path, root)
+        for module in sorted(imports_of(path)):
+            part = core_part(module)
+            if part not in CORE_SUBPACKAGES:
+                continue
+            package = f"console.core.{part}"
+            inside = me == package or me.startswith(package + ".")
+            if (module != package and not inside) or (module == package and inside):
+                wrong.append(f"{path.relative_to(root.parent)}: {me} -> {module}")
+    return wrong
+
+
+def test_core_sub_packages_import_only_what_core_arrows_allow() -> None:
+    graph = core_graph(ROOT / "console")
+    assert set(CORE_SUBPACKAGES) == {p.parent.name for p in (ROOT / "console" / "core").glob("*/__init__.py")}
+    assert set(CORE_ARROWS) == set(CORE_SUBPACKAGES)
+    beyond = {part: sorted(graph.get(part, set()) - CORE_ARROWS[part]) for part in CORE_SUBPACKAGES}
+    assert beyond == {part: [] for part in CORE_SUBPACKAGES}
+
+
+def test_the_parts_of_core_have_no_cycle() -> None:
+    for graph in (core_graph(ROOT / "console"), CORE_ARROWS):
+        try:
+            TopologicalSorter(graph).prepare()
+        except CycleError as exc:
+            raise AssertionError(f"the parts of console/core make a cycle: {exc.args[1]}") from None
+
+
+def test_core_sub_packages_are_reached_only_through_their_public_surface() -> None:
+    assert surface_breaches(ROOT / "console") == []
+
+
+def test_the_surface_and_cycle_checks_would_notice(tmp_path: Path) -> None:
+    fake = tmp_path / "console"
+    for folder in ("core/apply", "core/tune", "tui"):
+        (fake / folder).mkdir(parents=True)
+    (fake / "core" / "apply" / "run.py").write_text("from console.core.tune import plan_tune\n")
+    (fake / "core" / "apply" / "edit.py").write_text("from console.core.apply import plan_apply\n")
+    (fake / "core" / "tune" / "run.py").write_text("from console.core.apply.run import plan_apply\n")
+    (fake / "tui" / "screen.py").write_text("from console.core.tune.run import plan_tune\n")
+    assert surface_breaches(fake) == [
+        "console/core/apply/edit.py: console.core.apply.edit -> console.core.apply",
+        "console/core/tune/run.py: console.core.tune.run -> console.core.apply.run",
+        "console/tui/screen.py: console.tui.screen -> console.core.tune.run",
+    ]
+    with pytest.raises(CycleError):
+        TopologicalSorter(core_graph(fake)).prepare()
 
 
 PROBE = """

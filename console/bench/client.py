@@ -149,6 +149,12 @@ class BenchClient:
             raise HttpStatusError(f"GET {path}: HTTP {status}")
         return json.loads(body)
 
+    async def get_text(self, path: str, timeout: float = 10.0) -> tuple[int, str]:
+        """GET path -> (status, body as text); raises HttpError/OSError, TimeoutError."""
+        async with _timeout(timeout):
+            status, body = await self._raw.request("GET", path)
+        return status, body.decode("utf-8", "replace")
+
     async def flush_cache(self, timeout: float = 30.0) -> bool:
         """POST /flush_cache; False when the server refused (requests still running) or has no such route."""
         try:

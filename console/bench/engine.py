@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
@@ -80,7 +80,7 @@ class SweepConfig:
     workload: WorkloadSpec
     concurrencies: list[int] = field(default_factory=lambda: [1, 8, 32])
     request_rates: list[float] = field(default_factory=list)  # non-empty: open loop at these rates
-    requests: int | None = None  # per level; default max(16, 4 × concurrency)
+    requests: int | None = None  # per level; default a dataset's whole sample, else max(16, 4 × concurrency)
     duration: float | None = None  # seconds per level instead of a request count
     warmup: int = 2
     repeat: int = 1
@@ -276,6 +276,14 @@ async def _server_accept_length(client: BenchClient) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def poisson_gaps(rate: float, seed: int) -> Iterator[float]:
+    """Seconds between arrivals of a Poisson process at `rate` per second (exponential gaps, mean 1/rate), the same
+    sequence for the same seed: every setup compared gets the same arrival times."""
+    rng = random.Random(seed)
+    while True:
+        yield rng.expovariate(rate)
+
+
 class BenchEngine:
     def __init__(
         self,
@@ -367,12 +375,14 @@ class BenchEngine:
         capacity = self._search.summary() if self._search is not None else None
         return SweepResult(self._server, list(self._done), gpus, driver, stopped, capacity)
 
-    def _planned_requests(self, level: Level) -> int | None:
+    def _planned_requests(self, level: Level, workload: WorkloadSpec) -> int | None:
         cfg = self.config
         if cfg.duration is not None:
             return None
         if cfg.requests is not None:
             return cfg.requests
+        if workload.dataset is not None:  # the sample drawn, each request once, as bench_serving's --num-prompts
+            return len(workload.dataset.requests)
         if level.request_rate is not None:
             return max(16, round(level.request_rate * 30))
         return max(16, 4 * (level.concurrency or 1))
@@ -381,7 +391,7 @@ class BenchEngine:
         self, workload: WorkloadSpec, level: Level, index: int, repeat_index: int, server: ServerInfo
     ) -> LevelResult:
         cfg = self.config
-        planned = self._planned_requests(level)
+        planned = self._planned_requests(level, workload)
         # Same prompts for the same level of every run (fair A/B), different ones per level and repeat.
         offset = index * 10_000_000 + repeat_index * 1_000_000
         pool_size = DURATION_POOL if workload.dataset is None else max(DURATION_POOL, len(workload.dataset.requests))
@@ -561,7 +571,7 @@ class BenchEngine:
     ) -> None:
         """Poisson arrivals (exponential gaps, seeded) at level.request_rate; optional cap on in-flight."""
         assert level.request_rate is not None
-        rng = random.Random(self.config.workload.seed)
+        gaps = poisson_gaps(level.request_rate, self.config.workload.seed)
         cap = asyncio.Semaphore(level.concurrency) if level.concurrency else None
         tasks: set[asyncio.Task[None]] = set()
 
@@ -577,7 +587,7 @@ class BenchEngine:
             task = asyncio.create_task(capped(req))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-            next_at += rng.expovariate(level.request_rate)
+            next_at += next(gaps)
             delay = next_at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)

@@ -11,6 +11,7 @@ p99_itl_ms, accept_length, concurrency, ...); the speculative server args come f
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -33,6 +34,11 @@ ClientLocation = Literal["direct", "console", "host", "on-host"]
 
 # Server args an operator tunes for speculative decoding, shown first in every record.
 SPECULATIVE_ARG_ORDER = dests(View.RECORD)
+
+
+def unit_hash(unit_text: str) -> str:
+    """Short content hash of the unit file, so a record says exactly which setup it measured."""
+    return "sha256:" + hashlib.sha256(unit_text.encode()).hexdigest()[:16]
 
 
 def order_server_args(args: dict[str, Any]) -> dict[str, Any]:

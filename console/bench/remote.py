@@ -60,6 +60,7 @@ AGENT_FILES = (
     "console/bench/events.py",
     "console/bench/metrics.py",
     "console/bench/rawhttp.py",
+    "console/bench/shape.py",
     "console/bench/slo.py",
     "console/bench/sse.py",
     "console/bench/telemetry.py",

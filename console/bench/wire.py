@@ -28,6 +28,7 @@ from console.bench.events import (
     SweepStarted,
 )
 from console.bench.metrics import RequestResult
+from console.bench.shape import ShapeSpec
 from console.bench.workloads import DatasetRequest, DatasetSample, WorkloadSpec
 
 PROTOCOL = 1  # bumped when a message changes shape; the agent refuses a console that speaks another
@@ -50,10 +51,20 @@ def config_from_json(data: dict[str, Any]) -> SweepConfig:
         workload = dict(fields["workload"])
         if workload.get("dataset") is not None:
             workload["dataset"] = _dataset_from_json(workload["dataset"])
+        if workload.get("shape") is not None:
+            shape = dict(workload["shape"])
+            workload["shape"] = ShapeSpec(
+                **{**shape, "prompt_buckets": _buckets(shape["prompt_buckets"]),
+                   "output_buckets": _buckets(shape["output_buckets"])}
+            )  # fmt: skip
         fields["workload"] = WorkloadSpec(**workload)
         return SweepConfig(**fields)
     except (KeyError, TypeError) as exc:
         raise WireError(f"not a sweep config: {exc}") from None
+
+
+def _buckets(rows: Any) -> tuple[tuple[float, float], ...]:
+    return tuple((float(le), float(count)) for le, count in rows)
 
 
 def _dataset_from_json(data: dict[str, Any]) -> DatasetSample:

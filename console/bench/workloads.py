@@ -1,6 +1,6 @@
 """Benchmark workloads: what each request asks for, built up front and seeded (pure, no I/O).
 
-Three named workloads:
+Four named workloads:
 - `random`: the optimistic case. Seeded random prompts of exactly `input_len` tokens (token ids sent as
   `input_ids` on /generate; on chat, `input_len` common words, about one token each), forced output length
   (`ignore_eos`), temperature 0 unless overridden.
@@ -13,6 +13,8 @@ Three named workloads:
   Request i of a level is sample[i mod len(sample)]: every level of every run sends the same requests in the
   same order. The spec's description (what a record keeps) holds the file's sha256, the format, the sample and
   length statistics, never a prompt's text.
+- `shape`: the server's own traffic (`--shape-from-server`): lengths drawn from its /metrics histograms, shared
+  prefixes sized to its cache hit share (console.bench.shape), token ids on /generate, forced output lengths.
 Request bodies are encoded to bytes once here so the load loop only sends them.
 """
 
@@ -26,13 +28,15 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
-WorkloadName = Literal["random", "chat", "dataset"]
+from console.bench.shape import ShapeSpec, shaped_requests, shared_ids
+
+WorkloadName = Literal["random", "chat", "dataset", "shape"]
 ApiName = Literal["generate", "chat"]
 
 # Token ids drawn from this range exist in every vocabulary operators run (≥ 32k entries) and avoid the
 # special tokens that tokenizers keep at the low ids.
 RANDOM_TOKEN_ID_RANGE = (1000, 30000)
-DEFAULT_TEMPERATURE: dict[str, float] = {"random": 0.0, "chat": 0.7, "dataset": 0.0}
+DEFAULT_TEMPERATURE: dict[str, float] = {"random": 0.0, "chat": 0.7, "dataset": 0.0, "shape": 0.0}
 # A dataset request without an output length of its own, and no --output-len: bench_serving's openai default.
 DATASET_DEFAULT_OUTPUT_LEN = 256
 
@@ -153,6 +157,7 @@ class WorkloadSpec:
     seed: int = 1
     model: str = "default"  # the served model name, for the OpenAI API
     dataset: DatasetSample | None = None  # name "dataset": the sampled requests
+    shape: ShapeSpec | None = None  # name "shape": the server's measured traffic shape (console.bench.shape)
 
     @property
     def effective_temperature(self) -> float:
@@ -160,7 +165,7 @@ class WorkloadSpec:
 
     @property
     def forced_output(self) -> bool:
-        return self.name in ("random", "dataset")
+        return self.name in ("random", "dataset", "shape")
 
     def describe(self) -> dict[str, object]:
         """The workload as it goes into a record: enough to reproduce it."""
@@ -176,6 +181,9 @@ class WorkloadSpec:
         if self.dataset is not None:
             out["output_len"] = self.dataset.output_len_cap
             out["dataset"] = self.dataset.describe()
+        if self.shape is not None:
+            out["input_len"] = out["output_len"] = None
+            out["shape"] = self.shape.to_json()
         return out
 
 
@@ -243,11 +251,36 @@ def _dataset_requests(spec: WorkloadSpec, count: int) -> list[PreparedRequest]:
     return out
 
 
+def _shape_requests(spec: WorkloadSpec, count: int, offset: int) -> list[PreparedRequest]:
+    """Requests drawn from the server's traffic shape, token ids on /generate (exact lengths; console.bench.shape)."""
+    shape = spec.shape
+    if shape is None:
+        raise ValueError("the shape workload has no shape (observe the server first: --shape-from-server)")
+    if spec.api != "generate":
+        raise ValueError("the shape workload sends token ids: it runs on the generate API")
+    requests, _hit = shaped_requests(shape, spec.seed, count, offset)
+    shared = shared_ids(spec.seed, max((r.prefix_len for r in requests), default=0), RANDOM_TOKEN_ID_RANGE)
+    lo, hi = RANDOM_TOKEN_ID_RANGE
+    out = []
+    for i, request in zip(range(offset, offset + count), requests, strict=True):
+        rng = random.Random(spec.seed * 1_000_003 + i + 500_000_000)  # apart from the length draws' streams
+        own = [rng.randrange(lo, hi) for _ in range(request.prompt_len - request.prefix_len)]
+        payload = {
+            "input_ids": shared[: request.prefix_len] + own,
+            "sampling_params": _sampling(spec, request.output_len),
+            "stream": True,
+        }
+        out.append(PreparedRequest(json.dumps(payload).encode(), prompt_len=request.prompt_len))
+    return out
+
+
 def build_requests(spec: WorkloadSpec, count: int, offset: int = 0) -> list[PreparedRequest]:
     """`count` request bodies; request i is the same for a given (spec, offset + i) on every run (a dataset's:
     the same for every offset)."""
     if spec.name == "dataset":
         return _dataset_requests(spec, count)
+    if spec.name == "shape":
+        return _shape_requests(spec, count, offset)
     if spec.input_len < 1 or spec.output_len < 1:
         raise ValueError("input and output lengths must be at least 1 token")
     out: list[PreparedRequest] = []

@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from console import __version__
-from console.cli.traffic import add_dataset_options, add_slo_option
+from console.cli.rolling_options import add_rolling_options
+from console.cli.traffic import add_dataset_options, add_shape_options, add_slo_option
 from console.errors import ExitCode, UsageError
 
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
@@ -32,6 +33,7 @@ HANDLERS = {
     "snapshots": "console.cli.snapshots:run",
     "diff": "console.cli.diff:run",
     "restore": "console.cli.restore:run",
+    "restart": "console.cli.restart:run",
     "logs": "console.cli.logs:run",
     "trust": "console.cli.trust:run",
     "tune": "console.cli.tune:run",
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("flags", nargs=argparse.REMAINDER, metavar="-- FLAG", help="launch flags, after --")
 
     p = sub.add_parser("apply", help="validate, rewrite the unit, restart, verify; roll back on failure")
-    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP + ", or @GROUP with --rolling")
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE", help="set a launch flag")
     p.add_argument("--unset", action="append", default=[], metavar="FLAG", help="remove a launch flag")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set an Environment= variable")
@@ -144,13 +146,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     _add_target_options(p)
+    add_rolling_options(p)
+
+    p = sub.add_parser("restart", help="restart the service as it is, watch its start, verify; --rolling over a group")
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP + ", or @GROUP with --rolling")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    _add_target_options(p)
+    add_rolling_options(p)
 
     p = sub.add_parser("bench", help="inline benchmark sweep over concurrency levels")
     p.add_argument("target", nargs="?", metavar="TARGET", help=TARGET_HELP + " (or use --url)")
     p.add_argument("--url", help="benchmark this SGLang base URL directly (no SSH)")
     p.add_argument("--concurrency", default="1,8,32", help="comma-separated concurrency levels")
     p.add_argument("--request-rate", help="comma-separated Poisson request rates (open loop) instead")
-    p.add_argument("--requests", type=int, help="requests per level")
+    p.add_argument(
+        "--requests",
+        type=int,
+        help="requests per level (default: a --dataset sample whole, else 4 x the concurrency, at least 16)",
+    )
     p.add_argument("--duration", type=float, help="seconds per level (instead of --requests)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
     p.add_argument("--input-len", type=int, default=1024)
@@ -160,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
     add_dataset_options(p)
+    add_shape_options(p)
     add_slo_option(p)
     p.add_argument(
         "--find-capacity",
@@ -217,12 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
     p = sub.add_parser("restore", help="bring a snapshot's flags and environment back (validated apply with rollback)")
-    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP + ", or @GROUP with --rolling")
     p.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot name (opsconsole snapshots lists them)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (apply's keys + snapshot, notes)")
     _add_target_options(p)
+    add_rolling_options(p)
 
     p = sub.add_parser("logs", help="the service journal")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)

@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
-from console.core.apply import ApplyResult, PendingApply, flag_kinds, plan_apply
+from console.core.apply import ApplyResult, PendingApply, default_owner, flag_kinds, plan_apply
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
+from console.core.rolling_plan import RollSpec
 from console.core.rollout import ApplyState, Plan, parse_edits
-from console.core.session import open_session
+from console.core.session import Session, open_session
 from console.errors import UsageError
 from console.host.base import HostError
 
@@ -171,5 +173,40 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
     def failure_json(state: str, message: str) -> dict[str, Any]:
         return {"ok": False, "target": args.target, "state": state, "rolled_back": False, "error": message}
 
-    verb = HostVerb("apply", args, failure_json, _nothing_done, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
-    return verb.run(apply_main, check=lambda: _check_args(args))
+    from console.cli.rolling_options import check_rolling
+
+    def check() -> None:
+        _check_args(args)
+        spec_holder.append(check_rolling(args))
+
+    spec_holder: list[RollSpec | None] = []
+    json_for: Callable[[str, str], dict[str, Any]] = failure_json
+    if getattr(args, "rolling", False):
+        from console.cli.rolling import failure_json as roll_failure
+
+        json_for = roll_failure(args, "apply")
+    verb = HostVerb("apply", args, json_for, _nothing_done, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
+    return verb.run(lambda v: _apply_or_roll(v, spec_holder[0]), check=check)
+
+
+async def _apply_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
+    if spec is None:
+        return await apply_main(verb)
+    from console.cli.rolling import rolling_main
+
+    return await rolling_main(verb, "apply", _plan_edits, spec)
+
+
+def _plan_edits(verb: HostVerb) -> Any:
+    """Each host's apply of the same edits, checked with that host's SGLang version."""
+    from console.core.rolling import ApplyChange
+
+    args = verb.args
+
+    async def plan(session: Session) -> ApplyChange:
+        version, _source = await session.sglang_version()
+        edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=flag_kinds(version))
+        owner = default_owner(f"opsconsole apply --rolling {args.target}")
+        return ApplyChange(await plan_apply(session, edits, timeout_s=args.timeout, owner=owner))
+
+    return plan

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
@@ -30,11 +31,12 @@ from console.bench.runs import level_order
 from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
 from console.cli.common import workspace_of
-from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_slo, resolve_lengths, with_traffic
+from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_shape, read_slo, resolve_lengths, with_traffic
 from console.core.bench import API_KEY_ENV, bench_host, bench_url, default_label, parse_float_list, parse_int_list
 from console.core.session import open_session
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError
+from console.sglang.traffic_shape import ShapeUnavailable
 
 # The sweep's fields as the command line names them: its problems (SweepConfig.problems) say these options.
 OPTIONS: dict[SweepField, str] = {
@@ -206,8 +208,40 @@ def placement_line(event: ClientPlaced) -> str:
     return f"{text} ({event.reason})"
 
 
+Shape = tuple[float, list[float]] | None  # --shape-from-server's window (s) and --rate-scale, when asked
+
+
+async def _shaped(
+    config: SweepConfig, shape_ask: Shape, base_url: str, api_key: str | None, err: Console
+) -> SweepConfig:
+    """The sweep as given, or (with --shape-from-server) the server's traffic observed and the sweep drawn from it,
+    the shape said before anything is sent."""
+    if shape_ask is None:
+        return config
+    from console.core.traffic_shape import observe_url, shaped_sweep
+
+    window, scales = shape_ask
+
+    def observing(seconds: float) -> None:
+        until = datetime.now() + timedelta(seconds=seconds)
+        err.print(
+            f"watching the server's /metrics for {seconds:g} s (until {until:%H:%M:%S}): the traffic of that window "
+            "is the shape (/metrics holds totals since the server started; the console keeps no history of them)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+    shape = await observe_url(base_url, window, api_key=api_key, on_observing=observing)
+    shaped = shaped_sweep(config, shape, scales)
+    rates = ", ".join(f"{r:g}" for r in shaped.request_rates)
+    err.print(f"shape: {shape.summary()}", highlight=False, markup=False, soft_wrap=True)
+    err.print(f"workload: drawn from that shape, Poisson arrivals at {rates} req/s", highlight=False, markup=False)
+    return shaped
+
+
 async def _bench_target(
-    args: argparse.Namespace, config: SweepConfig, label: str, renderer: Any, err: Console
+    args: argparse.Namespace, config: SweepConfig, label: str, renderer: Any, err: Console, shape_ask: Shape = None
 ) -> list[BenchRecord]:
     def on_event(event: BenchEvent) -> None:
         if isinstance(event, ClientPlaced):
@@ -216,7 +250,16 @@ async def _bench_target(
             renderer(event)
 
     async with open_session(args.target, workspace_of(args).ensure(), ssh_config=args.ssh_config) as session:
+        if shape_ask is not None:
+            config = await _shaped(config, shape_ask, await session.sglang_url(), await session.api_key(), err)
         return await bench_host(session, config, label=label, on_event=on_event, client=args.client)
+
+
+async def _bench_url(
+    base_url: str, config: SweepConfig, shape_ask: Shape, err: Console, **options: Any
+) -> list[BenchRecord]:
+    config = await _shaped(config, shape_ask, base_url, options.get("api_key"), err)
+    return await bench_url(base_url, config, **options)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
         cap = resolve_lengths(args)
         sample = read_dataset(args, cap)
         config = with_traffic(config_from_args(args), args, sample, read_slo(args))
+        shape_ask = read_shape(args)
         if sample is not None:
             err.print(f"dataset {describe_line(sample)}", highlight=False, markup=False, soft_wrap=True)
         if args.url:
@@ -237,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return ExitCode.USAGE
-    if config.requests is not None and not config.request_rates and config.requests < max(config.concurrencies):
+    closed_loop = not config.request_rates and shape_ask is None  # the shape's levels are request rates
+    if config.requests is not None and closed_loop and config.requests < max(config.concurrencies):
         err.print(
             f"[yellow]note: --requests {config.requests} is below the highest concurrency "
             f"{max(config.concurrencies)}: that level cannot reach it (see 'concurrency' in the results)[/yellow]"
@@ -247,9 +292,11 @@ def run(args: argparse.Namespace) -> int:
     show_progress = not args.json and sys.stderr.isatty()
     renderer = ProgressRenderer(err) if show_progress else None
     if args.url:
-        coro = bench_url(
+        coro = _bench_url(
             base_url,
             config,
+            shape_ask,
+            err,
             label=label,
             target=target,
             workspace=workspace,
@@ -257,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
             api_key=os.environ.get(API_KEY_ENV) or None,
         )
     else:
-        coro = _bench_target(args, config, label, renderer, err)
+        coro = _bench_target(args, config, label, renderer, err, shape_ask)
     try:
         if renderer:
             with renderer.progress:
@@ -267,8 +314,8 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return ExitCode.FAILED
-    except UsageError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+    except (UsageError, ShapeUnavailable) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return ExitCode.USAGE
     except KeyboardInterrupt:
         err.print(f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}")

@@ -19,9 +19,7 @@ from console.errors import ExitCode
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
-    from console.core.snapshot import SnapshotError
-    from console.core.snapshot_diff import diff_snapshots
-    from console.core.snapshot_store import load_snapshot
+    from console.core.snapshot import SnapshotError, diff_snapshots, load_snapshot
 
     out = stdout or sys.stdout
     workspace = workspace_of(args)

@@ -1,6 +1,6 @@
 """`opsconsole freeze TARGET --name NAME [--note TEXT] [--doc PATH] [--force REASON] [--yes] [--json]`.
 
-The core's plan / execute (console.core.freeze), rendered. `--json` prints exactly one object:
+The core's plan / execute (console.core.snapshot.freeze), rendered. `--json` prints exactly one object:
 
     ok               true when the host is frozen and the snapshot kept
     target, unit     the host as named on the command line, and its unit
@@ -39,8 +39,7 @@ from console.cli.common import Answer, HostVerb, HumanProgress, ignore, workspac
 
 def render_plan(plan: object, out: TextIO) -> None:
     """What the freeze will write, for a person."""
-    from console.core.freeze_plan import FreezePlan
-    from console.core.snapshot import setup_text
+    from console.core.snapshot import FreezePlan, setup_text
 
     assert isinstance(plan, FreezePlan)
     snap = plan.snapshot
@@ -74,7 +73,7 @@ class FreezeProgress(HumanProgress[object]):
 
     def show(self, event: object) -> None:
         from console.core.events import Notice
-        from console.core.freeze import FreezeStep
+        from console.core.snapshot import FreezeStep
 
         if isinstance(event, FreezeStep):
             detail = f": {event.detail}" if event.detail else ""
@@ -84,9 +83,8 @@ class FreezeProgress(HumanProgress[object]):
 
 
 async def freeze_main(verb: HostVerb) -> int:
-    from console.core.freeze import FreezeResult, plan_freeze
-    from console.core.freeze_plan import FreezeRequest
     from console.core.session import open_session
+    from console.core.snapshot import FreezeRequest, FreezeResult, plan_freeze
 
     args = verb.args
     request = FreezeRequest(args.name, args.note or "", args.doc, args.force)
@@ -120,7 +118,7 @@ async def freeze_main(verb: HostVerb) -> int:
 
 
 def _render_result(result: object, out: TextIO) -> None:
-    from console.core.freeze import FreezeResult
+    from console.core.snapshot import FreezeResult
 
     assert isinstance(result, FreezeResult)
     if result.ok and result.plan is not None:
@@ -142,7 +140,7 @@ def _render_result(result: object, out: TextIO) -> None:
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole freeze`: exit 0 frozen, 1 refused/failed/not confirmed, 2 usage."""
-    from console.core.freeze_plan import FreezeRequest
+    from console.core.snapshot import FreezeRequest
 
     def failure_json(state: str, message: str) -> dict[str, Any]:
         return {"ok": False, "target": args.target, "name": args.name, "state": state, "error": message}

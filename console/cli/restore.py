@@ -1,5 +1,5 @@
 """`opsconsole restore TARGET SNAPSHOT [--yes] [--timeout S] [--json]`: bring a snapshot's flags and environment
-back through the validated apply (console.core.freeze.plan_restore -> console.core.apply): the rules check the
+back through the validated apply (console.core.snapshot.plan_restore -> console.core.apply): the rules check the
 restored unit first, a start that fails is rolled back, and what the server resolves is verified.
 
 A secret the snapshot holds masked (an API key) stays as it is on the host. Restoring does not change which
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from console.cli.apply import confirm_and_execute, render_plan, render_result
 from console.cli.common import HostVerb, workspace_of
+from console.core.rolling_plan import RollSpec
 from console.errors import UsageError
 
 
 async def restore_main(verb: HostVerb) -> int:
-    from console.core.freeze import plan_restore
     from console.core.session import open_session
-    from console.core.snapshot import SnapshotError
-    from console.core.snapshot_store import load_snapshot
+    from console.core.snapshot import SnapshotError, load_snapshot, plan_restore
 
     args, human = verb.args, verb.human
     workspace = workspace_of(args)
@@ -56,12 +56,59 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
     def failure_json(state: str, message: str) -> dict[str, Any]:
         return {"ok": False, "target": args.target, "snapshot": args.snapshot, "state": state, "error": message}
 
+    json_for: Callable[[str, str], dict[str, Any]] = failure_json
+    if getattr(args, "rolling", False):
+        from console.cli.rolling import failure_json as roll_failure
+
+        json_for = roll_failure(args, "restore")
     verb = HostVerb(
         "restore",
         args,
-        failure_json,
+        json_for,
         lambda exc: f"{exc}; the unit was not touched",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
-    return verb.run(restore_main, check=lambda: _check_args(args))
+    from console.cli.rolling_options import check_rolling
+
+    specs: list[RollSpec | None] = []
+
+    def check() -> None:
+        _check_args(args)
+        specs.append(check_rolling(args))
+
+    return verb.run(lambda v: _restore_or_roll(v, specs[0]), check=check)
+
+
+async def _restore_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
+    if spec is None:
+        return await restore_main(verb)
+    from console.cli.rolling import rolling_main
+
+    return await rolling_main(verb, "restore", _plan_restores, spec)
+
+
+def _plan_restores(verb: HostVerb) -> Any:
+    """Each host's restore: the set's own snapshot of that host (SNAPSHOT.HOST, as a group freeze names them) when
+    there is one, else SNAPSHOT itself on every host."""
+    from console.core.freeze import plan_restore
+    from console.core.rolling import ApplyChange
+    from console.core.session import Session
+    from console.core.snapshot import SnapshotError
+    from console.core.snapshot_store import load_snapshot
+
+    args = verb.args
+    workspace = workspace_of(args)
+
+    async def plan(session: Session) -> ApplyChange:
+        try:
+            snapshot = load_snapshot(workspace, f"{args.snapshot}.{session.label}")
+        except (LookupError, SnapshotError):
+            try:
+                snapshot = load_snapshot(workspace, args.snapshot)
+            except LookupError as exc:
+                raise UsageError(str(exc)) from None
+        pending, _notes = await plan_restore(session, snapshot, timeout_s=args.timeout)
+        return ApplyChange(pending)
+
+    return plan

@@ -1,7 +1,7 @@
 """`opsconsole snapshots [TARGET] [--json]`: the production snapshots in profiles/snapshots/, newest last.
 
 Reads only the workspace (no host is contacted). `*` marks each host's production snapshot: its latest freeze
-(console/core/snapshot.py). `--json` prints one object:
+(console/core/snapshot/model.py). `--json` prints one object:
 
     snapshots[]   name, production (bool), host (the TARGET the freeze used), hostname, unit, frozen_at, frozen_by,
                   sglang_version, model, setup (one line), resolved {DEST: value}, document (path on the host),
@@ -49,8 +49,7 @@ def snapshot_json(snapshot: Any, *, production: bool, path: str) -> dict[str, An
 
 
 def listing(workspace: Any, target: str | None) -> dict[str, Any]:
-    from console.core.snapshot import production_names, production_of
-    from console.core.snapshot_store import load_snapshots, snapshot_path
+    from console.core.snapshot import load_snapshots, production_names, production_of, snapshot_path
 
     snapshots, problems = load_snapshots(workspace)
     if target is not None:

@@ -45,6 +45,58 @@ def add_dataset_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+DEFAULT_SHAPE_WINDOW = "10m"
+
+
+def add_shape_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shape-from-server",
+        nargs="?",
+        const=DEFAULT_SHAPE_WINDOW,
+        metavar="WINDOW",
+        help="benchmark the server's own traffic: watch its /metrics for WINDOW (default "
+        f"{DEFAULT_SHAPE_WINDOW}; 90s, 1h, ...), then send requests drawn from the lengths and cache hit share seen "
+        "there at the request rate seen (Poisson); refused, with nothing sent, where the server lacks those series",
+    )
+    parser.add_argument(
+        "--rate-scale",
+        default="1",
+        metavar="X,Y",
+        help="with --shape-from-server: the levels' rates as multiples of the rate seen, e.g. 1,1.5,2 (default 1)",
+    )
+
+
+def read_shape(args: argparse.Namespace) -> tuple[float, list[float]] | None:
+    """--shape-from-server's window in seconds and the --rate-scale multiples (None without the option); UsageError
+    for a window or scales that cannot be read, or options that ask for another workload."""
+    window = getattr(args, "shape_from_server", None)
+    if window is None:
+        return None
+    from console.core.bench import parse_float_list
+    from console.sglang.traffic_shape import parse_window
+
+    try:
+        seconds = parse_window(window)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    scales = parse_float_list(args.rate_scale, "--rate-scale")
+    clash = [
+        option
+        for option, given in (
+            ("--dataset", getattr(args, "dataset", None)),
+            ("--request-rate", getattr(args, "request_rate", None)),
+            ("--workload chat", getattr(args, "workload", "random") == "chat"),
+            ("--api chat", getattr(args, "api", None) == "chat"),
+        )
+        if given
+    ]
+    if clash:
+        raise UsageError(
+            f"--shape-from-server makes the workload and its rates from the server's traffic: drop {', '.join(clash)}"
+        )
+    return seconds, scales
+
+
 def add_slo_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--slo",

@@ -31,6 +31,7 @@ from console.core.tune import (
     LevelProgress,
     PendingTune,
     Restoring,
+    SpaceRequest,
     StageStarted,
     TrialApplied,
     TrialApplyEvent,
@@ -43,10 +44,12 @@ from console.core.tune import (
     TuneRequest,
     TuneResult,
     TuneStarted,
+    best_at_problem,
     plan_tune,
+    space_from_axes,
+    space_from_file,
+    unit_speculation,
 )
-from console.core.tune_form import best_at_problem, space_from_axes
-from console.core.tune_space import SpaceRequest, space_from_file, unit_speculation
 from console.errors import ExitCode, UsageError
 
 
@@ -218,12 +221,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--input-len and --output-len must be at least 1")
     names = {"apply_best": "--apply-best", "concurrency": "the levels of --concurrency"}
     problem = best_at_problem(args.best_at, apply_best=args.apply_best, concurrencies=concurrencies, names=names)
-    if problem is not None:  # the Tune form refuses the same (console.core.tune_form)
+    if problem is not None:  # the Tune form refuses the same (console.core.tune.form)
         raise UsageError(f"--best-at {problem}")
     _space_from_args(args, None)
 
 
-# The space's axes (console.core.tune_form.AXES) as the command line names them.
+# The space's axes (console.core.tune.form.AXES) as the command line names them.
 AXIS_OPTIONS = {
     "algorithm": "--algorithm",
     "steps": "--steps",

@@ -1,5 +1,5 @@
 """What every planned operation offers its caller: apply and restart (console.core.apply.PendingApply, also what
-a restore plans), freeze (console.core.freeze.PendingFreeze) and tune (console.core.tune.PendingTune).
+a restore plans), freeze (console.core.snapshot.freeze.PendingFreeze) and tune (console.core.tune.PendingTune).
 
     pending = await plan_...(session, request)     # holds the unit's lock; asks nothing, changes nothing
     result = await pending.execute(on_event=show)  # or: await pending.abort("not confirmed")

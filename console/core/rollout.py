@@ -10,7 +10,7 @@
 - `start_failure()` and `is_new_start()` judge a (re)start from the service state systemd reports.
 - `Rollout` is the apply's state machine; illegal transitions are programming errors.
 
-No I/O here: console/core/apply.py does the talking to hosts.
+No I/O here: console/core/apply/run.py does the talking to hosts.
 """
 
 from __future__ import annotations

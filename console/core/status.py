@@ -52,7 +52,7 @@ JSON keys (stable; SGLang's own names where they exist):
     production                  the host's production snapshot (`opsconsole freeze`) and the drift from it; absent
                                 when the host has none: {snapshot, frozen_at, document, in_sync (null while the
                                 server's values are unknown), drift: [{key, running, production, text}]}, text e.g.
-                                "steps 3, production v2 has 2" (console/core/drift.py)
+                                "steps 3, production v2 has 2" (console/core/snapshot/drift.py)
     notices[]                   what the console did on its own and says once, e.g. that it uses the unit's
                                 --api-key (no profile names a key; the key itself is never shown); absent when none
 """
@@ -75,10 +75,9 @@ from pydantic import (
     model_serializer,
 )
 
-from console.core.drift import ProductionStatus
 from console.core.exits import exit_json
 from console.core.session import Session
-from console.core.snapshot_store import production_of_host
+from console.core.snapshot import ProductionStatus, production_of_host
 from console.host.base import HostError, ServiceState
 from console.host.gpu import GpuProcess, GpuSample, GpuSnapshot
 from console.sglang.client import SglangClient, SglangError, summarize

@@ -81,6 +81,11 @@ class HostSession:
         port = await self.transport.forward_port(endpoint.host, endpoint.port)
         return f"http://127.0.0.1:{port}"
 
+    def peer_address(self) -> str | None:
+        """The address the SSH connection reached (what a router in front of the host knows it by); None without a
+        link (local, demo) or while it is down."""
+        return self.transport.peer_address if isinstance(self.transport, SshTransport) else None
+
     @property
     def client(self) -> SglangClient | None:
         """The SGLang client once made (sglang() makes it), else None."""

@@ -280,6 +280,13 @@ class SshTransport:
         except HostError:
             pass  # the state says why; the next command tries again and reports the error
 
+    @property
+    def peer_address(self) -> str | None:
+        """The remote address of the open connection (None while there is none)."""
+        conn = self._conn
+        peer = conn.get_extra_info("peername") if conn is not None else None
+        return str(peer[0]) if peer else None
+
     async def close(self) -> None:
         self._closed = True
         if self._reconnect_task is not None:

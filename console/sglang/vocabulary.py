@@ -131,6 +131,11 @@ TERMS: tuple[Term, ...] = (
     _term("page_size", "--page-size", "page size", "serving", (V.CHECK_ARGS,)),
     _term("tp_size", "--tp-size", "tensor parallel (tp)", "serving", (V.CHECK_ARGS, V.EDITOR)),
     _term(
+        # the editor offers it only up to 0.5.10: 0.5.11 records the histograms always (the flag a deprecated no-op)
+        "collect_tokens_histogram", "--collect-tokens-histogram", "token length histograms", "serving", (V.EDITOR,),
+        last_version="0.5.17",  # gone from 0.5.23
+    ),
+    _term(
         "uvicorn_access_log_exclude_prefixes", "--uvicorn-access-log-exclude-prefixes", "access log: skip paths",
         "serving", (V.EDITOR,), name="access log skips", first_version="0.5.9",  # a list: paths the log leaves out
     ),

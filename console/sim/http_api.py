@@ -12,7 +12,7 @@ import os
 import shlex
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -297,7 +297,13 @@ class Api:
         return body
 
     def _start(
-        self, prompt_tokens: int, max_new: int, sampling: dict[str, Any], stream: bool, repetition: float = 0.0
+        self,
+        prompt_tokens: int,
+        max_new: int,
+        sampling: dict[str, Any],
+        stream: bool,
+        repetition: float = 0.0,
+        prompt: Sequence[Hashable] | None = None,
     ) -> Live:
         temperature = sampling.get("temperature")
         # SGLang: a request's own sampling_params.stream_interval, else --stream-interval.
@@ -309,6 +315,7 @@ class Api:
             bool(sampling.get("ignore_eos", False)),
             stream_interval=max(1, interval) if stream else None,
             repetition=repetition,
+            prompt=prompt,
         )
 
     def _max_new_tokens(self, sampling: dict[str, Any]) -> int:
@@ -328,6 +335,7 @@ class Api:
             if ids and isinstance(ids[0], list):
                 return await self._generate_batch(request, [(len(x), ngram_repetition(x)) for x in ids], sampling, body)
             prompt, repetition = len(ids), ngram_repetition(ids)
+            tokens: Sequence[Hashable] = ids
         else:
             text = body.get("text")
             if isinstance(text, list):
@@ -336,8 +344,9 @@ class Api:
             if not isinstance(text, str):
                 return _error(400, "Either text or input_ids should be provided.")
             prompt, repetition = self.sim.tokenizer.count(text), _text_repetition(text)
+            tokens = text.split()  # the stand-in's tokens are words
         stream = bool(body.get("stream"))
-        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, repetition)
+        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, repetition, tokens)
         rid = str(body.get("rid") or req.rid)
         if stream:
             return await self._stream_generate(request, req, rid)
@@ -419,6 +428,7 @@ class Api:
             finish=req.finish if final else None,
             prompt_tokens=req.prompt_tokens,
             completion_tokens=len(req.ids),
+            cached_tokens=req.cached_tokens,
             spec=self.cfg.speculative,
             verify_ct=req.verify_ct,
             num_draft_tokens=self.sim.num_draft_tokens,
@@ -512,7 +522,12 @@ class Api:
             return _error(400, "messages must be a non-empty list.")
         text = chat_prompt_text(messages)
         return await self._openai(
-            request, body, self.sim.tokenizer.count(text), chat=True, repetition=_text_repetition(text)
+            request,
+            body,
+            self.sim.tokenizer.count(text),
+            chat=True,
+            repetition=_text_repetition(text),
+            tokens=text.split(),
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -520,22 +535,29 @@ class Api:
         if isinstance(body, web.Response):
             return body
         p = body.get("prompt")
+        tokens: Sequence[Hashable]
         if isinstance(p, list) and p and isinstance(p[0], int):
-            prompt, repetition = len(p), ngram_repetition(p)
+            prompt, repetition, tokens = len(p), ngram_repetition(p), p
         elif isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
-            prompt, repetition = self.sim.tokenizer.count(p[0]), _text_repetition(p[0])
+            prompt, repetition, tokens = self.sim.tokenizer.count(p[0]), _text_repetition(p[0]), p[0].split()
         elif isinstance(p, str):
-            prompt, repetition = self.sim.tokenizer.count(p), _text_repetition(p)
+            prompt, repetition, tokens = self.sim.tokenizer.count(p), _text_repetition(p), p.split()
         else:
             return _error(400, "prompt must be a string or a list of token ids.")
-        return await self._openai(request, body, prompt, chat=False, repetition=repetition)
+        return await self._openai(request, body, prompt, chat=False, repetition=repetition, tokens=tokens)
 
     async def _openai(
-        self, request: web.Request, body: dict[str, Any], prompt: int, chat: bool, repetition: float = 0.0
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        prompt: int,
+        chat: bool,
+        repetition: float = 0.0,
+        tokens: Sequence[Hashable] | None = None,
     ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         sampling = self._openai_sampling(body)
-        req = self._start(prompt, self._openai_max_tokens(body, prompt), sampling, stream, repetition)
+        req = self._start(prompt, self._openai_max_tokens(body, prompt), sampling, stream, repetition, tokens)
         model = str(body.get("model") or self.cfg.served_model_name)
         cid = uuid.uuid4().hex
         created = int(time.time())

@@ -23,13 +23,20 @@ from prometheus_client import (
 
 _LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank")
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+# prompt/generation token histograms, SGLang's default buckets before 0.5.23 (wave3-facts §3, 0.5.6's collector)
+_TOKEN_BUCKETS = (
+    *(100, 300, 500, 700, 1000, 1500, 2000, *range(3000, 10001, 1000)),
+    *(12000, 15000, 20000, 22000, 25000, 30000, 35000, 40000, 66000, 99000, 132000, 300000, 600000, 900000, 1100000),
+)
 _ITL_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
 
 class SimMetrics:
-    """The 17 families of the stand-in before 0.5.17 (names from SGLang's source)."""
+    """The 17 families of the stand-in before 0.5.17 (names from SGLang's source), and the prompt and generation
+    token histograms where the version records them: 0.5.11 and later always, before only with
+    --collect-tokens-histogram (`token_histograms`)."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, token_histograms: bool = False) -> None:
         self.registry = CollectorRegistry()
         labels = {"model_name": model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
 
@@ -65,10 +72,21 @@ class SimMetrics:
         self.e2e = histogram(
             "e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", _LATENCY_BUCKETS
         ).labels(**labels)
+        self.prompt_histogram = self.generation_histogram = None
+        if token_histograms:
+            self.prompt_histogram = histogram(
+                "prompt_tokens_histogram", "Histogram of prompt token length.", _TOKEN_BUCKETS
+            ).labels(**labels)
+            self.generation_histogram = histogram(
+                "generation_tokens_histogram", "Histogram of generation token length.", _TOKEN_BUCKETS
+            ).labels(**labels)
         self.is_cuda_graph.set(1)
 
-    def on_request(self, prompt_tokens: int, streaming: bool = False) -> None:
+    def on_request(self, prompt_tokens: int, streaming: bool = False, cached_tokens: int = 0) -> None:
         self.prompt_tokens.inc(prompt_tokens)
+        self.cached_tokens.inc(cached_tokens)
+        if self.prompt_histogram is not None:
+            self.prompt_histogram.observe(prompt_tokens)
 
     def on_step(self, generated_tokens: int) -> None:
         if generated_tokens:
@@ -78,6 +96,8 @@ class SimMetrics:
         self, completion_tokens: int, ttft_s: float, e2e_s: float, streaming: bool = False, verify_ct: int = 0
     ) -> None:
         self.num_requests.inc()
+        if self.generation_histogram is not None:
+            self.generation_histogram.observe(completion_tokens)
         self.ttft.observe(ttft_s)
         self.e2e.observe(e2e_s)
         if completion_tokens > 1:
@@ -191,10 +211,12 @@ class RealMetrics(SimMetrics):
         self.child("sglang:http_responses", endpoint=path, method=method, status_code=str(status)).inc()
         self.child("sglang:http_requests_active", endpoint=path, method=method).set(0)
 
-    def on_request(self, prompt_tokens: int, streaming: bool = False) -> None:
+    def on_request(self, prompt_tokens: int, streaming: bool = False, cached_tokens: int = 0) -> None:
         self.child("sglang:prompt_tokens", is_streaming=_flag(streaming)).inc(prompt_tokens)
         self.child("sglang:prompt_tokens_histogram").observe(prompt_tokens)
-        self.child("sglang:uncached_prompt_tokens_histogram").observe(prompt_tokens)
+        self.child("sglang:uncached_prompt_tokens_histogram").observe(prompt_tokens - cached_tokens)
+        if cached_tokens:  # the family appears with the first hit, as on a real 0.5.17 (absent before traffic)
+            self.child("sglang:cached_tokens", cache_source="device").inc(cached_tokens)
 
     def on_step(self, generated_tokens: int) -> None:
         if generated_tokens:
@@ -256,9 +278,12 @@ def _flag(streaming: bool) -> str:
     return "true" if streaming else "false"
 
 
-def metrics_for(version: str, model_name: str) -> SimMetrics:
+def metrics_for(version: str, model_name: str, collect_tokens_histogram: bool = False) -> SimMetrics:
     """The /metrics of the emulated version: the 71 families measured on 0.5.17 for 0.5.17, else the 17 known
-    from the sources (0.5.23 defines every 0.5.17 name too, by its source, but was not run)."""
-    from console.sim.shapes import detailed
+    from the sources (0.5.23 defines every 0.5.17 name too, by its source, but was not run), with the token
+    histograms where the version records them (0.5.11+, or --collect-tokens-histogram)."""
+    from console.sim.shapes import at_least, detailed
 
-    return RealMetrics(model_name) if detailed(version) else SimMetrics(model_name)
+    if detailed(version):
+        return RealMetrics(model_name)
+    return SimMetrics(model_name, token_histograms=collect_tokens_histogram or at_least(version, "0.5.11"))

@@ -14,7 +14,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
 from console.sim import shapes
 from console.sim.metrics import SimMetrics, metrics_for
+from console.sim.prefix_cache import PrefixCache
 from console.sim.tokenizer import SimTokenizer, output_token_ids, write_model_dir
 
 # SGLang hands a request that does not stream its progress every this many tokens anyway.
@@ -92,6 +93,7 @@ class Live:
     queue: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
     ids: list[int] = field(default_factory=list)
     verify_ct: int = 0
+    cached_tokens: int = 0  # the prompt's leading tokens found in the prefix cache
     finish: str | None = None
     first_token_at: float | None = None
 
@@ -114,7 +116,12 @@ class SimServer:
         self.window_accept_rate: float | None = None
         self.metrics: SimMetrics | None = None
         if config.resolved.get("enable_metrics"):
-            self.metrics = metrics_for(config.version, config.served_model_name)
+            self.metrics = metrics_for(
+                config.version,
+                config.served_model_name,
+                collect_tokens_histogram=bool(config.resolved.get("collect_tokens_histogram")),
+            )
+        self._prefix_cache: PrefixCache | None = None  # made once the KV pool's size is known
         self.started_at = time.time()
         self.startup_time = 0.0
         # 0.5.17+: SGLang's own breakdown of the start (server_info startup_time, the "Engine startup timings" line)
@@ -210,19 +217,23 @@ class SimServer:
         stream_interval: int | None = None,
         log_metrics: bool = True,
         repetition: float = 0.0,
+        prompt: Sequence[Hashable] | None = None,
     ) -> Live:
         """A request into the batch; `repetition` is its prompt's (console.sim.perf.ngram_repetition): repetitive
-        prompts accept more draft tokens."""
+        prompts accept more draft tokens. `prompt` (its token ids, or words) is matched against the prefix cache:
+        the tokens found there are the request's cached_tokens."""
         self._seq += 1
         rid = uuid.uuid4().hex
         seed = self.config.seed * 1_000_003 + self._seq
         req = Live(rid, prompt_tokens, max(1, max_new_tokens), seed, time.time(), stream_interval, log_metrics)
+        if prompt is not None and log_metrics:
+            req.cached_tokens = self.prefix_cache.admit(prompt)
         self.live[rid] = req
         self.engine.add(
             rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, repetition=repetition
         )
         if self.metrics and log_metrics:
-            self.metrics.on_request(prompt_tokens)
+            self.metrics.on_request(prompt_tokens, cached_tokens=req.cached_tokens)
         self._wake.set()
         return req
 
@@ -351,10 +362,18 @@ class SimServer:
                 max_total_num_tokens=self.max_total_num_tokens,
             )
 
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        if self._prefix_cache is None:
+            self._prefix_cache = PrefixCache(self.max_total_num_tokens)
+        return self._prefix_cache
+
     def flush(self) -> bool:
-        """/flush_cache: refused while requests run or wait; resets acceptance and throughput counters."""
+        """/flush_cache: refused while requests run or wait; empties the prefix cache, resets acceptance and
+        throughput counters."""
         if self.live or not self.engine.flush():
             return False
+        self.prefix_cache.clear()
         self.avg_spec_accept_length = None
         self.window_accept_length = self.window_accept_rate = None
         self.last_gen_throughput = 0.0

@@ -71,6 +71,7 @@ def meta_info(
     started: float | None = None,
     first_token_at: float | None = None,
     streaming: bool = False,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     """A /generate chunk's meta_info; the final chunk (finish set) adds e2e_latency and the spec counters.
     From 0.5.17 also the scheduler's timestamps, reasoning/cached token details and the drafts' histograms, in
@@ -89,9 +90,10 @@ def meta_info(
     if more:
         meta.update(forward_entry_time=t0 + 0.0002, prefill_finished_time=first, queue_time=0.0002, reasoning_tokens=0)
     meta["completion_tokens"] = completion_tokens
-    meta["cached_tokens"] = 0
+    meta["cached_tokens"] = cached_tokens
     if more:
-        meta["cached_tokens_details"] = None  # {"device": N, "host": M} once a prefix was cached
+        # {"device": N, "host": 0} once a prefix was cached (the real capture's generate_stream), else None
+        meta["cached_tokens_details"] = {"device": cached_tokens, "host": 0} if cached_tokens else None
         meta["dp_rank"] = None
     if finish is None:
         if more:

@@ -14,13 +14,19 @@ from typing import Any, Protocol
 
 from console.bench.records import BenchRecord
 from console.core.apply import PendingApply
-from console.core.bench_run import PlannedSweep, bench_queue
+from console.core.bench import PlannedSweep, bench_queue
 from console.core.events import EventSink
-from console.core.freeze import FreezeEvent, FreezeResult, plan_freeze, plan_restore
-from console.core.freeze_plan import FreezePlan, FreezeRequest
 from console.core.pending import Pending
 from console.core.session import Session
-from console.core.snapshot import Snapshot
+from console.core.snapshot import (
+    FreezeEvent,
+    FreezePlan,
+    FreezeRequest,
+    FreezeResult,
+    Snapshot,
+    plan_freeze,
+    plan_restore,
+)
 from console.core.tune import PendingTune, TuneRequest, plan_tune
 
 # A host's open session in this console, or HostError saying why there is none (not open here, not connected).
@@ -28,7 +34,7 @@ SessionOf = Callable[[str], Session]
 
 
 class FreezePending(Pending[FreezeEvent, FreezeResult], Protocol):
-    """What the freeze dialog needs of a planned freeze (console.core.freeze.PendingFreeze)."""
+    """What the freeze dialog needs of a planned freeze (console.core.snapshot.freeze.PendingFreeze)."""
 
     plan: FreezePlan
 

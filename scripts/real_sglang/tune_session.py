@@ -458,8 +458,7 @@ async def _estimate(ws: Path, argv: list[str], restart_s: float) -> dict[str, An
     from console.cli.common import workspace_of
     from console.cli.tune import _space_from_args, _unit_now, request_from_args
     from console.core.session import open_session
-    from console.core.tune import plan_tune
-    from console.core.tune_form import estimate
+    from console.core.tune import estimate, plan_tune
 
     args = build_parser().parse_args(["--workspace", str(ws), *argv])
     try:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig
 from console.bench.workloads import WorkloadSpec
-from console.core.bench import bench_url, is_loopback_url
+from console.core.bench.host import bench_url, is_loopback_url
 from tests.bench.conftest import ScheduleServer
 
 STAND_IN = (sys.executable, "-m", "console.sim.nvidia_smi")

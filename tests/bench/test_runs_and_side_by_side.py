@@ -12,7 +12,7 @@ import pytest
 from console.bench.records import append_records
 from console.bench.runs import filter_runs, list_runs, setup_of
 from console.bench.sidebyside import crossover_lines, find_crossovers, side_by_side, to_markdown
-from console.core.bench_export import export_comparison, export_paths
+from console.core.bench.export import export_comparison, export_paths
 from tests.support.bench_runs import EAGLE, NO_SPEC, SEEDS_EAGLE, SEEDS_NO_SPEC, T0, run
 
 

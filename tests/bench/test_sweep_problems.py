@@ -9,7 +9,7 @@ from console.bench.engine import SWEEP_FIELDS, SweepConfig, say_problems
 from console.bench.workloads import WorkloadSpec
 from console.cli import build_parser
 from console.cli.bench import OPTIONS, config_from_args
-from console.core.bench_run import (
+from console.core.bench.queue import (
     FORM_FIELD,
     FORM_FIXED,
     FORM_NAMES,

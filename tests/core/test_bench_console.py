@@ -19,8 +19,7 @@ from console.bench.events import (
     SweepStarted,
 )
 from console.bench.metrics import RequestResult
-from console.core.bench_live import LiveBench
-from console.core.bench_run import (
+from console.core.bench.queue import (
     FORM_FILE,
     BenchForm,
     FormErrors,
@@ -30,6 +29,7 @@ from console.core.bench_run import (
     proposed_label,
     save_form,
 )
+from console.tui.presenters.bench_live import LiveBench
 from tests.tui.support import view
 
 
@@ -131,7 +131,7 @@ def test_cancel_keeps_the_finished_levels_and_stops_the_rest() -> None:
 
 
 def test_a_long_level_keeps_a_bounded_sample_of_tpots_for_its_median_so_far() -> None:
-    from console.core.bench_live import TpotSample
+    from console.tui.presenters.bench_live import TpotSample
 
     sample = TpotSample()
     assert sample.median() is None
@@ -143,7 +143,7 @@ def test_a_long_level_keeps_a_bounded_sample_of_tpots_for_its_median_so_far() ->
 
 def test_records_say_spec_v2_as_the_versions_rules_read_the_unit() -> None:
     from console.bench.runs import setup_of
-    from console.core.bench import spec_v2_of
+    from console.core.bench.host import spec_v2_of
     from tests.tui.support import DEMO_UNIT
 
     v2 = DEMO_UNIT.replace("SGLANG_ENABLE_SPEC_V2=False", "SGLANG_ENABLE_SPEC_V2=True")

@@ -11,8 +11,7 @@ import pytest
 
 from console.bench.events import Level, LevelDone, LevelStarted, RequestDone, RunningFigures, SweepStarted
 from console.bench.metrics import RequestResult
-from console.core.bench_live import LiveBench
-from console.core.bench_run import (
+from console.core.bench import (
     BenchForm,
     FormErrors,
     SweepQueued,
@@ -23,6 +22,7 @@ from console.core.bench_run import (
     slo_text,
 )
 from console.sim.datasets import write_datasets
+from console.tui.presenters.bench_live import LiveBench
 from console.tui.screens.bench import running_mark, slo_summary
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core.edit import NONE_CHOICE, SPEC_V2_DEST, editor_form, running_values
-from console.core.history import applied_setups, record_applied
+from console.core.apply import applied_setups, record_applied
+from console.core.apply.edit import NONE_CHOICE, SPEC_V2_DEST, editor_form, running_values
 
 UNIT = """[Service]
 Environment="SGLANG_ENABLE_SPEC_V2=False"
@@ -100,7 +100,8 @@ def test_where_the_version_has_it_the_serving_section_offers_the_access_log_skip
     )
     assert form.values["uvicorn_access_log_exclude_prefixes"] == "" and skips.default is None
     assert "uvicorn_access_log_exclude_prefixes" not in [f.dest for f in editor_form(UNIT, "0.5.6").fields]
-    assert [f.hint for f in form.fields if f.hint] == [skips.hint]  # the other fields need no reason
+    histograms = form.field("collect_tokens_histogram")  # 0.5.9: the token histograms need their flag
+    assert [f.hint for f in form.fields if f.hint] == [histograms.hint, skips.hint]  # the others need no reason
 
     preview = form.preview({"uvicorn_access_log_exclude_prefixes": "/health, /metrics /v1/loads"})
     assert preview.ok and preview.edits.set_flags == (
@@ -113,3 +114,21 @@ def test_where_the_version_has_it_the_serving_section_offers_the_access_log_skip
     assert again.values["uvicorn_access_log_exclude_prefixes"] == "/health /metrics /v1/loads"
     cleared = again.preview({"uvicorn_access_log_exclude_prefixes": ""})
     assert cleared.edits.unset_flags == ("--uvicorn-access-log-exclude-prefixes",)
+
+
+def test_up_to_0_5_10_the_serving_section_offers_the_token_histograms_switch_with_its_reason() -> None:
+    form = editor_form(UNIT, "0.5.6")
+    switch = form.field("collect_tokens_histogram")
+    assert (switch.group, switch.kind, switch.flag) == ("serving", "switch", "--collect-tokens-histogram")
+    assert switch.hint == "length histograms in /metrics, for bench --shape-from-server"
+    assert form.values["collect_tokens_histogram"] == ""
+    on = form.preview({"collect_tokens_histogram": "true"})
+    assert on.ok and on.edits.set_flags == (("--collect-tokens-histogram", True),)
+    assert on.plan is not None and "--collect-tokens-histogram" in on.plan.new_text
+    again = editor_form(on.plan.new_text, "0.5.6")
+    assert again.values["collect_tokens_histogram"] == "true"
+    off = again.preview({"collect_tokens_histogram": "false"})
+    assert off.ok and off.edits.unset_flags == ("--collect-tokens-histogram",)
+    assert off.plan is not None and "--collect-tokens-histogram" not in off.plan.new_text
+    for version in ("0.5.12", "0.5.17", "0.5.23"):  # recorded always from 0.5.11: the flag a no-op, not offered
+        assert "collect_tokens_histogram" not in [f.dest for f in editor_form(UNIT, version).fields]

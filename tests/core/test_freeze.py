@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 
 from console.core.apply import plan_apply
-from console.core.freeze import FreezeStep, plan_freeze, plan_restore
-from console.core.freeze_plan import FreezeRequest
 from console.core.rollout import ApplyState, parse_edits
 from console.core.session import open_session
-from console.core.snapshot_store import load_snapshot, snapshot_path
+from console.core.snapshot import FreezeRequest, FreezeStep, load_snapshot, plan_freeze, plan_restore, snapshot_path
 from console.core.status import read_status
 from console.host.base import UnitLocked
 from console.workspace import Workspace

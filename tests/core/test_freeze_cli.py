@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.snapshot_store import save_snapshot
+from console.core.snapshot import save_snapshot
 from console.workspace import Workspace
 from tests.support import snapshots as snaps
 

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from console.core.freeze_plan import (
+from console.core.rollout import build_plan
+from console.core.snapshot.freeze_plan import (
     FreezeRequest,
     build_freeze_plan,
     document_path,
@@ -15,7 +16,6 @@ from console.core.freeze_plan import (
     restored_matches,
     same_argv,
 )
-from console.core.rollout import build_plan
 from console.errors import UsageError
 from console.sglang.rules import check_launch
 from console.sglang.unit import UnitFile

@@ -9,8 +9,8 @@ import inspect
 import pytest
 
 from console.core.apply import PendingApply
-from console.core.freeze import PendingFreeze
 from console.core.pending import Interruptible, Pending
+from console.core.snapshot.freeze import PendingFreeze
 from console.core.tune import PendingTune
 
 PENDINGS = [PendingApply, PendingFreeze, PendingTune]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from console.core.drift import compute_drift, production_status
 from console.core.snapshot import Snapshot, SnapshotError, production_names, production_of, setup_text
-from console.core.snapshot_diff import diff_snapshots, group_flags, table_for
-from console.core.snapshot_store import load_snapshot, load_snapshots, production_for_status, save_snapshot
+from console.core.snapshot.diff import diff_snapshots, group_flags, table_for
+from console.core.snapshot.drift import compute_drift, production_status
+from console.core.snapshot.store import load_snapshot, load_snapshots, production_for_status, save_snapshot
 from console.workspace import Workspace
 from tests.support.snapshots import AT, record, server_info, snapshot, unit_text
 

@@ -18,11 +18,11 @@ from console.bench.records import BenchRecord
 from console.bench.runs import summarize
 from console.bench.sidebyside import run_setup
 from console.bench.workloads import WorkloadSpec
-from console.core.bench import _keep_records
-from console.core.bench_run import proposed_label
+from console.core.bench import proposed_label
+from console.core.bench.host import _keep_records
 from console.core.monitor import HostView, Monitor, UnitAsk, setup_label
 from console.core.snapshot import setup_text
-from console.core.tune_space import SpaceRequest, build_space
+from console.core.tune import SpaceRequest, build_space
 from console.host.ssh import ConnectionState
 from console.sglang.rules import check_launch
 from console.sglang.specmode import SpecMode

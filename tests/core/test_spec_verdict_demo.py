@@ -25,8 +25,7 @@ import pytest
 from console.bench.engine import SweepConfig
 from console.bench.runs import list_runs
 from console.bench.workloads import WorkloadSpec
-from console.core.bench import bench_host
-from console.core.bench_run import proposed_label
+from console.core.bench import bench_host, proposed_label
 from console.core.monitor import HostView, HostWatcher
 from console.core.session import open_session
 from console.sglang.unit import UnitFile

@@ -25,8 +25,7 @@ from console.core.monitor import HostView, HostWatcher
 from console.core.rollout import ApplyState, parse_edits
 from console.core.session import Session, open_session
 from console.core.status import read_status
-from console.core.tune import TuneRequest, plan_tune
-from console.core.tune_space import SpaceRequest
+from console.core.tune import SpaceRequest, TuneRequest, plan_tune
 from console.host.linkmeter import CHANNEL_OPEN, EXEC, MeterReading
 from console.host.ssh import SshTransport
 from console.workspace import Workspace

@@ -51,6 +51,7 @@ SHOWN = {
     View.EDITOR: (
         *(ALGORITHM, STEPS, TOPK, DRAFT, f"env:{SPEC_V2_ENV}", DRAFT_MODEL, MAX_RUNNING),
         *("mem_fraction_static", "cuda_graph_max_bs", "chunked_prefill_size", "attention_backend", "tp_size"),
+        "collect_tokens_histogram",
         "uvicorn_access_log_exclude_prefixes",
     ),
     View.RECORD: (ALGORITHM, STEPS, TOPK, DRAFT, DRAFT_MODEL, OVERLAP, MAX_RUNNING, "cuda_graph_max_bs"),

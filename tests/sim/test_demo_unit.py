@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.tune_space import SpaceRequest, build_space
+from console.core.tune import SpaceRequest, build_space
 from console.sglang.argv import parse_argv
 from console.sglang.flags import flag_table
 from console.sglang.unit import UnitFile

@@ -9,9 +9,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from console.bench.records import BenchRecord
-from console.core.freeze_plan import Capture, FreezePlan, FreezeRequest, HostFacts, ProcessView, build_freeze_plan
+from console.bench.records import BenchRecord, unit_hash
 from console.core.snapshot import Snapshot
+from console.core.snapshot.freeze_plan import (
+    Capture,
+    FreezePlan,
+    FreezeRequest,
+    HostFacts,
+    ProcessView,
+    build_freeze_plan,
+)
 from console.host.base import ServiceState
 from console.host.gpu import GpuSample
 from console.secrets import SecretMask, secrets_in_unit
@@ -98,8 +105,6 @@ def record(
     version: str = VERSION,
     run_id: str | None = None,
 ) -> BenchRecord:
-    from console.core.bench import unit_hash
-
     return BenchRecord(
         run_id=run_id or f"{label}@{started:%H%M%S}",
         label=label,

@@ -21,7 +21,7 @@ from console.bench.events import (
 )
 from console.bench.metrics import RequestResult
 from console.bench.records import BenchRecord, append_records, order_server_args
-from console.core.bench_run import PlannedSweep, SweepQueued
+from console.core.bench import PlannedSweep, SweepQueued
 from console.workspace import Workspace
 from tests.support.bench_runs import EAGLE, T0
 

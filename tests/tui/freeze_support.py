@@ -1,5 +1,6 @@
-"""A scripted freeze for the console's Pilot and snapshot tests: the real pure plan (console.core.freeze_plan on a
-fixed capture) behind the PendingFreeze interface, and views whose status carries a production snapshot."""
+"""A scripted freeze for the console's Pilot and snapshot tests: the real pure plan
+(console.core.snapshot.freeze_plan on a fixed capture) behind the PendingFreeze interface, and views whose status
+carries a production snapshot."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from console.core.drift import production_status
-from console.core.freeze import FreezeResult, FreezeStep
-from console.core.freeze_plan import Capture, FreezePlan, FreezeRequest, build_freeze_plan
 from console.core.monitor import HostView, setup_values
-from console.core.snapshot import Snapshot
-from console.core.snapshot_store import save_snapshot
+from console.core.snapshot import FreezeResult, FreezeStep, Snapshot, save_snapshot
+from console.core.snapshot.drift import production_status
+from console.core.snapshot.freeze_plan import Capture, FreezePlan, FreezeRequest, build_freeze_plan
 from console.tui.runners import Runners
 from console.workspace import Workspace
 from tests.support import snapshots as snaps
@@ -102,7 +101,7 @@ def snapshot_workspace(root: Path) -> tuple[Workspace, list[Snapshot]]:
 def view_with_production(name: str = "v2", **running: Any) -> HostView:
     """The dashboard's view of gpu-a whose production snapshot `name` froze what the scripted host runs, while the
     server now runs with `running` changed (e.g. speculative_num_steps=3)."""
-    from console.core.snapshot_store import DRIFT_FIELDS
+    from console.core.snapshot.store import DRIFT_FIELDS
 
     shown = view()
     status = shown.status

@@ -381,7 +381,7 @@ class ScriptedPending:
         self.aborted = why
 
     async def execute(self, on_event: Callable[[Any], None]) -> Any:
-        from console.core.apply import ApplyResult, StartWatch
+        from console.core.apply.run import ApplyResult, StartWatch
         from console.core.events import LogLine, PhaseChanged, StepChanged
         from console.core.phases import PhaseTracker
         from console.core.rollout import ApplyState, EditRequest, Rollout, build_plan, verify_resolved

@@ -10,7 +10,7 @@ import pytest
 from textual import events
 from textual.widgets import DataTable, Input, Select
 
-from console.core.bench_run import BenchForm, load_form, save_form
+from console.core.bench import BenchForm, load_form, save_form
 from console.workspace import Workspace
 from tests.tui.bench_support import FAIL_WHY, STOP_WHY, ScriptedBench, bench_app, seeds_workspace
 from tests.tui.support import notices, screen_text, view, wait_until

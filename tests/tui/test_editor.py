@@ -14,10 +14,9 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from console.core.apply import plan_apply
-from console.core.freeze import plan_freeze
-from console.core.freeze_plan import FreezeRequest
 from console.core.rollout import parse_edits
 from console.core.session import open_session
+from console.core.snapshot import FreezeRequest, plan_freeze
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import UNIT_PRESET, EditScreen

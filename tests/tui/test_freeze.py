@@ -16,7 +16,7 @@ from console.cli.connect import build_app
 from console.core.apply import plan_apply
 from console.core.rollout import parse_edits
 from console.core.session import open_session
-from console.core.snapshot_store import load_snapshot
+from console.core.snapshot import load_snapshot
 from console.tui.screens.freeze import FreezeScreen
 from console.tui.screens.snapshots import SnapshotsScreen
 from console.workspace import Workspace

@@ -16,7 +16,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
 
-from console.core.tune_form import FIELDS
+from console.core.tune import FIELDS
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen

@@ -15,7 +15,9 @@ from console.bench.slo import Capacity, Slo
 from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
 from console.core.rollout import ApplyState
-from console.core.tune import (
+from console.core.tune import build_space, form_defaults, request_from_form, unit_speculation
+from console.core.tune.report import Objective, compare_workloads, find_crossovers, recommend, speculation_verdicts
+from console.core.tune.run import (
     LevelProgress,
     PendingTune,
     Restoring,
@@ -32,10 +34,7 @@ from console.core.tune import (
     TuneResult,
     TuneStarted,
 )
-from console.core.tune_form import form_defaults, request_from_form
-from console.core.tune_report import Objective, compare_workloads, find_crossovers, recommend, speculation_verdicts
-from console.core.tune_search import Cell, Search
-from console.core.tune_space import build_space, unit_speculation
+from console.core.tune.search import Cell, Search
 from tests.tui.support import DEMO_UNIT, NOW, FixedSession
 
 START = NOW - timedelta(minutes=12, seconds=34)

@@ -1,4 +1,5 @@
-"""The Tune screen's form (console/core/tune_form.py) and its live board (console/core/tune_board.py), pure."""
+"""The Tune screen's form (console/core/tune/form.py) and its live board (console/tui/presenters/tune_board.py),
+pure."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
 from console.core.rollout import ApplyState
 from console.core.tune import (
+    Cell,
     LevelProgress,
+    Space,
+    SpaceRequest,
     StageStarted,
     TrialApplied,
     TrialApplyEvent,
@@ -25,9 +29,10 @@ from console.core.tune import (
     TrialStarted,
     TuneFinished,
     TuneStarted,
+    build_space,
+    unit_speculation,
 )
-from console.core.tune_board import TuneBoard
-from console.core.tune_form import (
+from console.core.tune.form import (
     AXES,
     FIELD_LABELS,
     FormError,
@@ -37,8 +42,7 @@ from console.core.tune_form import (
     form_defaults,
     request_from_form,
 )
-from console.core.tune_search import Cell
-from console.core.tune_space import Space, SpaceRequest, build_space, unit_speculation
+from console.tui.presenters.tune_board import TuneBoard
 from tests.tune.test_space import KIMI_PLAIN, QWEN_MTP
 
 AT = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""What the tune concludes (console/core/tune_report.py), pure: recommendations, crossovers, workloads side by side."""
+"""What the tune concludes (console/core/tune/report.py), pure: recommendations, crossovers, workloads side by side."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from console.bench.records import BenchRecord
 from console.bench.slo import capacity
-from console.core.tune import TuneRequest, checked_request
-from console.core.tune_report import (
+from console.core.tune import SpaceRequest
+from console.core.tune.report import (
     OBJECTIVES,
     compare_workloads,
     crossing,
@@ -20,8 +20,8 @@ from console.core.tune_report import (
     score_of,
     speculation_verdicts,
 )
-from console.core.tune_search import Cell, Search
-from console.core.tune_space import SpaceRequest
+from console.core.tune.run import TuneRequest, checked_request
+from console.core.tune.search import Cell, Search
 from console.errors import UsageError
 
 NAMES = {"nospec": "no speculation", "k1v2": "EAGLE3 topk 1 + spec v2", "k4": "EAGLE3 topk 4"}

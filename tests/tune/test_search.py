@@ -1,4 +1,4 @@
-"""The tune's search strategy (console/core/tune_search.py), pure: screening, halving, stopping on the noise."""
+"""The tune's search strategy (console/core/tune/search.py), pure: screening, halving, stopping on the noise."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from console.core.tune_search import Cell, Policy, Search, Stage, cells_for, estimate_stage_seconds
+from console.core.tune.search import Cell, Policy, Search, Stage, cells_for, estimate_stage_seconds
 
 C1, C64 = Cell("random", 1), Cell("random", 64)
 

@@ -1,10 +1,10 @@
-"""The tune's search space (console/core/tune_space.py): pruning and merging by the version rules, pure."""
+"""The tune's search space (console/core/tune/space.py): pruning and merging by the version rules, pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.core.tune_space import (
+from console.core.tune.space import (
     Setting,
     SpaceRequest,
     build_space,

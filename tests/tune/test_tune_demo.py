@@ -21,6 +21,7 @@ from console.core.events import Notice
 from console.core.rollout import parse_edits
 from console.core.session import open_session
 from console.core.tune import (
+    SpaceRequest,
     TrialApplied,
     TrialBenchmarked,
     TrialStarted,
@@ -28,9 +29,9 @@ from console.core.tune import (
     TuneRequest,
     TuneResult,
     plan_tune,
+    unit_speculation,
 )
-from console.core.tune_search import Cell, Standing
-from console.core.tune_space import SpaceRequest, unit_speculation
+from console.core.tune.search import Cell, Standing
 from console.host.base import UnitLocked
 from console.tui.screens.tune import result_view
 from console.workspace import Workspace

@@ -17,8 +17,7 @@ import pytest
 
 from console.bench.datasets import sample_dataset
 from console.core.session import open_session
-from console.core.tune import TuneRequest, TuneResult, plan_tune
-from console.core.tune_space import SpaceRequest
+from console.core.tune import SpaceRequest, TuneRequest, TuneResult, plan_tune
 from console.sim.datasets import write_datasets
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo

@@ -1,15 +1,16 @@
 """`b`: benchmark the current host from a form, then watch the sweep live.
 
-The form opens with the last used values (console.core.bench_run keeps them in the workspace) and a label
+The form opens with the last used values (console.core.bench.queue keeps them in the workspace) and a label
 proposed from the running setup; Start checks every field (the errors stand beside the form) and queues one sweep
 per workload. The workload `dataset` sends a file picked from the workspace's datasets/ (sampled with the form's
 size and seed; picking a file picks that workload), the SLO field (prefilled with the profile's [slo]) holds every
 level to an SLO: the live view then shows each level's goodput and ✔/✖, and each sweep's capacity at the SLO; find
 capacity searches the request rate instead of running the levels.
-The sweep runs in an app worker (console.core.bench_run.bench_queue on the host's session): Esc goes
+The sweep runs in an app worker (console.core.bench.bench_queue on the host's session): Esc goes
 back to the dashboard, which stays live, and the sweep goes on (`b` on that host shows it again); `x` cancels it,
-keeping the levels that finished. The live rows are console.core.bench_live's model, repainted four times a second
-(a fast level finishes hundreds of requests a second), with the host's GPU power from the dashboard's own refresh.
+keeping the levels that finished. The live rows are console.tui.presenters.bench_live's model, repainted four times
+a second (a fast level finishes hundreds of requests a second), with the host's GPU power from the dashboard's own
+refresh.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from console.bench.records import BenchRecord
 from console.bench.slo import Slo
-from console.core.bench_live import LiveBench, LiveLevel
-from console.core.bench_run import (
+from console.core.bench import (
     CAPACITY_CHOICES,
     WORKLOAD_CHOICES,
     BenchForm,
@@ -48,6 +48,7 @@ from console.core.bench_run import (
 )
 from console.host.base import HostError
 from console.tui.context import ConsoleContext
+from console.tui.presenters.bench_live import LiveBench, LiveLevel
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.widgets.footer import FittedFooter
 
@@ -63,7 +64,7 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("seed", "seed", "same seed, same requests in the same order"),
     ("concurrency", "concurrency", "levels, e.g. 1,8,32"),
     ("request_rate", "request rates", "req/s, open loop instead (empty: closed loop)"),
-    ("requests", "requests", "per level (empty: max(16, 4×C))"),
+    ("requests", "requests", "per level (empty: max(16, 4×C); a dataset: its sample)"),
     ("duration", "duration s", "per level, instead of requests"),
     ("input_len", "input tokens", "random workload's prompt length"),
     ("output_len", "output tokens", "forced (random), at most (chat, dataset; empty: its own)"),
@@ -527,7 +528,7 @@ def _power_of(console: ConsoleContext, label: str) -> Callable[[], float | None]
 def open_bench(console: ConsoleContext) -> None:
     """b / the palette: the running benchmark of the current host, else the form (not read-only, not on the
     overview, not before the host is connected)."""
-    from console.core.bench_run import load_form, proposed_label
+    from console.core.bench import load_form, proposed_label
 
     label = console.current_host
     why = console.why_disabled("benchmark")

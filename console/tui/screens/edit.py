@@ -2,7 +2,7 @@
 the SGLang version the host runs at every keystroke, then applied: the unit diff and a confirmation naming
 host and unit, then the restart watched phase by phase (screens/progress.py).
 
-The model is console/core/edit.py (fields from the version's flag table, the edit, the rules' verdict, the
+The model is console/core/apply/edit.py (fields from the version's flag table, the edit, the rules' verdict, the
 silent changes); this screen only shows it and sends the intents."""
 
 from __future__ import annotations
@@ -18,14 +18,23 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, Label, Select, Static, Switch
+from textual.widgets import Checkbox, Input, Label, Select, Static, Switch
 
-from console.core.apply import ApplyResult, plan_apply
-from console.core.edit import NONE_CHOICE, EditorForm, FieldSpec, Preview, editor_form, running_values
-from console.core.history import applied_setups, record_applied
+from console.core.apply import (
+    NONE_CHOICE,
+    ApplyResult,
+    EditorForm,
+    FieldSpec,
+    Preview,
+    applied_setups,
+    editor_form,
+    plan_apply,
+    record_applied,
+    running_values,
+)
 from console.core.rollout import ApplyState
 from console.core.session import Session
-from console.core.snapshot_store import load_snapshots
+from console.core.snapshot import load_snapshots
 from console.host.base import HostError, UnitBackup, UnitLocked
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen, diff_text
@@ -153,7 +162,7 @@ class EditScreen(Screen[None]):
                 group = spec.group
                 rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
             widget = self._widget(spec, form, disabled)
-            row_classes = "field-row -switch" if spec.kind == "switch" else "field-row"
+            row_classes = "field-row -switch" if spec.kind == "switch" and spec.flag is None else "field-row"
             if spec.hint:
                 row_classes += " -hinted"
             rows.append(Horizontal(Label(spec.label, classes="field-label"), widget, classes=row_classes))
@@ -179,6 +188,8 @@ class EditScreen(Screen[None]):
             return Select[str](options, id=ident, prompt=_placeholder(spec), disabled=disabled, compact=True)
         if spec.kind == "switch":
             on = value == "true" if value else bool(spec.default)
+            if spec.flag is not None:  # a boolean launch flag: one line, like the fields around it
+                return Checkbox(spec.flag, value=on, id=ident, disabled=disabled, compact=True)
             return Switch(value=on, id=ident, disabled=disabled)
         return Input(value=value, id=ident, placeholder=_placeholder(spec), disabled=disabled, compact=True)
 
@@ -265,7 +276,7 @@ class EditScreen(Screen[None]):
                     widget.value = value
                 else:
                     widget.clear()
-            elif isinstance(widget, Switch):
+            elif isinstance(widget, Switch | Checkbox):
                 widget.value = value == "true" if value else bool(spec.default)
         self._update_report()
 
@@ -281,7 +292,7 @@ class EditScreen(Screen[None]):
                 out[spec.dest] = widget.value
             elif isinstance(widget, Select):
                 out[spec.dest] = "" if widget.value == Select.NULL else str(widget.value)
-            elif isinstance(widget, Switch):
+            elif isinstance(widget, Switch | Checkbox):
                 unit_value = self.form.values.get(spec.dest, "")
                 effective = unit_value == "true" if unit_value else bool(spec.default)
                 out[spec.dest] = unit_value if widget.value == effective else ("true" if widget.value else "false")
@@ -290,7 +301,8 @@ class EditScreen(Screen[None]):
     @on(Input.Changed)
     @on(Select.Changed)
     @on(Switch.Changed)
-    def _changed(self, event: Input.Changed | Select.Changed | Switch.Changed) -> None:
+    @on(Checkbox.Changed)
+    def _changed(self, event: Input.Changed | Select.Changed | Switch.Changed | Checkbox.Changed) -> None:
         if event.control is not None and event.control.id == "preset":
             return
         self._update_report()

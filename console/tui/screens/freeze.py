@@ -1,11 +1,11 @@
-"""`F`: freeze the host's running setup as its production snapshot (console.core.freeze).
+"""`F`: freeze the host's running setup as its production snapshot (console.core.snapshot.freeze).
 
 The screen asks for a name and a note (the document's path is the profile's or ~/production_NAME.md unless
 given), plans the freeze in a worker (the unit's lock is held from then on: no apply can change the unit while
 the operator reads), and shows what will be written: why it is refused (with a field for --force's reason), the
 unit diff if the freeze must add [Install], and the whole document. Freeze writes it, watched on the console's
 progress screen (FreezeView: each step, then where it ended); Cancel or Esc writes nothing and lets go of the
-lock. The TUI holds no logic: the planner is console.core.freeze.plan_freeze on the host's session (the console's
+lock. The TUI holds no logic: the planner is console.core.snapshot.plan_freeze on the host's session (the console's
 options can give another: console/tui/runners.py).
 """
 
@@ -27,8 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Static
 
 from console.core.events import Notice
-from console.core.freeze import FreezeEvent, FreezeResult, FreezeStep
-from console.core.freeze_plan import FreezePlan, FreezeRequest
+from console.core.snapshot import FreezeEvent, FreezePlan, FreezeRequest, FreezeResult, FreezeStep
 from console.tui.context import ConsoleContext
 from console.tui.runners import FreezePending
 from console.tui.screens import FORM_FOCUS_BINDINGS
@@ -291,8 +290,7 @@ class FreezeView:
 
 def open_freeze(console: ConsoleContext) -> None:
     """F / the palette: the freeze screen for the current host (not on the overview, not read-only)."""
-    from console.core.snapshot import next_name
-    from console.core.snapshot_store import load_snapshots
+    from console.core.snapshot import load_snapshots, next_name
 
     label = console.current_host
     why = console.why_disabled("freeze")

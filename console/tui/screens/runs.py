@@ -8,7 +8,7 @@ the SLO (console.bench.sidebyside's Markdown and JSON).
 Reading only local files, it works without a host and in read-only mode.
 
 The model is console.bench.runs (the table), console.bench.sidebyside (panes, crossovers, Markdown) and
-console.core.bench_export (the files); this screen shows them.
+console.core.bench.export (the files); this screen shows them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from console.bench.sidebyside import (
     slo_lines,
     value_text,
 )
-from console.core.bench_export import export_comparison
+from console.core.bench import export_comparison
 from console.tui.context import ConsoleContext
 from console.tui.widgets.plot import RUN_MARKS, RUN_STYLES, Plot
 

@@ -2,7 +2,7 @@
 host's production (★), the highlighted one's document, the diff of two, and restore.
 
 Keys: m marks a snapshot, d diffs the marked one (else the host's production) with the highlighted one, r restores
-the highlighted one onto its host through the validated apply (console.core.freeze.plan_restore): the plan (diff,
+the highlighted one onto its host through the validated apply (console.core.snapshot.plan_restore): the plan (diff,
 rule report, notes) is shown first and y writes it, watched on the console's progress screen as any apply (esc
 there aborts and rolls back), n or Esc lets go. Reading only the workspace, the view works
 without a host; restore needs the snapshot's host open in this console, and in read-only mode r says it is off.
@@ -23,10 +23,16 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from console.core.apply import ApplyResult, PendingApply
-from console.core.snapshot import Snapshot, best_throughput, production_names, production_of, setup_text
-from console.core.snapshot_diff import diff_snapshots
-from console.core.snapshot_doc import render_document
-from console.core.snapshot_store import load_snapshots
+from console.core.snapshot import (
+    Snapshot,
+    best_throughput,
+    diff_snapshots,
+    load_snapshots,
+    production_names,
+    production_of,
+    render_document,
+    setup_text,
+)
 from console.tui.context import ConsoleContext
 from console.tui.screens.progress import apply_progress
 from console.tui.widgets.footer import FittedFooter

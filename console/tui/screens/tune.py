@@ -16,8 +16,8 @@ a level's setups), the SLO (prefilled with the profile's [slo]) and a dataset pi
 (read in a thread once picked, as `tune --dataset` reads it); the board shows its figures by the objective and each
 level's ranking, the result each setup's capacity at the SLO and where speculation loses on this traffic.
 
-The TUI holds no logic: the form is console/core/tune_form.py, the board console/core/tune_board.py, the space
-console/core/tune_space.py, the tune console/core/tune.py."""
+The TUI holds no logic: the form is console/core/tune/form.py, the board console/tui/presenters/tune_board.py, the
+space console/core/tune/space.py, the tune console/core/tune/run.py."""
 
 from __future__ import annotations
 
@@ -41,24 +41,30 @@ from textual.widgets import Footer, Input, Label, Select, Static
 
 from console.bench.datasets import DatasetError, describe_line, sample_dataset
 from console.bench.workloads import DatasetSample
-from console.core.bench_run import dataset_files, slo_text
+from console.core.bench import dataset_files, slo_text
 from console.core.session import Session
-from console.core.tune import PendingTune, TuneEvent, TuneRequest, TuneResult
-from console.core.tune_board import TuneBoard
-from console.core.tune_form import (
+from console.core.tune import (
     FIELDS,
     Estimate,
     FormError,
+    PendingTune,
+    Space,
+    TuneEvent,
+    TuneRequest,
+    TuneResult,
+    UnitSpeculation,
     afterwards,
+    build_space,
     estimate,
     form_defaults,
     meaning,
     request_from_form,
+    unit_speculation,
 )
-from console.core.tune_space import Space, UnitSpeculation, build_space, unit_speculation
 from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
 from console.tui.context import ConsoleContext
+from console.tui.presenters.tune_board import TuneBoard
 from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.confirm import ConfirmScreen

@@ -13,8 +13,8 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
-from console.core.drift import ProductionStatus
 from console.core.monitor import HostView, SetupValue
+from console.core.snapshot import ProductionStatus
 from console.tui.config import Thresholds
 from console.tui.format import DASH, LOAD, age, gib, level_style, num, sparkline, uptime
 

@@ -1,4 +1,4 @@
-"""What `opsconsole tune` concludes from the search (console/core/tune_search.py): pure, no I/O.
+"""What `opsconsole tune` concludes from the search (console/core/tune/search.py): pure, no I/O.
 
 - The objective (`score_of`) is what a level's setups are ranked by: `throughput` (output tokens/s), `goodput`
   (requests/s whose own TTFT, TPOT and E2E met the SLO, console.bench.slo) or `capacity` (the requests/s a level
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from console.bench.records import BenchRecord
 
 from console.bench.slo import Capacity
-from console.core.tune_search import Cell, Search, StageKind, Standing
+from console.core.tune.search import Cell, Search, StageKind, Standing
 
 Objective = Literal["throughput", "goodput", "capacity"]
 OBJECTIVES: tuple[Objective, ...] = ("throughput", "goodput", "capacity")

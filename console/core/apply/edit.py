@@ -28,6 +28,7 @@ FIELDS: tuple[tuple[str, str, str], ...] = tuple((t.dest, t.label, t.group) for 
 # How the silent changes read for a person (other settings: their dest with spaces).
 LABELS = {t.dest: t.label for t in TERMS if t.flag is not None or t.env is not None}
 ACCESS_LOG_SKIPS = "uvicorn_access_log_exclude_prefixes"
+TOKEN_HISTOGRAMS = "collect_tokens_histogram"
 
 
 def field_hint(dest: str, version: str) -> str:
@@ -36,6 +37,8 @@ def field_hint(dest: str, version: str) -> str:
         from console.sglang.client import polled_paths
 
         return f"keep the console's polling out of the server's log: {' '.join(polled_paths(version))}"
+    if dest == TOKEN_HISTOGRAMS:
+        return "length histograms in /metrics, for bench --shape-from-server"
     return ""
 
 
@@ -129,6 +132,8 @@ class EditorForm:
             except ValueError as exc:
                 problems.append(str(exc))
                 continue
+            if spec.kind == "switch" and spec.flag is not None:  # a boolean flag: present or not
+                value = True if value == "true" else None
             if spec.flag is None:  # an environment variable
                 name = spec.dest.removeprefix("env:")
                 if value is None:
@@ -151,6 +156,7 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
     from console.sglang.argv import parse_argv
     from console.sglang.flags import flag_table
     from console.sglang.rules import spec_v2_env_default
+    from console.sglang.traffic_shape import histograms_need_flag
     from console.sglang.unit import UnitFile
 
     table = flag_table(version)
@@ -170,8 +176,12 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
         spec = table.spec_for(dest)
         if spec is None:
             continue  # not a flag of this version
+        if dest == TOKEN_HISTOGRAMS and not histograms_need_flag(version):
+            continue  # a no-op from 0.5.11: the histograms are always recorded
         kind: FieldKind
-        if spec.choices:
+        if spec.action in ("store_true", "store_false"):
+            kind = "switch"  # a boolean flag: on writes it, off removes it
+        elif spec.choices:
             kind = "choice"
         elif spec.type == "int":
             kind = "int"
@@ -191,6 +201,8 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
         value = parsed.values.get(dest)
         if dest not in parsed.explicit:
             values[dest] = ""
+        elif kind == "switch":
+            values[dest] = "true" if value else "false"
         elif kind == "list" and isinstance(value, list | tuple):
             values[dest] = " ".join(str(v) for v in value)  # as the unit writes them
         else:

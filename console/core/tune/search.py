@@ -1,5 +1,5 @@
 """How `opsconsole tune` spends its time: successive halving over candidates × cells, stopping once the winner of
-every cell is outside the noise. Pure: no I/O, no clock; console/core/tune.py runs the stages it asks for.
+every cell is outside the noise. Pure: no I/O, no clock; console/core/tune/run.py runs the stages it asks for.
 
 A *cell* is one thing to win: a workload at a concurrency level ("random C=32"). A *stage* is a list of runs,
 one per candidate (one restart each), each benchmarking the cells where that candidate is still alive.

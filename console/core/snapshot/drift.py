@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from console.core.rollout import values_equal
-from console.core.snapshot import Snapshot
+from console.core.snapshot.model import Snapshot
 from console.sglang.vocabulary import View, terms
 
 # What is watched, in the order it is told, with the name an operator reads.

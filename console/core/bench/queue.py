@@ -27,7 +27,7 @@ from console.bench.engine import SweepConfig, SweepField, say_problems
 from console.bench.records import BenchRecord
 from console.bench.slo import EXAMPLE, parse_slo
 from console.bench.workloads import DatasetSample, WorkloadSpec
-from console.core.bench import ClientChoice, bench_host, parse_float_list, parse_int_list
+from console.core.bench.host import ClientChoice, bench_host, parse_float_list, parse_int_list
 from console.errors import UsageError
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The pure half of `opsconsole freeze` and `restore`: whether the running server runs what the unit on disk
 says, the snapshot and document a freeze writes, and the edits that bring a snapshot back. No I/O here:
-console/core/freeze.py reads the host into a `Capture` and carries the plan out.
+console/core/snapshot/freeze.py reads the host into a `Capture` and carries the plan out.
 
 Does the server run the unit on disk? Four independent witnesses, each a refusal when it disagrees:
 - systemd's NeedDaemonReload: the file on disk is not what systemd loaded (an edit written, never applied);
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from console.bench.records import BenchRecord
+from console.bench.records import BenchRecord, unit_hash
 from console.core.rollout import (
     RESTART_CHECKED,
     EditRequest,
@@ -33,7 +33,9 @@ from console.core.rollout import (
     values_equal,
     verify_resolved,
 )
-from console.core.snapshot import (
+from console.core.snapshot.diff import FlagGroup, flag_map, table_for
+from console.core.snapshot.doc import render_document
+from console.core.snapshot.model import (
     RESOLVED_KEYS,
     ComparisonRow,
     Forced,
@@ -48,8 +50,6 @@ from console.core.snapshot import (
     comparison_rows,
     server_args_of,
 )
-from console.core.snapshot_diff import FlagGroup, flag_map, table_for
-from console.core.snapshot_doc import render_document
 from console.errors import UsageError
 from console.host.base import ServiceState
 from console.host.gpu import GpuSample
@@ -337,8 +337,6 @@ class FreezePlan:
 
 def build_freeze_plan(capture: Capture, request: FreezeRequest) -> FreezePlan:
     """The snapshot of what runs, its document, and the unit the freeze leaves on the host."""
-    from console.core.bench import unit_hash
-
     secrets = capture.secrets
     unit = capture.parsed_unit()
     refusals = tuple(find_refusals(capture, unit))

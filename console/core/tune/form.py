@@ -22,10 +22,10 @@ from typing import cast
 from console.bench.slo import EXAMPLE, parse_slo
 from console.bench.workloads import DatasetSample
 from console.core.bench import parse_int_list
-from console.core.tune import TuneRequest
-from console.core.tune_report import Objective
-from console.core.tune_search import Strategy
-from console.core.tune_space import (
+from console.core.tune.report import Objective
+from console.core.tune.run import TuneRequest
+from console.core.tune.search import Strategy
+from console.core.tune.space import (
     SpaceRequest,
     UnitSpeculation,
     parse_algorithms,

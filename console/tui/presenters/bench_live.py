@@ -28,7 +28,7 @@ from console.bench.events import (
 )
 from console.bench.metrics import percentile
 from console.bench.slo import Capacity, Slo, capacity, is_good, request_figures_ms
-from console.core.bench_run import PlannedSweep, SweepQueued
+from console.core.bench import PlannedSweep, SweepQueued
 
 RowState = Literal["waiting", "warm-up", "running", "done", "stopped", "not run"]
 RunState = Literal["running", "finished", "stopped", "cancelled", "failed"]

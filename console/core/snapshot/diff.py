@@ -4,7 +4,7 @@ Flags are compared as SGLang reads them (aliases and abbreviations under their f
 together with the launcher's own options; then the environment, the values the server resolved, the other
 server args, where and what it ran on, and the benchmarks (console.bench.comparison, A as the baseline).
 
-`group_flags` is shared with restore (console/core/freeze_plan.py): one reading of a flag list.
+`group_flags` is shared with restore (console/core/snapshot/freeze_plan.py): one reading of a flag list.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.bench.comparison import Comparison, compare_runs
-from console.core.drift import show_value
 from console.core.rollout import values_equal
-from console.core.snapshot import RESOLVED_KEYS, Snapshot
+from console.core.snapshot.drift import show_value
+from console.core.snapshot.model import RESOLVED_KEYS, Snapshot
 from console.sglang.argv import is_option_token
 from console.sglang.flags import FlagTable, UnsupportedVersionError, flag_table
 

@@ -11,7 +11,6 @@ $OPSCONSOLE_API_KEY); it is never printed or logged.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import replace
@@ -23,7 +22,7 @@ from console.bench.client import BenchClient
 from console.bench.datasets import file_sha256
 from console.bench.engine import BenchEngine, SweepConfig, SweepRefused, SweepResult
 from console.bench.events import ClientPlaced
-from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep
+from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep, unit_hash
 from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
 from console.bench.telemetry import GpuSampler
 from console.errors import UsageError
@@ -197,11 +196,6 @@ def measured_spec_v2(server_args: Mapping[str, Any], version: str | None, unit_t
     answered = server_answered(version, server_args)
     mode = spec_mode(version, server_args) if answered else _unit_rules(unit_text, version)
     return mode.spec_v2 if mode is not None else None
-
-
-def unit_hash(unit_text: str) -> str:
-    """Short content hash of the unit file, so a record says exactly which setup it measured."""
-    return "sha256:" + hashlib.sha256(unit_text.encode()).hexdigest()[:16]
 
 
 async def _driver_version(transport: Any, gpu_command: tuple[str, ...] | None) -> str | None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from console.core.drift import show_value
-from console.core.snapshot import RESOLVED_KEYS, Snapshot, setup_text
+from console.core.snapshot.drift import show_value
+from console.core.snapshot.model import RESOLVED_KEYS, Snapshot, setup_text
 
 # The benchmark table's columns: (record field, title, decimals).
 BENCH_COLUMNS = (

@@ -9,7 +9,7 @@
 plan_freeze takes the unit's lock (the same lock apply holds: no apply can change the unit while a freeze
 reads and writes it) and reads the running truth: the unit as on disk, the main process's argv and environment,
 /server_info, the GPUs and driver, who and where, the benchmark records of this setup in logs/ and the host's
-previous production snapshot. The pure part (console/core/freeze_plan.py) says whether the server runs what the
+previous production snapshot. The pure part (console/core/snapshot/freeze_plan.py) says whether the server runs what the
 unit says (else the freeze is refused, unless forced with a reason) and builds the snapshot and its document.
 
 execute writes, in this order: the document on the host (one atomic remote command, as the SSH user), the unit
@@ -35,7 +35,8 @@ from typing import Any, Literal
 from console import __version__
 from console.core.apply import PendingApply, default_owner, plan_apply, take_unit_lock
 from console.core.events import EventSink, Notice, ignore
-from console.core.freeze_plan import (
+from console.core.session import Session
+from console.core.snapshot.freeze_plan import (
     DEFAULT_DOCUMENT,
     INSTALL_SECTION,
     Capture,
@@ -49,9 +50,8 @@ from console.core.freeze_plan import (
     restore_edits,
     restored_matches,
 )
-from console.core.session import Session
-from console.core.snapshot import Snapshot
-from console.core.snapshot_store import production_snapshot, save_snapshot, snapshot_path
+from console.core.snapshot.model import Snapshot
+from console.core.snapshot.store import production_snapshot, save_snapshot, snapshot_path
 from console.errors import ExitCode
 from console.host.base import HostError, ServiceState
 from console.workspace import Workspace

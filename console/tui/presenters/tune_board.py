@@ -21,8 +21,10 @@ from console.bench.events import LevelDone, LevelStarted, RunningFigures
 from console.core.events import Notice, PhaseChanged, Reconnecting, StepChanged
 from console.core.rollout import ApplyState
 from console.core.tune import (
+    Cell,
     LevelProgress,
     Restoring,
+    Space,
     StageStarted,
     TrialApplied,
     TrialApplyEvent,
@@ -36,8 +38,6 @@ from console.core.tune import (
     TuneFinished,
     TuneStarted,
 )
-from console.core.tune_search import Cell
-from console.core.tune_space import Space
 
 RowState = Literal["pending", "starting", "benchmarking", "done", "failed", "skipped", "pruned", "merged"]
 NOTES_KEPT = 50

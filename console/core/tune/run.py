@@ -7,17 +7,17 @@ and never leave the host broken.
     pending.request_abort("why")                     # from another task (Ctrl-C): the original unit goes back
 
 What execute() does:
-1. The space (console/core/tune_space.py): every point checked with the host's SGLang version's rules against
+1. The space (console/core/tune/space.py): every point checked with the host's SGLang version's rules against
    the unit as it is; refused points are pruned with SGLang's reason, points SGLang would silently turn into
    another are merged. Each candidate's unit = the original unit with its edits.
-2. The search (console/core/tune_search.py) asks for stages of runs. Each run is one trial: the candidate's unit
+2. The search (console/core/tune/search.py) asks for stages of runs. Each run is one trial: the candidate's unit
    through the validated apply path (console.core.apply: plan_apply(unit_text=..., lock_held=True) ->
    execute: write, daemon-reload, restart, phases, health, verify; a failed start is rolled back by it, and
    the trial is recorded as failed and skipped), then a benchmark of the cells the search wants from it
    (console.core.bench.bench_host, records appended to logs/ as usual, labelled `<tune label>/<candidate>/
    <workload>/s<stage>`). A benchmark whose requests failed (a dropped link) is run again once the server
    answers.
-3. The conclusions (console/core/tune_report.py): per cell the best setup with its margin and whether it is
+3. The conclusions (console/core/tune/report.py): per cell the best setup with its margin and whether it is
    within the noise, the crossovers, the optimistic vs realistic workloads.
 4. Afterwards the original unit text is written back through the same validated path (or, with apply_best,
    the recommended candidate's unit), and the host's health is checked.
@@ -54,7 +54,7 @@ from console.core.bench import bench_host
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
 from console.core.rollout import ApplyState, EditRequest
 from console.core.session import Session
-from console.core.tune_report import (
+from console.core.tune.report import (
     OBJECTIVES,
     Crossover,
     Objective,
@@ -68,8 +68,8 @@ from console.core.tune_report import (
     speculation_verdicts,
     standing_json,
 )
-from console.core.tune_search import Cell, Policy, Search, Stage, StageKind, Strategy, cells_for
-from console.core.tune_space import Candidate, Space, SpaceRequest, build_space
+from console.core.tune.search import Cell, Policy, Search, Stage, StageKind, Strategy, cells_for
+from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.errors import UsageError
 from console.host.base import ConnectionDropped, HostError
 
@@ -124,7 +124,7 @@ class TuneRequest:
     timeout_s: float = 900.0  # for each start
     label: str | None = None
     restore_after_s: float = DEFAULT_RESTORE_AFTER_S
-    # The operator's traffic and what "best" means (console.core.tune_report): the objective ranks each level's
+    # The operator's traffic and what "best" means (console.core.tune.report): the objective ranks each level's
     # setups by output tok/s, goodput (req/s within the SLO) or capacity (req/s carried while meeting the SLO).
     objective: Objective = "throughput"
     slo: dict[str, float] | None = None  # console.bench.slo.Slo.to_json(); None: the profile's [slo], if any

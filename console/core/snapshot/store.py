@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from console.core.drift import ProductionStatus, production_status
-from console.core.snapshot import SNAPSHOTS_DIR, Snapshot, SnapshotError, check_name, production_of
+from console.core.snapshot.drift import ProductionStatus, production_status
+from console.core.snapshot.model import SNAPSHOTS_DIR, Snapshot, SnapshotError, check_name, production_of
 from console.sglang.vocabulary import View, dests
 from console.workspace import Workspace
 
@@ -111,7 +111,8 @@ def save_snapshot(workspace: Workspace, snapshot: Snapshot) -> Path:
     return path
 
 
-# The server's values status compares with the production snapshot (SglangStatus fields; see console/core/drift.py).
+# The server's values status compares with the production snapshot (SglangStatus fields; see
+# console/core/snapshot/drift.py).
 DRIFT_FIELDS = frozenset(dests(View.DRIFT))
 
 

@@ -1,7 +1,7 @@
 """Production snapshots as data (pure: no I/O): what `opsconsole freeze` records, its TOML form, which snapshot
 is a host's production one, and which benchmark records measured the frozen setup.
 
-A snapshot is `profiles/snapshots/NAME.toml` in the workspace (console/core/snapshot_store.py reads and writes
+A snapshot is `profiles/snapshots/NAME.toml` in the workspace (console/core/snapshot/store.py reads and writes
 the files). Everything in it has been through the session's secret mask before it got here: unit text, flags,
 environment, launch command and server args carry `***` where a key was.
 
@@ -85,7 +85,7 @@ class SnapshotHost(_Part):
 
 
 class SnapshotUnit(_Part):
-    hash: str  # console.core.bench.unit_hash of the unit file as the freeze left it
+    hash: str  # console.bench.records.unit_hash of the unit file as the freeze left it
     text: str  # the unit file, masked
     launcher: list[str] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)  # SGLang's launch flags, masked

@@ -1,0 +1,82 @@
+"""`opsconsole restart TARGET [--yes] [--timeout S] [--json]`: restart the service as it is, watch its start and
+verify what the server resolves (console.core.apply.plan_restart); nothing is written, so a failed start is
+reported, not rolled back. `opsconsole restart @GROUP --rolling ...` does it host by host (console/cli/rolling.py),
+behind the group's router when it names one. `--json` prints apply's object (or the roll's).
+Exit 0 restarted and verified, 1 failed / locked / not confirmed, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from console.cli.apply import confirm_and_execute, render_result
+from console.cli.common import HostVerb, workspace_of
+from console.cli.rolling_options import check_rolling
+from console.core.rolling_plan import RollSpec
+from console.errors import UsageError
+
+
+async def restart_main(verb: HostVerb) -> int:
+    from console.core.apply import plan_restart
+    from console.core.session import open_session
+
+    args = verb.args
+    async with (
+        open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session,
+        await plan_restart(session, timeout_s=args.timeout) as pending,
+    ):
+        result = await confirm_and_execute(pending, verb)
+    verb.report(result.to_json, lambda out: render_result(result, out))
+    return result.rollout.exit_code
+
+
+def _plan_restarts(verb: HostVerb) -> Any:
+    from console.core.apply import default_owner, plan_restart
+    from console.core.rolling import ApplyChange
+    from console.core.session import Session
+
+    args = verb.args
+
+    async def plan(session: Session) -> ApplyChange:
+        owner = default_owner(f"opsconsole restart --rolling {args.target}")
+        return ApplyChange(await plan_restart(session, timeout_s=args.timeout, owner=owner))
+
+    return plan
+
+
+async def _restart_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
+    if spec is None:
+        return await restart_main(verb)
+    from console.cli.rolling import rolling_main
+
+    return await rolling_main(verb, "restart", _plan_restarts, spec)
+
+
+def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    specs: list[RollSpec | None] = []
+
+    def check() -> None:
+        if not args.timeout > 0:
+            raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}")
+        specs.append(check_rolling(args))
+
+    def failure_json(state: str, message: str) -> dict[str, Any]:
+        return {"ok": False, "target": args.target, "state": state, "error": message}
+
+    json_for: Callable[[str, str], dict[str, Any]] = failure_json
+    if args.rolling:
+        from console.cli.rolling import failure_json as roll_failure
+
+        json_for = roll_failure(args, "restart")
+    verb = HostVerb(
+        "restart",
+        args,
+        json_for,
+        lambda exc: f"{exc}; the service was not restarted",
+        stdin=stdin or sys.stdin,
+        stdout=stdout or sys.stdout,
+    )
+    return verb.run(lambda v: _restart_or_roll(v, specs[0]), check=check)

@@ -1,0 +1,50 @@
+"""Applying an edit to a host's unit: plan, execute (verified, rolled back on failure), and the editor's model.
+
+    run.py      plan_apply / plan_restart -> PendingApply: the unit's lock, the restart, verification, rollback
+    edit.py     the parameter editor's model (pure): fields, values, the edit they make, what the server will run
+    history.py  the setups applied from this console (logs/applied.jsonl), offered again by the editor
+
+The plan's vocabulary (edits, plans, the apply's states) is console.core.rollout and the phases of a restart
+console.core.phases: the session and the events use them too, so they stay below this package.
+
+What the rest of console/ uses is imported from here; the modules are this package's own."""
+
+from console.core.apply.edit import (
+    NONE_CHOICE,
+    EditorForm,
+    FieldSpec,
+    Preview,
+    editor_form,
+    running_values,
+)
+from console.core.apply.history import (
+    applied_setups,
+    record_applied,
+)
+from console.core.apply.run import (
+    ApplyResult,
+    PendingApply,
+    default_owner,
+    flag_kinds,
+    plan_apply,
+    plan_restart,
+    take_unit_lock,
+)
+
+__all__ = [
+    "NONE_CHOICE",
+    "ApplyResult",
+    "EditorForm",
+    "FieldSpec",
+    "PendingApply",
+    "Preview",
+    "applied_setups",
+    "default_owner",
+    "editor_form",
+    "flag_kinds",
+    "plan_apply",
+    "plan_restart",
+    "record_applied",
+    "running_values",
+    "take_unit_lock",
+]

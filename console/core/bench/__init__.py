@@ -1,0 +1,60 @@
+"""Benchmarks from the console and the CLI: a sweep on a host session or a URL, the form and queue of them,
+and comparisons written out.
+
+    host.py     bench_host / run_bench: a sweep on an open host session (its forward, GPUs, unit) or on a URL
+    queue.py    the console's benchmark form (kept in the workspace), the sweeps it makes, the queue that runs them
+    export.py   a comparison of runs written out as Markdown and JSON
+
+What the rest of console/ uses is imported from here; the modules are this package's own."""
+
+from console.core.bench.export import (
+    export_comparison,
+)
+from console.core.bench.host import (
+    API_KEY_ENV,
+    bench_host,
+    bench_url,
+    default_label,
+    parse_float_list,
+    parse_int_list,
+    run_bench,
+)
+from console.core.bench.queue import (
+    CAPACITY_CHOICES,
+    WORKLOAD_CHOICES,
+    BenchForm,
+    FormErrors,
+    PlannedSweep,
+    SweepQueued,
+    bench_queue,
+    dataset_files,
+    load_form,
+    plan_sweeps,
+    proposed_label,
+    save_form,
+    slo_text,
+)
+
+__all__ = [
+    "API_KEY_ENV",
+    "CAPACITY_CHOICES",
+    "WORKLOAD_CHOICES",
+    "BenchForm",
+    "FormErrors",
+    "PlannedSweep",
+    "SweepQueued",
+    "bench_host",
+    "bench_queue",
+    "bench_url",
+    "dataset_files",
+    "default_label",
+    "export_comparison",
+    "load_form",
+    "parse_float_list",
+    "parse_int_list",
+    "plan_sweeps",
+    "proposed_label",
+    "run_bench",
+    "save_form",
+    "slo_text",
+]

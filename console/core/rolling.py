@@ -1,0 +1,579 @@
+"""Rolling changes over a group: apply, restart or restore host by host, canary first, behind the group's router.
+
+    async with group_lock(workspace, "prod", owner):                        # one rolling change per group
+        roll = await plan_roll(sessions, plan_host, spec=spec, router=router)  # every host planned, nothing changed
+        show(roll.hosts, roll.refusals)
+        report = await roll.execute(on_event=show)                           # or: await roll.abort("not confirmed")
+
+Planning first plans the change on every host (each plan holds that host's unit lock until its host is done or
+the roll ends) and checks the group's router lists every host's worker, so that a refusal on any host (the rules,
+a lock held by another, a worker the router does not know) touches none. Then the batches of
+console/core/rolling_plan.py run in order: the canary first, then waves (the hosts of one batch side by side).
+
+Per host, when the group names its router and the change restarts the server: the worker is removed from the
+router (the router does not drain it), its own running + queued count is waited on until 0 (bounded by
+drain_timeout_s; a notice says when it ran out), the host's apply runs as a single apply does (verify, or roll
+back), and the worker is added back once the host is healthy (verified, or back on its old unit). The router's
+worker list is read before the roll and after it (`RollReport.router_before/after`).
+
+The first failure (beyond --max-failures) stops the roll: no new host starts; the hosts of the batch already
+running finish on their own. `request_abort()` (Ctrl-C) between hosts stops cleanly; during a host it is passed to
+that host's apply, which rolls back as a single apply does. Hosts not reached are aborted (nothing written, their
+locks let go of) and reported as not started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from console.core.apply import ApplyResult, PendingApply
+from console.core.events import ApplyEvent, EventSink, Notice, ignore
+from console.core.rolling_plan import (
+    Batch,
+    HostOutcome,
+    RollLedger,
+    RollSpec,
+    batches,
+    may_start,
+    outcome_of_apply,
+)
+from console.core.session import Session
+from console.host.base import HostError, UnitLocked
+from console.sglang.client import summarize
+from console.sglang.router import RouterClient, RouterError, RouterWorker, normalize_url
+from console.workspace import Workspace
+
+# How long a removed worker's in-flight requests get to finish before it restarts anyway.
+DRAIN_TIMEOUT_S = 120.0
+DRAIN_POLL_S = 0.2
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- events ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchStarted:
+    """A batch (the canary, or a wave) begins."""
+
+    batch: Batch
+    at: datetime
+
+
+@dataclass(frozen=True)
+class HostStarted:
+    host: str
+    batch: Batch
+    at: datetime
+
+
+@dataclass(frozen=True)
+class HostProgress:
+    """One of the host's own apply events (console.core.events), tagged with the host."""
+
+    host: str
+    event: ApplyEvent
+
+
+RouterAction = Literal["removed", "draining", "drained", "drain_timeout", "added", "kept_out"]
+
+
+@dataclass(frozen=True)
+class RouterStep:
+    """What was done at the group's router for a host (or learnt about its worker)."""
+
+    host: str
+    action: RouterAction
+    detail: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class HostFinished:
+    host: str
+    outcome: HostOutcome
+    detail: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class RollStopped:
+    """The roll stops before its next host: why."""
+
+    reason: str
+    at: datetime
+
+
+RollEvent = BatchStarted | HostStarted | HostProgress | RouterStep | HostFinished | RollStopped | Notice
+
+
+# --- the group's lock ------------------------------------------------------------------------------------------
+
+
+class GroupLocked(UnitLocked):
+    """Another rolling change of the same group is running (this workspace's group lock); holder says who."""
+
+    def __init__(self, group: str, holder: str) -> None:
+        self.holder = holder
+        who = f"held by {holder}" if holder else "its holder did not say who it is"
+        HostError.__init__(
+            self,
+            f"@{group}: another rolling change of this group is running ({who}); wait for it to finish, "
+            "then run this one again",
+        )
+
+
+def group_lock_path(workspace: Workspace, group: str) -> Path:
+    return workspace.logs / "locks" / f"group-{group}.lock"
+
+
+@contextlib.asynccontextmanager
+async def group_lock(workspace: Workspace, group: str, owner: str) -> AsyncIterator[None]:
+    """The group's lock in the workspace (beside the hosts' unit locks, which each host's plan takes): an flock on
+    logs/locks/group-NAME.lock that holds its owner's line. The kernel lets go of it when the process ends, so a
+    crashed roll leaves no stale lock. GroupLocked (naming the holder) when another process holds it."""
+    path = group_lock_path(workspace, group)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+            raise GroupLocked(group, holder) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (" ".join(owner.split()) + "\n").encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# --- one host's change -----------------------------------------------------------------------------------------
+
+
+class HostChange(Protocol):
+    """What the roll drives on one host: a planned apply (or restart, restore), holding the host's unit lock."""
+
+    @property
+    def restarts(self) -> bool:
+        """Whether executing it restarts the server (the router takes the worker out first)."""
+        ...
+
+    @property
+    def refusal(self) -> str | None:
+        """Why it must not run (the rules refuse it), else None."""
+        ...
+
+    async def run(self, on_event: EventSink[ApplyEvent]) -> tuple[HostOutcome, str, dict[str, Any]]: ...
+
+    def request_abort(self) -> None: ...
+
+    async def abort(self, why: str) -> None: ...
+
+
+@dataclass
+class ApplyChange:
+    """A PendingApply (apply, restart, restore) as one host's change in a roll."""
+
+    pending: PendingApply
+
+    @property
+    def restarts(self) -> bool:
+        return self.pending.restart_only or (self.pending.plan.ok and self.pending.plan.changed)
+
+    @property
+    def refusal(self) -> str | None:
+        if self.pending.restart_only or self.pending.plan.ok:
+            return None
+        return "; ".join(e.message for e in self.pending.plan.report.errors) or "the version rules refuse it"
+
+    async def run(self, on_event: EventSink[ApplyEvent]) -> tuple[HostOutcome, str, dict[str, Any]]:
+        result: ApplyResult = await self.pending.execute(on_event=on_event)
+        outcome = outcome_of_apply(result.state.value, restart_only=self.pending.restart_only)
+        detail = result.state.value.replace("_", " ")
+        if result.error:
+            detail = f"{detail}: {result.error}"
+        return outcome, detail, result.to_json()
+
+    def request_abort(self) -> None:
+        self.pending.request_abort()
+
+    async def abort(self, why: str) -> None:
+        await self.pending.abort(why)
+
+
+@dataclass
+class RollHost:
+    """A member of the group in this roll: its session, its planned change, its worker URL at the router."""
+
+    label: str
+    session: Session
+    change: HostChange
+    worker_url: str | None = None
+
+
+# --- the report ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RollReport:
+    """Where a rolling change ended; `to_json()` is the rolling verbs' --json object."""
+
+    group: str
+    operation: str
+    spec: RollSpec
+    ledger: RollLedger
+    router: str | None = None
+    router_before: list[RouterWorker] = field(default_factory=list)
+    router_after: list[RouterWorker] | None = None
+    refusals: list[str] = field(default_factory=list)
+    started: datetime | None = None
+    finished: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.refusals and self.ledger.ok and self.router_whole is not False
+
+    @property
+    def router_whole(self) -> bool | None:
+        """Whether every worker the router listed before the roll is listed (and not unhealthy) after it."""
+        if self.router is None or self.router_after is None:
+            return None
+        after = {w.url: w for w in self.router_after}
+        return all(w.url in after and after[w.url].healthy is not False for w in self.router_before)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return (self.finished - self.started).total_seconds()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "group": self.group,
+            "operation": self.operation,
+            "canary": self.spec.canary,
+            "wave": str(self.spec.wave),
+            "max_failures": self.spec.max_failures,
+            "stopped": self.ledger.stop_reason(),
+            "refusals": list(self.refusals),
+            "hosts": [self.ledger.records[h].to_json() for h in self.ledger.hosts],
+            "router": self.router,
+            "router_before": [w.to_json() for w in self.router_before],
+            "router_after": None if self.router_after is None else [w.to_json() for w in self.router_after],
+            "router_whole": self.router_whole,
+            "started": self.started.isoformat() if self.started else None,
+            "finished": self.finished.isoformat() if self.finished else None,
+            "seconds": self.seconds,
+        }
+
+
+# --- planning and running the roll ------------------------------------------------------------------------------
+
+
+def worker_url(session: Session) -> str:
+    """The URL the group's router knows this host's server by: the address the SSH connection reached and the
+    profile's SGLang port (loopback for a local or demo host)."""
+    address = session.host.peer_address() or "127.0.0.1"
+    host = f"[{address}]" if ":" in address else address
+    return normalize_url(f"http://{host}:{session.target.sglang.port}")
+
+
+async def running_requests(session: Session) -> int | None:
+    """The worker's own running + queued requests (its load endpoint, else /metrics); None when it says neither."""
+    client = await session.sglang()
+    load: Any = None
+    metrics: dict[str, float] | None = None
+    with contextlib.suppress(Exception):
+        load = await client.load()
+    figures = summarize(None, load=load)
+    if figures["num_running_reqs"] is None:
+        with contextlib.suppress(Exception):
+            metrics = await client.metrics()
+        figures = summarize(None, metrics=metrics)
+    running, queued = figures["num_running_reqs"], figures["num_queue_reqs"]
+    if running is None and queued is None:
+        return None
+    return int(running or 0) + int(queued or 0)
+
+
+class PendingRoll:
+    """A planned rolling change: every host planned (its unit lock held), nothing changed yet."""
+
+    def __init__(
+        self,
+        group: str,
+        operation: str,
+        hosts: Sequence[RollHost],
+        spec: RollSpec,
+        *,
+        router: RouterClient | None,
+        router_before: list[RouterWorker],
+        refusals: list[str],
+        drain_timeout_s: float,
+    ) -> None:
+        self.group = group
+        self.hosts = list(hosts)
+        self.spec = spec
+        self.router = router
+        self.drain_timeout_s = drain_timeout_s
+        self.batches = batches([h.label for h in hosts], spec)
+        ledger = RollLedger([h.label for h in hosts], spec.max_failures)
+        for host in hosts:
+            ledger.records[host.label].worker_url = host.worker_url
+        self.report = RollReport(
+            group, operation, spec, ledger, router.url if router else None, router_before, refusals=refusals
+        )
+        self._emit: EventSink[RollEvent] = ignore
+        self._abort_reason: str | None = None
+        self._running: dict[str, HostChange] = {}
+        self._closed = False
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.report.refusals)
+
+    def request_abort(self, why: str = "interrupted") -> None:
+        """Ctrl-C: no new host starts; a host being changed rolls back as a single apply does."""
+        if self._abort_reason is None:
+            self._abort_reason = why
+        for change in list(self._running.values()):
+            change.request_abort()
+
+    async def abort(self, why: str) -> RollReport:
+        """Nothing is changed on any host (the operator said no, or a plan was refused)."""
+        self.report.ledger.stop("refused" if self.refused else "interrupted", why)
+        await self._release_unstarted(why)
+        return self.report
+
+    async def execute(self, on_event: EventSink[RollEvent] = ignore) -> RollReport:
+        self._emit = on_event
+        ledger = self.report.ledger
+        self.report.started = _now()
+        try:
+            if self.refused:
+                ledger.stop("refused", "; ".join(self.report.refusals))
+                return self.report
+            by_label = {h.label: h for h in self.hosts}
+            group_size = len(self.hosts)
+            wave = self.spec.wave.hosts(group_size)
+            for batch in self.batches:
+                if self._abort_reason is not None:
+                    ledger.stop("interrupted", f"{self._abort_reason}: stopped before {batch.kind} {batch.index}")
+                if ledger.stopped is not None:
+                    break
+                members = [by_label[h] for h in batch.hosts]
+                if self.router is not None and not await self._router_allows(members, group_size, wave):
+                    break
+                self._emit(BatchStarted(batch, _now()))
+                await asyncio.gather(*(self._roll_host(host, batch) for host in members))
+            if ledger.stopped is not None:
+                self._emit(RollStopped(ledger.stopped[1], _now()))
+        finally:
+            await self._release_unstarted(ledger.stop_reason() or "the roll ended before this host")
+            if self.router is not None:
+                try:
+                    self.report.router_after = await self.router.workers()
+                except RouterError as exc:
+                    self._emit(Notice(f"the router's worker list after the roll could not be read: {exc}"))
+            self.report.finished = _now()
+        return self.report
+
+    async def _router_allows(self, members: list[RollHost], group_size: int, wave: int) -> bool:
+        """Never fewer than N - wave workers serving: count the router's healthy workers of this group."""
+        assert self.router is not None
+        ledger = self.report.ledger
+        try:
+            listed = {w.url: w for w in await self.router.workers()}
+        except RouterError as exc:
+            ledger.stop("router", f"the router's worker list could not be read: {exc}")
+            return False
+        ours = {h.worker_url for h in self.hosts}
+        serving = sum(1 for url, w in listed.items() if url in ours and w.healthy is not False)
+        restarting = sum(1 for h in members if h.change.restarts)
+        if may_start(restarting, serving, group_size, wave):
+            return True
+        ledger.stop(
+            "router",
+            f"only {serving} of {group_size} workers serve at the router; taking {restarting} more out would leave "
+            f"fewer than {group_size - wave} (N - wave)",
+        )
+        return False
+
+    async def _roll_host(self, host: RollHost, batch: Batch) -> None:
+        ledger = self.report.ledger
+        record = ledger.begin(host.label, batch, _now())
+        self._emit(HostStarted(host.label, batch, record.started or _now()))
+        behind_router = self.router is not None and host.worker_url is not None and host.change.restarts
+        outcome, detail = HostOutcome.FAILED, ""
+        self._running[host.label] = host.change
+        try:
+            if behind_router:
+                await self._take_out(host)
+            outcome, detail, record.result = await host.change.run(
+                lambda event: self._emit(HostProgress(host.label, event))
+            )
+            if behind_router:
+                await self._put_back(host, outcome)
+        except (HostError, RouterError) as exc:
+            detail = str(exc)
+            outcome = HostOutcome.FAILED
+            if behind_router and host.worker_url is not None:
+                await self._put_back(host, None)
+        finally:
+            self._running.pop(host.label, None)
+        ledger.finish(host.label, outcome, detail, _now())
+        self._emit(HostFinished(host.label, outcome, detail, _now()))
+
+    def _router_step(self, host: RollHost, action: RouterAction, detail: str) -> None:
+        self.report.ledger.records[host.label].router.append(f"{action}: {detail}" if detail else action)
+        self._emit(RouterStep(host.label, action, detail, _now()))
+
+    async def _take_out(self, host: RollHost) -> None:
+        assert self.router is not None and host.worker_url is not None
+        await self.router.remove(host.worker_url)
+        self._router_step(host, "removed", f"{host.worker_url} left {self.router.url}'s worker list")
+        await self._drain(host)
+
+    async def _drain(self, host: RollHost) -> None:
+        """The router does not drain a removed worker: wait until its own running + queued count is 0 (bounded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_timeout_s
+        first = True
+        zeros = 0
+        while True:
+            try:
+                left = await running_requests(host.session)
+            except HostError:
+                left = None
+            # Twice 0 in a row: a request the router sent just before the removal may still be on its way.
+            zeros = zeros + 1 if left == 0 else 0
+            if zeros >= 2:
+                self._router_step(host, "drained", "no request running or queued on the worker")
+                return
+            if left is None:
+                self._router_step(host, "drain_timeout", "the worker does not say how many requests it runs")
+                return
+            if first and left:
+                self._router_step(host, "draining", f"{left} requests still running or queued on the worker")
+                first = False
+            if loop.time() >= deadline:
+                self._router_step(
+                    host,
+                    "drain_timeout",
+                    f"{left} requests still running or queued after {self.drain_timeout_s:g} s; restarting anyway",
+                )
+                return
+            await asyncio.sleep(DRAIN_POLL_S)  # polling the worker's own count: the condition itself
+
+    async def _put_back(self, host: RollHost, outcome: HostOutcome | None) -> None:
+        """Add the worker back when it serves (verified, or healthy on its old unit); else keep it out, say so."""
+        assert self.router is not None and host.worker_url is not None
+        healthy = outcome in (HostOutcome.DONE, HostOutcome.ROLLED_BACK, HostOutcome.UNCHANGED)
+        if not healthy:
+            with contextlib.suppress(Exception):
+                client = await host.session.sglang()
+                healthy = await client.healthy()
+        if not healthy:
+            self._router_step(host, "kept_out", f"{host.worker_url} is not healthy; it stays out of the router")
+            return
+        try:
+            await self.router.add(host.worker_url)
+        except RouterError as exc:
+            self._router_step(host, "kept_out", f"adding it back failed: {exc}")
+            raise
+        self._router_step(host, "added", f"{host.worker_url} is back in {self.router.url}'s worker list")
+
+    async def _release_unstarted(self, why: str) -> None:
+        """Abort the plans of the hosts the roll did not reach: nothing written, their unit locks let go of."""
+        if self._closed:
+            return
+        self._closed = True
+        ledger = self.report.ledger
+        for host in self.hosts:
+            record = ledger.records[host.label]
+            if record.started is None:
+                record.detail = record.detail or why
+                with contextlib.suppress(Exception):
+                    await host.change.abort(f"not started: {why}")
+
+
+PlanHost = Callable[[Session], Awaitable[HostChange]]
+
+
+async def plan_roll(
+    group: str,
+    operation: str,
+    sessions: Sequence[Session],
+    plan_host: PlanHost,
+    *,
+    spec: RollSpec,
+    router: RouterClient | None = None,
+    drain_timeout_s: float = DRAIN_TIMEOUT_S,
+) -> PendingRoll:
+    """Plan the change on every host side by side (each plan takes its host's unit lock) and check the router
+    knows every host's worker. A host that cannot be planned (locked by another, unreachable) raises after the
+    plans already made are aborted; what the rules refuse, and workers the router does not list, become refusals
+    (execute() then changes nothing). Nothing is changed here."""
+    spec.check(len(sessions))
+    planned = await asyncio.gather(*(plan_host(s) for s in sessions), return_exceptions=True)
+    failure = next((p for p in planned if isinstance(p, BaseException)), None)
+    if failure is not None:
+        for p in planned:
+            if not isinstance(p, BaseException):
+                with contextlib.suppress(Exception):
+                    await p.abort("another host of the group could not be planned; nothing was changed")
+        raise failure
+    changes: list[HostChange] = [p for p in planned if not isinstance(p, BaseException)]
+    hosts = [RollHost(s.label, s, c) for s, c in zip(sessions, changes, strict=True)]
+    refusals = [f"{h.label}: {h.change.refusal}" for h in hosts if h.change.refusal]
+    before: list[RouterWorker] = []
+    if router is not None:
+        for host in hosts:
+            host.worker_url = worker_url(host.session)
+        try:
+            before = await router.workers()
+        except RouterError as exc:
+            refusals.append(f"the group's router: {exc}")
+        else:
+            listed = {w.url: w for w in before}
+            known = ", ".join(sorted(listed)) or "none"
+            for host in hosts:
+                worker = listed.get(host.worker_url or "")
+                if worker is None:
+                    refusals.append(
+                        f"{host.label}: the router {router.url} does not list its worker {host.worker_url} "
+                        f"(it lists {known}); add it to the router first"
+                    )
+                elif worker.healthy is False:
+                    refusals.append(f"{host.label}: the router reports its worker {host.worker_url} unhealthy")
+    return PendingRoll(
+        group,
+        operation,
+        hosts,
+        spec,
+        router=router,
+        router_before=before,
+        refusals=refusals,
+        drain_timeout_s=drain_timeout_s,
+    )

@@ -1,0 +1,93 @@
+"""`opsconsole tune`: the search space, the search, the run and its report, and the Tune screen's form.
+
+    run.py      plan_tune -> PendingTune and the typed events it reports through
+    space.py    which speculative setups to try, pruned and merged by the version rules (pure)
+    search.py   successive halving over candidates x cells (pure)
+    report.py   the objective, the standings, crossovers and the recommendation (pure)
+    form.py     the request as the Tune screen's fields ask for it (pure)
+
+What the rest of console/ uses is imported from here; the modules are this package's own."""
+
+from console.core.tune.form import (
+    FIELDS,
+    Estimate,
+    FormError,
+    afterwards,
+    best_at_problem,
+    estimate,
+    form_defaults,
+    meaning,
+    request_from_form,
+    space_from_axes,
+)
+from console.core.tune.run import (
+    LevelProgress,
+    PendingTune,
+    Restoring,
+    StageStarted,
+    TrialApplied,
+    TrialApplyEvent,
+    TrialBenchEvent,
+    TrialBenchmarked,
+    TrialFailed,
+    TrialRef,
+    TrialSkipped,
+    TrialStarted,
+    TuneEvent,
+    TuneFinished,
+    TuneRequest,
+    TuneResult,
+    TuneStarted,
+    plan_tune,
+)
+from console.core.tune.search import (
+    Cell,
+    ranges_overlap,
+)
+from console.core.tune.space import (
+    Space,
+    SpaceRequest,
+    UnitSpeculation,
+    build_space,
+    space_from_file,
+    unit_speculation,
+)
+
+__all__ = [
+    "FIELDS",
+    "Cell",
+    "Estimate",
+    "FormError",
+    "LevelProgress",
+    "PendingTune",
+    "Restoring",
+    "Space",
+    "SpaceRequest",
+    "StageStarted",
+    "TrialApplied",
+    "TrialApplyEvent",
+    "TrialBenchEvent",
+    "TrialBenchmarked",
+    "TrialFailed",
+    "TrialRef",
+    "TrialSkipped",
+    "TrialStarted",
+    "TuneEvent",
+    "TuneFinished",
+    "TuneRequest",
+    "TuneResult",
+    "TuneStarted",
+    "UnitSpeculation",
+    "afterwards",
+    "best_at_problem",
+    "build_space",
+    "estimate",
+    "form_defaults",
+    "meaning",
+    "plan_tune",
+    "ranges_overlap",
+    "request_from_form",
+    "space_from_axes",
+    "space_from_file",
+    "unit_speculation",
+]
