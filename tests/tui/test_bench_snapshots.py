@@ -105,7 +105,7 @@ def _traffic(*, run: bool) -> Any:
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await pilot.press("b")
-        await wait_until(pilot, lambda: "find capacity" in _text(pilot), "the form")
+        await wait_until(pilot, lambda: "concurrency" in _text(pilot), "the form")
         screen = pilot.app.screen
         screen.query_one("#bench-dataset").value = "code.jsonl"  # type: ignore[attr-defined]
         await wait_until(pilot, lambda: screen.query_one("#bench-workload").value == "dataset", "the workload")  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ def _workspace(root: Path) -> Workspace:
 
 async def _open_form(pilot: object, app: object) -> None:
     await pilot.press("b")  # type: ignore[attr-defined]
-    await wait_until(pilot, lambda: "Benchmark gpu-a" in _text(app) and "find capacity" in _text(app), "the form")  # type: ignore[arg-type]
+    await wait_until(pilot, lambda: "Benchmark gpu-a" in _text(app) and "concurrency" in _text(app), "the form")  # type: ignore[arg-type]
 
 
 async def test_a_picked_dataset_runs_as_the_dataset_workload_held_to_the_profiles_slo(tmp_path: Path) -> None:
