@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     _add_target_options(p)
-    add_rolling_options(p)
+    add_rolling_options(p, gate=True)
 
     p = sub.add_parser("restart", help="restart the service as it is, watch its start, verify; --rolling over a group")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP + ", or @GROUP with --rolling")
@@ -209,7 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
         "host, make sure the unit is exactly the running setup and enable it, keep profiles/snapshots/NAME.toml. "
         "Refused (exit 1, nothing written) when the server is not healthy or does not run the unit on disk.",
     )
-    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument(
+        "target",
+        metavar="TARGET",
+        help=TARGET_HELP + ", or @GROUP: one snapshot set, NAME.HOST per host, indexed in profiles/snapshot-sets/",
+    )
     p.add_argument("--name", required=True, help="the snapshot's name (e.g. v2): profiles/snapshots/NAME.toml")
     p.add_argument("--note", default="", help="why this setup (goes into the document and the snapshot)")
     p.add_argument(
@@ -222,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
     _add_target_options(p)
+    add_rolling_options(p)
 
     p = sub.add_parser("snapshots", help="the production snapshots in profiles/snapshots/ (* = production)")
     p.add_argument("target", nargs="?", metavar="TARGET", help="only this host's snapshots (as the freeze named it)")
@@ -239,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (apply's keys + snapshot, notes)")
     _add_target_options(p)
-    add_rolling_options(p)
+    add_rolling_options(p, gate=True)
 
     p = sub.add_parser("logs", help="the service journal")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
