@@ -5,7 +5,9 @@ proposed from the running setup; Start checks every field (the errors stand besi
 per workload. The workload `dataset` sends a file picked from the workspace's datasets/ (sampled with the form's
 size and seed; picking a file picks that workload), the SLO field (prefilled with the profile's [slo]) holds every
 level to an SLO: the live view then shows each level's goodput and ✔/✖, and each sweep's capacity at the SLO; find
-capacity searches the request rate instead of running the levels.
+capacity searches the request rate instead of running the levels. A shape window (`bench --shape-from-server`)
+watches the server's own traffic that long, then runs requests drawn from it at its rate times each rate scale: the
+live view says the window, then the shape line ("last 10 min: 3.1 req/s, input p50 ...") before anything is sent.
 The sweep runs in an app worker (console.core.bench.bench_queue on the host's session): Esc goes
 back to the dashboard, which stays live, and the sweep goes on (`b` on that host shows it again); `x` cancels it,
 keeping the levels that finished. The live rows are console.tui.presenters.bench_live's model, repainted four times
@@ -62,6 +64,8 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("dataset", "dataset", "your prompts: a file of datasets/"),
     ("dataset_sample", "sample", "requests drawn from the dataset"),
     ("seed", "seed", "same seed, same requests in the same order"),
+    ("shape_window", "shape window", "watch the server's traffic, e.g. 10m, then run its shape (empty: off)"),
+    ("rate_scale", "rate scale", "with a shape: the rate seen × each, e.g. 1,1.5,2"),
     ("concurrency", "concurrency", "levels, e.g. 1,8,32"),
     ("request_rate", "request rates", "req/s, open loop instead (empty: closed loop)"),
     ("requests", "requests", "per level (empty: max(16, 4×C); a dataset: its sample)"),
@@ -214,6 +218,8 @@ def running_mark(live: LiveBench) -> str:
         goodput = f" {judged.goodput:,.2f} good/s" if judged.goodput is not None else ""
         verdict = f" · {judged.name}{goodput} {'✔' if judged.slo_met else '✖'}"
     if row is None:
+        if live.watching:  # nothing is sent until the shape window ends
+            return "▶ benchmark watching the traffic" + verdict
         return "▶ benchmark starting" + verdict
     if live.searching:
         return f"▶ capacity search {row.name}{verdict}"
@@ -263,6 +269,7 @@ class BenchScreen(Screen[None]):
         self.form = form
         self.datasets = datasets  # the workspace's datasets/: what the dataset field offers
         self.profile_slo = profile_slo  # the host's profile has an [slo] (it holds the levels when the field is empty)
+        self.hints = {name: hint for name, _title, hint in FORM_FIELDS}
         self.planning = False  # a dataset is being read (in a thread) before the sweep starts
         self.start = start
         self.run = run
@@ -278,7 +285,7 @@ class BenchScreen(Screen[None]):
         with Vertical(id="bench-box"):
             yield Static(Text(f"Benchmark {self.host}", style="bold"), id="bench-title")
             with VerticalScroll(id="bench-form"):
-                for name, title, hint in FORM_FIELDS:
+                for name, title, _hint in FORM_FIELDS:
                     with Horizontal(classes="bench-row"):
                         yield Label(title, classes="bench-label")
                         if name in SELECTS:
@@ -288,11 +295,12 @@ class BenchScreen(Screen[None]):
                             # field is drawn, would swallow what is typed right after Tab
                             yield Input(getattr(self.form, name), id=_widget_id(name), compact=True,
                                         select_on_focus=False)  # fmt: skip
-                        yield Label(hint, classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
+                        yield Label(self.hints[name], classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
                 with Horizontal(id="bench-buttons"):
                     yield Button("Start", id="bench-go", variant="warning", compact=True)
                     yield Button("Cancel", id="bench-back", compact=True)
             yield Static("", id="bench-placement")
+            yield Static("", id="bench-shape")
             with VerticalScroll(id="bench-live"):
                 yield Static("", id="bench-rows")
                 yield Static("", id="bench-slo-summary")
@@ -307,6 +315,7 @@ class BenchScreen(Screen[None]):
         else:
             self.query_one("#bench-live").display = False
             self.query_one("#bench-placement").display = False
+            self.query_one("#bench-shape").display = False
             self._status("real load: the server's cache is flushed per level · ctrl+s: start · esc: back", "dim")
             self.query_one("#bench-label", Input).focus()
 
@@ -353,7 +362,8 @@ class BenchScreen(Screen[None]):
         """The focused field's title and hint (or its error) on the status line: whole, where the form cuts it."""
         if self.run is not None:
             return
-        for name, title, hint in FORM_FIELDS:
+        for name, title, _hint in FORM_FIELDS:
+            hint = self.hints[name]
             if event.widget.id == _widget_id(name):
                 problem = self.problems.get(name)
                 if name in SELECTS and not problem:
@@ -379,7 +389,8 @@ class BenchScreen(Screen[None]):
 
     def _show_problems(self, problems: dict[str, str]) -> None:
         self.problems = problems
-        for name, _title, hint in FORM_FIELDS:
+        for name, _title, _hint in FORM_FIELDS:
+            hint = self.hints[name]
             label = self.query_one(f"#bench-hint-{name.replace('_', '-')}", Label)
             problem = problems.get(name)
             label.update(Text(problem, style="bold red") if problem else Text(hint, style="dim"))
@@ -470,6 +481,9 @@ class BenchScreen(Screen[None]):
         live = run.live
         placement = live.placement or "placing the load generator (measuring the link) ..."
         self.query_one("#bench-placement", Static).update(Text(placement, style="dim"))
+        shape = self.query_one("#bench-shape", Static)
+        shape.update(Text("\n".join(live.shape)))
+        shape.display = bool(live.shape)  # nothing without a shape window: the rows stay where they were
         title = Text(f"Benchmark {self.host}: {', '.join(s.label for s in run.sweeps)}", style="bold")
         if live.server:
             title.append(f"   {live.server}", style="dim")
