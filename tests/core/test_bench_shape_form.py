@@ -15,7 +15,7 @@ from console.core.traffic_shape import ShapeAsk, ShapeObserved, ShapeObserving, 
 from console.sglang.histograms import Histogram
 from console.sglang.traffic_shape import TrafficShape
 from console.tui.presenters.bench_live import LiveBench
-from console.tui.screens.bench import running_mark
+from console.tui.screens.bench import running_mark, slo_hint
 
 EVEN = Histogram(((100.0, 0.0), (300.0, 105.0), (500.0, 210.0), (1000.0, 474.0), (2000.0, 1000.0), (math.inf, 1000.0)))
 SHAPE = TrafficShape(window_s=10.0, requests=31, prompt=EVEN, output=EVEN, prompt_tokens=1000.0, cached_tokens=410.0)
@@ -77,3 +77,7 @@ def test_the_live_view_says_the_window_then_the_shape_and_gets_the_shaped_rows()
     live.feed(LevelStarted(Level(64, 3.1), 0, 31, None))
     assert live.rows[0].state == "running" and running_mark(live).startswith("▶ benchmark 1/2")
 
+
+def test_the_slo_hint_says_what_an_empty_field_holds_the_levels_to() -> None:
+    assert slo_hint("ttft_p95=300ms,tpot_p95=60ms") == "empty: the profile's ttft_p95=300ms,tpot_p95=60ms"
+    assert slo_hint("").endswith("(empty: none)")

@@ -94,7 +94,8 @@ async def test_a_shape_window_is_refused_without_the_histograms_then_watched_sai
         assert not list(workspace.logs.glob("bench-*.jsonl"))  # nothing was sent, nothing recorded
         await pilot.press("escape")
 
-        await install(demo, lambda unit: unit.replace("--enable-metrics", "--enable-metrics --collect-tokens-histogram"))
+        flagged = "--enable-metrics --collect-tokens-histogram"
+        await install(demo, lambda unit: unit.replace("--enable-metrics", flagged))
         async with open_session("demo", workspace) as other:
             url = await other.sglang_url()
         with ShortRequests(url) as load:

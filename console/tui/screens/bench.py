@@ -74,7 +74,7 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("output_len", "output tokens", "forced (random), at most (chat, dataset; empty: its own)"),
     ("repeat", "repeats", "per level: 3 measures the noise"),
     ("warmup", "warm-up", "requests per level, not measured"),
-    ("slo", "SLO", "e.g. ttft_p95=800ms,tpot_p95=60ms (empty: none)"),
+    ("slo", "SLO", "e.g. ttft_p95=800ms,tpot_p95=60ms (empty: none)"),  # see slo_hint: the profile's [slo]
     ("find_capacity", "find capacity", "the rate at which the SLO stops being met"),
 )
 SELECTS = {"workload", "dataset", "find_capacity"}
@@ -92,6 +92,14 @@ SELECT_HELP = {
     "find_capacity": "find capacity: search the request rate (doubling, then bisecting) until the SLO's limit is "
     "bracketed within 10 %",
 }
+
+
+def slo_hint(profile_slo: str) -> str:
+    """The SLO field's hint: an empty field holds the levels to the profile's [slo] where it has one (bench_host
+    gives it to a sweep given none), to none otherwise."""
+    if profile_slo:
+        return f"empty: the profile's {profile_slo}"
+    return dict((name, hint) for name, _title, hint in FORM_FIELDS)["slo"]
 
 
 def _widget_id(name: str) -> str:
@@ -262,14 +270,14 @@ class BenchScreen(Screen[None]):
         compare: Callable[[BenchRun], None] | None = None,
         proposal: Callable[[], str] | None = None,
         datasets: Path | None = None,
-        profile_slo: bool = False,
+        profile_slo: str = "",
     ) -> None:
         super().__init__()
         self.host = host
         self.form = form
         self.datasets = datasets  # the workspace's datasets/: what the dataset field offers
-        self.profile_slo = profile_slo  # the host's profile has an [slo] (it holds the levels when the field is empty)
-        self.hints = {name: hint for name, _title, hint in FORM_FIELDS}
+        self.profile_slo = profile_slo  # the host's profile's [slo] as the field takes it (held to when it is empty)
+        self.hints = {name: hint for name, _title, hint in FORM_FIELDS} | {"slo": slo_hint(profile_slo)}
         self.planning = False  # a dataset is being read (in a thread) before the sweep starts
         self.start = start
         self.run = run
@@ -409,7 +417,7 @@ class BenchScreen(Screen[None]):
         if self.run is not None or self.planning:
             return
         form = self.current_form()
-        plan = partial(plan_sweeps, form, datasets=self.datasets, profile_slo=self.profile_slo)
+        plan = partial(plan_sweeps, form, datasets=self.datasets, profile_slo=bool(self.profile_slo))
         if form.workload != "dataset":
             self._planned(form, plan)
             return
@@ -593,7 +601,7 @@ def open_bench(console: ConsoleContext) -> None:
             compare=compare,
             proposal=proposal,
             datasets=workspace.datasets if workspace is not None else None,
-            profile_slo=bool(profile_slo),
+            profile_slo=profile_slo,
         )
     )
 
