@@ -73,7 +73,7 @@ BASE_SPEC = [
     ("--speculative-eagle-topk", "1"),
     ("--speculative-num-draft-tokens", "3"),
 ]
-RESTART_PRIOR_S = 60.0  # warm starts of the earlier 0.5.17 session (README "Verified on real SGLang"): 54-78 s
+RESTART_PRIOR_S = 60.0  # warm starts of the earlier 0.5.17 session (docs/real-sglang.md): 54-78 s
 PHASES = ("start", "search", "grid", "drafts", "final", "stop", "journal")
 SERVER_KEYS = (
     "speculative_algorithm",
