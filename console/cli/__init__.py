@@ -161,7 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="benchmark this SGLang base URL directly (no SSH)")
     p.add_argument("--concurrency", default="1,8,32", help="comma-separated concurrency levels")
     p.add_argument("--request-rate", help="comma-separated Poisson request rates (open loop) instead")
-    p.add_argument("--requests", type=int, help="requests per level")
+    p.add_argument(
+        "--requests",
+        type=int,
+        help="requests per level (default: a --dataset sample whole, else 4 x the concurrency, at least 16)",
+    )
     p.add_argument("--duration", type=float, help="seconds per level (instead of --requests)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
     p.add_argument("--input-len", type=int, default=1024)
