@@ -111,6 +111,6 @@ def test_the_draft_steps_and_the_tree_cost_host_time_even_at_batch_1() -> None:
         return PerfModel(TINY, resolved).decode_step_s(1) * 1000
 
     assert round_ms(1, 1) < round_ms(2, 1) < round_ms(3, 1)
-    assert round_ms(3, 1) - round_ms(1, 1) > 1.0  # about 0.6 ms of host work per draft step
+    assert round_ms(3, 1) - round_ms(1, 1) > 1.0  # about 0.55 ms of host work per draft step
     assert round_ms(2, 2) > round_ms(2, 1)
     assert 3.0 < round_ms(1, 1) < 4.0  # the real server's round at C = 1: 3.1-3.6 ms (TPOT x accept length)
