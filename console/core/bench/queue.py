@@ -6,6 +6,12 @@ runs them one after the other on a host session (console.core.bench.bench_host f
 Each field's text is read here (what cannot be read is said beside that field); the sweep they make is checked
 by SweepConfig.problems(), whose problems are keyed by the config's own fields: FORM_FIELD says beside which form
 field each one stands, FORM_NAMES how the form's text calls it.
+
+The operator's own traffic (issue 23): the workload `dataset` sends a file of the workspace's datasets/ (picked from
+dataset_files(); sampled with the form's sample size and seed, as `bench --dataset` does: the file is read when the
+form is started, and what is wrong with it is said beside the dataset field, nothing sent), the SLO field holds each
+level to a latency SLO (goodput and a verdict per level; empty: the profile's [slo], if any) and find capacity
+searches the request rate at which the SLO stops being met instead of running the levels.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from console.bench.datasets import DatasetError, sample_dataset
 from console.bench.engine import SweepConfig, SweepField, say_problems
 from console.bench.records import BenchRecord
-from console.bench.workloads import WorkloadSpec
+from console.bench.slo import EXAMPLE, parse_slo
+from console.bench.workloads import DatasetSample, WorkloadSpec
 from console.core.bench.host import ClientChoice, bench_host, parse_float_list, parse_int_list
 from console.errors import UsageError
 
@@ -28,7 +36,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 FORM_FILE = "console-bench-form.json"  # in logs/, beside the records (not a bench-*.jsonl: runs never read it)
-WORKLOAD_CHOICES = ("random", "chat", "random+chat")
+WORKLOAD_CHOICES = ("random", "chat", "random+chat", "dataset")
+CAPACITY_CHOICES = ("no", "yes")  # find capacity: the levels as given, or the search over request rates
+DATASET_SUFFIXES = (".json", ".jsonl")  # what the dataset picker lists of datasets/ (the formats datasets reads)
+DEFAULT_OUTPUT_LEN = 256  # the synthetic workloads' (a dataset's own lengths are capped by the field, when given)
 # Beside which form field a problem of the sweep stands (SweepConfig.problems), and how its text names the fields.
 FORM_FIELD: dict[SweepField, str] = {
     "concurrencies": "concurrency",
@@ -54,8 +65,8 @@ FORM_NAMES: dict[SweepField, str] = {
 FORM_FIXED: dict[str, Any] = {
     "api": "generate",
     "temperature": None,
-    "seed": 1,
     "request_timeout": 600.0,
+    "long_prompts": "skip",  # a dataset's prompts longer than the server's context: left out and counted
     "max_error_rate": 0.5,
     "time_cap": 3600.0,
 }
@@ -75,6 +86,11 @@ class BenchForm:
     output_len: str = "256"
     repeat: str = "1"
     warmup: str = "2"
+    dataset: str = ""  # a file of the workspace's datasets/ (the workload `dataset` sends it)
+    dataset_sample: str = "1000"  # requests drawn from it (bench_serving's --num-prompts default)
+    seed: str = "1"  # the same requests in the same order for every run with the same file, sample and seed
+    slo: str = ""  # e.g. ttft_p95=800ms,tpot_p95=60ms (empty: the profile's [slo], if any)
+    find_capacity: str = "no"  # yes: search the request rate at which the SLO stops being met
 
     def remembered(self) -> dict[str, str]:
         """What is kept for the next form: everything but the label (proposed anew from the running setup)."""
@@ -94,7 +110,24 @@ def load_form(logs: Path) -> BenchForm:
     known = {f.name for f in fields(BenchForm)} - {"label"}
     values = {k: str(v) for k, v in kept.items() if k in known and isinstance(v, str | int | float)}
     form = replace(BenchForm(), **values)
+    if form.find_capacity not in CAPACITY_CHOICES:
+        form = replace(form, find_capacity="no")
     return form if form.workload in WORKLOAD_CHOICES else replace(form, workload="random")
+
+
+def dataset_files(folder: Path) -> list[str]:
+    """The files the dataset picker offers: datasets/'s JSON and JSONL files, by name ([] without the folder)."""
+    try:
+        found = [p.name for p in folder.iterdir() if p.is_file() and p.suffix in DATASET_SUFFIXES]
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def slo_text(limits: Mapping[str, float] | tuple[tuple[str, float], ...]) -> str:
+    """A profile's [slo] (console.host.targets.Target.slo) as the SLO field takes it ("" without one)."""
+    items = dict(limits)
+    return parse_slo(",".join(f"{k}={v:g}ms" for k, v in items.items())).spec() if items else ""
 
 
 def save_form(logs: Path, form: BenchForm) -> None:
@@ -164,9 +197,45 @@ def form_problems(found: Mapping[SweepField, str]) -> dict[str, str]:
     return dict(zip((FORM_FIELD[name] for name in found), say_problems(found, FORM_NAMES), strict=True))
 
 
-def plan_sweeps(form: BenchForm) -> list[PlannedSweep]:
+def _dataset(
+    form: BenchForm, folder: Path | None, output_len: int | None, problems: dict[str, str]
+) -> DatasetSample | None:
+    """The sample of the picked file (read here: DatasetError names the file, the line and what was expected,
+    beside the dataset field); None without the workload `dataset`, or with a problem."""
+    name = form.dataset.strip()
+    if form.workload != "dataset":
+        if name:
+            problems["dataset"] = "sent by the workload dataset only: pick that workload, or no file"
+        return None
+    where = f" ({folder})" if folder is not None else ""
+    if not name:
+        problems["dataset"] = f"pick a file of the workspace's datasets/{where}: put your JSON or JSONL file there"
+        return None
+    own: dict[str, str] = {}  # the sample's own fields: the file is read whatever else is wrong with the form
+    size = _int(form.dataset_sample, "the sample size", own, "dataset_sample")
+    seed = _int(form.seed, "the seed", own, "seed")
+    if size < 1:
+        own.setdefault("dataset_sample", "the sample size must be at least 1 request")
+    if seed < 0:
+        own.setdefault("seed", "the seed must be 0 or more")
+    problems.update(own)
+    if own or "output_len" in problems:
+        return None
+    path = Path(name).expanduser()
+    if not path.is_absolute() and folder is not None:
+        path = folder / path
+    try:
+        return sample_dataset(path, size=size, seed=seed, output_len_cap=output_len, hash_large=False)
+    except DatasetError as exc:
+        problems["dataset"] = f"{exc}; nothing was sent"
+        return None
+
+
+def plan_sweeps(form: BenchForm, *, datasets: Path | None = None, profile_slo: bool = False) -> list[PlannedSweep]:
     """The sweeps the form asks for, one per workload (labels `LABEL random` / `LABEL chat` when both are
-    queued). FormErrors names every wrong field."""
+    queued). The workload `dataset` reads its file from `datasets` (the workspace's datasets/, where a relative
+    name is looked for); `profile_slo`: the host's profile has an [slo], which holds the levels when the SLO field
+    is empty (find capacity needs one or the other). FormErrors names every wrong field."""
     problems: dict[str, str] = {}
     label = form.label.strip()
     if not label:
@@ -178,30 +247,47 @@ def plan_sweeps(form: BenchForm) -> list[PlannedSweep]:
     request_rates = _list(rates, "request rates", parse_float_list, problems, "request_rate") if rates else []
     requests = _int(form.requests, "requests per level", problems, "requests") if form.requests.strip() else None
     duration = _float(form.duration, "duration per level", problems, "duration")
-    numbers = {
-        name: _int(getattr(form, name), what, problems, name)
-        for name, what in (
-            ("input_len", "input length"),
-            ("output_len", "output length"),
-            ("repeat", "repeats"),
-            ("warmup", "warm-up requests"),
-        )
-    }
+    on_dataset = form.workload == "dataset"
+    numbered = [("input_len", "input length"), ("repeat", "repeats"), ("warmup", "warm-up requests")]
+    if not (on_dataset and not form.output_len.strip()):  # a dataset's own lengths when the field is empty
+        numbered.append(("output_len", "output length"))
+    if not on_dataset:
+        numbered.append(("seed", "the seed"))
+    numbers = {name: _int(getattr(form, name), what, problems, name) for name, what in numbered}
+    if numbers.get("seed", 0) < 0:
+        problems["seed"] = "the seed must be 0 or more"
     if requests is not None and duration is not None:
         problems["duration"] = "give requests or a duration per level, not both (empty one of them)"
+    slo = None
+    if form.slo.strip():
+        try:
+            slo = parse_slo(form.slo)
+        except ValueError as exc:
+            problems["slo"] = f"{exc} (e.g. {EXAMPLE})"
+    if form.find_capacity not in CAPACITY_CHOICES:
+        problems["find_capacity"] = f"find capacity is {' or '.join(CAPACITY_CHOICES)}"
+    find_capacity = form.find_capacity == "yes"
+    if find_capacity and slo is None and not profile_slo and "slo" not in problems:
+        problems["slo"] = f"find capacity holds each rate to an SLO: give one, e.g. {EXAMPLE} (or [slo] in the profile)"
+    cap = numbers.get("output_len") if on_dataset else None
+    sample = _dataset(form, datasets, cap, problems)
     if problems:
         raise FormErrors(problems)
     out = []
     workloads = ("random", "chat") if form.workload == "random+chat" else (form.workload,)
     for workload in workloads:
+        api = FORM_FIXED["api"]
+        if sample is not None and sample.format == "chat-jsonl":
+            api = "chat"  # chat messages go to the chat API, as `bench --dataset` sends them
         config = SweepConfig(
             workload=WorkloadSpec(
-                name="chat" if workload == "chat" else "random",
-                api=FORM_FIXED["api"],
+                name="dataset" if workload == "dataset" else "chat" if workload == "chat" else "random",
+                api=api,
                 input_len=numbers["input_len"],
-                output_len=numbers["output_len"],
+                output_len=numbers.get("output_len", DEFAULT_OUTPUT_LEN),
                 temperature=FORM_FIXED["temperature"],
-                seed=FORM_FIXED["seed"],
+                seed=sample.seed if sample is not None else numbers["seed"],
+                dataset=sample,
             ),
             concurrencies=concurrencies,
             request_rates=request_rates,
@@ -212,6 +298,9 @@ def plan_sweeps(form: BenchForm) -> list[PlannedSweep]:
             request_timeout=FORM_FIXED["request_timeout"],
             max_error_rate=FORM_FIXED["max_error_rate"],
             time_cap=FORM_FIXED["time_cap"],
+            long_prompts=FORM_FIXED["long_prompts"],
+            slo=slo.to_json() if slo is not None else None,
+            find_capacity=find_capacity,
         )
         found = config.problems()
         if found:
