@@ -44,6 +44,7 @@ from console.core.tune import (
     TuneRequest,
     TuneResult,
     TuneStarted,
+    afterwards,
     best_at_problem,
     plan_tune,
     space_from_axes,
@@ -319,7 +320,7 @@ async def tune_main(verb: HostVerb) -> int:
                 render_space(pending, verb.human)
             question = (
                 f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
-                "them (the original unit goes back afterwards)?"
+                f"them (afterwards {afterwards(request)})?"
             )
             answer = verb.ask(question)
             if answer is Answer.NO_TERMINAL:
