@@ -89,7 +89,7 @@ sizes per GPU (Qwen3.5-122B-A10B FP8 ≈ 126 GB over 4 GPUs; Kimi-K2.5 INT4 ≈ 
 (256 routed / 8 per token for Qwen3.5-122B-A10B, 384 / 8 for Kimi K2.x); KV layouts (12 full-attention
 layers with GQA for Qwen3.5, MLA 512+64 for Kimi); `all_experts_ms` ≈ routed-expert bytes per GPU / memory
 bandwidth (~1.8 TB/s). The remaining time constants (fixed, per_request, per_token, cpu, draft) and the
-acceptance chains were then fitted to the operators' measurements (the README's calibration table). What the
+acceptance chains were then fitted to the operators' measurements (the calibration table in docs/demo.md). What the
 fit implies, so that nobody mistakes it for a derivation:
 
 * qwen: temperature 0 + ignore_eos acceptance is ≈ 0.99 per position (accept length 1.99 / 2.98 / 3.95 for

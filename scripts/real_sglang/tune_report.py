@@ -1,4 +1,5 @@
-"""Turn issue 20's GPU session (tune_session.py's OUTDIR) into the README's tables, calibration data and fixtures.
+"""Turn issue 20's GPU session (tune_session.py's OUTDIR) into docs/real-sglang.md's tables, calibration data
+and fixtures.
 
     python3 scripts/real_sglang/tune_report.py RESULTS [--calibration FILE] [--profile tiny-test]
                                                [--fixtures tests/sim/fixtures/real-0.5.17/tune]
