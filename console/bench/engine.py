@@ -3,7 +3,7 @@
 No UI: progress goes out as events (console.bench.events); results come back as LevelResult, which
 console.bench.records turns into log records. Standard library only (with the default HTTP client), and
 Python 3.10 compatible: console.bench.agent runs this engine on a GPU host with the Python it has.
-Protocol per level (the README's benchmark methodology):
+Protocol per level (the benchmark methodology in docs/bench.md):
 1. warm-up requests, excluded from every figure;
 2. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
 3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;

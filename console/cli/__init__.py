@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/cli.md)")
     _add_target_options(p)
 
     p = sub.add_parser(
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", metavar="REASON", help="freeze although it is refused; the reason is recorded")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/snapshots.md)")
     _add_target_options(p)
     add_rolling_options(p)
 
@@ -319,7 +319,7 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     p.add_argument("--label", help="prefix of the benchmark records' labels (default tune-DATE-TIME)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/tune.md)")
     _add_target_options(p)
 
 

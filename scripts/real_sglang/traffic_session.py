@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -36,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from tune_session import START_OPTIONS  # noqa: E402
 
-SHARED = [random.Random(5).randrange(1000, 30000) for _ in range(2000)]
+from tests.support.known_load import KnownLoad  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -49,8 +47,8 @@ def launch(models: Path, out: Path) -> tuple[subprocess.Popen[bytes], str]:
             "--attention-backend", "triton"]  # fmt: skip
     for flag, value in START_OPTIONS:
         argv += [flag] if value is None else [flag, value]
-    server = subprocess.Popen(argv, stdout=open(out / "server.log", "wb"), stderr=subprocess.STDOUT,
-                              start_new_session=True)  # fmt: skip
+    with open(out / "server.log", "wb") as log_file:  # the child keeps its own descriptor
+        server = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     return server, "http://127.0.0.1:30000"
 
 
@@ -84,49 +82,11 @@ def pair(url: str, models: Path, out: Path, ws: Path, rounds: int, requests: int
             "--sharegpt", str(chat)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=420, cwd=REPO)
     (out / "pair.log").write_text(done.stdout + done.stderr)
-    log(f"pair rc={done.returncode}: {done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]}")
-    return json.loads((out / "pair.json").read_text()) if (out / "pair.json").exists() else {"error": done.stderr[-2000:]}
-
-
-class KnownLoad:
-    """tests/bench/test_shape_from_server.py's load: closed loop from threads, every finished request noted."""
-
-    def __init__(self, url: str, workers: int = 12) -> None:
-        self.url = url
-        self.stop = threading.Event()
-        self.done: list[tuple[float, int, int, int]] = []
-        self.errors = 0
-        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in range(workers)]
-
-    def __enter__(self) -> KnownLoad:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=120)
-
-    def _run(self, seed: int) -> None:
-        rng = random.Random(seed)
-        while not self.stop.is_set():
-            prompt_len, output_len = rng.randint(100, 2000), rng.randint(100, 500)
-            ids = SHARED[: prompt_len // 2] + [rng.randrange(1000, 30000) for _ in range(prompt_len - prompt_len // 2)]
-            body = {"input_ids": ids, "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True}}
-            request = urllib.request.Request(
-                self.url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=120) as answer:
-                    meta = json.loads(answer.read())["meta_info"]
-            except OSError:
-                self.errors += 1
-                continue
-            self.done.append(
-                (time.monotonic(), meta.get("prompt_tokens", prompt_len), meta["completion_tokens"],
-                 meta.get("cached_tokens", 0))
-            )  # fmt: skip
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    log(f"pair rc={done.returncode}: {last}")
+    if not (out / "pair.json").exists():
+        return {"error": done.stderr[-2000:]}
+    return json.loads((out / "pair.json").read_text())
 
 
 def quantile(values: list[int], q: float) -> float:
@@ -170,7 +130,7 @@ def shape(url: str, ws: Path, window: str) -> dict[str, Any]:
                          "error_pct": None if got is None else round((got / truth - 1) * 100, 1)})  # fmt: skip
     sent["cache_hit"] = sum(d[3] for d in in_window) / max(1, sum(d[1] for d in in_window))
     result.update(sent=sent, seen={k: seen.get(k) for k in ("requests", "rate", "cache_hit", "window_s")},
-                  quantiles=rows, load_errors=load.errors)  # fmt: skip
+                  quantiles=rows, load_errors=len(load.errors))  # fmt: skip
     result["rate_error_pct"] = round((seen["rate"] / sent["rate"] - 1) * 100, 1)
     return result
 
