@@ -118,3 +118,25 @@ async def test_compare_plots_goodput_names_the_crossover_at_the_slo_and_exports_
         assert any(c["metric"] == "request_goodput" for c in exported["crossovers"])
         markdown = (workspace.logs / "slo-compare.md").read_text()
         assert "## SLO" in markdown and "TTFT p95 ≤ 800 ms" in markdown
+
+
+async def test_an_emptied_slo_field_says_and_holds_the_profiles_slo(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    bench = ScriptedBench(workspace)
+    app = bench_app(workspace, bench, slo=PROFILE_SLO)
+    async with app.run_test(size=SIZE) as pilot:
+        await _open_form(pilot, app)
+        screen = app.screen
+        hint = str(screen.query_one("#bench-hint-slo", Label).content)
+        assert hint == "empty: the profile's ttft_p95=300ms,tpot_p95=60ms" and "none" not in hint
+        field = screen.query_one("#bench-slo", Input)
+        field.value = ""
+        field.focus()
+        await wait_until(pilot, lambda: "SLO: empty: the profile's ttft_p95=300ms" in _text(app), "the status line")
+        screen.query_one("#bench-find-capacity", Select).value = "yes"  # needs an SLO: the profile's counts
+        screen.query_one("#bench-request-rate", Input).value = "2"
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: bench.planned != [], "the sweep to start")
+        ((sweep,),) = bench.planned
+        assert sweep.config.slo is None and sweep.config.find_capacity  # bench_host gives it the profile's [slo]
+        assert not screen.problems

@@ -228,7 +228,8 @@ def test_in_a_real_terminal_opsconsole_demo_tunes_two_setups_to_the_result_table
         for _ in range(5):  # steps -> topk -> draft tokens -> spec v2 -> draft model path -> concurrency
             term.keys("Tab")
         _type_field(term, "concurrency levels", "1")
-        term.keys("Tab", "Tab", "Tab")  # workloads stay random, no dataset picked
+        # workloads stay random, no dataset picked, its sample and seed as they are
+        term.keys("Tab", "Tab", "Tab", "Tab", "Tab")
         _type_field(term, "seconds per level", "2")
         term.keys("Tab", "Tab")  # repeats stay 2
         _type_field(term, "input tokens", "128")
@@ -295,6 +296,22 @@ async def test_the_form_takes_the_objective_the_slo_and_a_dataset_and_the_board_
         await wait_until(pilot, lambda: form.request is not None and form.request.dataset is not None, "the sample")
         assert form.request.workloads == ("random", "dataset") and form.request.dataset.file == "code.jsonl"
         await wait_until(pilot, lambda: "dataset code.jsonl: prompt JSONL" in screen_text(app), "the sample said")
+        assert (form.request.dataset.sample, form.request.dataset.seed) == (1000, 1)  # `tune --dataset`'s defaults
+        first = [r.prompt for r in form.request.dataset.requests]
+        await fill(pilot, form, dataset_sample="8", seed="5")  # the file sampled again: 8 requests, seed 5
+        await wait_until(
+            pilot,
+            lambda: form.request is not None and form.request.dataset is not None
+            and (form.request.dataset.sample, form.request.dataset.seed) == (8, 5),
+            "the new sample",
+        )  # fmt: skip
+        assert len(form.request.dataset.requests) == 8 and form.request.seed == 5
+        assert [r.prompt for r in form.request.dataset.requests] != first[:8]
+        await fill(pilot, form, dataset_sample="0")
+        await wait_until(pilot, lambda: form.error is not None and form.error.field == "dataset_sample", "the refusal")
+        assert form.request is None
+        await fill(pilot, form, dataset_sample="8")
+        await wait_until(pilot, lambda: form.request is not None and form.request.dataset is not None, "read again")
         await fill(pilot, form, workload="random")
         await wait_until(pilot, lambda: "✖ workloads: add dataset" in screen_text(app), "the file left out")
         app.pop_screen()

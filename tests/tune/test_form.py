@@ -38,6 +38,7 @@ from console.core.tune.form import (
     FormError,
     afterwards,
     best_at_problem,
+    dataset_sampling,
     estimate,
     form_defaults,
     request_from_form,
@@ -238,3 +239,20 @@ def test_the_objective_the_slo_and_the_dataset_are_taken_and_refused_as_the_cli_
         with pytest.raises(FormError) as caught:
             request_from_form(values | typed, unit, dataset=given)
         assert caught.value.field == field and message in str(caught.value)
+
+
+def test_the_dataset_sample_and_seed_are_read_beside_their_fields_as_the_cli_takes_them() -> None:
+    unit = unit_speculation(QWEN_MTP, "0.5.9")
+    values = form_defaults(unit)
+    assert (values["dataset_sample"], values["seed"]) == ("1000", "1")  # `tune`'s --dataset-sample and --seed
+    assert dataset_sampling(values | {"dataset_sample": " 64 ", "seed": "7"}) == (64, 7)
+    assert request_from_form(values | {"seed": "7"}, unit).seed == 7  # the random workload's seed too
+    for field, text, message in (
+        ("dataset_sample", "0", "must be more than 0"),
+        ("dataset_sample", "many", "a whole number"),
+        ("seed", "-1", "0 or more"),
+        ("seed", "1.5", "a whole number"),
+    ):
+        with pytest.raises(FormError) as caught:
+            request_from_form(values | {field: text}, unit)
+        assert caught.value.field == field and message in caught.value.reason, (field, text)

@@ -12,6 +12,12 @@ dataset_files(); sampled with the form's sample size and seed, as `bench --datas
 form is started, and what is wrong with it is said beside the dataset field, nothing sent), the SLO field holds each
 level to a latency SLO (goodput and a verdict per level; empty: the profile's [slo], if any) and find capacity
 searches the request rate at which the SLO stops being met instead of running the levels.
+
+The production shape (`bench --shape-from-server WINDOW --rate-scale X,Y`): a shape window watches the server's own
+/metrics that long when the sweep starts, then runs requests drawn from that traffic at its rate times each rate
+scale (console.core.traffic_shape: ShapeObserving and ShapeObserved go to on_event, the shape line before anything
+is sent). The shape makes the workload and the rates, so it is refused beside its field with another workload than
+random or with request rates typed.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from console.bench.records import BenchRecord
 from console.bench.slo import EXAMPLE, parse_slo
 from console.bench.workloads import DatasetSample, WorkloadSpec
 from console.core.bench.host import ClientChoice, bench_host, parse_float_list, parse_int_list
+from console.core.traffic_shape import ShapeAsk, shape_the_sweep
 from console.errors import UsageError
+from console.sglang.traffic_shape import parse_window
 
 if TYPE_CHECKING:
     from console.core.monitor import HostView
@@ -89,6 +97,8 @@ class BenchForm:
     dataset: str = ""  # a file of the workspace's datasets/ (the workload `dataset` sends it)
     dataset_sample: str = "1000"  # requests drawn from it (bench_serving's --num-prompts default)
     seed: str = "1"  # the same requests in the same order for every run with the same file, sample and seed
+    shape_window: str = ""  # watch the server's traffic this long (10m, 90s), then run its shape (empty: off)
+    rate_scale: str = "1"  # with a shape window: the levels' rates as multiples of the rate seen
     slo: str = ""  # e.g. ttft_p95=800ms,tpot_p95=60ms (empty: the profile's [slo], if any)
     find_capacity: str = "no"  # yes: search the request rate at which the SLO stops being met
 
@@ -159,6 +169,36 @@ class PlannedSweep:
     label: str
     workload: str
     config: SweepConfig
+    shape: ShapeAsk | None = None  # observe the server first; the config's rates and workload come from it
+
+
+def _shape(form: BenchForm, problems: dict[str, str]) -> ShapeAsk | None:
+    """The shape window and rate scales (None: no window); a problem beside each field that cannot be read, and
+    beside the window when other fields ask for another workload or rates of their own."""
+    window = form.shape_window.strip()
+    scales_text = form.rate_scale.strip()
+    if not window:
+        if scales_text not in ("", "1"):
+            problems["rate_scale"] = "scales the rate of a shape window: give a window, or leave 1"
+        return None
+    seconds = 0.0
+    try:
+        seconds = parse_window(window)
+    except ValueError as exc:  # said in the form's words, not the option's
+        said = str(exc).replace("--shape-from-server takes a window", "a window")
+        problems["shape_window"] = said.replace("--shape-from-server's window", "the window") + "; empty: no shape"
+    scales = _list(scales_text or "1", "rate scales", parse_float_list, problems, "rate_scale")
+    if form.workload != "random" and "shape_window" not in problems:
+        problems["shape_window"] = (
+            "the shape makes the workload from the server's traffic: pick the workload random, or empty the window"
+        )
+    if form.request_rate.strip():
+        problems.setdefault(
+            "request_rate", "the shape's rates are the rate seen times the rate scale: empty this field"
+        )
+    if "shape_window" in problems or "rate_scale" in problems:
+        return None
+    return ShapeAsk(seconds, tuple(scales))
 
 
 def _int(text: str, what: str, problems: dict[str, str], field: str) -> int:
@@ -271,6 +311,7 @@ def plan_sweeps(form: BenchForm, *, datasets: Path | None = None, profile_slo: b
         problems["slo"] = f"find capacity holds each rate to an SLO: give one, e.g. {EXAMPLE} (or [slo] in the profile)"
     cap = numbers.get("output_len") if on_dataset else None
     sample = _dataset(form, datasets, cap, problems)
+    shape = _shape(form, problems)
     if problems:
         raise FormErrors(problems)
     out = []
@@ -305,7 +346,7 @@ def plan_sweeps(form: BenchForm, *, datasets: Path | None = None, profile_slo: b
         found = config.problems()
         if found:
             raise FormErrors(form_problems(found))
-        out.append(PlannedSweep(f"{label} {workload}" if len(workloads) > 1 else label, workload, config))
+        out.append(PlannedSweep(f"{label} {workload}" if len(workloads) > 1 else label, workload, config, shape))
     return out
 
 
@@ -329,12 +370,17 @@ async def bench_queue(
     """Run the sweeps one after the other on the session's host; each sweep's records go to logs/ as its levels
     finish. A sweep that stops early (the error rate, the time cap) ends the queue: what made it stop would spoil
     the next one too. A sweep that fails (HostError, OSError) ends it with its error; cancelled, the levels that
-    finished are kept (bench_host)."""
+    finished are kept (bench_host). A sweep with a shape watches the server's traffic first (ShapeObserving,
+    ShapeObserved); ShapeUnavailable (nothing sent) ends the queue with what is missing."""
     emit = on_event or (lambda _event: None)
     out = []
     for index, sweep in enumerate(sweeps):
         emit(SweepQueued(index, len(sweeps), sweep.label, sweep.workload))
-        records = await bench_host(session, sweep.config, label=sweep.label, on_event=emit, client=client)
+        config = sweep.config
+        if sweep.shape is not None:
+            base_url, api_key = await session.sglang_url(), await session.api_key()
+            config = await shape_the_sweep(base_url, config, sweep.shape, api_key=api_key, on_event=emit)
+        records = await bench_host(session, config, label=sweep.label, on_event=emit, client=client)
         out.append(records)
         if not records or any(r.stopped for r in records):
             break

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from console.bench.datasets import DEFAULT_SAMPLE as DEFAULT_DATASET_SAMPLE
 from console.bench.slo import EXAMPLE, parse_slo
 from console.bench.workloads import DatasetSample
 from console.core.bench import parse_int_list
@@ -54,6 +55,8 @@ FIELDS: tuple[FormField, ...] = (
     FormField("concurrency", "concurrency levels", "e.g. 1,8,32,64", "the benchmark"),
     FormField("workload", "workloads", "random, chat and/or dataset", "the benchmark"),
     FormField("dataset", "dataset", "your prompts: a file of datasets/ (the workload dataset)", "the benchmark"),
+    FormField("dataset_sample", "dataset sample", "requests drawn from the dataset, e.g. 1000", "the benchmark"),
+    FormField("seed", "seed", "same seed, same requests in the same order for every setup", "the benchmark"),
     FormField("duration", "seconds per level", "of a full run; screening runs an eighth of it", "the benchmark"),
     FormField("repeats", "repeats", "full runs per level (2+ measure the noise)", "the benchmark"),
     FormField("input_len", "input tokens", "per request", "the benchmark"),
@@ -122,6 +125,8 @@ def form_defaults(unit: UnitSpeculation) -> dict[str, str]:
         "concurrency": "1,8,32,64",
         "workload": "random",
         "dataset": "",
+        "dataset_sample": str(DEFAULT_DATASET_SAMPLE),
+        "seed": "1",
         "duration": "60",
         "repeats": "2",
         "input_len": "1024",
@@ -194,6 +199,18 @@ def best_at_problem(
     return None
 
 
+def dataset_sampling(values: Mapping[str, str]) -> tuple[int, int]:
+    """The dataset's sample size and seed as `tune --dataset-sample N --seed S` take them (the seed also seeds the
+    random workload); FormError beside the field that cannot be read."""
+    size_text = values.get("dataset_sample", str(DEFAULT_DATASET_SAMPLE)).strip()
+    size = int(_number("dataset_sample", size_text, whole=True, positive=True))
+    seed_text = values.get("seed", "1").strip()
+    seed = int(_number("seed", seed_text, whole=True, positive=False))
+    if seed < 0:
+        raise FormError("seed", f"0 or more (got {seed_text!r})")
+    return size, seed
+
+
 def request_from_form(
     values: Mapping[str, str],
     unit: UnitSpeculation,
@@ -233,6 +250,7 @@ def request_from_form(
     workloads = tuple(dict.fromkeys(w.strip() for w in text("workload").split(",") if w.strip()))
     if not workloads or any(w not in ("random", "chat", "dataset") for w in workloads):
         raise FormError("workload", f"random, chat and/or dataset (got {text('workload')!r})")
+    _size, seed = dataset_sampling(values)  # before the file: a sample that cannot be read is not read from it
     if isinstance(dataset, str):
         raise FormError("dataset", dataset)
     if "dataset" in workloads and dataset is None:
@@ -274,6 +292,7 @@ def request_from_form(
         objective=objective,
         slo=slo.to_json() if slo is not None else None,
         dataset=dataset,
+        seed=dataset.seed if dataset is not None else seed,
         api="chat" if dataset is not None and dataset.format == "chat-jsonl" else "generate",
     )
 

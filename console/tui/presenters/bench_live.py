@@ -8,12 +8,13 @@ With an SLO (the sweep's, or the profile's [slo] that bench_host gave it: the le
 also has its goodput (requests/s whose own TTFT, TPOT and E2E met the SLO; counted live from the requests when the
 sweep carries the SLO, the level's own figure once it is done) and its verdict (✔ the level's percentiles meet the
 SLO, ✖ not); `capacity()` is the highest level of a sweep that met it. A sweep that searches its capacity has no
-planned levels: each searched rate gets its row as it starts.
+planned levels: each searched rate gets its row as it starts. A sweep shaped from the server's traffic has none
+either until the window is observed: ShapeObserved gives its rates (its rows then) and the shape line.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from console.bench.events import (
@@ -29,6 +30,7 @@ from console.bench.events import (
 from console.bench.metrics import percentile
 from console.bench.slo import Capacity, Slo, capacity, is_good, request_figures_ms
 from console.core.bench import PlannedSweep, SweepQueued
+from console.core.traffic_shape import ShapeObserved, ShapeObserving
 
 RowState = Literal["waiting", "warm-up", "running", "done", "stopped", "not run"]
 RunState = Literal["running", "finished", "stopped", "cancelled", "failed"]
@@ -126,14 +128,20 @@ class LiveBench:
     why: str | None = None
     server: str = ""  # version and model, once the first sweep started
     slo: dict[str, float] | None = None  # the SLO the levels are held to (the sweep's, else their records')
+    shape: list[str] = field(default_factory=list)  # the window being watched, then the shape seen and its rates
+    watching: bool = False  # a shape window is being watched: nothing is sent until it ends
 
     def __post_init__(self) -> None:
         for sweep in self.sweeps:
-            if sweep.config.find_capacity:
-                continue  # its levels are searched: each gets its row when it starts
-            for level in sweep.config.levels():
-                for repeat in range(sweep.config.repeat):
-                    self.rows.append(LiveLevel(sweep.label, level.label, repeat, x=_axis(level)))
+            if sweep.shape is None:
+                self._plan_rows(sweep, sweep.config.levels())
+
+    def _plan_rows(self, sweep: PlannedSweep, levels: list[Level]) -> None:
+        if sweep.config.find_capacity:
+            return  # its levels are searched: each gets its row when it starts
+        for level in levels:
+            for repeat in range(sweep.config.repeat):
+                self.rows.append(LiveLevel(sweep.label, level.label, repeat, x=_axis(level)))
         self.slo = next((s.config.slo for s in self.sweeps if s.config.slo), None)
         self._limits = {
             s.label: Slo.from_json(s.config.slo).per_request_ms() for s in self.sweeps if s.config.slo is not None
@@ -176,6 +184,13 @@ class LiveBench:
             self.current = event.label
         elif isinstance(event, ClientPlaced):
             self.placement = placement_text(event)
+        elif isinstance(event, ShapeObserving):
+            self.shape, self.watching = [event.text()], True
+        elif isinstance(event, ShapeObserved):
+            self.shape, self.watching = [event.text(), event.workload_text()], False
+            sweep = next((s for s in self.sweeps if s.label == self.current), None)
+            if sweep is not None:
+                self._plan_rows(sweep, replace(sweep.config, request_rates=list(event.rates)).levels())
         elif isinstance(event, SweepStarted):
             self.server = f"SGLang {event.server_version or '?'} · {event.model}"
             row = self._next_waiting()
@@ -266,11 +281,11 @@ class LiveBench:
 
     def cancel(self, why: str = "cancelled") -> None:
         """The operator cancelled: the level that ran is stopped, the rest not run; finished levels are kept."""
-        self.state, self.why = "cancelled", why
+        self.state, self.why, self.watching = "cancelled", why, False
         self._close_open("stopped", why)
 
     def fail(self, error: str) -> None:
-        self.state, self.why = "failed", error
+        self.state, self.why, self.watching = "failed", error, False
         self._close_open("stopped", error)
 
     def _close_open(self, running_state: RowState, why: str) -> None:

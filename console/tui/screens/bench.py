@@ -5,7 +5,9 @@ proposed from the running setup; Start checks every field (the errors stand besi
 per workload. The workload `dataset` sends a file picked from the workspace's datasets/ (sampled with the form's
 size and seed; picking a file picks that workload), the SLO field (prefilled with the profile's [slo]) holds every
 level to an SLO: the live view then shows each level's goodput and ✔/✖, and each sweep's capacity at the SLO; find
-capacity searches the request rate instead of running the levels.
+capacity searches the request rate instead of running the levels. A shape window (`bench --shape-from-server`)
+watches the server's own traffic that long, then runs requests drawn from it at its rate times each rate scale: the
+live view says the window, then the shape line ("last 10 min: 3.1 req/s, input p50 ...") before anything is sent.
 The sweep runs in an app worker (console.core.bench.bench_queue on the host's session): Esc goes
 back to the dashboard, which stays live, and the sweep goes on (`b` on that host shows it again); `x` cancels it,
 keeping the levels that finished. The live rows are console.tui.presenters.bench_live's model, repainted four times
@@ -62,6 +64,8 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("dataset", "dataset", "your prompts: a file of datasets/"),
     ("dataset_sample", "sample", "requests drawn from the dataset"),
     ("seed", "seed", "same seed, same requests in the same order"),
+    ("shape_window", "shape window", "watch the server's traffic, e.g. 10m, then run its shape (empty: off)"),
+    ("rate_scale", "rate scale", "with a shape: the rate seen × each, e.g. 1,1.5,2"),
     ("concurrency", "concurrency", "levels, e.g. 1,8,32"),
     ("request_rate", "request rates", "req/s, open loop instead (empty: closed loop)"),
     ("requests", "requests", "per level (empty: max(16, 4×C); a dataset: its sample)"),
@@ -70,7 +74,7 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("output_len", "output tokens", "forced (random), at most (chat, dataset; empty: its own)"),
     ("repeat", "repeats", "per level: 3 measures the noise"),
     ("warmup", "warm-up", "requests per level, not measured"),
-    ("slo", "SLO", "e.g. ttft_p95=800ms,tpot_p95=60ms (empty: none)"),
+    ("slo", "SLO", "e.g. ttft_p95=800ms,tpot_p95=60ms (empty: none)"),  # see slo_hint: the profile's [slo]
     ("find_capacity", "find capacity", "the rate at which the SLO stops being met"),
 )
 SELECTS = {"workload", "dataset", "find_capacity"}
@@ -88,6 +92,14 @@ SELECT_HELP = {
     "find_capacity": "find capacity: search the request rate (doubling, then bisecting) until the SLO's limit is "
     "bracketed within 10 %",
 }
+
+
+def slo_hint(profile_slo: str) -> str:
+    """The SLO field's hint: an empty field holds the levels to the profile's [slo] where it has one (bench_host
+    gives it to a sweep given none), to none otherwise."""
+    if profile_slo:
+        return f"empty: the profile's {profile_slo}"
+    return dict((name, hint) for name, _title, hint in FORM_FIELDS)["slo"]
 
 
 def _widget_id(name: str) -> str:
@@ -214,6 +226,8 @@ def running_mark(live: LiveBench) -> str:
         goodput = f" {judged.goodput:,.2f} good/s" if judged.goodput is not None else ""
         verdict = f" · {judged.name}{goodput} {'✔' if judged.slo_met else '✖'}"
     if row is None:
+        if live.watching:  # nothing is sent until the shape window ends
+            return "▶ benchmark watching the traffic" + verdict
         return "▶ benchmark starting" + verdict
     if live.searching:
         return f"▶ capacity search {row.name}{verdict}"
@@ -256,13 +270,14 @@ class BenchScreen(Screen[None]):
         compare: Callable[[BenchRun], None] | None = None,
         proposal: Callable[[], str] | None = None,
         datasets: Path | None = None,
-        profile_slo: bool = False,
+        profile_slo: str = "",
     ) -> None:
         super().__init__()
         self.host = host
         self.form = form
         self.datasets = datasets  # the workspace's datasets/: what the dataset field offers
-        self.profile_slo = profile_slo  # the host's profile has an [slo] (it holds the levels when the field is empty)
+        self.profile_slo = profile_slo  # the host's profile's [slo] as the field takes it (held to when it is empty)
+        self.hints = {name: hint for name, _title, hint in FORM_FIELDS} | {"slo": slo_hint(profile_slo)}
         self.planning = False  # a dataset is being read (in a thread) before the sweep starts
         self.start = start
         self.run = run
@@ -278,7 +293,7 @@ class BenchScreen(Screen[None]):
         with Vertical(id="bench-box"):
             yield Static(Text(f"Benchmark {self.host}", style="bold"), id="bench-title")
             with VerticalScroll(id="bench-form"):
-                for name, title, hint in FORM_FIELDS:
+                for name, title, _hint in FORM_FIELDS:
                     with Horizontal(classes="bench-row"):
                         yield Label(title, classes="bench-label")
                         if name in SELECTS:
@@ -288,11 +303,12 @@ class BenchScreen(Screen[None]):
                             # field is drawn, would swallow what is typed right after Tab
                             yield Input(getattr(self.form, name), id=_widget_id(name), compact=True,
                                         select_on_focus=False)  # fmt: skip
-                        yield Label(hint, classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
+                        yield Label(self.hints[name], classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
                 with Horizontal(id="bench-buttons"):
                     yield Button("Start", id="bench-go", variant="warning", compact=True)
                     yield Button("Cancel", id="bench-back", compact=True)
             yield Static("", id="bench-placement")
+            yield Static("", id="bench-shape")
             with VerticalScroll(id="bench-live"):
                 yield Static("", id="bench-rows")
                 yield Static("", id="bench-slo-summary")
@@ -307,6 +323,7 @@ class BenchScreen(Screen[None]):
         else:
             self.query_one("#bench-live").display = False
             self.query_one("#bench-placement").display = False
+            self.query_one("#bench-shape").display = False
             self._status("real load: the server's cache is flushed per level · ctrl+s: start · esc: back", "dim")
             self.query_one("#bench-label", Input).focus()
 
@@ -353,7 +370,8 @@ class BenchScreen(Screen[None]):
         """The focused field's title and hint (or its error) on the status line: whole, where the form cuts it."""
         if self.run is not None:
             return
-        for name, title, hint in FORM_FIELDS:
+        for name, title, _hint in FORM_FIELDS:
+            hint = self.hints[name]
             if event.widget.id == _widget_id(name):
                 problem = self.problems.get(name)
                 if name in SELECTS and not problem:
@@ -379,7 +397,8 @@ class BenchScreen(Screen[None]):
 
     def _show_problems(self, problems: dict[str, str]) -> None:
         self.problems = problems
-        for name, _title, hint in FORM_FIELDS:
+        for name, _title, _hint in FORM_FIELDS:
+            hint = self.hints[name]
             label = self.query_one(f"#bench-hint-{name.replace('_', '-')}", Label)
             problem = problems.get(name)
             label.update(Text(problem, style="bold red") if problem else Text(hint, style="dim"))
@@ -398,7 +417,7 @@ class BenchScreen(Screen[None]):
         if self.run is not None or self.planning:
             return
         form = self.current_form()
-        plan = partial(plan_sweeps, form, datasets=self.datasets, profile_slo=self.profile_slo)
+        plan = partial(plan_sweeps, form, datasets=self.datasets, profile_slo=bool(self.profile_slo))
         if form.workload != "dataset":
             self._planned(form, plan)
             return
@@ -470,6 +489,9 @@ class BenchScreen(Screen[None]):
         live = run.live
         placement = live.placement or "placing the load generator (measuring the link) ..."
         self.query_one("#bench-placement", Static).update(Text(placement, style="dim"))
+        shape = self.query_one("#bench-shape", Static)
+        shape.update(Text("\n".join(live.shape)))
+        shape.display = bool(live.shape)  # nothing without a shape window: the rows stay where they were
         title = Text(f"Benchmark {self.host}: {', '.join(s.label for s in run.sweeps)}", style="bold")
         if live.server:
             title.append(f"   {live.server}", style="dim")
@@ -579,7 +601,7 @@ def open_bench(console: ConsoleContext) -> None:
             compare=compare,
             proposal=proposal,
             datasets=workspace.datasets if workspace is not None else None,
-            profile_slo=bool(profile_slo),
+            profile_slo=profile_slo,
         )
     )
 

@@ -55,6 +55,7 @@ from console.core.tune import (
     UnitSpeculation,
     afterwards,
     build_space,
+    dataset_sampling,
     estimate,
     form_defaults,
     meaning,
@@ -72,7 +73,6 @@ from console.tui.screens.progress import ProgressScreen
 
 Clock = Callable[[], datetime]
 SPACE_PAUSE_S = 0.25  # the space is checked once typing pauses this long
-DATASET_SAMPLE = 1000  # requests drawn from a picked dataset, seed 1: `tune --dataset`'s defaults
 PREVIEW_LIMIT = 6  # pruned and merged points the form shows of each (a large space is a long text to lay out)
 
 
@@ -267,26 +267,46 @@ class TuneFormScreen(Screen[None]):
             self.dataset = None
             self._update()
             return
-        name = str(event.value)
         workloads = self.query_one(f"#{_field_id('workload')}", Input)
         if "dataset" not in [w.strip() for w in workloads.value.split(",")]:
             workloads.value = ",".join([w for w in (workloads.value.strip(), "dataset") if w])
+        self._sample_dataset()
+
+    @on(Input.Changed, "#tune-field-dataset-sample, #tune-field-seed")
+    def _sampling_changed(self) -> None:
+        """Another sample size or seed: the picked file is sampled again (the request carries what was drawn)."""
+        if self.form_values().get("dataset"):
+            self._sample_dataset()
+
+    def _sample_dataset(self) -> None:
+        values = self.form_values()
+        try:
+            size, seed = dataset_sampling(values)
+        except FormError:
+            self.dataset = None  # said beside the sample or the seed; the file is read once they can be
+            self._update()
+            return
         self.dataset = ""
         self._update()
-        self._read_dataset(name)
+        self._read_dataset(values["dataset"], size, seed)
 
     @work(thread=True, exclusive=True, group="tune-dataset")
-    def _read_dataset(self, name: str) -> None:
+    def _read_dataset(self, name: str, size: int, seed: int) -> None:
         assert self.datasets is not None
         try:
-            read: DatasetSample | str = sample_dataset(self.datasets / name, size=DATASET_SAMPLE, seed=1)
+            read: DatasetSample | str = sample_dataset(self.datasets / name, size=size, seed=seed)
         except DatasetError as exc:
             read = f"{exc}; nothing was sent"
-        self.app.call_from_thread(self._dataset_read, name, read)
+        self.app.call_from_thread(self._dataset_read, (name, size, seed), read)
 
-    def _dataset_read(self, name: str, read: DatasetSample | str) -> None:
-        if self.form_values().get("dataset") != name:
-            return  # another file was picked meanwhile: its own read is on the way
+    def _dataset_read(self, asked: tuple[str, int, int], read: DatasetSample | str) -> None:
+        values = self.form_values()
+        try:
+            now = (values.get("dataset", ""), *dataset_sampling(values))
+        except FormError:
+            now = None
+        if now != asked:
+            return  # another file, size or seed was asked for meanwhile: its own read is on the way
         self.dataset = read
         self._update()
 
