@@ -315,6 +315,9 @@ def test_in_a_real_terminal_b_benchmarks_the_demo_host_and_c_shows_it_beside_an_
         # one field at a time: Tab's focus move is an action, and keys sent right behind it can reach the old field
         term.keys("Tab")
         term.wait_for("workload: random (forced lengths)")
+        for title in ("dataset", "sample", "seed", "shape window", "rate scale"):  # the traffic fields, as they are
+            term.keys("Tab")
+            term.wait_for(f" {title}: ")
         for title, value in (("concurrency", "1,4"), ("request rates", ""), ("requests", "8"), ("duration s", ""),
                              ("input tokens", "64"), ("output tokens", "16")):  # fmt: skip
             term.keys("Tab")

@@ -22,6 +22,8 @@ async def test_the_field_and_its_reason_show_and_typing_the_paths_makes_the_edit
         field.focus()  # scrolled into view
         await wait_until(pilot, lambda: REASON in screen_text(app), "the reason")
         assert "access log: skip paths" in screen_text(app)
+        # keys go where the focus is when they arrive: before the field has it, "/" is the dashboard's search key
+        await wait_until(pilot, lambda: app.focused is field, "the field focused")
         await pilot.press(*"/health /metrics")
         await wait_until(pilot, lambda: "ctrl+s: apply 1 change" in screen_text(app), "the edit")
         assert editor.preview is not None
