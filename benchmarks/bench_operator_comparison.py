@@ -1,4 +1,4 @@
-"""The operators' comparison (the README's calibration table), on the simulator: baseline (no speculation) vs
+"""The operators' comparison (the calibration table in docs/demo.md), on the simulator: baseline (no speculation) vs
 EAGLE topk 1 + spec v2 vs EAGLE topk 4, at C = 1, 30, 64, each level repeated; then `compare`'s table and plot.
 
 Each configuration is a fresh simulator (`python -m console.sim`, the default Qwen3.5-122B profile) started

@@ -50,7 +50,7 @@ ARROWS: Mapping[str, frozenset[str]] = {
 CORE_SUBPACKAGES = ("apply", "bench", "snapshot", "tune")
 CORE_ARROWS: Mapping[str, frozenset[str]] = {
     "apply": frozenset({"events", "exits", "phases", "rollout", "session"}),
-    "bench": frozenset({"monitor", "session"}),
+    "bench": frozenset({"monitor", "session", "traffic_shape"}),  # the form's shape window (bench_queue)
     "snapshot": frozenset({"apply", "events", "rollout", "session"}),
     "tune": frozenset({"apply", "bench", "events", "rollout", "session"}),
 }

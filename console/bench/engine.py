@@ -3,7 +3,7 @@
 No UI: progress goes out as events (console.bench.events); results come back as LevelResult, which
 console.bench.records turns into log records. Standard library only (with the default HTTP client), and
 Python 3.10 compatible: console.bench.agent runs this engine on a GPU host with the Python it has.
-Protocol per level (the README's benchmark methodology):
+Protocol per level (the benchmark methodology in docs/bench.md):
 1. warm-up requests, excluded from every figure;
 2. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
 3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;
@@ -80,7 +80,7 @@ class SweepConfig:
     workload: WorkloadSpec
     concurrencies: list[int] = field(default_factory=lambda: [1, 8, 32])
     request_rates: list[float] = field(default_factory=list)  # non-empty: open loop at these rates
-    requests: int | None = None  # per level; default max(16, 4 × concurrency)
+    requests: int | None = None  # per level; default a dataset's whole sample, else max(16, 4 × concurrency)
     duration: float | None = None  # seconds per level instead of a request count
     warmup: int = 2
     repeat: int = 1
@@ -375,12 +375,14 @@ class BenchEngine:
         capacity = self._search.summary() if self._search is not None else None
         return SweepResult(self._server, list(self._done), gpus, driver, stopped, capacity)
 
-    def _planned_requests(self, level: Level) -> int | None:
+    def _planned_requests(self, level: Level, workload: WorkloadSpec) -> int | None:
         cfg = self.config
         if cfg.duration is not None:
             return None
         if cfg.requests is not None:
             return cfg.requests
+        if workload.dataset is not None:  # the sample drawn, each request once, as bench_serving's --num-prompts
+            return len(workload.dataset.requests)
         if level.request_rate is not None:
             return max(16, round(level.request_rate * 30))
         return max(16, 4 * (level.concurrency or 1))
@@ -389,7 +391,7 @@ class BenchEngine:
         self, workload: WorkloadSpec, level: Level, index: int, repeat_index: int, server: ServerInfo
     ) -> LevelResult:
         cfg = self.config
-        planned = self._planned_requests(level)
+        planned = self._planned_requests(level, workload)
         # Same prompts for the same level of every run (fair A/B), different ones per level and repeat.
         offset = index * 10_000_000 + repeat_index * 1_000_000
         pool_size = DURATION_POOL if workload.dataset is None else max(DURATION_POOL, len(workload.dataset.requests))

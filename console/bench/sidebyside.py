@@ -177,6 +177,12 @@ class SideBySide:
                 out.append((level.level, run.cells))
         return out
 
+    def verdicts(self, label: str) -> dict[str, bool | None]:
+        """One run's SLO verdict per level it ran: every repeat met the SLO (None: the run had no SLO)."""
+        return {
+            level.level: run.slo_met for level in self.comparison.levels for run in level.runs if run.label == label
+        }
+
     def series(self, metric: str) -> dict[str, list[tuple[float, float]]]:
         """Per run: (level value, median) points on the concurrency axis (else the rate axis), for the plots."""
         axis = "C" if any(lv.level.startswith("C=") for lv in self.comparison.levels) else "rate"

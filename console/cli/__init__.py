@@ -39,7 +39,9 @@ HANDLERS = {
     "tune": "console.cli.tune:run",
 }
 
-TARGET_HELP = "a profile name (profiles/NAME.toml), an ~/.ssh/config alias, or [user@]host[:port]"
+TARGET_HELP = (
+    "a profile name (profiles/NAME.toml), @GROUP (profiles/groups.toml), an ~/.ssh/config alias, or [user@]host[:port]"
+)
 
 
 def _add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="+", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--read-only", action="store_true", help="disable every action that changes the host")
     p.add_argument("--refresh", type=float, metavar="S", help="seconds between refreshes (default 1, console.toml)")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the overview's figures from this Prometheus (console.toml [fleet] prometheus); "
+        "a host's tab still connects over SSH when opened",
+    )
     _add_web_options(p)
     _add_target_options(p)
 
@@ -109,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/cli.md)")
     _add_target_options(p)
 
     p = sub.add_parser(
@@ -146,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     _add_target_options(p)
-    add_rolling_options(p)
+    add_rolling_options(p, gate=True)
 
     p = sub.add_parser("restart", help="restart the service as it is, watch its start, verify; --rolling over a group")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP + ", or @GROUP with --rolling")
@@ -161,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="benchmark this SGLang base URL directly (no SSH)")
     p.add_argument("--concurrency", default="1,8,32", help="comma-separated concurrency levels")
     p.add_argument("--request-rate", help="comma-separated Poisson request rates (open loop) instead")
-    p.add_argument("--requests", type=int, help="requests per level")
+    p.add_argument(
+        "--requests",
+        type=int,
+        help="requests per level (default: a --dataset sample whole, else 4 x the concurrency, at least 16)",
+    )
     p.add_argument("--duration", type=float, help="seconds per level (instead of --requests)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
     p.add_argument("--input-len", type=int, default=1024)
@@ -205,7 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
         "host, make sure the unit is exactly the running setup and enable it, keep profiles/snapshots/NAME.toml. "
         "Refused (exit 1, nothing written) when the server is not healthy or does not run the unit on disk.",
     )
-    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    p.add_argument(
+        "target",
+        metavar="TARGET",
+        help=TARGET_HELP + ", or @GROUP: one snapshot set, NAME.HOST per host, indexed in profiles/snapshot-sets/",
+    )
     p.add_argument("--name", required=True, help="the snapshot's name (e.g. v2): profiles/snapshots/NAME.toml")
     p.add_argument("--note", default="", help="why this setup (goes into the document and the snapshot)")
     p.add_argument(
@@ -216,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", metavar="REASON", help="freeze although it is refused; the reason is recorded")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/snapshots.md)")
     _add_target_options(p)
+    add_rolling_options(p)
 
     p = sub.add_parser("snapshots", help="the production snapshots in profiles/snapshots/ (* = production)")
     p.add_argument("target", nargs="?", metavar="TARGET", help="only this host's snapshots (as the freeze named it)")
@@ -235,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (apply's keys + snapshot, notes)")
     _add_target_options(p)
-    add_rolling_options(p)
+    add_rolling_options(p, gate=True)
 
     p = sub.add_parser("logs", help="the service journal")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
@@ -302,7 +319,7 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     p.add_argument("--label", help="prefix of the benchmark records' labels (default tune-DATE-TIME)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in the README)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/tune.md)")
     _add_target_options(p)
 
 

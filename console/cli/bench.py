@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import sys
-from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
@@ -218,26 +217,16 @@ async def _shaped(
     the shape said before anything is sent."""
     if shape_ask is None:
         return config
-    from console.core.traffic_shape import observe_url, shaped_sweep
+    from console.core.traffic_shape import ShapeAsk, ShapeObserved, ShapeObserving, shape_the_sweep
 
     window, scales = shape_ask
 
-    def observing(seconds: float) -> None:
-        until = datetime.now() + timedelta(seconds=seconds)
-        err.print(
-            f"watching the server's /metrics for {seconds:g} s (until {until:%H:%M:%S}): the traffic of that window "
-            "is the shape (/metrics holds totals since the server started; the console keeps no history of them)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+    def say(event: ShapeObserving | ShapeObserved) -> None:
+        err.print(event.text(), highlight=False, markup=False, soft_wrap=True)
+        if isinstance(event, ShapeObserved):
+            err.print(event.workload_text(), highlight=False, markup=False)
 
-    shape = await observe_url(base_url, window, api_key=api_key, on_observing=observing)
-    shaped = shaped_sweep(config, shape, scales)
-    rates = ", ".join(f"{r:g}" for r in shaped.request_rates)
-    err.print(f"shape: {shape.summary()}", highlight=False, markup=False, soft_wrap=True)
-    err.print(f"workload: drawn from that shape, Poisson arrivals at {rates} req/s", highlight=False, markup=False)
-    return shaped
+    return await shape_the_sweep(base_url, config, ShapeAsk(window, tuple(scales)), api_key=api_key, on_event=say)
 
 
 async def _bench_target(

@@ -19,8 +19,12 @@ from console.host.base import HostError
 
 
 def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-untyped-def]
-    """The app for these targets (textual is imported here, not by the CLI's fast path)."""
+    """The app for these targets (textual is imported here, not by the CLI's fast path); `@group` targets are
+    expanded (profiles/groups.toml), and with a Prometheus ([fleet] or --prometheus) the overview reads it."""
+    from console.core.fleet_watch import FleetWatcher, host_names
     from console.core.monitor import HostWatcher
+    from console.fleet.groups import resolve_group_targets
+    from console.fleet.settings import check_prometheus_url
     from console.host.targets import resolve_target
     from console.tui.app import ConsoleOptions, OpsConsoleApp
     from console.tui.config import load_config
@@ -34,6 +38,13 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
         config = config.model_copy(update={"refresh_s": args.refresh})
     if len(set(targets)) != len(targets):
         raise UsageError("each TARGET once: the same host twice would hold two connections and two tabs")
+    targets, groups = resolve_group_targets(targets, workspace.profiles)
+    fleet = config.fleet
+    if getattr(args, "prometheus", None):
+        try:
+            fleet = fleet.model_copy(update={"prometheus": check_prometheus_url(args.prometheus)})
+        except ValueError as exc:
+            raise UsageError(f"--prometheus: {exc}") from None
     resolved = {t: resolve_target(t, profiles_dir=workspace.profiles, ssh_config=args.ssh_config) for t in targets}
 
     def make_source(label, on_view, on_journal):  # type: ignore[no-untyped-def]
@@ -41,7 +52,12 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
             resolved[label], workspace, on_view=on_view, on_journal=on_journal, interval_s=config.refresh_s
         )
 
-    app = OpsConsoleApp(ConsoleOptions(tuple(targets), config, bool(args.read_only), workspace), make_source)
+    def make_fleet(on_view):  # type: ignore[no-untyped-def]
+        return FleetWatcher(fleet, host_names(resolved), on_view=on_view, interval_s=config.refresh_s)
+
+    options = ConsoleOptions(tuple(targets), config, bool(args.read_only), workspace, groups=tuple(groups),
+                             fleet=fleet.prometheus is not None)  # fmt: skip
+    app = OpsConsoleApp(options, make_source, make_fleet=make_fleet if options.fleet else None)
     if config.theme and config.theme not in app.available_themes:
         raise UsageError(
             f"{workspace.root / 'console.toml'}: theme {config.theme!r} is not a Textual theme; "
@@ -103,6 +119,7 @@ async def _serve(args: argparse.Namespace) -> int:
         read_only=bool(args.read_only),
         refresh=args.refresh,
         ssh_config=args.ssh_config,
+        prometheus=getattr(args, "prometheus", None),
     )
     server = web.server_for(args, argv, title=f"opsconsole {' '.join(args.targets)}")
     return await web.serve(server, verb="connect", read_only=bool(args.read_only))

@@ -26,12 +26,19 @@ The core's plan / execute (console.core.snapshot.freeze), rendered. `--json` pri
     error            why it did not freeze, else null
 
 Exit 0 frozen, 1 refused / failed / locked / not confirmed, 2 usage (a bad name or path, nothing contacted).
+
+`opsconsole freeze @GROUP --name NAME [--rolling [--canary N] [--wave N|P%]] [--max-failures N]`: one snapshot set.
+Every host is planned first (its unit lock taken, its running truth read; a refusal on any host freezes none), then
+each is frozen as NAME.HOST, and the set's index is kept in profiles/snapshot-sets/NAME.toml. A freeze restarts
+nothing, so the group needs no --rolling (without it every host is frozen side by side); --json prints the rolling
+report (console/cli/rolling.py) with each host's freeze object and `snapshot_set`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, workspace_of
@@ -145,13 +152,53 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
     def failure_json(state: str, message: str) -> dict[str, Any]:
         return {"ok": False, "target": args.target, "name": args.name, "state": state, "error": message}
 
+    json_for: Callable[[str, str], dict[str, Any]] = failure_json
+    if args.target.startswith("@"):
+        from console.cli.rolling import failure_json as roll_failure
+
+        json_for = roll_failure(args, "freeze")
     verb = HostVerb(
         "freeze",
         args,
-        failure_json,
+        json_for,
         lambda exc: f"{exc}; nothing was written",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
+    from console.cli.rolling_options import check_rolling
+    from console.core.rolling_plan import RollSpec
+
     request = FreezeRequest(args.name, args.note or "", args.doc, args.force)
-    return verb.run(freeze_main, check=request.checked)
+    specs: list[RollSpec | None] = []
+
+    def check() -> None:
+        request.checked()
+        specs.append(check_rolling(args, group_needs_rolling=False))
+
+    return verb.run(lambda v: _freeze_or_set(v, specs[0]), check=check)
+
+
+async def _freeze_or_set(verb: HostVerb, spec: Any) -> int:
+    if spec is None:
+        return await freeze_main(verb)
+    from console.cli.rolling import rolling_main
+
+    return await rolling_main(verb, "freeze", _plan_freezes, spec)
+
+
+def _plan_freezes(verb: HostVerb) -> Any:
+    """Each host's freeze as NAME.HOST, the same note, document template and --force reason."""
+    from console.core.apply import default_owner
+    from console.core.rolling import FreezeChange
+    from console.core.session import Session
+    from console.core.snapshot import FreezeRequest, member_names, plan_freeze
+
+    args = verb.args
+
+    async def plan(session: Session) -> FreezeChange:
+        name = member_names(args.name, [session.label])[session.label]
+        request = FreezeRequest(name, args.note or "", args.doc, args.force)
+        owner = default_owner(f"opsconsole freeze {args.target} --name {args.name}")
+        return FreezeChange(await plan_freeze(session, request, owner=owner))
+
+    return plan

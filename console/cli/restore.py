@@ -91,11 +91,9 @@ async def _restore_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
 def _plan_restores(verb: HostVerb) -> Any:
     """Each host's restore: the set's own snapshot of that host (SNAPSHOT.HOST, as a group freeze names them) when
     there is one, else SNAPSHOT itself on every host."""
-    from console.core.freeze import plan_restore
     from console.core.rolling import ApplyChange
     from console.core.session import Session
-    from console.core.snapshot import SnapshotError
-    from console.core.snapshot_store import load_snapshot
+    from console.core.snapshot import SnapshotError, load_snapshot, plan_restore
 
     args = verb.args
     workspace = workspace_of(args)

@@ -1,5 +1,12 @@
-"""`opsconsole apply|restart|restore @GROUP ... --rolling [--canary N] [--wave N|P%] [--max-failures N]`: the
+"""`opsconsole apply|restart|restore @GROUP ... --rolling [--canary N] [--wave N|P%] [--max-failures N]
+[--gate bench [--gate-concurrency N] [--gate-max-regression PCT]]` and `opsconsole freeze @GROUP --name NAME`: the
 core's rolling change (console.core.rolling), rendered.
+
+`--gate bench` (apply, restore): the canary's baseline (its newest benchmark record at the level) is found before
+anything is contacted (none: a usage error naming the bench command to run first); after the canary is verified it
+is benchmarked the same way and judged (console.core.rolling_plan.gate_verdict); a regression halts the roll and
+rolls the canary back. A group freeze freezes every host as NAME.HOST and keeps the set's index
+(console.core.snapshot.sets).
 
 The group comes from profiles/groups.toml (console.fleet.groups); its `router`, when it names one, makes the roll
 router-aware. Every host is planned first (nothing changes if any host is refused); one question for the whole
@@ -9,7 +16,12 @@ that host back as a single apply does (a second Ctrl-C leaves at once).
 `--json` prints one object: ok, group, operation, canary, wave, max_failures, stopped (why the roll stopped, or
 null), refusals, hosts [{host, outcome (done | unchanged | rolled_back | failed | not_started), detail, batch,
 started, finished, seconds, worker_url, router (what was done there, in order), result (that host's apply --json
-object)}], router, router_before / router_after ([{url, id, healthy}]), router_whole, started, finished, seconds.
+object; a freeze's for a group freeze), gate (a canary with --gate bench: passed, message, level, metric, baseline,
+value (medians), delta_pct, within_noise, values (the canary's runs), baseline_run {run_id, label, started_at,
+values, requests, repeats, workload}, run_id)}], router, router_before / router_after ([{url, id, healthy}]),
+router_whole, gate ({kind, concurrency, max_regression_pct, baselines} or null), snapshot_set (a group freeze:
+{name, group, frozen_at, complete, members {host: snapshot}, not_frozen {host: why}, path} or null), started,
+finished, seconds.
 Exit 0 every host done, 1 a host failed / the roll stopped / refused / locked, 2 usage.
 """
 
@@ -25,7 +37,10 @@ from console.cli.common import Answer, HostVerb, HumanProgress, interruptibly, w
 from console.core.events import Notice
 from console.core.rolling import (
     BatchStarted,
+    GateJudged,
+    GateStarted,
     HostChange,
+    HostEvent,
     HostFinished,
     HostProgress,
     HostStarted,
@@ -37,8 +52,9 @@ from console.core.rolling import (
 )
 from console.core.rolling_plan import RollSpec
 from console.core.session import Session
+from console.errors import UsageError
 
-OPERATIONS = ("apply", "restart", "restore")
+OPERATIONS = ("apply", "restart", "restore", "freeze")
 
 
 class _HostProgress(ApplyProgress):
@@ -65,12 +81,18 @@ class RollProgress(HumanProgress[RollEvent]):
         elif isinstance(event, HostStarted):
             self.say(f"{event.host}: started")
         elif isinstance(event, HostProgress):
-            progress = self._hosts.get(event.host)
-            if progress is None:
-                progress = self._hosts[event.host] = _HostProgress(self.out, event.host)
-            progress(event.event)
+            self._host_event(event.host, event.event)
         elif isinstance(event, RouterStep):
             self.say(f"{event.host}: router: {event.action.replace('_', ' ')}: {event.detail}")
+        elif isinstance(event, GateStarted):
+            base = event.baseline
+            self.say(
+                f"{event.host}: gate: benchmarking at {base.level} ({base.requests} requests x{base.repeats}) against "
+                f"{base.label} of {base.started_at:%Y-%m-%d %H:%M} UTC"
+            )
+        elif isinstance(event, GateJudged):
+            verdict = "passed" if event.verdict.passed else "FAILED"
+            self.say(f"{event.host}: gate {verdict}: {event.verdict.message}")
         elif isinstance(event, HostFinished):
             detail = f" ({event.detail})" if event.detail else ""
             self.say(f"{event.host}: {event.outcome.value.replace('_', ' ')}{detail}")
@@ -79,9 +101,30 @@ class RollProgress(HumanProgress[RollEvent]):
         elif isinstance(event, Notice):
             self.say(f"{event.level}: {event.message}")
 
+    def _host_event(self, host: str, event: HostEvent) -> None:
+        """One host's own event: a freeze's step as a line, an apply's through the apply's own renderer."""
+        freeze_line = _freeze_step_line(event)
+        if freeze_line is not None:
+            self.say(f"{host}: {freeze_line}")
+            return
+        progress = self._hosts.get(host)
+        if progress is None:
+            progress = self._hosts[host] = _HostProgress(self.out, host)
+        progress(event)  # type: ignore[arg-type]  # not a FreezeStep: one of the apply's events
+
+
+def _freeze_step_line(event: object) -> str | None:
+    """A freeze's step as `document written: PATH` (None for any other event)."""
+    from console.core.snapshot import FreezeStep
+
+    if not isinstance(event, FreezeStep):
+        return None
+    return event.step.replace("_", " ") + (f": {event.detail}" if event.detail else "")
+
 
 def render_roll_plan(roll: PendingRoll, operation: str, out: TextIO) -> None:
-    from console.core.rolling import ApplyChange
+    from console.cli.freeze import render_plan as render_freeze_plan
+    from console.core.rolling import ApplyChange, FreezeChange
 
     report = roll.report
     print(f"Rolling {operation} over @{report.group} ({len(roll.hosts)} hosts)", file=out)
@@ -90,9 +133,20 @@ def render_roll_plan(roll: PendingRoll, operation: str, out: TextIO) -> None:
     if report.router:
         urls = ", ".join(h.worker_url or "?" for h in roll.hosts)
         print(f"  router {report.router}: each worker out before its restart, back after ({urls})", file=out)
+    gate = report.gate
+    if gate is not None:
+        for label, base in gate["baselines"].items():
+            values = ", ".join(f"{v:.1f}" for v in base["values"])
+            print(f"  gate: {label} benchmarked after its change at {base['level']}, {base['requests']} requests "
+                  f"x{base['repeats']}, against {base['label']} ({values} tok/s); a loss beyond "
+                  f"{gate['max_regression_pct']:g}% and the noise halts the roll and rolls {label} back",
+                  file=out)  # fmt: skip
     shown: set[str] = set()
     for host in roll.hosts:
         change = host.change
+        if isinstance(change, FreezeChange):
+            render_freeze_plan(change.pending.plan, out)
+            continue
         if isinstance(change, ApplyChange) and not change.pending.restart_only:
             key = change.pending.plan.diff
             if key in shown:
@@ -116,6 +170,11 @@ def render_report(report: RollReport, out: TextIO) -> None:
         listed = ", ".join(w.url for w in after) if after is not None else "unknown"
         whole = {True: "whole", False: "NOT whole", None: "unknown"}[report.router_whole]
         print(f"router {report.router}: worker list {whole} ({listed})", file=out)
+    kept = report.snapshot_set
+    if kept is not None:
+        members = ", ".join(kept["members"].values()) or "none"
+        whole = "complete" if kept["complete"] else f"INCOMPLETE (not frozen: {', '.join(kept['not_frozen'])})"
+        print(f"snapshot set {kept['name']}: {whole}; members {members}; index {kept['path']}", file=out)
     reason = report.ledger.stop_reason()
     took = f" in {report.seconds:.1f} s" if report.seconds is not None else ""
     if report.ok:
@@ -138,13 +197,18 @@ async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostV
     workspace = workspace_of(args)
     members, groups = resolve_group_targets([args.target], workspace.profiles)
     group = groups[args.target[1:]]
+    gate = _gate_for(workspace, group.name, members, spec)  # before anything is contacted: a usage error, if any
+    if operation == "freeze":
+        _check_set_is_new(workspace, args.name, members)
     owner = default_owner(f"opsconsole {operation} --rolling @{group.name}")
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(group_lock(workspace, group.name, owner))
         sessions = [
             await stack.enter_async_context(open_session(m, workspace, ssh_config=args.ssh_config)) for m in members
         ]
-        router = await stack.enter_async_context(RouterClient(group.router)) if group.router else None
+        # A freeze restarts nothing: the router is left alone (and not asked whether it knows the workers).
+        router_url = group.router if operation != "freeze" else None
+        router = await stack.enter_async_context(RouterClient(router_url)) if router_url else None
         roll = await plan_roll(
             group.name,
             operation,
@@ -153,6 +217,7 @@ async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostV
             spec=spec,
             router=router,
             drain_timeout_s=args.drain_timeout,
+            gate=gate,
         )
         if not verb.json:
             render_roll_plan(roll, operation, verb.human)
@@ -160,7 +225,10 @@ async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostV
         if roll.refused:
             report = await roll.abort("refused: " + "; ".join(roll.report.refusals))
         else:
-            answer = verb.ask(f"Roll this {operation} over the {len(sessions)} hosts of @{group.name}?")
+            question = f"Roll this {operation} over the {len(sessions)} hosts of @{group.name}?"
+            if operation == "freeze":
+                question = f"Freeze the {len(sessions)} hosts of @{group.name} as snapshot set {args.name}?"
+            answer = verb.ask(question)
             if answer is Answer.NO_TERMINAL:
                 report = await roll.abort(verb.cannot_ask)
             elif answer is Answer.NO:
@@ -168,8 +236,60 @@ async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostV
             else:
                 progress = (lambda _e: None) if verb.json else RollProgress(verb.human)
                 report, _interrupted = await interruptibly(roll.execute(on_event=progress), roll.request_abort)
+        if operation == "freeze":
+            report.snapshot_set = _keep_set(workspace, args.name, group.name, report)
     verb.report(report.to_json, lambda out: render_report(report, out))
     return report.exit_code
+
+
+def _gate_for(workspace: Any, group: str, members: list[str], spec: RollSpec) -> Any:
+    """--gate bench: every canary's baseline from the workspace's logs (UsageError when one has none)."""
+    if spec.gate is None:
+        return None
+    from console.core.bench_gate import BenchGate
+    from console.core.rolling_gate import plan_gate
+    from console.core.rolling_plan import batches
+
+    canaries = [h for b in batches(members, spec) if b.kind == "canary" for h in b.hosts]
+    return BenchGate(group, plan_gate(_bench_records(workspace), canaries, spec.gate), spec.gate)
+
+
+def _bench_records(workspace: Any) -> list[Any]:
+    from console.bench.runs import read_lenient
+
+    records: list[Any] = []
+    for path in sorted(workspace.logs.glob("bench-*.jsonl")):
+        found, _problems = read_lenient(path)  # a damaged line is not the gate's business; the rest counts
+        records.extend(found)
+    return records
+
+
+def _check_set_is_new(workspace: Any, name: str, members: list[str]) -> None:
+    """A group freeze's names are free (the set's and every NAME.HOST), before anything is contacted."""
+    from console.core.snapshot import member_names, set_path, snapshot_path
+
+    if set_path(workspace, name).exists():
+        raise UsageError(f"snapshot set {name!r} exists ({set_path(workspace, name)}); choose another name")
+    for snapshot in member_names(name, members).values():
+        if snapshot_path(workspace, snapshot).exists():
+            where = snapshot_path(workspace, snapshot)
+            raise UsageError(f"snapshot {snapshot!r} exists ({where}); choose another set name")
+
+
+def _keep_set(workspace: Any, name: str, group: str, report: RollReport) -> dict[str, Any] | None:
+    """The set's index, when at least one host was frozen (each host's outcome in it)."""
+    from datetime import UTC, datetime
+
+    from console.core.rolling_plan import HostOutcome
+    from console.core.snapshot import save_snapshot_set, snapshot_set_of
+
+    records = [report.ledger.records[h] for h in report.ledger.hosts]
+    if not any(r.outcome is HostOutcome.DONE for r in records):
+        return None
+    outcomes = {r.label: (r.outcome is HostOutcome.DONE, r.detail or r.outcome.value) for r in records}
+    kept = snapshot_set_of(name, group, datetime.now(UTC), outcomes)
+    path = save_snapshot_set(workspace, kept)
+    return {**kept.to_json(), "path": str(path)}
 
 
 def failure_json(args: argparse.Namespace, operation: str) -> Callable[[str, str], dict[str, Any]]:

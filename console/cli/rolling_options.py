@@ -1,17 +1,19 @@
-"""The options of a rolling change (--rolling, --canary, --wave, --max-failures, --drain-timeout), for the verbs
-that take them (apply, restart, restore), and their checks before anything is contacted. Light to import: the
+"""The options of a rolling change (--rolling, --canary, --wave, --max-failures, --drain-timeout; --gate bench,
+--gate-concurrency, --gate-max-regression for the verbs that change the setup), for the verbs that take them
+(apply, restart, restore, freeze), and their checks before anything is contacted. Light to import: the
 parser is built on every run of the CLI; the roll itself is console/cli/rolling.py."""
 
 from __future__ import annotations
 
 import argparse
 
-from console.core.rolling_plan import RollError, RollSpec, parse_wave
+from console.core.rolling_plan import DEFAULT_GATE_PCT, GateSpec, RollError, RollSpec, parse_percent, parse_wave
 from console.errors import UsageError
 
 
-def add_rolling_options(parser: argparse.ArgumentParser) -> None:
-    """--rolling and its options, for the verbs that change a group host by host."""
+def add_rolling_options(parser: argparse.ArgumentParser, *, gate: bool = False) -> None:
+    """--rolling and its options, for the verbs that change a group host by host; with gate, --gate bench and its
+    options (apply, restore: a new setup the canary's benchmark can judge)."""
     parser.add_argument(
         "--rolling",
         action="store_true",
@@ -31,12 +33,55 @@ def add_rolling_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="with a router: seconds a removed worker's running requests get to finish before its restart",
     )
+    if not gate:
+        return
+    parser.add_argument(
+        "--gate",
+        choices=["bench"],
+        default=None,
+        help="after the canary is verified, a short benchmark against its last record at the same level; a "
+        "regression halts the roll and rolls the canary back",
+    )
+    parser.add_argument(
+        "--gate-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the level the gate compares (default: that of the canary's newest benchmark record)",
+    )
+    parser.add_argument(
+        "--gate-max-regression",
+        default=None,
+        metavar="PCT",
+        help="a throughput loss beyond this (and beyond the noise of the repeats) halts the roll "
+        f"(default {DEFAULT_GATE_PCT:g}%%)",
+    )
 
 
-def check_rolling(args: argparse.Namespace) -> RollSpec | None:
-    """The roll's options (usage errors before anything is contacted); None for a single-host run."""
-    target: str = args.target
+def check_gate(args: argparse.Namespace) -> GateSpec | None:
+    """--gate bench and its options; UsageError for an option without --gate, or one out of range."""
+    concurrency = getattr(args, "gate_concurrency", None)
+    pct_text = getattr(args, "gate_max_regression", None)
+    if getattr(args, "gate", None) is None:
+        if concurrency is not None or pct_text is not None:
+            raise UsageError("--gate-concurrency and --gate-max-regression go with --gate bench")
+        return None
     if not getattr(args, "rolling", False):
+        raise UsageError("--gate bench judges the canary of a rolling change: add --rolling (and give @GROUP)")
+    if concurrency is not None and concurrency < 1:
+        raise UsageError(f"--gate-concurrency {concurrency}: give a whole number of at least 1")
+    pct = DEFAULT_GATE_PCT if pct_text is None else parse_percent(pct_text, "--gate-max-regression")
+    return GateSpec(concurrency=concurrency, max_regression_pct=pct)
+
+
+def check_rolling(args: argparse.Namespace, *, group_needs_rolling: bool = True) -> RollSpec | None:
+    """The roll's options (usage errors before anything is contacted); None for a single-host run.
+    group_needs_rolling=False (freeze: nothing restarts): a group without --rolling is frozen as one batch."""
+    target: str = args.target
+    gate = check_gate(args)
+    if not getattr(args, "rolling", False):
+        if target.startswith("@") and not group_needs_rolling:
+            return RollSpec(canary=0, wave=parse_wave("100%"), max_failures=_at_least_zero(args.max_failures))
         if target.startswith("@"):
             raise UsageError(
                 f"{target} is a group: add --rolling to change its hosts one batch at a time (canary first)"
@@ -46,7 +91,15 @@ def check_rolling(args: argparse.Namespace) -> RollSpec | None:
         raise UsageError(f"--rolling changes a group: give @GROUP (profiles/groups.toml), not {target!r}")
     if not args.drain_timeout > 0:
         raise UsageError(f"--drain-timeout must be a positive number of seconds, not {args.drain_timeout}")
-    spec = RollSpec(canary=args.canary, wave=parse_wave(args.wave), max_failures=args.max_failures)
+    spec = RollSpec(canary=args.canary, wave=parse_wave(args.wave), max_failures=args.max_failures, gate=gate)
     if spec.canary < 0 or spec.max_failures < 0:
         raise RollError("--canary and --max-failures take 0 or more")
+    if gate is not None and spec.canary < 1:
+        raise UsageError("--gate bench judges the canary: give --canary 1 or more")
     return spec
+
+
+def _at_least_zero(value: int) -> int:
+    if value < 0:
+        raise RollError(f"--max-failures {value}: give 0 or more")
+    return int(value)

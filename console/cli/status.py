@@ -2,11 +2,16 @@
 
 Exit status: 0 when the service could be read and SGLang answers /health with 200, else 1 (the JSON is
 still printed); 1 without output when the host cannot be reached (the reason on stderr).
+
+`status @GROUP` reads every member at once (a few at a time) and prints them in the group's order; with --json one
+object `{"group", "ok", "hosts": {label: status, or {"error": reason} for a host that cannot be reached}}`.
+Exit 0 only when every member is ok.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any, TextIO
@@ -15,6 +20,10 @@ from console.cli.common import run_verb, workspace_of
 from console.core.session import open_session
 from console.core.status import HostStatus, read_status
 from console.errors import ExitCode
+from console.fleet.groups import is_group_ref, resolve_group_targets
+from console.host.base import HostError
+
+GROUP_CONCURRENCY = 16  # members read at once
 
 
 def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
@@ -92,10 +101,37 @@ def production_lines(status: HostStatus) -> list[str]:
 
 
 async def status_main(args: argparse.Namespace, out: TextIO) -> int:
+    if is_group_ref(args.target):
+        return await group_status_main(args, out)
     async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
         status = await read_status(session)
     print(json.dumps(status.to_json(), indent=2) if args.json else render_text(status), file=out)
     return ExitCode.OK if status.ok else ExitCode.FAILED
+
+
+async def group_status_main(args: argparse.Namespace, out: TextIO) -> int:
+    workspace = workspace_of(args)
+    members, _groups = resolve_group_targets([args.target], workspace.profiles)
+    gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+    async def one(label: str) -> HostStatus | str:
+        async with gate:
+            try:
+                async with open_session(label, workspace, ssh_config=args.ssh_config) as session:
+                    return await read_status(session)
+            except HostError as exc:
+                return str(exc)
+
+    results = dict(zip(members, await asyncio.gather(*(one(m) for m in members)), strict=True))
+    ok = all(isinstance(r, HostStatus) and r.ok for r in results.values())
+    if args.json:
+        hosts = {m: r.to_json() if isinstance(r, HostStatus) else {"error": r} for m, r in results.items()}
+        print(json.dumps({"group": args.target[1:], "ok": ok, "hosts": hosts}, indent=2), file=out)
+    else:
+        blocks = [render_text(r) if isinstance(r, HostStatus) else f"{m}  [cannot be reached: {r}]"
+                  for m, r in results.items()]  # fmt: skip
+        print("\n\n".join(blocks), file=out)
+    return ExitCode.OK if ok else ExitCode.FAILED
 
 
 def run(args: argparse.Namespace) -> int:

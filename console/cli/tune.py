@@ -6,7 +6,7 @@ level with margins and noise, the crossovers, the optimistic vs realistic worklo
 Ctrl-C rolls back the start in progress, stops the benchmark and puts the original unit back (a second Ctrl-C
 leaves at once; on a host with the restore guard the host then puts the original back by itself).
 
-`--json` prints exactly one object (keys in the README: trials, pruned, recommendations, final_unit,
+`--json` prints exactly one object (keys in docs/tune.md: trials, pruned, recommendations, final_unit,
 host_healthy, plus merged, crossovers, summary, workloads and what the run was).
 Exit codes: 0 done and the host healthy on the unit it should have, 1 failed/refused/locked, 2 usage, 130 Ctrl-C.
 """
@@ -44,6 +44,7 @@ from console.core.tune import (
     TuneRequest,
     TuneResult,
     TuneStarted,
+    afterwards,
     best_at_problem,
     plan_tune,
     space_from_axes,
@@ -319,7 +320,7 @@ async def tune_main(verb: HostVerb) -> int:
                 render_space(pending, verb.human)
             question = (
                 f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
-                "them (the original unit goes back afterwards)?"
+                f"them (afterwards {afterwards(request)})?"
             )
             answer = verb.ask(question)
             if answer is Answer.NO_TERMINAL:

@@ -143,7 +143,13 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def console_argv(
-    workspace: Path, targets: list[str], *, read_only: bool, refresh: float | None, ssh_config: str | None
+    workspace: Path,
+    targets: list[str],
+    *,
+    read_only: bool,
+    refresh: float | None,
+    ssh_config: str | None,
+    prometheus: str | None = None,
 ) -> list[str]:
     """The command each browser connection runs: `opsconsole connect` with the same targets and options."""
     argv = [sys.executable, "-m", "console", "--workspace", str(workspace), "connect", *targets]
@@ -153,6 +159,8 @@ def console_argv(
         argv += ["--refresh", repr(refresh)]
     if ssh_config is not None:
         argv += ["--ssh-config", ssh_config]
+    if prometheus is not None:
+        argv += ["--prometheus", prometheus]
     return argv
 
 

@@ -211,6 +211,9 @@ def alerts_for(view: HostView) -> tuple[str, ...]:
             out.append(f"GPU {gpu.index} {gpu.temperature_gpu:.0f}°C")
     if status.gpu_error:
         out.append("no GPU data")
+    production = status.production
+    if production is not None and production.in_sync is False:  # each host against its own (a set's NAME.HOST)
+        out.append(f"drift from {production.snapshot}")
     return tuple(out)
 
 

@@ -16,6 +16,11 @@ drain_timeout_s; a notice says when it ran out), the host's apply runs as a sing
 back), and the worker is added back once the host is healthy (verified, or back on its old unit). The router's
 worker list is read before the roll and after it (`RollReport.router_before/after`).
 
+With a CanaryGate (--gate bench, console/core/bench_gate.py), a canary host that was verified is benchmarked before
+it goes back into the router: passed, it stays on the new setup; failed (or interrupted), the roll stops (cause
+"gate") and the gate rolls it back. A group freeze drives FreezeChange the same way (nothing restarts: no router
+steps).
+
 The first failure (beyond --max-failures) stops the roll: no new host starts; the hosts of the batch already
 running finish on their own. `request_abort()` (Ctrl-C) between hosts stops cleanly; during a host it is passed to
 that host's apply, which rolls back as a single apply does. Hosts not reached are aborted (nothing written, their
@@ -36,8 +41,10 @@ from typing import Any, Literal, Protocol
 
 from console.core.apply import ApplyResult, PendingApply
 from console.core.events import ApplyEvent, EventSink, Notice, ignore
+from console.core.rolling_gate import GateBaseline
 from console.core.rolling_plan import (
     Batch,
+    GateVerdict,
     HostOutcome,
     RollLedger,
     RollSpec,
@@ -46,6 +53,7 @@ from console.core.rolling_plan import (
     outcome_of_apply,
 )
 from console.core.session import Session
+from console.core.snapshot import FreezeEvent, FreezeResult, PendingFreeze
 from console.host.base import HostError, UnitLocked
 from console.sglang.client import summarize
 from console.sglang.router import RouterClient, RouterError, RouterWorker, normalize_url
@@ -78,12 +86,16 @@ class HostStarted:
     at: datetime
 
 
+# What one host's own operation says while it runs: an apply's (restart's, restore's) events, or a freeze's steps.
+HostEvent = ApplyEvent | FreezeEvent
+
+
 @dataclass(frozen=True)
 class HostProgress:
-    """One of the host's own apply events (console.core.events), tagged with the host."""
+    """One of the host's own events (an apply's, console.core.events; a freeze's steps), tagged with the host."""
 
     host: str
-    event: ApplyEvent
+    event: HostEvent
 
 
 RouterAction = Literal["removed", "draining", "drained", "drain_timeout", "added", "kept_out"]
@@ -115,7 +127,36 @@ class RollStopped:
     at: datetime
 
 
-RollEvent = BatchStarted | HostStarted | HostProgress | RouterStep | HostFinished | RollStopped | Notice
+@dataclass(frozen=True)
+class GateStarted:
+    """--gate bench: the canary's short benchmark begins, against this earlier run of the same host."""
+
+    host: str
+    baseline: GateBaseline
+    at: datetime
+
+
+@dataclass(frozen=True)
+class GateJudged:
+    """--gate bench: the canary's benchmark against its baseline (both figures in the verdict); a failed one halts
+    the roll and rolls the canary back."""
+
+    host: str
+    verdict: GateVerdict
+    at: datetime
+
+
+RollEvent = (
+    BatchStarted
+    | HostStarted
+    | HostProgress
+    | RouterStep
+    | GateStarted
+    | GateJudged
+    | HostFinished
+    | RollStopped
+    | Notice
+)
 
 
 # --- the group's lock ------------------------------------------------------------------------------------------
@@ -179,7 +220,9 @@ class HostChange(Protocol):
         """Why it must not run (the rules refuse it), else None."""
         ...
 
-    async def run(self, on_event: EventSink[ApplyEvent]) -> tuple[HostOutcome, str, dict[str, Any]]: ...
+    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
+        """Carry the change out, its own events (HostEvent) to on_event; the outcome, a line, its --json object."""
+        ...
 
     def request_abort(self) -> None: ...
 
@@ -202,7 +245,7 @@ class ApplyChange:
             return None
         return "; ".join(e.message for e in self.pending.plan.report.errors) or "the version rules refuse it"
 
-    async def run(self, on_event: EventSink[ApplyEvent]) -> tuple[HostOutcome, str, dict[str, Any]]:
+    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
         result: ApplyResult = await self.pending.execute(on_event=on_event)
         outcome = outcome_of_apply(result.state.value, restart_only=self.pending.restart_only)
         detail = result.state.value.replace("_", " ")
@@ -215,6 +258,50 @@ class ApplyChange:
 
     async def abort(self, why: str) -> None:
         await self.pending.abort(why)
+
+
+@dataclass
+class FreezeChange:
+    """A PendingFreeze as one host's part in a group freeze: nothing restarts (the document written, the unit
+    enabled), so the router is left alone; a host whose freeze fails is reported failed (nothing to roll back)."""
+
+    pending: PendingFreeze
+
+    @property
+    def restarts(self) -> bool:
+        return False
+
+    @property
+    def refusal(self) -> str | None:
+        plan = self.pending.plan
+        return "; ".join(r.message for r in plan.refusals) if plan.refused else None
+
+    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
+        result: FreezeResult = await self.pending.execute(on_event=on_event)
+        if result.ok:
+            return HostOutcome.DONE, f"frozen as {result.name}", result.to_json()
+        return HostOutcome.FAILED, f"{result.state}: {result.error}", result.to_json()
+
+    def request_abort(self) -> None:
+        """A freeze's steps are short and leave nothing to roll back: Ctrl-C stops the roll after them."""
+
+    async def abort(self, why: str) -> None:
+        await self.pending.abort(why)
+
+
+class CanaryGate(Protocol):
+    """--gate bench (console/core/bench_gate.py): the canary's benchmark after its verified change, and the canary
+    rolled back when it fails."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    async def judge(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[GateVerdict, dict[str, Any]]:
+        """The verdict and what the report keeps of it (baseline run, both runs' values); emits GateStarted."""
+        ...
+
+    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[HostOutcome, str]:
+        """Put the canary back on the unit it had before the roll (verified, as an apply's rollback is)."""
+        ...
 
 
 @dataclass
@@ -242,6 +329,8 @@ class RollReport:
     router_before: list[RouterWorker] = field(default_factory=list)
     router_after: list[RouterWorker] | None = None
     refusals: list[str] = field(default_factory=list)
+    gate: dict[str, Any] | None = None  # --gate bench: its spec and baselines
+    snapshot_set: dict[str, Any] | None = None  # a group freeze: the set's index (console.core.snapshot.sets)
     started: datetime | None = None
     finished: datetime | None = None
 
@@ -282,6 +371,8 @@ class RollReport:
             "router_before": [w.to_json() for w in self.router_before],
             "router_after": None if self.router_after is None else [w.to_json() for w in self.router_after],
             "router_whole": self.router_whole,
+            "gate": self.gate,
+            "snapshot_set": self.snapshot_set,
             "started": self.started.isoformat() if self.started else None,
             "finished": self.finished.isoformat() if self.finished else None,
             "seconds": self.seconds,
@@ -331,8 +422,10 @@ class PendingRoll:
         router_before: list[RouterWorker],
         refusals: list[str],
         drain_timeout_s: float,
+        gate: CanaryGate | None = None,
     ) -> None:
         self.group = group
+        self.gate = gate
         self.hosts = list(hosts)
         self.spec = spec
         self.router = router
@@ -344,9 +437,11 @@ class PendingRoll:
         self.report = RollReport(
             group, operation, spec, ledger, router.url if router else None, router_before, refusals=refusals
         )
+        self.report.gate = gate.to_json() if gate is not None else None
         self._emit: EventSink[RollEvent] = ignore
         self._abort_reason: str | None = None
         self._running: dict[str, HostChange] = {}
+        self._gating: dict[str, asyncio.Task[tuple[GateVerdict, dict[str, Any]]]] = {}
         self._closed = False
 
     @property
@@ -359,6 +454,8 @@ class PendingRoll:
             self._abort_reason = why
         for change in list(self._running.values()):
             change.request_abort()
+        for benchmark in list(self._gating.values()):  # the canary's gate: stopped, and the canary rolled back
+            benchmark.cancel()
 
     async def abort(self, why: str) -> RollReport:
         """Nothing is changed on any host (the operator said no, or a plan was refused)."""
@@ -433,6 +530,8 @@ class PendingRoll:
             outcome, detail, record.result = await host.change.run(
                 lambda event: self._emit(HostProgress(host.label, event))
             )
+            if self.gate is not None and batch.kind == "canary" and outcome is HostOutcome.DONE:
+                outcome, detail = await self._gated(host, detail)
             if behind_router:
                 await self._put_back(host, outcome)
         except (HostError, RouterError) as exc:
@@ -444,6 +543,40 @@ class PendingRoll:
             self._running.pop(host.label, None)
         ledger.finish(host.label, outcome, detail, _now())
         self._emit(HostFinished(host.label, outcome, detail, _now()))
+
+    async def _gated(self, host: RollHost, detail: str) -> tuple[HostOutcome, str]:
+        """The canary's benchmark after its verified change (while it is still out of the router): passed, it stays
+        on the new setup; failed (or interrupted), the roll halts and the canary is rolled back."""
+        assert self.gate is not None
+        ledger = self.report.ledger
+        record = ledger.records[host.label]
+        if self._abort_reason is not None:
+            verdict = GateVerdict(False, f"{self._abort_reason} before the canary's benchmark")
+        else:
+            benchmark = asyncio.ensure_future(self.gate.judge(host, self._emit))
+            self._gating[host.label] = benchmark
+            try:
+                verdict, kept = await benchmark
+                record.gate = {**verdict.to_json(), **kept}
+            except asyncio.CancelledError:
+                if not benchmark.cancelled() or self._abort_reason is None:
+                    raise  # the roll itself is cancelled (a second Ctrl-C): leave at once
+                verdict = GateVerdict(False, f"{self._abort_reason} during the canary's benchmark")
+            except (HostError, RouterError) as exc:
+                verdict = GateVerdict(False, f"the canary's benchmark failed: {exc}")
+            finally:
+                self._gating.pop(host.label, None)
+        if record.gate is None:
+            record.gate = verdict.to_json()
+        self._emit(GateJudged(host.label, verdict, _now()))
+        if verdict.passed:
+            return HostOutcome.DONE, f"{detail}; gate passed: {verdict.message}"
+        ledger.stop("gate", f"{host.label}: the gate halted the roll: {verdict.message}")
+        try:
+            outcome, how = await self.gate.roll_back(host, self._emit)
+        except HostError as exc:
+            outcome, how = HostOutcome.FAILED, f"rolling it back failed: {exc}"
+        return outcome, f"gate failed: {verdict.message}; {how}"
 
     def _router_step(self, host: RollHost, action: RouterAction, detail: str) -> None:
         self.report.ledger.records[host.label].router.append(f"{action}: {detail}" if detail else action)
@@ -530,6 +663,7 @@ async def plan_roll(
     spec: RollSpec,
     router: RouterClient | None = None,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
+    gate: CanaryGate | None = None,
 ) -> PendingRoll:
     """Plan the change on every host side by side (each plan takes its host's unit lock) and check the router
     knows every host's worker. A host that cannot be planned (locked by another, unreachable) raises after the
@@ -576,4 +710,5 @@ async def plan_roll(
         router_before=before,
         refusals=refusals,
         drain_timeout_s=drain_timeout_s,
+        gate=gate,
     )

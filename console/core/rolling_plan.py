@@ -69,10 +69,23 @@ def parse_wave(text: str) -> WaveSize:
 
 
 @dataclass(frozen=True)
+class GateSpec:
+    """`--gate bench`: the canary's short benchmark at a concurrency (None: its newest record's) against its last
+    record there; a regression beyond `max_regression_pct` (and beyond the noise of the repeats) halts the roll."""
+
+    concurrency: int | None = None
+    max_regression_pct: float = 5.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "bench", "concurrency": self.concurrency, "max_regression_pct": self.max_regression_pct}
+
+
+@dataclass(frozen=True)
 class RollSpec:
     canary: int = 1  # hosts changed (and gated) first, before any wave
     wave: WaveSize = field(default_factory=lambda: WaveSize(count=1))
     max_failures: int = 0  # failed hosts the roll goes on past; the next one stops it
+    gate: GateSpec | None = None  # --gate bench: the canary's benchmark judged before any wave
 
     def check(self, group_size: int) -> None:
         if self.canary < 0:
@@ -138,6 +151,7 @@ class HostRecord:
     worker_url: str | None = None  # its URL in the group's router
     router: list[str] = field(default_factory=list)  # what was done at the router for it, in order
     result: dict[str, Any] | None = None  # the operation's own --json object (apply's, freeze's)
+    gate: dict[str, Any] | None = None  # --gate bench on a canary: the verdict, both figures, the baseline run
 
     @property
     def seconds(self) -> float | None:
@@ -157,6 +171,7 @@ class HostRecord:
             "worker_url": self.worker_url,
             "router": list(self.router),
             "result": self.result,
+            "gate": self.gate,
         }
 
 
@@ -242,8 +257,8 @@ class GateVerdict:
         }
 
 
-# A regression of the canary's throughput beyond this halts the roll when the noise is not measured (one repeat).
-DEFAULT_GATE_PCT = 5.0
+# A regression of the canary's throughput beyond this halts the roll (when the noise of the repeats allows a verdict).
+DEFAULT_GATE_PCT = GateSpec.max_regression_pct
 
 
 def gate_verdict(

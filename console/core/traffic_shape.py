@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 from console.bench.client import BenchClient
 from console.bench.engine import SweepConfig, fetch_server_info
@@ -21,6 +22,44 @@ from console.bench.shape import ShapeSpec
 from console.sglang.traffic_shape import Scrape, TrafficShape, parse_scrape, refuse_before, window_shape
 
 Fetch = Callable[[], Awaitable[str | None]]  # /metrics' text, None when the server serves none
+
+
+@dataclass(frozen=True)
+class ShapeAsk:
+    """What the operator asked for: watch the server's traffic for window_s, then run at its rate times each
+    scale (`--shape-from-server WINDOW --rate-scale X,Y`, the bench form's shape window and rate scale)."""
+
+    window_s: float
+    scales: tuple[float, ...] = (1.0,)
+
+
+@dataclass(frozen=True)
+class ShapeObserving:
+    """The window starts: nothing is sent until `until` (the CLI and the console say so)."""
+
+    window_s: float
+    until: datetime
+
+    def text(self) -> str:
+        return (
+            f"watching the server's /metrics for {self.window_s:g} s (until {self.until:%H:%M:%S}): the traffic of "
+            "that window is the shape (/metrics holds totals since the server started; the console keeps no history "
+            "of them)"
+        )
+
+
+@dataclass(frozen=True)
+class ShapeObserved:
+    """The window's shape and the request rates the sweep will run at, said before anything is sent."""
+
+    shape: TrafficShape
+    rates: tuple[float, ...]
+
+    def text(self) -> str:
+        return f"shape: {self.shape.summary()}"
+
+    def workload_text(self) -> str:
+        return f"workload: drawn from that shape, Poisson arrivals at {', '.join(f'{r:g}' for r in self.rates)} req/s"
 
 
 async def observe(
@@ -84,3 +123,26 @@ def shaped_sweep(config: SweepConfig, shape: TrafficShape, scales: list[float]) 
     workload = replace(config.workload, name="shape", api="generate", shape=spec, dataset=None)
     rates = [float(f"{shape.rate * scale:.4g}") for scale in scales]
     return replace(config, workload=workload, request_rates=rates)
+
+
+async def shape_the_sweep(
+    base_url: str,
+    config: SweepConfig,
+    ask: ShapeAsk,
+    *,
+    api_key: str | None = None,
+    on_event: Callable[[ShapeObserving | ShapeObserved], None] | None = None,
+    wait: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> SweepConfig:
+    """Observe the server at base_url for the window, then the sweep drawn from its shape: ShapeObserving when the
+    window starts, ShapeObserved (the shape line and the rates) before anything is sent. ShapeUnavailable says
+    what is missing (nothing sent)."""
+    emit = on_event or (lambda _event: None)
+
+    def observing(seconds: float) -> None:
+        emit(ShapeObserving(seconds, datetime.now() + timedelta(seconds=seconds)))
+
+    shape = await observe_url(base_url, ask.window_s, api_key=api_key, on_observing=observing, wait=wait)
+    shaped = shaped_sweep(config, shape, list(ask.scales))
+    emit(ShapeObserved(shape, tuple(shaped.request_rates)))
+    return shaped

@@ -12,6 +12,8 @@ API. The `--sim-*` options:
   --sim-state-dir DIR      where the GPU state file goes (default: $OPSCONSOLE_SIM_STATE_DIR,
                            /run/opsconsole-sim, or <tmp>/opsconsole-sim)
   --sim-seed N             seed of the acceptance draws and generated text
+  --sim-dcgm-port N        also serve dcgm-exporter's /metrics for the simulated GPUs on this port (as the
+                           exporter runs beside SGLang on a real host; its default is 9400)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def sim_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-gpus", type=int, default=None, metavar="N")
     p.add_argument("--sim-state-dir", default=None, metavar="DIR")
     p.add_argument("--sim-seed", type=int, default=0, metavar="N")
+    p.add_argument("--sim-dcgm-port", type=int, default=None, metavar="N")
     return p
 
 
@@ -125,6 +128,8 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
         ), None
     if opts.sim_gpus is not None and opts.sim_gpus < 1:
         return _usage_error("python -m console.sim", "argument --sim-gpus: must be at least 1"), None
+    if opts.sim_dcgm_port is not None and not 0 < opts.sim_dcgm_port < 65536:
+        return _usage_error("python -m console.sim", "argument --sim-dcgm-port: a port from 1 to 65535"), None
     try:
         version = resolve_version(opts.sim_sglang_version)
     except UnsupportedVersionError as e:
@@ -161,6 +166,7 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
         "gpu_count": opts.sim_gpus,
         "state_dir": Path(opts.sim_state_dir) if opts.sim_state_dir else None,
         "seed": opts.sim_seed,
+        "dcgm_port": opts.sim_dcgm_port,
         "startup_logs": logs,
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from aiohttp import web
 from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
 from console.sim import shapes
+from console.sim.dcgm import dcgm_app
 from console.sim.http_api import Api
 from console.sim.server import SimConfig, SimServer
 
@@ -42,6 +44,11 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     await site.start()
     for message in L.uvicorn_lines(os.getpid(), config.host, config.port):
         config.log(L.line(message))
+    dcgm = None
+    if config.dcgm_port is not None:  # dcgm-exporter beside SGLang, on its own port
+        dcgm = web.AppRunner(dcgm_app(lambda: sim.gpus, socket.gethostname()), access_log=None, handle_signals=False)
+        await dcgm.setup()
+        await web.TCPSite(dcgm, config.host, config.dcgm_port, reuse_address=True).start()
     if bound is not None:
         bound.set()
     if not config.resolved.get("skip_server_warmup"):
@@ -54,6 +61,8 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
         sim.startup_time = time.time() - sim.started_at
         config.log(L.line(L.READY))
     await stop.wait()
+    if dcgm is not None:
+        await dcgm.cleanup()
     if shapes.detailed(config.version):
         return await _shut_down_0517(sim, config, runner, tasks)
 

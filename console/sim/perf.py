@@ -13,6 +13,7 @@ forward; without speculation n = 1 and there is no draft. With T = B·n tokens i
     target = fixed + all_experts · (1 − (1 − e/E)^T) + B · per_request(ctx) + T · per_token  [+ T · tree]
     draft  = s · (step_fixed + B · k · step_per_token) + round_fixed
     cpu    = cpu_fixed + B · (cpu_per_request [+ spec cpu_per_request])
+             [+ cpu_round + s · cpu_step + (cpu_tree if k > 1)]
 
 * `fixed`: what every forward pays whatever the batch: streaming the dense weights (attention, shared
   expert, embeddings), all-reduce latency across the tensor-parallel group (PCIe here, no NVLink) and
@@ -31,7 +32,13 @@ forward; without speculation n = 1 and there is no draft. With T = B·n tokens i
 * `cpu`: the scheduler's host work per step. With the overlap scheduler on (`disable_overlap_schedule`
   false; with speculation this is "spec v2") it runs while the GPU computes, so a step costs
   max(gpu, cpu), and the draft's host-side share (`overlap_hidden` of the fixed draft costs) is hidden too;
-  without overlap a step costs target + draft + cpu.
+  without overlap a step costs target + draft + cpu. The draft adds host work of its own that no batch
+  amortises: the round's orchestration (`cpu_round`), each draft step launched from the host (`cpu_step`), and
+  with k > 1 the top-k branches are
+  selected and the tree and its mask built every round (`cpu_tree`). A server whose forwards are short (the
+  tiny Llama on an H200, issue 20) is host-bound: its round grows with the steps and jumps with topk 2 even at
+  batch 1, which the GPU terms alone cannot give. The seeds' profiles leave both at 0 (their forwards are long:
+  the host work hides under them).
 
 Acceptance
 ----------
@@ -82,7 +89,7 @@ sizes per GPU (Qwen3.5-122B-A10B FP8 ≈ 126 GB over 4 GPUs; Kimi-K2.5 INT4 ≈ 
 (256 routed / 8 per token for Qwen3.5-122B-A10B, 384 / 8 for Kimi K2.x); KV layouts (12 full-attention
 layers with GQA for Qwen3.5, MLA 512+64 for Kimi); `all_experts_ms` ≈ routed-expert bytes per GPU / memory
 bandwidth (~1.8 TB/s). The remaining time constants (fixed, per_request, per_token, cpu, draft) and the
-acceptance chains were then fitted to the operators' measurements (the README's calibration table). What the
+acceptance chains were then fitted to the operators' measurements (the calibration table in docs/demo.md). What the
 fit implies, so that nobody mistakes it for a derivation:
 
 * qwen: temperature 0 + ignore_eos acceptance is ≈ 0.99 per position (accept length 1.99 / 2.98 / 3.95 for
@@ -245,7 +252,9 @@ class PerfModel:
             hidden = d.overlap_hidden if self.overlap else 0.0
             fixed_draft = (self.num_steps * d.step_fixed_ms + d.round_fixed_ms) * (1.0 - hidden)
             draft_ms = fixed_draft + self.num_steps * batch * self.topk * d.step_per_token_ms
-            cpu += batch * d.cpu_per_request_ms
+            cpu += batch * d.cpu_per_request_ms + d.cpu_round_ms + self.num_steps * d.cpu_step_ms
+            if self.topk > 1:
+                cpu += d.cpu_tree_ms
         gpu = target + draft_ms
         total_ms = max(gpu, cpu) if self.overlap else gpu + cpu
         return total_ms / 1000.0

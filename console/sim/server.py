@@ -54,6 +54,7 @@ class SimConfig:
     gpu_count: int | None = None
     state_dir: Path | None = None
     seed: int = 0
+    dcgm_port: int | None = None  # where dcgm-exporter's /metrics of the simulated GPUs is served (None: nowhere)
     log: Callable[[str], None] = field(default=lambda s: print(s, flush=True))
 
     @property

@@ -23,6 +23,7 @@ from textual.widgets import TabbedContent, TabPane
 from console.core.apply import plan_restart
 from console.core.monitor import HostView
 from console.core.session import Session
+from console.fleet.telemetry import FleetView
 from console.host.base import HostError, JournalEntry, UnitLocked
 from console.tui.context import ConsoleOptions
 from console.tui.screens.bench import BenchRun, open_bench, running_mark
@@ -34,6 +35,7 @@ from console.tui.screens.progress import ProgressScreen, apply_progress
 from console.tui.screens.runs import open_runs
 from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
+from console.tui.widgets.fleet_overview import FleetOverview, FleetTable, header_note
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import CONSOLE_REQUESTS_ID, JournalLog
@@ -69,6 +71,23 @@ class HostSource(Protocol):
 
 
 SourceFactory = Callable[[str, Callable[[HostView], None], Callable[[list[JournalEntry]], None]], HostSource]
+
+
+class FleetSource(Protocol):
+    """What the app needs of the fleet's telemetry: console.core.fleet_watch.FleetWatcher."""
+
+    async def run(self) -> None: ...
+
+    def refresh_now(self) -> None: ...
+
+
+FleetFactory = Callable[[Callable[[FleetView], None]], FleetSource]
+
+
+class FleetViewChanged(Message):
+    def __init__(self, view: FleetView) -> None:
+        super().__init__()
+        self.view = view
 
 
 class HostViewChanged(Message):
@@ -118,6 +137,11 @@ class DashboardScreen(Screen[object]):
     def compose(self) -> ComposeResult:
         app = self.app
         assert isinstance(app, OpsConsoleApp)
+        if app.fleet_hosts:  # the fleet's overview; a host's tab is added when it is opened
+            with TabbedContent(id="hosts", initial=OVERVIEW_TAB), TabPane(app.overview_title, id=OVERVIEW_TAB):
+                yield FleetOverview(app.fleet_hosts, app.fleet_title, id="fleet-overview")
+            yield FittedFooter(keep=("quit",))
+            return
         # One host: no tab bar (two more rows for the figures on a small terminal).
         with TabbedContent(id="hosts", classes="-single" if len(app.labels) == 1 else ""):
             for index, label in enumerate(app.labels, start=1):
@@ -126,7 +150,7 @@ class DashboardScreen(Screen[object]):
                                    backlog=partial(app.backlog, label), running=partial(app.running_on, label),
                                    id=f"pane-{index}")  # fmt: skip
             if len(app.labels) > 1:
-                with TabPane("overview", id=OVERVIEW_TAB):
+                with TabPane(app.overview_title, id=OVERVIEW_TAB):
                     yield Overview(id="overview-table")
         yield FittedFooter(keep=("quit",))  # at 80 columns the keys of least use give way, never quit or help
 
@@ -153,12 +177,17 @@ class OpsConsoleApp(App[int]):
         make_source: SourceFactory,
         *,
         clock: Callable[[], datetime] | None = None,
+        make_fleet: FleetFactory | None = None,
     ) -> None:
         super().__init__()
         self.options = options
         self.config = options.config
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.labels = list(options.targets)
+        # With the fleet's overview (Prometheus) the hosts get a tab, and an SSH connection, only when opened.
+        self.fleet_hosts = list(options.targets) if options.fleet and make_fleet is not None else []
+        self.labels = [] if self.fleet_hosts else list(options.targets)
+        self._make_fleet = make_fleet
+        self.fleet_view: FleetView | None = None
         self.sources: dict[str, HostSource] = {}
         self.views: dict[str, HostView] = {}  # the latest of each host, for a pane mounted after it arrived
         self._panes: dict[str, HostPane] = {}
@@ -174,6 +203,15 @@ class OpsConsoleApp(App[int]):
     def get_default_screen(self) -> Screen[object]:
         return DashboardScreen()
 
+    @property
+    def overview_title(self) -> str:
+        return " ".join(["overview", *(f"@{g}" for g in self.options.groups)])
+
+    @property
+    def fleet_title(self) -> str:
+        groups = " ".join(f"@{g}" for g in self.options.groups) or "fleet"
+        return f"{groups}: {len(self.fleet_hosts)} hosts (Enter opens one over SSH)"
+
     @classmethod
     def binding_ids(cls) -> set[str]:
         """Every remappable binding id (console.toml [keys])."""
@@ -184,14 +222,51 @@ class OpsConsoleApp(App[int]):
         self.set_keymap(dict(self.config.keys))
 
     def start_hosts(self) -> None:
-        """One refresh worker and one journal worker per host, once the dashboard's panes exist."""
+        """One refresh worker and one journal worker per host, once the dashboard's panes exist (with the fleet's
+        overview: its one Prometheus worker, the hosts' own workers when each is opened)."""
         for label in self.labels:
-            source = self._make_source(label, partial(self._view_from_worker), partial(self._journal_from, label))
-            self.sources[label] = source
-            self.run_worker(source.run(), name=f"refresh {label}", group="hosts", exit_on_error=False)
-            self.run_worker(source.follow_journal(), name=f"journal {label}", group="hosts", exit_on_error=False)
+            self._start_host(label)
+        if self.fleet_hosts and self._make_fleet is not None:
+            fleet = self._make_fleet(self._fleet_from_worker)
+            self.run_worker(fleet.run(), name="fleet", group="fleet", exit_on_error=False)
+            self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick)
         self._activate(self.dashboard.query_one(TabbedContent).active)
+
+    def _start_host(self, label: str) -> None:
+        source = self._make_source(label, partial(self._view_from_worker), partial(self._journal_from, label))
+        self.sources[label] = source
+        self.run_worker(source.run(), name=f"refresh {label}", group="hosts", exit_on_error=False)
+        self.run_worker(source.follow_journal(), name=f"journal {label}", group="hosts", exit_on_error=False)
+
+    def _fleet_from_worker(self, view: FleetView) -> None:
+        self.post_message(FleetViewChanged(view))
+
+    def on_fleet_view_changed(self, message: FleetViewChanged) -> None:
+        self.fleet_view = message.view
+        self._show_fleet()
+
+    def _show_fleet(self) -> None:
+        if self.fleet_view is None or not self.screen_stack:
+            return
+        overview = next(iter(self.dashboard.query(FleetOverview).results(FleetOverview)), None)
+        if overview is not None:
+            overview.show(self.fleet_view, self.views, self.clock())
+
+    async def on_fleet_table_open_host(self, message: FleetTable.OpenHost) -> None:
+        """Enter on the fleet's overview: the host's tab, added (and connected over SSH) the first time."""
+        label = message.label
+        if label not in self.labels:
+            self.labels.append(label)
+            index = len(self.labels)
+            pane = HostPane(label, thresholds=self.config.thresholds, clock=self.clock,
+                            backlog=partial(self.backlog, label), running=partial(self.running_on, label),
+                            fleet_note=lambda: header_note(self.fleet_view, label), id=f"pane-{index}")  # fmt: skip
+            await self.dashboard.query_one(TabbedContent).add_pane(
+                TabPane(f"{index} {label}", pane, id=_pane_id(index))
+            )
+            self._start_host(label)
+        self.action_show_host(self.labels.index(label) + 1)
 
     def _view_from_worker(self, view: HostView) -> None:
         self.post_message(HostViewChanged(view))
@@ -235,6 +310,8 @@ class OpsConsoleApp(App[int]):
             overview = self._overview = next(iter(found), None)
         if overview is not None:
             overview.show(message.view, self.clock())
+        if self.fleet_view is not None and self.fleet_view.down:  # the open hosts' rows come from SSH now
+            self._show_fleet()
 
     def backlog(self, label: str) -> tuple[HostView | None, list[JournalEntry]]:
         """What arrived for a host while its pane was being mounted (its latest view, its journal lines)."""
@@ -262,6 +339,9 @@ class OpsConsoleApp(App[int]):
         if overview is not None:  # none with one host, or while the dashboard is being taken down
             for pane in panes:
                 overview.show(pane.view, self.clock())
+        if self.fleet_view is not None and self.fleet_view.asked_at is not None:
+            for fleet in self.dashboard.query(FleetOverview).results(FleetOverview):
+                fleet.show_banner(self.fleet_view, self.clock())
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._activate(event.pane.id or "")
@@ -365,7 +445,7 @@ class OpsConsoleApp(App[int]):
     def _cycle(self, step: int) -> None:
         tabs = self.dashboard.query_one(TabbedContent)
         order = [_pane_id(i) for i in range(1, len(self.labels) + 1)]
-        if len(self.labels) > 1:
+        if len(self.labels) > 1 or self.fleet_hosts:
             order.append(OVERVIEW_TAB)
         current = order.index(tabs.active) if tabs.active in order else 0
         tabs.active = order[(current + step) % len(order)]
@@ -375,7 +455,10 @@ class OpsConsoleApp(App[int]):
             self.dashboard.query_one(TabbedContent).active = _pane_id(number)
 
     def action_overview(self) -> None:
-        if len(self.labels) > 1:
+        if self.fleet_hosts:
+            self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
+            self.dashboard.query_one(FleetTable).focus()
+        elif len(self.labels) > 1:
             self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
             self.dashboard.query_one(Overview).focus()
         else:

@@ -12,6 +12,9 @@ util = [10, 75]              # GPU utilisation % (idle dim, busy green)
 memory = [95, 99]            # GPU memory used % (SGLang reserves most of it at start)
 temperature = [75, 85]       # °C
 power = [80, 95]             # % of the power limit
+
+[fleet]                      # the fleet's figures from Prometheus (console.fleet.settings has every key)
+prometheus = "http://prometheus:9090"
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from console.errors import UsageError
+from console.fleet.settings import FleetSettings
 
 CONFIG_NAME = "console.toml"
 Pair = Annotated[tuple[float, float], Field()]
@@ -55,6 +59,7 @@ class ConsoleConfig(BaseModel):
     theme: str | None = None
     keys: dict[str, str] = Field(default_factory=dict)
     thresholds: Thresholds = Thresholds()
+    fleet: FleetSettings = FleetSettings()
 
     @field_validator("keys")
     @classmethod

@@ -33,6 +33,8 @@ class ConsoleOptions:
     read_only: bool = False
     workspace: Workspace | None = None  # profiles/ and logs/: where the snapshots view reads
     runners: Runners = field(default_factory=Runners)  # what freeze, bench, restore and tune run (tests: scripted)
+    groups: tuple[str, ...] = ()  # the groups the targets came from (`@prod`), named on the overview
+    fleet: bool = False  # the overview reads Prometheus ([fleet]); hosts get a tab (and SSH) when opened
 
 
 class ConsoleContext(Protocol):

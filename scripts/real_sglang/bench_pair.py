@@ -27,15 +27,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-KEYS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms", "median_itl_ms", "completed", "total_output_tokens")
+KEYS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms", "median_ttft_ms", "median_itl_ms", "completed", "total_output_tokens")
 
 
 def ours(args: argparse.Namespace, label: str) -> dict[str, Any]:
     argv = [
         sys.executable, "-m", "console", "--workspace", str(args.workspace), "bench", "--url", args.url,
-        "--concurrency", str(args.concurrency), "--requests", str(args.requests), "--input-len", str(args.input_len),
-        "--output-len", str(args.output_len), "--warmup", "1", "--label", label, "--json",
+        "--concurrency", str(args.concurrency), "--warmup", "1", "--label", label, "--json",
     ]  # fmt: skip
+    if args.sharegpt:  # the same seeded sample bench_serving's sharegpt mode draws, at the dataset's own lengths
+        argv += ["--dataset", str(args.sharegpt), "--dataset-sample", str(args.requests), "--seed", "1"]
+    else:
+        argv += ["--requests", str(args.requests), "--input-len", str(args.input_len),
+                 "--output-len", str(args.output_len)]  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
@@ -52,7 +56,14 @@ def theirs(args: argparse.Namespace, serving: Any, out_file: Path) -> dict[str, 
         "--num-prompts", str(args.requests), "--max-concurrency", str(args.concurrency),
         "--output-file", str(out_file), "--seed", "1", "--flush-cache",
     ]  # fmt: skip
-    if args.dataset_path:
+    if args.sharegpt:
+        sys.argv = [
+            "bench_serving", "--backend", "sglang", "--base-url", args.url, "--dataset-name", "sharegpt",
+            "--dataset-path", str(args.sharegpt), "--tokenizer", str(args.tokenizer),
+            "--num-prompts", str(args.requests), "--max-concurrency", str(args.concurrency),
+            "--output-file", str(out_file), "--seed", "1", "--flush-cache",
+        ]  # fmt: skip
+    elif args.dataset_path:
         sys.argv += ["--dataset-path", str(args.dataset_path)]
     started = time.monotonic()
     try:
@@ -76,11 +87,14 @@ def main() -> int:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--dataset-path", type=Path)
+    p.add_argument("--sharegpt", type=Path, help="both sides on this ShareGPT file (bench --dataset / sharegpt mode)")
     args = p.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     import sglang.benchmark.serving as serving  # once: 15-20 s of imports
 
     workload = {k: getattr(args, k) for k in ("requests", "concurrency", "input_len", "output_len")}
+    if args.sharegpt:
+        workload = {"sharegpt": args.sharegpt.name, "requests": args.requests, "concurrency": args.concurrency}
     result: dict[str, Any] = {"workload": workload, "rounds": []}
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.rounds + 1):
@@ -105,6 +119,8 @@ def main() -> int:
     for side in ("ours", "theirs"):
         result[f"median_output_throughput_{side}"] = statistics.median(r[side]["output_throughput"] for r in counted)
         result[f"median_mean_tpot_ms_{side}"] = statistics.median(r[side]["mean_tpot_ms"] for r in counted)
+        result[f"median_ttft_ms_{side}"] = statistics.median(r[side]["median_ttft_ms"] for r in counted)
+        result[f"completed_{side}"] = [r[side]["completed"] for r in counted]
     result["ratio_of_medians"] = result["median_output_throughput_ours"] / result["median_output_throughput_theirs"]
     args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}), flush=True)

@@ -7,6 +7,8 @@
 #                                                          #   in its own process session, then as `wait`
 #   bash scripts/real_sglang/run.sh wait                   # wait for it (until WAIT_S s into the call, default 570),
 #                                                          #   then copy what it has so far to $OUT; again until DONE
+# Issue 23 (one server, no speculation; traffic_session.py):
+#   bash scripts/real_sglang/run.sh traffic .sgc2 .sgc3    # last parts, install, tiny models, the pair and the shape
 #   (env: DRAFT=sa-p90 WORKLOADS=random,chat DURATION=2 BUDGET_S=1500 PHASES=... pass through to tune_session.py)
 # /opt survives between calls only while the machine stays warm (about 30 s idle), so the calls follow each other.
 set -u
@@ -99,6 +101,17 @@ tune)
   install || exit 1
   export PYTHONPATH=$SG
   prep; launch; wait_session
+  ;;
+traffic)  # issue 23: bench --dataset next to bench_serving's sharegpt mode, and --shape-from-server (traffic_session.py)
+  shift; stage "$@"
+  install || exit 1
+  export PYTHONPATH=$SG
+  if [ ! -f $M/tiny-llama/config.json ]; then
+    t=$SECONDS; $PY scripts/real_sglang/build_tiny.py $M > "$OUT/build_tiny.log" 2>&1; log "tiny models rc=$? in $((SECONDS - t)) s"
+  fi
+  $PY scripts/real_sglang/traffic_session.py $O/tr --models $M ${ROUNDS:+--rounds $ROUNDS} 2>&1 | tee -a "$OUT/driver.log"
+  cp $O/tr/summary.json $O/tr/pair.json $O/tr/pair.log "$OUT/" 2>/dev/null
+  tail -c 200000 $O/tr/server.log > "$OUT/server-tail.log" 2>/dev/null; ls -la "$OUT"
   ;;
 wait) wait_session ;;
 *) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait" >&2; exit 2 ;;

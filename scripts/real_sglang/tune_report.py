@@ -1,4 +1,5 @@
-"""Turn issue 20's GPU session (tune_session.py's OUTDIR) into the README's tables, calibration data and fixtures.
+"""Turn issue 20's GPU session (tune_session.py's OUTDIR) into docs/real-sglang.md's tables, calibration data
+and fixtures.
 
     python3 scripts/real_sglang/tune_report.py RESULTS [--calibration FILE] [--profile tiny-test]
                                                [--fixtures tests/sim/fixtures/real-0.5.17/tune]
@@ -184,7 +185,7 @@ def copy_fixtures(results: Path, dest: Path) -> list[str]:
     for name in ("summary.json", "drafts.json", "tune-search.json", "tune-grid.json", "tune-drafts.json",
                  "check-args-base.json", "status-final.json", "status-stopped.json"):  # fmt: skip
         if (results / name).exists():
-            shutil.copy2(results / name, dest / name)
+            shutil.copyfile(results / name, dest / name)  # not copy2: the device's files are read-only
             copied.append(name)
     gz = [(results / "journal.jsonl", "journal.jsonl.gz")]
     gz += [(p, f"{p.name}.gz") for p in sorted((results / "work" / "ws" / "logs").glob("bench-*.jsonl"))]

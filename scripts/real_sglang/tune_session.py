@@ -28,14 +28,17 @@ The phases, in order of priority:
  stop    the unit stopped through the supervisor (SGLang 0.5.17 ends by its own SIGKILL).
  journal the supervisor's whole journal (journal.jsonl), from which every start's length is computed.
 
-Start options that keep a start short (each start is ~55 s on the GPU machine, most of it Python imports of the
-main process and the scheduler process, which no flag changes):
+Start options that keep a start short. Measured in issue 20's session (its journal, tests/sim/test_real_0517_tune.py):
+a start with them takes 49-71 s, median ~57 s (the session's first, cold start 120 s), a stop ~5.5 s (5.2-6.1);
+most of a start is Python imports of the main process and the scheduler process, which no flag changes:
  --disable-prefill-cuda-graph   no prefill (breakable) graphs for the target and the draft: ~3-4 s less per start,
                                 and the cold start's triton JIT happens at the first requests instead of the capture.
                                 Prefill runs eagerly: TTFT is a little higher; decode (the tok/s tune compares) is not.
  --cuda-graph-max-bs-decode 32  decode/verify/draft graphs for batch 1..32 instead of 1..48 (the levels stop at 32):
                                 ~30 % fewer captures.
- --skip-server-warmup           no warm-up generate after the start (~1.5 s); each benchmark level warms up itself.
+ --skip-server-warmup           no warm-up generate after the start (~1.5 s); each benchmark level warms up itself,
+                                but the first run after a restart still pays for the rest of the warm-up: the
+                                search's 0.19 s screening runs saw TTFTs up to 1.2 s at C = 8 and 32.
  --sampling-backend pytorch     torch sampling instead of flashinfer's, whose kernels are JIT-compiled with nvcc on
                                 the first sampled request (~80 s on a fresh machine: the chat workload samples).
 """
@@ -73,7 +76,7 @@ BASE_SPEC = [
     ("--speculative-eagle-topk", "1"),
     ("--speculative-num-draft-tokens", "3"),
 ]
-RESTART_PRIOR_S = 60.0  # warm starts of the earlier 0.5.17 session (README "Verified on real SGLang"): 54-78 s
+RESTART_PRIOR_S = 60.0  # warm starts of the earlier 0.5.17 session: 54-78 s; issue 20's: 49-71 s + ~5.5 s stop
 PHASES = ("start", "search", "grid", "drafts", "final", "stop", "journal")
 SERVER_KEYS = (
     "speculative_algorithm",

@@ -24,7 +24,7 @@ def _cell(comparison: Any, level: str, label: str, metric: str) -> Any:
 
 
 def test_operator_comparison_reads_at_a_glance() -> None:
-    # the operators' figures (README): topk 1 + spec v2 trails the baseline by 6 % at C=1 and wins at high concurrency,
+    # the operators' figures: topk 1 + spec v2 trails the baseline by 6 % at C=1 and wins at high concurrency,
     # where topk 4 collapses.
     base = [rec("baseline", 1, output_throughput=123.0), rec("baseline", 64, output_throughput=600.0)]
     v2 = [rec("topk1-v2", 1, output_throughput=115.6), rec("topk1-v2", 64, output_throughput=775.0)]

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import statistics
 import subprocess
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,57 +23,16 @@ from console.bench.workloads import WorkloadSpec
 from console.sglang.histograms import Histogram
 from console.sglang.traffic_shape import parse_scrape, window_shape
 from tests.bench.test_traffic import OPSCONSOLE, bench_cli, prompt_tokens_sent
+from tests.support.known_load import SHARED, KnownLoad
 from tests.support.simproc import FAST, SimProcess, running_sim
 
 pytestmark = pytest.mark.system
-
-SHARED = [random.Random(5).randrange(1000, 30000) for _ in range(2000)]
 
 
 @pytest.fixture
 def sim() -> Iterator[SimProcess]:
     with running_sim([*FAST, "--enable-metrics"]) as server:
         yield server
-
-
-class KnownLoad:
-    """Closed-loop load from threads: prompts of 100..2000 tokens (half of each from one shared sequence), outputs
-    of 100..500, every finished request noted (when, its lengths, the tokens the server says it found cached)."""
-
-    def __init__(self, url: str, workers: int = 12) -> None:
-        self.url = url
-        self.stop = threading.Event()
-        self.done: list[tuple[float, int, int, int]] = []
-        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in range(workers)]
-
-    def __enter__(self) -> KnownLoad:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=120)
-
-    def _run(self, seed: int) -> None:
-        rng = random.Random(seed)
-        while not self.stop.is_set():
-            prompt_len, output_len = rng.randint(100, 2000), rng.randint(100, 500)
-            ids = SHARED[: prompt_len // 2] + [rng.randrange(1000, 30000) for _ in range(prompt_len - prompt_len // 2)]
-            body = {"input_ids": ids, "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True}}
-            request = urllib.request.Request(
-                self.url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=120) as answer:
-                meta = json.loads(answer.read())["meta_info"]
-            self.done.append((time.monotonic(), prompt_len, meta["completion_tokens"], meta["cached_tokens"]))
-
-    def wait_for(self, count: int, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.done) < count:
-            assert time.monotonic() < deadline, f"the load finished {len(self.done)} requests, not {count}"
-            time.sleep(0.01)
 
 
 def quantile(values: list[int], q: float) -> float:

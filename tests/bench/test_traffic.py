@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,16 @@ async def test_a_dataset_goes_out_with_its_own_lengths_and_each_level_is_judged(
     s = strict.levels[0].metrics
     assert s["slo_met"] is False and s["request_goodput"] == 0.0 and s["slo_attainment"] == 0.0
     assert s["slo_misses"][0].startswith("TTFT p50 ") and s["slo_misses"][0].endswith(" ms > 1 ms")
+
+
+async def test_without_requests_or_duration_a_level_sends_the_dataset_sample_whole(
+    schedule_server: Callable[..., ScheduleServer], tmp_path: Path
+) -> None:
+    """As bench_serving's --num-prompts: `--dataset-sample 6` sends 6 requests, not the concurrency's default 16."""
+    server = schedule_server(ttft_ms=5, interval_ms=1, tokens_per_chunk=1)
+    config = replace(config_for(dataset(tmp_path), {"ttft_p95": 5000.0}), requests=None)
+    result = await local(server, config)
+    assert result.levels[0].metrics["completed"] == len(LENGTHS)
 
 
 @pytest.fixture

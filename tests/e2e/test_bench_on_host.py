@@ -22,7 +22,7 @@ from tests.testbed.host import GpuHost
 pytestmark = pytest.mark.testbed
 
 LEVEL = ("--concurrency", "8", "--requests", "32", "--input-len", "128", "--output-len", "64")
-# The host-side figures within 5 % of the no-delay ones. On a quiet machine they are within 0.6 % (README,
+# The host-side figures within 5 % of the no-delay ones. On a quiet machine they are within 0.6 % (docs/measured.md,
 # long_link.py); here the load generator on the testbed host shares this machine's two cores with the stand-in
 # server (and sshd carries its progress), which on a busy machine costs the server 3 % of its throughput and adds
 # 3 % to its per-token time. A GPU host's server does not run on the cores its load generator uses. The forward's

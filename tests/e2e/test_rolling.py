@@ -7,7 +7,7 @@ router in front of them, while a load generator sends requests through the route
 - A second roll whose second host fails to start (its draft model is missing on that host only): that host rolled
   back (healthy on its old unit), the third never touched (same unit bytes, same MainPID), the router still has all
   three, zero failed requests.
-- The rolling apply's wall time is printed next to the sum of single applies of the same kind (README, "Rolling
+- The rolling apply's wall time is printed next to the sum of single applies of the same kind (docs/fleet.md, "Rolling
   changes").
 """
 

@@ -1,6 +1,8 @@
 """The roll's order and stops, with scripted hosts (no router, no I/O): the first failure stops it and the hosts
 not reached are aborted (their plans let go of), Ctrl-C between hosts stops cleanly and during one is passed to
-that host's apply; and the group's lock refuses a second roll, naming its holder."""
+that host's apply; the group's lock refuses a second roll, naming its holder; and --gate bench with a scripted
+benchmark judged by the real verdict: a pass lets the waves go on, a failure (or Ctrl-C during the benchmark)
+rolls the canary back and halts the roll."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from typing import Any
 import pytest
 
 from console.core.events import ApplyEvent, EventSink
-from console.core.rolling import GroupLocked, HostFinished, PendingRoll, RollEvent, RollHost, group_lock
-from console.core.rolling_plan import HostOutcome, RollSpec
+from console.core.rolling import GateJudged, GroupLocked, HostFinished, PendingRoll, RollEvent, RollHost, group_lock
+from console.core.rolling_plan import GateSpec, GateVerdict, HostOutcome, RollSpec, gate_verdict
 from console.workspace import Workspace
 
 
@@ -126,3 +128,85 @@ async def test_the_group_lock_refuses_a_second_roll_naming_its_holder(tmp_path: 
 def test_group_locked_names_the_group_and_the_fix() -> None:
     with pytest.raises(GroupLocked, match=r"@trio: another rolling change of this group is running \(held by x\)"):
         raise GroupLocked("trio", "x")
+
+
+@dataclass
+class ScriptedGate:
+    """A canary gate whose benchmark measures `values` against `baseline` (the real gate_verdict judges them);
+    `hold` (when given) is awaited inside the benchmark, like a sweep in progress."""
+
+    values: list[float]
+    baseline: tuple[float, ...] = (1000.0, 1010.0)
+    hold: asyncio.Event | None = None
+    judged: list[str] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "bench", "concurrency": 8, "max_regression_pct": 5.0, "baselines": {}}
+
+    async def judge(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[GateVerdict, dict[str, Any]]:
+        self.judged.append(host.label)
+        if self.hold is not None:
+            await self.hold.wait()
+        verdict = gate_verdict(self.baseline, self.values, level="C=8", max_regression_pct=5.0)
+        return verdict, {"values": list(self.values), "baseline_run": {"run_id": "r1"}}
+
+    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[HostOutcome, str]:
+        self.rolled_back.append(host.label)
+        return HostOutcome.ROLLED_BACK, "rolled back to its previous unit (verified)"
+
+
+def gated_roll(changes: list[ScriptedChange], gate: ScriptedGate) -> PendingRoll:
+    hosts = [RollHost(c.label, None, c) for c in changes]  # type: ignore[arg-type]  # no session: no router
+    return PendingRoll("trio", "apply", hosts, RollSpec(gate=GateSpec(concurrency=8)), router=None, router_before=[],
+                       refusals=[], drain_timeout_s=1.0, gate=gate)  # fmt: skip
+
+
+async def test_a_passing_gate_leaves_the_canary_on_the_new_setup_and_the_waves_follow() -> None:
+    changes = [ScriptedChange("a"), ScriptedChange("b"), ScriptedChange("c")]
+    gate = ScriptedGate(values=[995.0, 1005.0])
+    events: list[RollEvent] = []
+    report = await gated_roll(changes, gate).execute(events.append)
+    assert report.ok and gate.judged == ["a"] and gate.rolled_back == []  # only the canary is benchmarked
+    assert all(c.ran for c in changes)
+    canary = report.to_json()["hosts"][0]
+    assert canary["gate"]["passed"] is True and canary["gate"]["values"] == [995.0, 1005.0]
+    assert "gate passed: output_throughput 1000.0 vs 1005.0" in canary["detail"]
+    assert report.to_json()["gate"]["concurrency"] == 8
+    judged = [e for e in events if isinstance(e, GateJudged)]
+    assert [(e.host, e.verdict.passed) for e in judged] == [("a", True)]
+
+
+async def test_a_failed_gate_rolls_the_canary_back_and_halts_the_roll_saying_both_figures() -> None:
+    changes = [ScriptedChange("a"), ScriptedChange("b"), ScriptedChange("c")]
+    gate = ScriptedGate(values=[700.0, 710.0])
+    roll = gated_roll(changes, gate)
+    report = await roll.execute()
+    assert gate.rolled_back == ["a"]
+    assert report.ledger.outcomes() == {"a": HostOutcome.ROLLED_BACK, "b": HostOutcome.NOT_STARTED,
+                                        "c": HostOutcome.NOT_STARTED}  # fmt: skip
+    assert not changes[1].ran and changes[1].aborted is not None
+    assert report.ledger.stopped is not None and report.ledger.stopped[0] == "gate"
+    stopped = report.to_json()["stopped"]
+    assert "a: the gate halted the roll: output_throughput 705.0 vs 1005.0 (-29.9%) at C=8" in stopped
+    canary = report.to_json()["hosts"][0]
+    assert canary["gate"]["passed"] is False and (canary["gate"]["baseline"], canary["gate"]["value"]) == (
+        1005.0, 705.0,
+    )  # fmt: skip
+    assert canary["detail"].startswith("gate failed: ") and canary["detail"].endswith("(verified)")
+    assert not report.ok and report.exit_code == 1
+
+
+async def test_ctrl_c_during_the_gate_stops_the_benchmark_and_rolls_the_canary_back() -> None:
+    hold = asyncio.Event()  # never set: the benchmark runs until it is stopped
+    changes = [ScriptedChange("a"), ScriptedChange("b")]
+    gate = ScriptedGate(values=[1000.0], hold=hold)
+    roll = gated_roll(changes, gate)
+    running = asyncio.create_task(roll.execute())
+    while not gate.judged:
+        await asyncio.sleep(0)
+    roll.request_abort("interrupted")
+    report = await asyncio.wait_for(running, timeout=30)
+    assert gate.rolled_back == ["a"] and not changes[1].ran
+    assert report.ledger.outcomes()["a"] is HostOutcome.ROLLED_BACK
+    assert "interrupted during the canary's benchmark" in report.ledger.records["a"].detail

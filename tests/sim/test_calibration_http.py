@@ -1,4 +1,4 @@
-"""The operators' aggregate figures (the README's calibration table), measured through the HTTP API of the real
+"""The operators' aggregate figures (the calibration table in docs/demo.md), measured through the HTTP API of the real
 simulator process.
 
 tests/sim/test_perf_calibration.py checks the same figures on the virtual clock (1024 in / 1024 out, many
@@ -10,7 +10,7 @@ Keeping it short on a loaded 2-core CI machine:
 * `--sim-speedup X` divides every prefill/decode step's duration (console/sim/server.py `drive`:
   `deadline += step.duration_s / speedup`), so wall-clock throughput is X × the modelled figure; we divide
   by X. X is chosen per case so that the server streams about 4k SSE chunks per wall second (a quarter of
-  what one core sustains, README "simulator streamed tokens/s"), leaving room for the bench client and for
+  what one core sustains, docs/measured.md "simulator streamed tokens/s"), leaving room for the bench client and for
   whatever else the machine is doing.
 * Short runs (2 waves of requests, or one of 128 past the running cap; ≤ 256 output tokens). At these
   lengths the modelled figures are not the 1024 / 1024 ones the operators measured, so every figure is

@@ -1,4 +1,4 @@
-"""The profiles reproduce the operators' measurements (the README's calibration table) within 10 %, on the virtual
+"""The profiles reproduce the operators' measurements (docs/demo.md's calibration table) within 10 %, on the virtual
 clock.
 
 Each figure runs a closed loop (bench_serving --max-concurrency C, random 1024-token prompts, 1024 forced

@@ -73,6 +73,12 @@ class ScriptedBench:
                         break
                     metrics = {"completed": planned, "failed": 0, "output_throughput": tok_s,
                                "mean_ttft_ms": 80 + 4.0 * c, "median_tpot_ms": 11 + 0.4 * c}  # fmt: skip
+                    if sweep.config.slo:  # held to an SLO: met up to C=8 (as the engine's judge_level says it)
+                        rate = planned / 12.0
+                        met = c <= 8
+                        misses = [] if met else [f"TTFT p95 {120 + 9.0 * c:,.1f} ms > 300 ms"]
+                        metrics |= {"request_throughput": rate, "request_goodput": rate * (0.95 if met else 0.3),
+                                    "slo": sweep.config.slo, "slo_met": met, "slo_misses": misses}  # fmt: skip
                     on_event(LevelDone(level, 0, metrics, {"mean_power_w": 1900.0 + 20 * c}, None))
                     records.append(self._record(sweep, label, c, metrics, n))
                 else:
@@ -107,14 +113,20 @@ class ScriptedBench:
         )  # fmt: skip
 
 
-def bench_app(workspace: Workspace | None, bench: ScriptedBench | None = None, *, read_only: bool = False) -> Any:
+def bench_app(
+    workspace: Workspace | None,
+    bench: ScriptedBench | None = None,
+    *,
+    read_only: bool = False,
+    slo: tuple[tuple[str, float], ...] = (),
+) -> Any:
     """The console on one scripted host (gpu-a, running eagle3 s2 k1 d3 v2) with a workspace and a scripted bench
     (the host connected then: a benchmark opens only on a connected host; without one it has not connected yet)."""
     from console.tui.runners import Runners
     from tests.tui.support import FixedSession, scripted_app, view
 
     runners = Runners(bench=bench) if bench is not None else Runners()
-    sessions = {"gpu-a": FixedSession()} if bench is not None else {}
+    sessions = {"gpu-a": FixedSession(slo=slo)} if bench is not None else {}  # slo: the profile's [slo]
     return scripted_app(views={"gpu-a": view()}, read_only=read_only, workspace=workspace, runners=runners,
                         sessions=sessions)  # fmt: skip
 
@@ -129,4 +141,25 @@ def seeds_workspace(root: Any) -> Workspace:
     qwen = {1: 123.0, 8: 410.0}
     append_records(workspace.logs, run("qwen steps 3", qwen, args={**EAGLE, "speculative_num_steps": 3},
                                        at=T0 - timedelta(days=1), host="gpu-b"))  # fmt: skip
+    return workspace
+
+
+def slo_workspace(root: Any) -> Workspace:
+    """A workspace whose logs/ hold two runs held to one SLO: no speculation carries more good requests at C=1,
+    EAGLE3 from C=8 on (the goodput crossover at the SLO), no speculation misses the SLO at 64."""
+    from tests.support.bench_runs import NO_SPEC, SEEDS_EAGLE, SEEDS_NO_SPEC, run
+
+    slo = {"ttft_p95": 800.0, "tpot_p95": 60.0}
+    goodput = {"no spec": {1: 1.4, 8: 3.0, 64: 2.0}, "eagle3 k1 v2": {1: 1.2, 8: 3.5, 64: 6.0}}
+    met = {"no spec": {1: True, 8: True, 64: False}, "eagle3 k1 v2": {1: True, 8: True, 64: True}}
+    workspace = Workspace(root).ensure()
+    for n, (label, points, args) in enumerate(
+        (("no spec", SEEDS_NO_SPEC, NO_SPEC), ("eagle3 k1 v2", SEEDS_EAGLE, EAGLE))
+    ):
+        records = run(label, points, args=args, at=T0 + timedelta(hours=n))
+        judged = [r.model_copy(update={"slo": slo, "slo_met": met[label][r.max_concurrency or 0],
+                                       "request_goodput": goodput[label][r.max_concurrency or 0],
+                                       "request_throughput": (r.max_concurrency or 1) * 0.1})
+                  for r in records]  # fmt: skip
+        append_records(workspace.logs, judged)
     return workspace

@@ -328,11 +328,16 @@ class FixedService:
 class FixedSession:
     """What the editor asks of a session, answered from fixed data (the snapshots need fixed screens)."""
 
-    def __init__(self, unit_text: str = DEMO_UNIT, version: str = "0.5.9") -> None:
+    def __init__(
+        self, unit_text: str = DEMO_UNIT, version: str = "0.5.9", slo: tuple[tuple[str, float], ...] = ()
+    ) -> None:
+        from types import SimpleNamespace
+
         from console.secrets import SecretMask
 
         self.service = FixedService(unit_text)
         self.version = version
+        self.target = SimpleNamespace(slo=slo)  # the profile's [slo] (console.host.targets.Target.slo)
         self.workspace = None
         self.secrets = SecretMask()
 

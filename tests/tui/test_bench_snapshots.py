@@ -98,3 +98,50 @@ def test_runs_table(snap_compare: Any, tmp_path: Path) -> None:
 def test_runs_side_by_side(snap_compare: Any, size: tuple[int, int], tmp_path: Path) -> None:
     app = bench_app(seeds_workspace(tmp_path))
     assert snap_compare(app, terminal_size=size, run_before=_runs(compare=True))
+
+
+def _traffic(*, run: bool) -> Any:
+    """The form with the demo's code dataset picked and an SLO; run: the live view once the levels are judged."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await pilot.press("b")
+        await wait_until(pilot, lambda: "concurrency" in _text(pilot), "the form")
+        screen = pilot.app.screen
+        screen.query_one("#bench-dataset").value = "code.jsonl"  # type: ignore[attr-defined]
+        await wait_until(pilot, lambda: screen.query_one("#bench-workload").value == "dataset", "the workload")  # type: ignore[attr-defined]
+        screen.query_one("#bench-dataset-sample").value = "64"  # type: ignore[attr-defined]
+        screen.query_one("#bench-requests").value = "64"  # type: ignore[attr-defined]
+        screen.query_one("#bench-slo").value = "ttft_p95=300ms,tpot_p95=60ms"  # type: ignore[attr-defined]
+        if run:
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: "capacity at the SLO" in _text(pilot), "the capacity")
+        await without_cursor(pilot)
+
+    return run_before
+
+
+def _traffic_workspace(root: Path) -> Workspace:
+    from console.sim.datasets import write_datasets
+
+    workspace = Workspace(root).ensure()
+    write_datasets(workspace.datasets, count=40)
+    return workspace
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_bench_form_with_a_dataset_and_an_slo(snap_compare: Any, size: tuple[int, int], tmp_path: Path) -> None:
+    app = bench_app(_traffic_workspace(tmp_path), ScriptedBench())
+    assert snap_compare(app, terminal_size=size, run_before=_traffic(run=False))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_bench_live_view_held_to_an_slo(snap_compare: Any, size: tuple[int, int], tmp_path: Path) -> None:
+    app = bench_app(_traffic_workspace(tmp_path), ScriptedBench())
+    assert snap_compare(app, terminal_size=size, run_before=_traffic(run=True))
+
+
+def test_runs_side_by_side_held_to_an_slo(snap_compare: Any, tmp_path: Path) -> None:
+    from tests.tui.bench_support import slo_workspace
+
+    app = bench_app(slo_workspace(tmp_path))
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_runs(compare=True))

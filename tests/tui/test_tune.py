@@ -20,7 +20,7 @@ from console.core.tune import FIELDS
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen
-from console.tui.screens.tune import TuneFormScreen, TuneView
+from console.tui.screens.tune import TuneFormScreen, TuneView, tune_progress
 from tests.support.demo import Demo, running_demo
 from tests.tui.support import (
     FixedSession,
@@ -228,7 +228,8 @@ def test_in_a_real_terminal_opsconsole_demo_tunes_two_setups_to_the_result_table
         for _ in range(5):  # steps -> topk -> draft tokens -> spec v2 -> draft model path -> concurrency
             term.keys("Tab")
         _type_field(term, "concurrency levels", "1")
-        term.keys("Tab", "Tab")  # workloads stay random
+        # workloads stay random, no dataset picked, its sample and seed as they are
+        term.keys("Tab", "Tab", "Tab", "Tab", "Tab")
         _type_field(term, "seconds per level", "2")
         term.keys("Tab", "Tab")  # repeats stay 2
         _type_field(term, "input tokens", "128")
@@ -268,3 +269,56 @@ def _type_field(term: Terminal, label: str, value: str) -> None:
     term.wait_until(lambda s: hint.startswith(_field_row(s, label)[:12]), f"{label} cleared", 10)
     term.keys(value)
     term.wait_until(lambda s: _field_row(s, label) == value, f"{label} = {value}", 10)
+
+
+async def test_the_form_takes_the_objective_the_slo_and_a_dataset_and_the_board_ranks_by_goodput(
+    tmp_path: Path,
+) -> None:
+    """T with the operator's traffic: a dataset picked from datasets/ joins the workloads (its sample read as `tune
+    --dataset` reads it), goodput needs an SLO (the profile's [slo] prefills it); a tune by goodput shows each
+    level's ranking, each setup's capacity at the SLO and where speculation loses."""
+    from console.sim.datasets import write_datasets
+    from tests.tui.tune_support import ScriptedTune
+
+    write_datasets(tmp_path, count=20)
+    app = scripted_app(views={"gpu-a": view()})
+    async with app.run_test(size=SIZE) as pilot:
+        session = FixedSession(slo=(("ttft_p95", 800.0),))
+        form = TuneFormScreen(session, label="gpu-a", datasets=tmp_path)  # type: ignore[arg-type]
+        app.push_screen(form)
+        await wait_until(pilot, lambda: "setups to run" in screen_text(app), "the form")
+        assert form.form_values()["slo"] == "ttft_p95=800ms"  # the profile's [slo]
+        await pick(pilot, form, "objective", "goodput")
+        await wait_until(pilot, lambda: "objective goodput: requests/s whose own" in screen_text(app), "goodput")
+        await fill(pilot, form, slo="")
+        await wait_until(pilot, lambda: form.request is not None and form.request.slo is None, "the profile's SLO")
+        form.query_one("#tune-field-dataset", Select).value = "code.jsonl"
+        await wait_until(pilot, lambda: form.request is not None and form.request.dataset is not None, "the sample")
+        assert form.request.workloads == ("random", "dataset") and form.request.dataset.file == "code.jsonl"
+        await wait_until(pilot, lambda: "dataset code.jsonl: prompt JSONL" in screen_text(app), "the sample said")
+        assert (form.request.dataset.sample, form.request.dataset.seed) == (1000, 1)  # `tune --dataset`'s defaults
+        first = [r.prompt for r in form.request.dataset.requests]
+        await fill(pilot, form, dataset_sample="8", seed="5")  # the file sampled again: 8 requests, seed 5
+        await wait_until(
+            pilot,
+            lambda: form.request is not None and form.request.dataset is not None
+            and (form.request.dataset.sample, form.request.dataset.seed) == (8, 5),
+            "the new sample",
+        )  # fmt: skip
+        assert len(form.request.dataset.requests) == 8 and form.request.seed == 5
+        assert [r.prompt for r in form.request.dataset.requests] != first[:8]
+        await fill(pilot, form, dataset_sample="0")
+        await wait_until(pilot, lambda: form.error is not None and form.error.field == "dataset_sample", "the refusal")
+        assert form.request is None
+        await fill(pilot, form, dataset_sample="8")
+        await wait_until(pilot, lambda: form.request is not None and form.request.dataset is not None, "read again")
+        await fill(pilot, form, workload="random")
+        await wait_until(pilot, lambda: "✖ workloads: add dataset" in screen_text(app), "the file left out")
+        app.pop_screen()
+        app.push_screen(tune_progress(ScriptedTune(finish=True, objective="goodput"), label="gpu-a"))
+        await wait_until(pilot, lambda: "best setup per level by goodput" in screen_text(app), "the result")
+        text = screen_text(app)
+        assert "ranked by goodput (req/s" in text and "C=1: 1. no speculation" in text
+        assert "speculation loses on this traffic" in text
+        assert "! on random speculation loses at C=1, 16: no speculation is best there by goodput" in text
+        assert "no speculation: C=16 (2.40 req/s); C=64 misses it" in text

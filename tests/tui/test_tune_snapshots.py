@@ -61,3 +61,37 @@ def test_tune_result_optimistic_and_realistic(snap_compare: Any) -> None:
 
     run_before = _showing(result, "chat: best setup per level", "vs realistic (chat)", "is inflated")
     assert snap_compare(_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_tune_result_by_goodput(snap_compare: Any, size: tuple[int, int]) -> None:
+    """Ranked by goodput against an SLO: each level's ranking on the board, each setup's capacity at the SLO and
+    where speculation loses on this traffic."""
+
+    def result() -> TuneProgress:
+        return tune_progress(ScriptedTune(finish=True, objective="goodput"), label="gpu-a", clock=lambda: NOW)
+
+    run_before = _showing(result, "best setup per level by goodput", "the original unit, healthy")
+    assert snap_compare(_app(), terminal_size=size, run_before=run_before)
+
+
+def test_tune_form_with_the_traffic_fields(snap_compare: Any, tmp_path: Any) -> None:
+    """The objective goodput without an SLO is refused beside the SLO field; the demo's datasets are offered."""
+    from console.sim.datasets import write_datasets
+
+    write_datasets(tmp_path, count=20)
+
+    def form() -> TuneFormScreen:
+        screen = TuneFormScreen(FixedSession(), label="gpu-a", clock=lambda: NOW, datasets=tmp_path)  # type: ignore[arg-type]
+        return screen
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        screen = form()
+        app.push_screen(screen)
+        await wait_until(pilot, lambda: "setups to run" in screen_text(app), "the form")  # type: ignore[arg-type]
+        screen.query_one("#tune-field-objective").value = "goodput"  # type: ignore[attr-defined]
+        await wait_until(pilot, lambda: "✖ SLO: the objective goodput counts" in screen_text(app), "the refusal")  # type: ignore[arg-type]
+        await without_cursor(pilot)
+
+    assert snap_compare(_app(), terminal_size=(120, 40), run_before=run_before)

@@ -11,11 +11,12 @@ from datetime import timedelta
 from typing import Any
 
 from console.bench.events import Level, LevelStarted, RunningFigures
+from console.bench.slo import Capacity, Slo
 from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
 from console.core.rollout import ApplyState
 from console.core.tune import build_space, form_defaults, request_from_form, unit_speculation
-from console.core.tune.report import compare_workloads, find_crossovers, recommend
+from console.core.tune.report import Objective, compare_workloads, find_crossovers, recommend, speculation_verdicts
 from console.core.tune.run import (
     LevelProgress,
     PendingTune,
@@ -48,15 +49,27 @@ FIGURES = {
 # on chat (natural lengths, temperature 0.7) speculation accepts less: its figures fall more than no speculation's
 CHAT = {"no speculation": 0.95, "EAGLE3 topk 1 + spec v2": 0.72, "EAGLE3 topk 1": 0.75, "EAGLE3 topk 4": 0.7}
 ACCEPT = {"random": 3.1, "chat": 2.4}  # accepted tokens per step of the speculative setups
+SLO = "ttft_p95=800ms,tpot_p95=60ms"
+# goodput (req/s within the SLO) of 256-token requests: speculation's longer TPOT tails cost it good requests, so no
+# speculation leads by goodput at C=1 and 16 where it trailed EAGLE3 topk 1 + spec v2 by tok/s at 16
+GOOD_SHARE = {"no speculation": 1.2, "EAGLE3 topk 1 + spec v2": 1.0, "EAGLE3 topk 1": 0.9, "EAGLE3 topk 4": 0.8}
+# each setup's capacity at the SLO: (highest level met, req/s carried there, the level above that missed)
+CAPACITY = {
+    "no speculation": ("C=16", 2.4, "C=64"),
+    "EAGLE3 topk 1 + spec v2": ("C=64", 7.1, None),
+    "EAGLE3 topk 1": ("C=16", 2.2, "C=64"),
+    "EAGLE3 topk 4": ("C=1", 0.19, "C=16"),
+}
 
 
 class ScriptedTune(PendingTune):
     """Plays a tune: `finish` False stops in the third trial's benchmark (the live screen) until aborted."""
 
-    def __init__(self, *, finish: bool, workloads: str = "random") -> None:
+    def __init__(self, *, finish: bool, workloads: str = "random", objective: str = "throughput") -> None:
         session = FixedSession()
         unit = unit_speculation(DEMO_UNIT, "0.5.9")
-        request = request_from_form(form_defaults(unit) | FORM | {"workload": workloads}, unit)
+        held = {"objective": objective, "slo": SLO} if objective != "throughput" else {}
+        request = request_from_form(form_defaults(unit) | FORM | {"workload": workloads} | held, unit)
         space = build_space(request.space, DEMO_UNIT, unit_name="sglang.service", version="0.5.9")
         super().__init__(session, request, space, DEMO_UNIT, AsyncExitStack(), None, "tests")  # type: ignore[arg-type]
         self.finish = finish
@@ -75,7 +88,8 @@ class ScriptedTune(PendingTune):
         def send(event: TuneEvent) -> None:
             emit(event)
 
-        send(TuneStarted(self.space, cells, "halving", False, tick(0)))
+        objective = self.request.objective
+        send(TuneStarted(self.space, cells, "halving", False, tick(0), objective))
         send(StageStarted(1, "screen", tuple(c.name for c in candidates), cells, None, tick(0)))
         for number, candidate in enumerate(candidates, start=1):
             trial = TrialRef(number, candidate.key, candidate.name, 1, "screen", cells)
@@ -95,10 +109,11 @@ class ScriptedTune(PendingTune):
                 await asyncio.Event().wait()  # until the screen goes away
             send(TrialApplied(trial, ApplyState.VERIFIED, True, tick(5)))
             figures = tuple((cell, figure(candidate.name, cell)) for cell in cells)
-            for cell, value in figures:
+            scores = tuple((cell, score(candidate.name, value, objective)) for cell, value in figures)
+            for cell, value in scores:
                 for repeat in (0.99, 1.01):
                     search.record(candidate.key, cell, "full", value * repeat)
-            send(TrialBenchmarked(trial, figures, (f"t/{candidate.key}",), tick(30)))
+            send(TrialBenchmarked(trial, figures, (f"t/{candidate.key}",), tick(30), scores))
             for cell in cells:
                 decision = search.decision(cell)
                 names = {c.key: c.name for c in candidates}
@@ -108,7 +123,17 @@ class ScriptedTune(PendingTune):
                                    decision.margin_pct, decision.within_noise, decision.decided))  # fmt: skip
         send(Restoring("original", "the original unit", tick(1)))
         names = {c.key: c.name for c in candidates}
-        recs = recommend(search, names, {c.key: c.config for c in candidates})
+        configs = {c.key: c.config for c in candidates}
+        throughput = {(c.key, cell): figure(c.name, cell) for c in candidates for cell in cells}
+        recs = recommend(search, names, configs, objective=objective,
+                         throughput=throughput if objective != "throughput" else None)  # fmt: skip
+        capacities = {}
+        if self.request.slo:
+            capacities = {w: {n: Capacity(*CAPACITY[n]) for n in names.values()} for w in self.request.workloads}
+        plain = {
+            w: {c.key for c in candidates if c.config["speculative_algorithm"] is None} for w in self.request.workloads
+        }
+        verdicts = speculation_verdicts(recs, plain, capacities, names, objective)
         accept = {
             (c.key, cell): None if c.config["speculative_algorithm"] is None else ACCEPT[cell.workload]
             for c in candidates
@@ -132,6 +157,10 @@ class ScriptedTune(PendingTune):
             elapsed_s=(tick(40) - START).total_seconds(),
             restarts=5,
             label="tune-20261130-114726",
+            objective=objective,
+            slo=Slo.from_json(self.request.slo) if self.request.slo else None,
+            capacities=capacities,
+            verdicts=verdicts,
         )
         send(TuneFinished("original", True, None, at[0]))
         return result
@@ -141,3 +170,8 @@ def figure(name: str, cell: Cell) -> float:
     """Output tok/s of a setup in a cell: FIGURES at C=1, 16, 64, scaled by CHAT on chat."""
     value = FIGURES[name][(1, 16, 64).index(cell.concurrency)]
     return value * (CHAT[name] if cell.workload == "chat" else 1.0)
+
+
+def score(name: str, throughput: float, objective: Objective) -> float:
+    """A setup's figure at a level by the objective: its tok/s, or the good requests/s of 256-token requests."""
+    return throughput if objective == "throughput" else throughput / 256 * GOOD_SHARE[name]

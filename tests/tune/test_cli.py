@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import pty
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.demo import Demo, running_demo
+from tests.support.demo import OPSCONSOLE, Demo, running_demo
 from tests.tune.simhost import QWEN, install, seed_unit
 
 QWEN_MTP_1 = [("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "1"),
@@ -89,3 +92,28 @@ def test_an_objective_that_needs_an_slo_without_one_is_a_usage_error_and_changes
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "--objective capacity needs an SLO to count good requests against" in done.stderr
     assert demo.host().unit() == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [((), "afterwards the original unit goes back"),
+     (("--apply-best",), "afterwards the recommended setup stays")],
+)  # fmt: skip
+def test_on_a_terminal_the_question_says_what_runs_afterwards_and_no_changes_nothing(
+    demo: Demo, extra: tuple[str, ...], said: str
+) -> None:
+    unit, pid = demo.host().unit(), demo.host().main_pid()
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(OPSCONSOLE), "--workspace", str(demo.workspace), "tune", "demo", "--steps", "1,3", *SHORT, *extra],
+            stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        os.write(primary, b"n\n")
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert proc.returncode == 1, stderr
+    assert said in " ".join(stderr.split()) and "nothing was changed" in stderr
+    assert demo.host().unit() == unit and demo.host().main_pid() == pid

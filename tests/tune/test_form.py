@@ -4,6 +4,7 @@ pure."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,7 @@ from console.core.tune.form import (
     FormError,
     afterwards,
     best_at_problem,
+    dataset_sampling,
     estimate,
     form_defaults,
     request_from_form,
@@ -84,7 +86,7 @@ def test_what_the_operator_types_becomes_the_request() -> None:
         ("spec_v2", "maybe", "spec v2: takes on and/or off"),
         ("draft_tokens", "x", "or auto"),
         ("concurrency", "1,0", "concurrency levels: must be whole numbers ≥ 1"),
-        ("workload", "soak", "workloads: random and/or chat"),
+        ("workload", "soak", "workloads: random, chat and/or dataset"),
         ("budget", "-5", "budget (minutes): must be more than 0"),
         ("repeats", "1.5", "repeats: a whole number"),
         ("duration", "soon", "seconds per level: a number"),
@@ -203,3 +205,54 @@ def test_the_board_follows_each_trial_from_pending_to_done_or_failed() -> None:
     assert row.state == "done" and "budget" in row.detail  # what it measured still counts
     board.feed(TuneFinished("original", True, "budget", AT + timedelta(seconds=75)))
     assert board.finished is not None and board.elapsed_s(AT + timedelta(hours=1)) == 75.0
+
+
+def test_the_objective_the_slo_and_the_dataset_are_taken_and_refused_as_the_cli_takes_them(tmp_path: Path) -> None:
+    """Goodput and capacity need an SLO (the field's, else the profile's); the workload dataset sends the picked
+    file's sample, which the console reads (what is wrong with the file stands beside the dataset field)."""
+    from console.bench.datasets import sample_dataset
+    from console.sim.datasets import write_datasets
+
+    unit = unit_speculation(QWEN_MTP, "0.5.9")
+    values = form_defaults(unit) | {"steps": "2"}
+    assert (values["objective"], values["slo"], values["dataset"]) == ("throughput", "", "")
+    with pytest.raises(FormError) as caught:
+        request_from_form(values | {"objective": "goodput"}, unit)
+    assert caught.value.field == "slo" and "e.g. ttft_p95=800ms" in str(caught.value)
+    assert request_from_form(values | {"objective": "capacity"}, unit, profile_slo=True).slo is None
+    request = request_from_form(values | {"objective": "goodput", "slo": "ttft_p95=1s,tpot_p95=60ms"}, unit)
+    assert (request.objective, request.slo) == ("goodput", {"ttft_p95": 1000.0, "tpot_p95": 60.0})
+    for field, text in (("objective", "latency"), ("slo", "ttft=5")):
+        with pytest.raises(FormError) as caught:
+            request_from_form(values | {field: text}, unit)
+        assert caught.value.field == field
+    _chat, code = write_datasets(tmp_path, count=20)
+    sample = sample_dataset(code, size=10, seed=1)
+    request = request_from_form(values | {"workload": "random,dataset"}, unit, dataset=sample)
+    assert request.workloads == ("random", "dataset") and request.dataset is sample and request.api == "generate"
+    problems = [
+        ({"workload": "dataset"}, None, "dataset", "pick one of datasets/"),
+        ({"workload": "random"}, sample, "workload", "add dataset"),
+        ({"workload": "dataset"}, f"{code}, line 3: expected an object", "dataset", "line 3"),
+    ]
+    for typed, given, field, message in problems:
+        with pytest.raises(FormError) as caught:
+            request_from_form(values | typed, unit, dataset=given)
+        assert caught.value.field == field and message in str(caught.value)
+
+
+def test_the_dataset_sample_and_seed_are_read_beside_their_fields_as_the_cli_takes_them() -> None:
+    unit = unit_speculation(QWEN_MTP, "0.5.9")
+    values = form_defaults(unit)
+    assert (values["dataset_sample"], values["seed"]) == ("1000", "1")  # `tune`'s --dataset-sample and --seed
+    assert dataset_sampling(values | {"dataset_sample": " 64 ", "seed": "7"}) == (64, 7)
+    assert request_from_form(values | {"seed": "7"}, unit).seed == 7  # the random workload's seed too
+    for field, text, message in (
+        ("dataset_sample", "0", "must be more than 0"),
+        ("dataset_sample", "many", "a whole number"),
+        ("seed", "-1", "0 or more"),
+        ("seed", "1.5", "a whole number"),
+    ):
+        with pytest.raises(FormError) as caught:
+            request_from_form(values | {field: text}, unit)
+        assert caught.value.field == field and message in caught.value.reason, (field, text)

@@ -20,20 +20,24 @@ from console.core.bench.host import (
     run_bench,
 )
 from console.core.bench.queue import (
+    CAPACITY_CHOICES,
     WORKLOAD_CHOICES,
     BenchForm,
     FormErrors,
     PlannedSweep,
     SweepQueued,
     bench_queue,
+    dataset_files,
     load_form,
     plan_sweeps,
     proposed_label,
     save_form,
+    slo_text,
 )
 
 __all__ = [
     "API_KEY_ENV",
+    "CAPACITY_CHOICES",
     "WORKLOAD_CHOICES",
     "BenchForm",
     "FormErrors",
@@ -42,6 +46,7 @@ __all__ = [
     "bench_host",
     "bench_queue",
     "bench_url",
+    "dataset_files",
     "default_label",
     "export_comparison",
     "load_form",
@@ -51,4 +56,5 @@ __all__ = [
     "proposed_label",
     "run_bench",
     "save_form",
+    "slo_text",
 ]

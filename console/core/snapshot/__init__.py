@@ -8,6 +8,7 @@ and freeze / restore.
     doc.py          the production document a freeze writes on the host (pure)
     freeze_plan.py  the pure half of freeze and restore: the capture's checks, the snapshot, the restore edits
     freeze.py       plan_freeze / plan_restore: read the host, carry the plan out
+    sets.py         a group freeze's snapshot set: NAME.HOST per host, its index profiles/snapshot-sets/NAME.toml
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
@@ -24,6 +25,7 @@ from console.core.snapshot.freeze import (
     FreezeEvent,
     FreezeResult,
     FreezeStep,
+    PendingFreeze,
     plan_freeze,
     plan_restore,
 )
@@ -40,6 +42,14 @@ from console.core.snapshot.model import (
     production_of,
     setup_text,
 )
+from console.core.snapshot.sets import (
+    SnapshotSet,
+    load_snapshot_set,
+    member_names,
+    save_snapshot_set,
+    set_path,
+    snapshot_set_of,
+)
 from console.core.snapshot.store import (
     load_snapshot,
     load_snapshots,
@@ -55,13 +65,17 @@ __all__ = [
     "FreezeRequest",
     "FreezeResult",
     "FreezeStep",
+    "PendingFreeze",
     "ProductionStatus",
     "Snapshot",
     "SnapshotError",
+    "SnapshotSet",
     "best_throughput",
     "diff_snapshots",
     "load_snapshot",
+    "load_snapshot_set",
     "load_snapshots",
+    "member_names",
     "next_name",
     "plan_freeze",
     "plan_restore",
@@ -70,7 +84,10 @@ __all__ = [
     "production_of_host",
     "render_document",
     "save_snapshot",
+    "save_snapshot_set",
+    "set_path",
     "setup_text",
     "snapshot_path",
+    "snapshot_set_of",
     "snapshots_dir",
 ]

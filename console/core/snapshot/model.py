@@ -158,7 +158,7 @@ class Snapshot(_Part):
         data = _without_nulls(self.model_dump(mode="python"))
         header = (
             f"# opsconsole production snapshot {self.name!r} of {self.host.label} ({self.host.unit}), "
-            f"written by `opsconsole freeze`.\n# Format: README, 'Snapshot files'. Secrets are masked (***).\n"
+            f"written by `opsconsole freeze`.\n# Format: docs/snapshots.md. Secrets are masked (***).\n"
         )
         return header + dumps(data)
 

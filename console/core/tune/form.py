@@ -4,7 +4,9 @@
     fields = form_defaults(unit_speculation(unit_text, version))   # field key -> text
     request = request_from_form(edited, unit)                      # FormError(field, message) on bad input
 
-A field with `choices` takes one of them (the console shows it as a list to pick from: --strategy, --apply-best).
+A field with `choices` takes one of them (the console shows it as a list to pick from: --strategy, --apply-best,
+--objective). The dataset field names a file of the workspace's datasets/ (the console lists them); the console reads
+its sample (console.bench.datasets, as `tune --dataset` does) and hands it in, or what is wrong with the file.
 
 Shared with `opsconsole tune` (console/cli/tune.py), so that both take and refuse the same: `space_from_axes` (the
 axes asked for, with the missing ones taken from the unit as it is: its algorithm and its spec-v2 setting; steps
@@ -17,7 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from console.bench.datasets import DEFAULT_SAMPLE as DEFAULT_DATASET_SAMPLE
+from console.bench.slo import EXAMPLE, parse_slo
+from console.bench.workloads import DatasetSample
 from console.core.bench import parse_int_list
+from console.core.tune.report import Objective
 from console.core.tune.run import TuneRequest
 from console.core.tune.search import Strategy
 from console.core.tune.space import (
@@ -47,7 +53,10 @@ FIELDS: tuple[FormField, ...] = (
     FormField("spec_v2", "spec v2", "on and/or off", "the space"),
     FormField("draft_model_path", "draft model path", "for EAGLE3/STANDALONE (empty: the unit's)", "the space"),
     FormField("concurrency", "concurrency levels", "e.g. 1,8,32,64", "the benchmark"),
-    FormField("workload", "workloads", "random and/or chat", "the benchmark"),
+    FormField("workload", "workloads", "random, chat and/or dataset", "the benchmark"),
+    FormField("dataset", "dataset", "your prompts: a file of datasets/ (the workload dataset)", "the benchmark"),
+    FormField("dataset_sample", "dataset sample", "requests drawn from the dataset, e.g. 1000", "the benchmark"),
+    FormField("seed", "seed", "same seed, same requests in the same order for every setup", "the benchmark"),
     FormField("duration", "seconds per level", "of a full run; screening runs an eighth of it", "the benchmark"),
     FormField("repeats", "repeats", "full runs per level (2+ measure the noise)", "the benchmark"),
     FormField("input_len", "input tokens", "per request", "the benchmark"),
@@ -63,6 +72,18 @@ FIELDS: tuple[FormField, ...] = (
             ("grid", "every setup in full runs, at every level"),
         ),
     ),
+    FormField(
+        "objective",
+        "objective",
+        "what ranks each level's setups",
+        "the search and what stays",
+        choices=(
+            ("throughput", "output tokens/s"),
+            ("goodput", "requests/s whose own TTFT, TPOT and E2E meet the SLO"),
+            ("capacity", "requests/s carried while the level meets the SLO"),
+        ),
+    ),
+    FormField("slo", "SLO", f"e.g. {EXAMPLE} (goodput and capacity need one)", "the search and what stays"),
     FormField(
         "apply_best",
         "apply best",
@@ -103,12 +124,17 @@ def form_defaults(unit: UnitSpeculation) -> dict[str, str]:
         "draft_model_path": "",
         "concurrency": "1,8,32,64",
         "workload": "random",
+        "dataset": "",
+        "dataset_sample": str(DEFAULT_DATASET_SAMPLE),
+        "seed": "1",
         "duration": "60",
         "repeats": "2",
         "input_len": "1024",
         "output_len": "256",
         "budget": "",
         "strategy": "halving",
+        "objective": "throughput",
+        "slo": "",
         "apply_best": "no",
         "best_at": "",
     }
@@ -173,8 +199,28 @@ def best_at_problem(
     return None
 
 
-def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneRequest:
-    """The tune the form asks for. FormError names the first field it cannot take and says why."""
+def dataset_sampling(values: Mapping[str, str]) -> tuple[int, int]:
+    """The dataset's sample size and seed as `tune --dataset-sample N --seed S` take them (the seed also seeds the
+    random workload); FormError beside the field that cannot be read."""
+    size_text = values.get("dataset_sample", str(DEFAULT_DATASET_SAMPLE)).strip()
+    size = int(_number("dataset_sample", size_text, whole=True, positive=True))
+    seed_text = values.get("seed", "1").strip()
+    seed = int(_number("seed", seed_text, whole=True, positive=False))
+    if seed < 0:
+        raise FormError("seed", f"0 or more (got {seed_text!r})")
+    return size, seed
+
+
+def request_from_form(
+    values: Mapping[str, str],
+    unit: UnitSpeculation,
+    *,
+    dataset: DatasetSample | str | None = None,
+    profile_slo: bool = False,
+) -> TuneRequest:
+    """The tune the form asks for. FormError names the first field it cannot take and says why. `dataset`: the
+    sample of the picked file, or what is wrong with it (said beside the dataset field); `profile_slo`: the host's
+    profile has an [slo], which the tune takes when the SLO field is empty (console.core.tune.checked_request)."""
 
     def text(key: str) -> str:
         return values.get(key, "").strip()
@@ -202,8 +248,15 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
     except UsageError as exc:
         raise FormError("concurrency", _without_field(str(exc), "concurrency")) from None
     workloads = tuple(dict.fromkeys(w.strip() for w in text("workload").split(",") if w.strip()))
-    if not workloads or any(w not in ("random", "chat") for w in workloads):
-        raise FormError("workload", f"random and/or chat (got {text('workload')!r})")
+    if not workloads or any(w not in ("random", "chat", "dataset") for w in workloads):
+        raise FormError("workload", f"random, chat and/or dataset (got {text('workload')!r})")
+    _size, seed = dataset_sampling(values)  # before the file: a sample that cannot be read is not read from it
+    if isinstance(dataset, str):
+        raise FormError("dataset", dataset)
+    if "dataset" in workloads and dataset is None:
+        raise FormError("dataset", "the workload dataset sends a file: pick one of datasets/ (put yours there)")
+    if dataset is not None and "dataset" not in workloads:
+        raise FormError("workload", "add dataset to send the picked file (or pick no file)")
     duration = _number("duration", text("duration"), positive=True)
     repeats = int(_number("repeats", text("repeats"), whole=True, positive=True))
     input_len = int(_number("input_len", text("input_len"), whole=True, positive=True))
@@ -211,6 +264,15 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
     budget = _number("budget", text("budget"), positive=True) if text("budget") else None
     strategy, apply_best = _choice("strategy", text("strategy")), _choice("apply_best", text("apply_best")) == "yes"
     best_at = int(_number("best_at", text("best_at"), whole=True, positive=True)) if text("best_at") else None
+    objective = cast(Objective, _choice("objective", text("objective") or "throughput"))
+    slo = None
+    if text("slo"):
+        try:
+            slo = parse_slo(text("slo"))
+        except ValueError as exc:
+            raise FormError("slo", f"{exc} (e.g. {EXAMPLE})") from None
+    if objective != "throughput" and slo is None and not profile_slo:
+        raise FormError("slo", f"the objective {objective} counts requests against an SLO: give one, e.g. {EXAMPLE}")
     names = {"apply_best": "apply best = yes", "concurrency": "the concurrency levels"}
     problem = best_at_problem(best_at, apply_best=apply_best, concurrencies=concurrencies, names=names)
     if problem is not None:
@@ -227,6 +289,11 @@ def request_from_form(values: Mapping[str, str], unit: UnitSpeculation) -> TuneR
         strategy=cast(Strategy, strategy),
         apply_best=apply_best,
         best_at=best_at,
+        objective=objective,
+        slo=slo.to_json() if slo is not None else None,
+        dataset=dataset,
+        seed=dataset.seed if dataset is not None else seed,
+        api="chat" if dataset is not None and dataset.format == "chat-jsonl" else "generate",
     )
 
 

@@ -348,7 +348,7 @@ class TuneResult:
 
     def to_json(self) -> dict[str, Any]:
         """`tune --json`: the issue's keys (trials, pruned, recommendations, final_unit, host_healthy) plus the
-        crossovers, the workloads side by side and what the run was (README)."""
+        crossovers, the workloads side by side and what the run was (docs/tune.md)."""
         return {
             "trials": [
                 {

@@ -6,6 +6,9 @@ the console's Tune screen renders it, the time comes from the events' own `at`.
     board = TuneBoard.planned(pending.space)
     board.feed(event)            # every TuneEvent, in order
     board.rows, board.current, board.stage, board.levels, board.finished
+
+Under the goodput or capacity objective (TuneStarted says which) the rows' figures are the objective's (req/s) and
+`rankings()` orders each level's setups by it, as the search ranks them.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class BoardRow:
     state: RowState = "pending"
     detail: str = ""  # the level being benchmarked, why it failed or was skipped, SGLang's reason for a prune
     figures: dict[Cell, float] = field(default_factory=dict)  # output tok/s per level, the latest trial's
+    scores: dict[Cell, float] = field(default_factory=dict)  # the objective's figure per level (goodput, capacity)
     trials: int = 0
     out: bool = False  # the search left it behind at every level (not among those that can still win)
 
@@ -105,6 +109,7 @@ class TuneBoard:
     notes: list[str] = field(default_factory=list)
     finished: TuneFinished | None = None
     trials_run: int = 0
+    objective: str = "throughput"  # what ranks a level's setups: output tok/s, goodput or capacity (req/s)
 
     @classmethod
     def planned(cls, space: Space) -> TuneBoard:
@@ -115,6 +120,23 @@ class TuneBoard:
 
     def row(self, key: str) -> BoardRow | None:
         return next((r for r in self.rows if r.key == key and key), None)
+
+    @property
+    def unit(self) -> str:
+        """What the rows' figures are in: tok/s, or req/s under goodput and capacity."""
+        return "tok/s" if self.objective == "throughput" else "req/s"
+
+    def figure(self, row: BoardRow, cell: Cell) -> float | None:
+        """The row's figure at the level by the objective (output tok/s under throughput)."""
+        return (row.figures if self.objective == "throughput" else row.scores).get(cell)
+
+    def rankings(self) -> list[tuple[Cell, list[tuple[str, float]]]]:
+        """Per level measured so far, its setups best first by the objective (the search's standings: medians)."""
+        return [
+            (cell, [(standing[0], standing[1]) for standing in self.levels[cell].standings])
+            for cell in self.cells
+            if cell in self.levels and self.levels[cell].standings
+        ]
 
     def elapsed_s(self, now: datetime) -> float:
         if self.started_at is None:
@@ -127,6 +149,7 @@ class TuneBoard:
     def feed(self, event: TuneEvent) -> None:
         if isinstance(event, TuneStarted):
             self.started_at, self.guarded, self.cells = event.at, event.guarded, list(event.cells)
+            self.objective = event.objective
         elif isinstance(event, StageStarted):
             kind = "screening (short runs)" if event.kind == "screen" else "full runs with repeats"
             self.stage = f"stage {event.stage}: {kind}, {len(event.runs)} setups"
@@ -147,6 +170,7 @@ class TuneBoard:
             row = self.row(event.trial.candidate)
             if row is not None:
                 row.figures.update(dict(event.figures))
+                row.scores.update(dict(event.scores))
             self._set(event.trial, "done", "" if event.figures else "no clean level")
             self.current = None
         elif isinstance(event, TrialFailed):

@@ -2,7 +2,10 @@
 by side: one pane per run (its setup as the server resolved it, version, unit hash, workload, and its metrics per
 level with the deltas against the first run, ▲/▼ in each metric's direction, "noise" inside the repeats' spread),
 output tok/s and TPOT plotted against concurrency, the crossovers named, and the comparison exported as Markdown
-and JSON. Reading only local files, it works without a host and in read-only mode.
+and JSON. Runs held to an SLO also get their goodput plotted, the crossover at the SLO (where another run carries
+more good requests) named, each level's ✔/✖ in the panes and each run's capacity at the SLO; the export carries
+the SLO (console.bench.sidebyside's Markdown and JSON).
+Reading only local files, it works without a host and in read-only mode.
 
 The model is console.bench.runs (the table), console.bench.sidebyside (panes, crossovers, Markdown) and
 console.core.bench.export (the files); this screen shows them.
@@ -28,12 +31,15 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 from console.bench.comparison import Cell
 from console.bench.runs import RunSummary, filter_runs, list_runs
 from console.bench.sidebyside import (
+    GOODPUT,
     MAX_RUNS,
     PLOTTED,
     SideBySide,
+    crossed_metrics,
     crossover_lines,
     metric_spec,
     side_by_side,
+    slo_lines,
     value_text,
 )
 from console.core.bench import export_comparison
@@ -48,6 +54,7 @@ PANE_METRICS = (
     ("median_tpot_ms", "TPOT ms"),
     ("p99_itl_ms", "p99 ITL"),
     ("accept_length", "accept"),
+    ("request_goodput", "good/s"),
     ("tokens_per_joule", "tok/J"),
     ("failed", "failed"),
 )
@@ -90,11 +97,14 @@ def pane(sbs: SideBySide, index: int) -> Group:
     table.add_column("metric", no_wrap=True, style="dim")
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("delta", justify="left", no_wrap=True)
+    verdicts = sbs.verdicts(label)
     for level, cells in sbs.cells(label):
-        table.add_row(Text(level, style="bold"), "", "")
+        verdict = verdicts.get(level)
+        mark = "" if verdict is None else Text("SLO ✔", "green") if verdict else Text("SLO ✖", "bold red")
+        table.add_row(Text(level, style="bold"), "", mark)
         for key, short in PANE_METRICS:
             cell = cells[key]
-            if cell.median is None or (key != "output_throughput" and not cell.median):
+            if cell.median is None or (key not in ("output_throughput", GOODPUT) and not cell.median):
                 continue  # a zero here is a figure the run did not measure (or no failures): not worth a row
             table.add_row(f" {short}", value_text(cell, metric_spec(key)), delta_cell(cell))
     return Group(head, table)
@@ -132,6 +142,9 @@ class RunsScreen(Screen[None]):
                 with Horizontal(id="cmp-plots"):
                     yield Plot(id="plot-output")
                     yield Plot(id="plot-tpot")
+                with Horizontal(id="cmp-slo"):  # runs held to an SLO: their goodput, each one's capacity at it
+                    yield Plot(id="plot-goodput")
+                    yield Static(id="cmp-capacity")
                 yield Static(id="cmp-legend")
                 yield Horizontal(id="cmp-panes")
             with Horizontal(id="runs-export-row"):
@@ -284,9 +297,14 @@ class RunsScreen(Screen[None]):
         panes.remove_children()
         panes.mount_all(Static(pane(sbs, i), classes="cmp-pane") for i in range(len(sbs.labels)))
         title = Text(f"Side by side: {len(sbs.labels)} runs, deltas against {sbs.labels[0]}\n", style="bold")
+        goodput_title = metric_spec(GOODPUT).title + ": "
         for line in crossover_lines(sbs):
-            title.append("crossover " if "no crossover" not in line else "", style="bold")
-            title.append(line + "\n", style="bold yellow" if "no crossover" not in line else "dim")
+            crossed = "no crossover" not in line
+            if line.startswith(goodput_title):  # goodput counts the requests within the SLO: it crosses at the SLO
+                title.append("crossover at the SLO " if crossed else "at the SLO ", style="bold")
+            else:
+                title.append("crossover " if crossed else "", style="bold")
+            title.append(line + "\n", style="bold yellow" if crossed else "dim")
         for note in sbs.comparison.notes:
             title.append(f"note: {note}\n", style="yellow")
         title.rstrip()
@@ -297,7 +315,9 @@ class RunsScreen(Screen[None]):
             legend.append("   ")
         legend.append("* runs on one point   ┆ crossover", style="dim")
         self.query_one("#cmp-legend", Static).update(legend)
-        for plot_id, metric in zip(("#plot-output", "#plot-tpot"), PLOTTED, strict=True):
+        judged = GOODPUT in crossed_metrics(sbs.comparison)
+        plotted = (*PLOTTED, GOODPUT) if judged else PLOTTED
+        for plot_id, metric in zip(("#plot-output", "#plot-tpot", "#plot-goodput"), plotted, strict=False):
             spec = metric_spec(metric)
             series = sbs.series(metric)
             crossings = [c.at for c in sbs.crossovers if c.metric == metric]
@@ -305,6 +325,11 @@ class RunsScreen(Screen[None]):
             self.query_one(plot_id, Plot).show(
                 series, title=f"{spec.title} ({spec.unit}) by {axis}", crossings=crossings, axis=axis
             )
+        self.query_one("#cmp-slo").display = judged
+        capacity = Text()
+        for n, line in enumerate(slo_lines(sbs.comparison)):
+            capacity.append(line + "\n", style="bold" if n == 0 else "")
+        self.query_one("#cmp-capacity", Static).update(capacity)
 
     def action_export(self) -> None:
         if self.comparison is None:

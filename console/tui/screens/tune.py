@@ -11,14 +11,20 @@ dashboard while the tune goes on (`T` on that host comes back to it). At the end
 its margin and whether it is within the noise, the crossovers, the optimistic vs realistic workloads, and where
 the unit is and whether the host is healthy.
 
-The TUI holds no logic: the form is console/core/tune/form.py, the board console/tui/presenters/tune_board.py, the space
-console/core/tune/space.py, the tune console/core/tune/run.py."""
+The operator's traffic (issue 23): the form also takes the objective (throughput, goodput or capacity: what ranks
+a level's setups), the SLO (prefilled with the profile's [slo]) and a dataset picked from the workspace's datasets/
+(read in a thread once picked, as `tune --dataset` reads it); the board shows its figures by the objective and each
+level's ranking, the result each setup's capacity at the SLO and where speculation loses on this traffic.
+
+The TUI holds no logic: the form is console/core/tune/form.py, the board console/tui/presenters/tune_board.py, the
+space console/core/tune/space.py, the tune console/core/tune/run.py."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -33,6 +39,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Select, Static
 
+from console.bench.datasets import DatasetError, describe_line, sample_dataset
+from console.bench.workloads import DatasetSample
+from console.core.bench import dataset_files, slo_text
 from console.core.session import Session
 from console.core.tune import (
     FIELDS,
@@ -46,6 +55,7 @@ from console.core.tune import (
     UnitSpeculation,
     afterwards,
     build_space,
+    dataset_sampling,
     estimate,
     form_defaults,
     meaning,
@@ -149,9 +159,14 @@ class TuneFormScreen(Screen[None]):
         read_only: str = "",
         clock: Clock = _utc_now,
         planner: TunePlanner = tune_on_host,
+        datasets: Path | None = None,
     ) -> None:
         super().__init__()
         self.session = session
+        self.datasets = datasets  # the workspace's datasets/: what the dataset field offers
+        self.profile_slo = slo_text(session.target.slo)  # the profile's [slo], as the SLO field takes it
+        # the picked file's sample, or what is wrong with it (None: no file picked; "" while it is read)
+        self.dataset: DatasetSample | str | None = None
         self.planner = planner
         self.label = label
         self.read_only = read_only
@@ -197,7 +212,7 @@ class TuneFormScreen(Screen[None]):
         if self.read_only:
             title.append(f"   {self.read_only}", style="yellow")
         self.query_one("#tune-form-title", Static).update(title)
-        defaults = form_defaults(self.unit)
+        defaults = form_defaults(self.unit) | {"slo": self.profile_slo}
         rows: list[Widget] = []
         group = ""
         for spec in FIELDS:
@@ -205,7 +220,17 @@ class TuneFormScreen(Screen[None]):
                 group = spec.group
                 rows.append(Static(Text(group, style="bold underline"), classes="field-group"))
             field: Widget
-            if spec.choices:  # one of a few: picked from a list, nothing to mistype
+            if spec.key == "dataset":  # a file of datasets/: picked from the list of them
+                files = dataset_files(self.datasets) if self.datasets is not None else []
+                field = Select(
+                    [(name, name) for name in files],
+                    prompt="pick a file" if files else "none: put yours in datasets/",
+                    tooltip=spec.hint,
+                    id=_field_id(spec.key),
+                    disabled=bool(self.read_only),
+                    compact=True,
+                )
+            elif spec.choices:  # one of a few: picked from a list, nothing to mistype
                 field = Select(
                     [(value, value) for value, _meaning in spec.choices],  # said in full beside the space
                     value=defaults[spec.key],
@@ -233,8 +258,61 @@ class TuneFormScreen(Screen[None]):
         values = {}
         for spec in FIELDS:
             field = self.query_one(f"#{_field_id(spec.key)}")
-            values[spec.key] = str(field.value) if isinstance(field, Input | Select) else ""
+            if isinstance(field, Select):
+                values[spec.key] = "" if field.is_blank() else str(field.value)
+            else:
+                values[spec.key] = str(field.value) if isinstance(field, Input) else ""
         return values
+
+    @on(Select.Changed, "#tune-field-dataset")
+    def _dataset_picked(self, event: Select.Changed) -> None:
+        """A file picked is read (in a thread: a large one takes seconds) and added to the workloads."""
+        if event.select.is_blank():
+            self.dataset = None
+            self._update()
+            return
+        workloads = self.query_one(f"#{_field_id('workload')}", Input)
+        if "dataset" not in [w.strip() for w in workloads.value.split(",")]:
+            workloads.value = ",".join([w for w in (workloads.value.strip(), "dataset") if w])
+        self._sample_dataset()
+
+    @on(Input.Changed, "#tune-field-dataset-sample, #tune-field-seed")
+    def _sampling_changed(self) -> None:
+        """Another sample size or seed: the picked file is sampled again (the request carries what was drawn)."""
+        if self.form_values().get("dataset"):
+            self._sample_dataset()
+
+    def _sample_dataset(self) -> None:
+        values = self.form_values()
+        try:
+            size, seed = dataset_sampling(values)
+        except FormError:
+            self.dataset = None  # said beside the sample or the seed; the file is read once they can be
+            self._update()
+            return
+        self.dataset = ""
+        self._update()
+        self._read_dataset(values["dataset"], size, seed)
+
+    @work(thread=True, exclusive=True, group="tune-dataset")
+    def _read_dataset(self, name: str, size: int, seed: int) -> None:
+        assert self.datasets is not None
+        try:
+            read: DatasetSample | str = sample_dataset(self.datasets / name, size=size, seed=seed)
+        except DatasetError as exc:
+            read = f"{exc}; nothing was sent"
+        self.app.call_from_thread(self._dataset_read, (name, size, seed), read)
+
+    def _dataset_read(self, asked: tuple[str, int, int], read: DatasetSample | str) -> None:
+        values = self.form_values()
+        try:
+            now = (values.get("dataset", ""), *dataset_sampling(values))
+        except FormError:
+            now = None
+        if now != asked:
+            return  # another file, size or seed was asked for meanwhile: its own read is on the way
+        self.dataset = read
+        self._update()
 
     @on(Input.Changed)
     @on(Select.Changed)
@@ -250,7 +328,7 @@ class TuneFormScreen(Screen[None]):
         self.error = None
         self.request = None
         try:
-            request = self.request = request_from_form(self.values, self.unit)
+            request = self.request = self._request()
         except FormError as exc:
             self.error = exc
         else:
@@ -268,6 +346,12 @@ class TuneFormScreen(Screen[None]):
             if isinstance(row, Widget):
                 row.set_class(self.error is not None and self.error.field == spec.key, "-invalid")
         self._show()
+
+    def _request(self) -> TuneRequest:
+        assert self.unit is not None
+        if self.dataset == "":
+            raise FormError("dataset", "reading the file ...")
+        return request_from_form(self.values, self.unit, dataset=self.dataset, profile_slo=bool(self.profile_slo))
 
     @work(thread=True, exclusive=True, group="tune-space")
     def _build_space(self, request: TuneRequest, values: dict[str, str]) -> None:
@@ -308,6 +392,10 @@ class TuneFormScreen(Screen[None]):
         parts.append(Text(""))
         if self.request is not None:
             strategy, stays = self.request.strategy, self.request.apply_best
+            objective = self.request.objective
+            parts.append(Text(f"objective {objective}: {meaning('objective', objective)}", style="dim"))
+            if self.request.dataset is not None:
+                parts.append(Text(f"dataset {describe_line(self.request.dataset)}", style="dim"))
             parts.append(Text(f"strategy {strategy}: {meaning('strategy', strategy)}", style="dim"))
             parts.append(Text(f"afterwards: {afterwards(self.request)}", style="bold yellow" if stays else "dim"))
         if self.read_only:
@@ -339,7 +427,7 @@ class TuneFormScreen(Screen[None]):
     def action_start(self) -> None:
         if self.check_action("start", ()) is None or self.unit is None:
             return
-        self._plan(request_from_form(self.values, self.unit))
+        self._plan(self._request())
 
     @work(exclusive=True, group="tune-plan")
     async def _plan(self, request: TuneRequest) -> None:
@@ -437,7 +525,8 @@ class TuneView:
 
     def draw(self, screen: TuneProgress) -> None:
         self.tick(screen)
-        rows = Group(rows_table(self.board), Text(""), excluded_text(self.board))
+        ranked = rankings_text(self.board)  # nothing under throughput (the ★ says it)
+        rows = Group(rows_table(self.board), *([ranked] if ranked else []), Text(""), excluded_text(self.board))
         screen.query_one("#tune-rows", Static).update(rows)
         result = screen.query_one("#tune-result", Static)
         result.display = screen.done
@@ -531,12 +620,30 @@ def rows_table(board: TuneBoard) -> Table:
         style = _STATE_STYLE.get(row.state, "")
         if row.out:
             style = "dim green"
-        figures = [f"{row.figures[c]:,.0f}" if c in row.figures else "" for c in cells]
+        shown = [board.figure(row, c) for c in cells]
+        figures = ["" if f is None else f"{f:,.0f}" if board.objective == "throughput" else f"{f:,.2f}" for f in shown]
         leader = any(board.levels.get(c) is not None and board.levels[c].leader == row.name for c in cells)
         name = Text(("★ " if leader else "  ") + row.name, style="bold" if leader else "")
         detail = "" if row.state == "benchmarking" else row.detail
         table.add_row(name, Text(row.state_text, style=style), *figures, Text(detail, style="dim"))
     return table
+
+
+def rankings_text(board: TuneBoard) -> Text:
+    """Each level's setups best first by the objective (under throughput the ★ in the rows says it: nothing)."""
+    out = Text()
+    if board.objective == "throughput":
+        return out
+    out.append(f"\nranked by {board.objective} ({board.unit}, the median of each setup's runs)\n", style="bold")
+    for cell, ranking in board.rankings():
+        where = (
+            f"C={cell.concurrency}"
+            if len({c.workload for c in board.cells}) == 1
+            else f"{cell.workload} C={cell.concurrency}"
+        )
+        out.append(f"{where}: ", style="bold")
+        out.append("  ".join(f"{n}. {name} {score:,.2f}" for n, (name, score) in enumerate(ranking, 1)) + "\n")
+    return out
 
 
 def excluded_text(board: TuneBoard) -> RenderableType:
@@ -557,20 +664,34 @@ def result_view(result: TuneResult) -> RenderableType:
         recs = [r for r in result.recommendations if r.cell.workload == workload]
         if not recs:
             continue
-        parts.append(Text(f"{workload}: best setup per level", style="bold underline"))
+        by = "" if result.objective == "throughput" else f" by {result.objective}"
+        parts.append(Text(f"{workload}: best setup per level{by}", style="bold underline"))
         table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
-        for column, justify in (("level", "left"), ("best", "left"), ("tok/s", "right"), ("margin", "right"),
-                                ("noise", "left")):  # fmt: skip
+        scored = result.objective != "throughput"
+        columns = [("level", "left"), ("best", "left")]
+        columns += [(f"{result.objective[:8]} req/s", "right")] if scored else []
+        columns += [("tok/s", "right"), ("margin", "right"), ("noise", "left")]
+        for column, justify in columns:
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         table.add_column("runner-up", no_wrap=True, overflow="ellipsis", ratio=1)
         for r in recs:
             margin = "-" if r.margin_pct is None else f"{r.margin_pct:+.1f} %"
             noise = Text("within", style="yellow") if r.within_noise else Text("outside", style="green")
-            table.add_row(f"C={r.cell.concurrency}", Text(r.name, style="bold"), f"{r.output_throughput:,.1f}",
+            score = ["-" if r.score is None else f"{r.score:,.2f}"] if scored else []
+            table.add_row(f"C={r.cell.concurrency}", Text(r.name, style="bold"), *score, f"{r.output_throughput:,.1f}",
                           margin, noise, r.runner_up or "-")  # fmt: skip
         parts.append(table)
+        capacities = result.capacities.get(workload, {})
+        if capacities and result.slo is not None:
+            parts.append(Text(f"capacity at the SLO ({result.slo.text()}), each setup:", style="bold"))
+            for name, cap in sorted(capacities.items(), key=lambda item: -(item[1].request_throughput or 0.0)):
+                parts.append(Text.assemble(f"  {name}: ", (cap.text(), "green" if cap.level else "red")))
         parts.extend(Text(r.evidence_note, style="yellow") for r in recs if r.evidence_note)
         parts.append(Text(result.summary(workload), style="bold cyan"))
+        parts.append(Text(""))
+    if result.verdicts:  # the report's own sentences: where the setup without speculation is the best
+        parts.append(Text("speculation loses on this traffic", style="bold yellow underline"))
+        parts.extend(Text(f"! {verdict}", style="bold yellow") for verdict in result.verdicts)
         parts.append(Text(""))
     if result.workload_sides:
         parts.append(Text("optimistic (random, forced lengths, temperature 0) vs realistic (chat)", "bold underline"))
@@ -632,7 +753,9 @@ def open_tune(console: ConsoleContext) -> None:
     except HostError:
         console.notify(f"{label} is not connected yet; try again once the header says connected", severity="warning")
         return
-    form = TuneFormScreen(session, label=label, clock=console.clock, planner=console.options.runners.tune)
+    workspace = console.workspace(label)
+    form = TuneFormScreen(session, label=label, clock=console.clock, planner=console.options.runners.tune,
+                          datasets=workspace.datasets if workspace is not None else None)  # fmt: skip
 
     def closed(_: None) -> None:
         screen = form.started

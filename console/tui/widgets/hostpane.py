@@ -39,12 +39,14 @@ class HostPane(Vertical):
         clock: Callable[[], datetime],
         backlog: Callable[[], tuple[HostView | None, list[JournalEntry]]],
         running: Callable[[], str] = lambda: "",
+        fleet_note: Callable[[], Text] = Text,
         id: str,
     ) -> None:
         super().__init__(id=id, classes="host-pane")
         self.label = label
         self.backlog = backlog  # what arrived for this host while the pane was being mounted
         self.running = running  # what this console runs on the host now ("" when nothing), for the header's mark
+        self.fleet_note = fleet_note  # what Prometheus says of the host, after the header's second line (or nothing)
         self.thresholds = thresholds
         self.clock = clock
         self.view = HostView(label, clock(), ConnectionState("connecting"))
@@ -123,6 +125,7 @@ class HostPane(Vertical):
         """Drawn again only when it reads otherwise: each redraw is a repaint of the screen's changed lines,
         and the header mostly repeats itself from one second to the next (ages read in whole units)."""
         header = render_header(self.view, now, self.running())
+        header.append_text(self.fleet_note())
         if header != self._header:
             self._header = header
             self.query_one(HostHeader).update(header, layout=False)

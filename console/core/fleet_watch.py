@@ -1,0 +1,63 @@
+"""The fleet's telemetry for the console: one Prometheus query a refresh for every host (console.fleet), folded
+into a FleetView and handed to the renderer. SSH is not touched here: a host opened in the console has its own
+HostWatcher, which is also what the console falls back to for the open hosts while Prometheus is down."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+
+from console.fleet.prometheus import PrometheusClient, PrometheusUnavailable
+from console.fleet.promql import fleet_query, split_by_host
+from console.fleet.settings import FleetSettings
+from console.fleet.telemetry import FleetTracker, FleetView, HostNames
+from console.host.targets import Target
+
+
+def host_names(targets: Mapping[str, Target]) -> HostNames:
+    """Each host's label, and the host of its SSH destination, as names Prometheus's label may use."""
+    return HostNames({label: [t.ssh_host] if t.ssh_host else [] for label, t in targets.items()})
+
+
+class FleetWatcher:
+    def __init__(
+        self,
+        settings: FleetSettings,
+        names: HostNames,
+        *,
+        on_view: Callable[[FleetView], None],
+        interval_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        assert settings.prometheus is not None
+        self.settings = settings
+        self.on_view = on_view
+        self.interval_s = interval_s
+        self.clock = clock
+        self.query = fleet_query(settings)
+        self.tracker = FleetTracker(settings.prometheus, names, scrape_interval_s=settings.scrape_interval_s)
+        self._client = PrometheusClient(settings.prometheus, timeout_s=max(1.0, min(10.0, interval_s)))
+        self._wake = asyncio.Event()
+
+    async def refresh(self) -> FleetView:
+        try:
+            samples, asked_at = await self._client.query(self.query, at=self.clock())
+        except PrometheusUnavailable as exc:
+            return self.tracker.failed(str(exc), self.clock())
+        return self.tracker.answered(split_by_host(samples, self.settings.label), asked_at)
+
+    def refresh_now(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self.on_view(await self.refresh())
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                except TimeoutError:
+                    pass
+        finally:
+            await self._client.aclose()

@@ -1,0 +1,163 @@
+"""The fleet's overview against real parts: Debian's Prometheus, started here, scraping simulated hosts (one
+process, each host with its own SGLang and dcgm-exporter ports). The overview's figures are the PromQL answers
+(asked here in PromQL written out by hand, at the same evaluation time); a host Prometheus does not scrape, a host
+that goes away and a killed Prometheus are each said on the overview."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.cli.connect import build_app
+from console.core.fleet_watch import FleetWatcher
+from console.fleet.settings import FleetSettings
+from console.fleet.telemetry import FleetView, HostNames
+from console.tui.app import OpsConsoleApp
+from console.tui.widgets.fleet_overview import COLUMNS, FleetOverview, FleetTable
+from tests.support.prometheus import Prometheus, SimFleet, running_prometheus, sim_fleet, wait_scraped
+from tests.tui.support import screen_text, wait_until
+
+pytestmark = pytest.mark.system
+
+# The overview's column -> the PromQL that answers it, written out here (not taken from console.fleet.promql),
+# and how the overview writes the number.
+BY_HAND = {
+    "gen tok/s": ("sum by (host) (sglang:gen_throughput)", lambda v: f"{v:,.0f}"),
+    "accept": ("avg by (host) (sglang:spec_accept_length)", lambda v: f"{v:,.2f}"),
+    "KV %": ("100 * max by (host) (sglang:token_usage)", lambda v: f"{v:,.0f}"),
+    "TTFT p99 ms": (
+        "1000 * histogram_quantile(0.99, sum by (host, le) (rate(sglang:time_to_first_token_seconds_bucket[1m])))",
+        lambda v: f"{v:,.0f}",
+    ),
+    "ITL p99 ms": (
+        "1000 * histogram_quantile(0.99, sum by (host, le) (rate(sglang:inter_token_latency_seconds_bucket[1m])))",
+        lambda v: f"{v:,.0f}",
+    ),
+    "GPU util %": ("avg by (host) (DCGM_FI_DEV_GPU_UTIL)", lambda v: f"{v:,.0f}"),
+    "GPU mem %": (
+        "100 * sum by (host) (DCGM_FI_DEV_FB_USED) / sum by (host) (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)",
+        lambda v: f"{v:,.0f}",
+    ),
+    "power W": ("sum by (host) (DCGM_FI_DEV_POWER_USAGE)", lambda v: f"{v:,.0f}"),
+    "temp °C": ("max by (host) (DCGM_FI_DEV_GPU_TEMP)", lambda v: f"{v:,.0f}"),
+}
+SCRAPED = ["gpu-001", "gpu-002"]  # gpu-003 runs, but Prometheus is not told about it
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[tuple[SimFleet, Prometheus]]:
+    with sim_fleet(tmp_path, 3) as sims:
+        scraped = [h for h in sims.hosts if h["host"] in SCRAPED]
+        with running_prometheus(tmp_path / "prom", scraped, interval_s=1.0) as prometheus:
+            wait_scraped(prometheus, 2 * len(scraped))
+            yield sims, prometheus
+
+
+def _settings(url: str) -> FleetSettings:
+    return FleetSettings(prometheus=url, label="host", scrape_interval_s=1.0)
+
+
+async def test_the_watchers_figures_are_prometheuss_answers(fleet: tuple[SimFleet, Prometheus]) -> None:
+    _sims, prometheus = fleet
+    views: list[FleetView] = []
+    names = HostNames({h: [] for h in ("gpu-001", "gpu-002", "gpu-003")})
+    watcher = FleetWatcher(_settings(prometheus.url), names, on_view=views.append, interval_s=1.0)
+    view = await watcher.refresh()
+    assert view.error is None and view.unknown == ("gpu-003",) and set(view.hosts) == set(SCRAPED)
+    assert view.asked_at is not None
+    for figure, expr in (("throughput", "sum by (host) (sglang:gen_throughput)"),
+                         ("running", "sum by (host) (sglang:num_running_reqs)"),
+                         ("gpus", "count by (host) (DCGM_FI_DEV_GPU_UTIL)"),
+                         ("fb_used_mib", "sum by (host) (DCGM_FI_DEV_FB_USED)")):  # fmt: skip
+        answer = prometheus.query(expr, view.asked_at)
+        assert {h: view.hosts[h].get(figure) for h in SCRAPED} == {h: answer[h] for h in SCRAPED}, figure
+    assert view.hosts["gpu-001"].get("gpus") == 2 and view.hosts["gpu-001"].up == {"sglang": 1, "dcgm": 1}
+
+
+def _workspace(root: Path, url: str) -> Path:
+    (root / "profiles").mkdir(parents=True)
+    for host in ("gpu-001", "gpu-002", "gpu-003"):
+        # nothing listens there: opening the host tries SSH and says it cannot connect
+        (root / "profiles" / f"{host}.toml").write_text('[host]\nssh = "ops@127.0.0.1:9"\n')
+    (root / "profiles" / "groups.toml").write_text('prod = ["gpu-*"]\n')
+    (root / "console.toml").write_text(f'[fleet]\nlabel = "host"\nscrape_interval_s = 1\nprometheus = "{url}"\n')
+    return root
+
+
+def _row(app: OpsConsoleApp, host: str) -> dict[str, str]:
+    table = app.query_one(FleetTable)
+    return dict(zip(COLUMNS, (cell.plain for cell in table.get_row(host)), strict=True))
+
+
+def _banner(app: OpsConsoleApp) -> str:
+    return str(app.query_one(FleetOverview).query_one(".fleet-banner").render())
+
+
+async def test_the_overview_shows_prometheus_figures_unknown_hosts_lost_hosts_and_a_dead_prometheus(
+    fleet: tuple[SimFleet, Prometheus], tmp_path: Path
+) -> None:
+    sims, prometheus = fleet
+    workspace = _workspace(tmp_path / "ws", "http://127.0.0.1:9")  # --prometheus wins over console.toml
+    args = argparse.Namespace(workspace=str(workspace), ssh_config=None, refresh=0.5, read_only=True,
+                              targets=["@prod"], prometheus=prometheus.url)  # fmt: skip
+    app = build_app(args, ["@prod"])
+    async with app.run_test(size=(200, 30)) as pilot:
+        await wait_until(pilot, lambda: app.fleet_view is not None and app.fleet_view.asked_at is not None
+                         and not app.fleet_view.down, "Prometheus's first answer")  # fmt: skip
+        assert app.query_one(FleetOverview).query_one(".fleet-title").render().plain.startswith("@prod: 3 hosts")
+        # the figures on screen are the answers at the time the overview asked; the queries here block the
+        # app's event loop (the test runs on it), so no refresh comes between the view, its rows and the answers
+        await pilot.pause(0)
+        view = app.fleet_view
+        assert view is not None and view.asked_at is not None
+        rows = {h: _row(app, h) for h in SCRAPED}
+        expected = _expected(prometheus, view.asked_at)
+        assert app.fleet_view is view
+        for host in SCRAPED:
+            assert rows[host]["state"] == "up"
+            assert {c: rows[host][c] for c in BY_HAND} == expected[host], host
+            assert (
+                rows[host]["run/queue"] == f"{view.hosts[host].get('running'):.0f}/{view.hosts[host].get('queued'):.0f}"
+            )
+        assert _row(app, "gpu-003")["state"] == "unknown" and _row(app, "gpu-003")["notes"] == "not in Prometheus"
+        assert "not in Prometheus (1): gpu-003" in _banner(app)
+
+        # Enter: the host's tab opens and connects over SSH on its own; its header has Prometheus's percentiles
+        app.query_one(FleetTable).move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.labels == ["gpu-001"] and "gpu-001" in app.sources, "gpu-001's tab")
+        assert app.current_host == "gpu-001"
+        await wait_until(pilot, lambda: "gpu-001" in app.views and app.views["gpu-001"].error is not None,
+                         "gpu-001's SSH connection to be tried")  # fmt: skip
+        await wait_until(pilot, lambda: "Prometheus: TTFT p50/p99" in screen_text(app), "the header's Prometheus note")
+        assert re.search(
+            r"Prometheus: TTFT p50/p99 [\d,]+/[\d,]+ ms · ITL p50/p99 \d+/\d+ ms · KV \d+ %", screen_text(app)
+        )
+        await pilot.press("o")
+        await wait_until(pilot, lambda: app.current_host is None, "the overview again")
+
+        sims.stop_host("gpu-002")  # its scrapes fail: up = 0 and its series go; its last figures stay, said so
+        await wait_until(pilot, lambda: "scrape failing: dcgm, sglang" in _row(app, "gpu-002")["notes"],
+                         "both of gpu-002's scrapes failing")  # fmt: skip
+        assert _row(app, "gpu-002")["state"] == "down"
+        assert _row(app, "gpu-002")["gen tok/s"] not in ("", "–") and _row(app, "gpu-001")["state"] == "up"
+
+        prometheus.kill()
+        await wait_until(pilot, lambda: "Prometheus DOWN" in _banner(app), "the overview to say Prometheus is down")
+        assert "connection refused" in _banner(app)
+        await wait_until(pilot, lambda: _row(app, "gpu-001")["state"] == "stale", "gpu-001 dimmed")
+        assert "Prometheus down" in _row(app, "gpu-001")["notes"]
+
+
+def _expected(prometheus: Prometheus, at: float) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {h: {} for h in SCRAPED}
+    for column, (expr, shown) in BY_HAND.items():
+        answer: dict[str, Any] = prometheus.query(expr, at)
+        for host in SCRAPED:
+            out[host][column] = shown(answer[host])
+    return out
