@@ -36,7 +36,7 @@ from console.core.rollout import ApplyState
 from console.core.session import Session
 from console.core.snapshot import load_snapshots
 from console.host.base import HostError, UnitBackup, UnitLocked
-from console.tui.screens import FORM_FOCUS_BINDINGS
+from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import apply_progress
 from console.tui.widgets.footer import FittedFooter
@@ -117,6 +117,10 @@ class EditScreen(Screen[None]):
 
     @work(exclusive=True, group="editor-load")
     async def _load(self) -> None:
+        with unless_closing(self):
+            await self._read_and_build()
+
+    async def _read_and_build(self) -> None:
         try:
             version, source = await self.session.sglang_version()
             unit_text = await self.session.service.read_unit()
@@ -195,6 +199,10 @@ class EditScreen(Screen[None]):
 
     @work(exclusive=True, group="editor-presets")
     async def _load_presets(self) -> None:
+        with unless_closing(self):
+            await self._read_presets()
+
+    async def _read_presets(self) -> None:
         """The running setup, the unit's backups on the host (with their dates), the setups applied from here."""
         assert self.form is not None
         options: list[tuple[str, str]] = [("the unit as it is", UNIT_PRESET)]
@@ -260,7 +268,8 @@ class EditScreen(Screen[None]):
         except HostError as exc:
             self.notify(f"that backup cannot be read: {exc}", severity="error")
             return
-        self._fill_from_unit_text(text, "that backup")
+        with unless_closing(self):
+            self._fill_from_unit_text(text, "that backup")
 
     def _fill(self, values: dict[str, str]) -> None:
         assert self.form is not None
@@ -396,7 +405,8 @@ class EditScreen(Screen[None]):
         finally:
             self.busy = False
             if self.preview is not None:
-                self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
+                with unless_closing(self):
+                    self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
             self.refresh_bindings()
         if not pending.needs_confirmation:
             result = await pending.abort()

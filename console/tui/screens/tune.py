@@ -67,7 +67,7 @@ from console.host.base import HostError, UnitLocked
 from console.tui.context import ConsoleContext
 from console.tui.presenters.tune_board import TuneBoard
 from console.tui.runners import TunePlanner, tune_on_host
-from console.tui.screens import FORM_FOCUS_BINDINGS
+from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen
 
@@ -196,6 +196,10 @@ class TuneFormScreen(Screen[None]):
 
     @work(exclusive=True, group="tune-load")
     async def _load(self) -> None:
+        with unless_closing(self):
+            await self._read_and_build()
+
+    async def _read_and_build(self) -> None:
         try:
             self.version, _source = await self.session.sglang_version()
             self.unit_text = await self.session.service.read_unit()
@@ -366,7 +370,8 @@ class TuneFormScreen(Screen[None]):
             self.error, self.space = FormError("algorithm", space), None
         else:
             self.space, self.space_values = space, values
-        self._show()
+        with unless_closing(self):  # the thread's answer can come as the screen closes
+            self._show()
 
     def _show(self) -> None:
         could_start = self._could_start

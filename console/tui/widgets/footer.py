@@ -94,25 +94,29 @@ class FittedFooter(Footer):
         self.set_class(compact, "-compact")
         for index in shown:
             binding, enabled, tooltip = keys[index]
-            yield FooterKey(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
-                disabled=not enabled,
-                tooltip=tooltip,
-            ).data_bind(compact=Footer.compact)
+            yield self._key(binding, enabled, tooltip, compact=compact)
         if palette is not None:
-            binding, enabled, tooltip = palette
-            yield FooterKey(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
-                classes="-command-palette",
-                disabled=not enabled,
-                tooltip=binding.tooltip or binding.description,
+            binding, enabled, _tooltip = palette
+            yield self._key(
+                binding, enabled, binding.tooltip or binding.description, compact=True, classes="-command-palette"
             )
+
+    def _key(self, binding: Binding, enabled: bool, tooltip: str, *, compact: bool, classes: str = "") -> FooterKey:
+        """A key born in its style. Textual's footer binds each key's `compact` to its own, which sets the key's
+        class once it is mounted: a style update per key at every compose (the footer composes again whenever the
+        bindings change: a focus move, a screen), about a sixth of the console's CPU in a form. The footer's
+        `compact` changes only here, so the key takes it, and its class, before it mounts."""
+        key = FooterKey(
+            binding.key,
+            self.app.get_key_display(binding),
+            binding.description,
+            binding.action,
+            classes=f"{classes} -compact" if compact else classes,
+            disabled=not enabled,
+            tooltip=tooltip,
+        )
+        key.set_reactive(FooterKey.compact, compact)
+        return key
 
     def on_resize(self, _event: events.Resize) -> None:
         """Composed again only when the width changes what it shows (a resize redraws the rest anyway)."""
