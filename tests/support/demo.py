@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from console.core.session import open_session
+from console.sim.supervisor import _end_with_parent
 from console.workspace import Workspace
 
 OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
@@ -115,6 +116,8 @@ def running_demo(workspace: Path, profile: str | None = None, time_scale: str = 
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # the demo's own children go with it on teardown
+        # a test run killed outright (no teardown) must leave no demo host behind: SIGTERM when this process dies
+        preexec_fn=_end_with_parent(os.getpid()),
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     demo = Demo(workspace, proc)
