@@ -50,8 +50,16 @@ async def tabs_of_connect_web(run: WebRun, leftovers: list[Proc]) -> None:
             with pytest.raises(aiohttp.WSServerHandshakeError) as no_token:
                 await http.ws_connect(run.origin.replace("http", "ws") + "ws" + SIZE)
             assert no_token.value.status == 403
-        # the tab closed: its console ends, a new tab gets one
+        # the tab closed: its console ends, and once the server has its slot back (its page no longer says "all
+        # sessions in use": the slot is given back after the process is reaped), a new tab gets one
         await eventually(lambda: not consoles[0].alive(), GONE_DEADLINE_S, lambda: "the console outlived its tab")
+        deadline = asyncio.get_running_loop().time() + GONE_DEADLINE_S
+        while True:
+            async with http.get(run.url) as page:
+                if page.status != 503:
+                    break
+            assert asyncio.get_running_loop().time() < deadline, "the slot of the closed tab never came back"
+            await asyncio.sleep(0.05)
         async with http.ws_connect(run.websocket + SIZE) as tab:
             await first_screen(tab, b"sglang-demo.service", DRAW_DEADLINE_S)
             leftovers += run.consoles()
