@@ -254,3 +254,20 @@ def test_the_probe_would_notice_an_import_of_the_simulator(tmp_path: Path) -> No
         check=False,
     )
     assert done.returncode != 0 and "ImportError: console.sim imported while importing the layer" in done.stderr
+
+
+def test_textual_is_imported_only_by_the_console_ui() -> None:
+    """textual and textual-serve belong to console/tui: the core and the CLI are the console's other renderer's
+    ground and its fast path (a function-level import counts too)."""
+    outside = []
+    for path in sorted((ROOT / "console").rglob("*.py")):
+        if path.relative_to(ROOT / "console").parts[0] == "tui":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            outside += [
+                f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("textual", "textual_serve")
+            ]
+    assert outside == []
