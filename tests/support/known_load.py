@@ -1,6 +1,6 @@
 """Load of known lengths for the shape tests (tests/bench/test_shape_from_server.py) and issue 23's run on the GPU
-machine (scripts/real_sglang/traffic_session.py): closed loop from threads, prompts of 100..2000 tokens (half of
-each from one shared sequence), outputs of 100..500 forced, every finished request noted (when, the prompt's length,
+machine (scripts/real_sglang/traffic_session.py): closed loop from threads, prompts of 100..2000 tokens by default (half
+of each from one shared sequence), outputs of 100..500 forced, every finished request noted (when, the prompt's length,
 the output's, the tokens the server says it found cached). Standard library only: it also runs beside real SGLang."""
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ SHARED = [random.Random(5).randrange(1000, 30000) for _ in range(2000)]
 
 
 class KnownLoad:
-    def __init__(self, url: str, workers: int = 12) -> None:
+    def __init__(
+        self, url: str, workers: int = 12, prompts: tuple[int, int] = (100, 2000), outputs: tuple[int, int] = (100, 500)
+    ) -> None:
         self.url = url
+        self.prompts, self.outputs = prompts, outputs
         self.stop = threading.Event()
         self.done: list[tuple[float, int, int, int]] = []
         self.errors: list[str] = []
@@ -35,7 +38,7 @@ class KnownLoad:
     def _run(self, seed: int) -> None:
         rng = random.Random(seed)
         while not self.stop.is_set():
-            prompt_len, output_len = rng.randint(100, 2000), rng.randint(100, 500)
+            prompt_len, output_len = rng.randint(*self.prompts), rng.randint(*self.outputs)
             ids = SHARED[: prompt_len // 2] + [rng.randrange(1000, 30000) for _ in range(prompt_len - prompt_len // 2)]
             body = {"input_ids": ids, "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True}}
             request = urllib.request.Request(

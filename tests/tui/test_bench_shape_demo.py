@@ -7,10 +7,6 @@ before it sends anything, and runs the shaped levels (the observed rate × each 
 from __future__ import annotations
 
 import argparse
-import json
-import random
-import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +18,7 @@ from console.cli.connect import build_app
 from console.core.session import open_session
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo
+from tests.support.known_load import KnownLoad
 from tests.tui.support import screen_text, wait_until
 from tests.tune.simhost import install
 
@@ -32,38 +29,6 @@ SIZE = (160, 60)
 def demo(tmp_path: Path) -> Iterator[Demo]:
     with running_demo(tmp_path / "ws") as running:
         yield running
-
-
-class ShortRequests:
-    """Closed-loop load of short requests from threads until stopped: a window of a few seconds sees some finish."""
-
-    def __init__(self, url: str, workers: int = 4) -> None:
-        self.url = url
-        self.stop = threading.Event()
-        self.finished = 0
-        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in range(workers)]
-
-    def __enter__(self) -> ShortRequests:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
-
-    def _run(self, seed: int) -> None:
-        rng = random.Random(seed)
-        while not self.stop.is_set():
-            ids = [rng.randrange(1000, 30000) for _ in range(rng.randint(50, 300))]
-            body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}}
-            request = urllib.request.Request(
-                self.url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=60) as answer:
-                answer.read()
-            self.finished += 1
 
 
 def _text(app: object) -> str:
@@ -98,8 +63,8 @@ async def test_a_shape_window_is_refused_without_the_histograms_then_watched_sai
         await install(demo, lambda unit: unit.replace("--enable-metrics", flagged))
         async with open_session("demo", workspace) as other:
             url = await other.sglang_url()
-        with ShortRequests(url) as load:
-            await wait_until(pilot, lambda: load.finished > 0, "the load's first request", 60)
+        with KnownLoad(url, workers=4, prompts=(50, 300), outputs=(8, 8)) as load:  # short: a few s see some end
+            await wait_until(pilot, lambda: len(load.done) > 0, "the load's first request", 60)
             await wait_until(pilot, lambda: app.views["demo"].status is not None, "the dashboard after the restart", 60)
             await _start_shaped(pilot, app)
             await wait_until(pilot, lambda: "watching the server's /metrics for 3 s" in _text(app), "the window", 60)
