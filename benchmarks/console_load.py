@@ -12,6 +12,12 @@ receive it): utime + stime from /proc over a window after warm-up, so the hosts 
 figures run the app in this process (Textual's Pilot). Usage:
 
     .venv/bin/python benchmarks/console_load.py [--seconds 30] [--hosts 16] [--json]
+
+Paired against another version (a checkout of it, e.g. `git worktree add /tmp/main main`): `--against DIR` runs
+the SSH figures with both consoles, one after the other, `--rounds` times (the order alternating from one round to
+the next), on the same hosts and with this checkout's Python and libraries, and prints the medians and their
+ratio. Only the console's own package comes from DIR. On a machine shared with other work, the paired medians are
+the figures to compare; a single run of each says little. `--ssh-only` leaves out the demo host, the keys and memory.
 """
 
 from __future__ import annotations
@@ -114,19 +120,25 @@ class TerminalFigures:
 
 
 def console_in_terminal(
-    workspace: Path, targets: list[str], warmup: float, seconds: float, ssh_config: Path | None = None
+    workspace: Path,
+    targets: list[str],
+    warmup: float,
+    seconds: float,
+    ssh_config: Path | None = None,
+    checkout: Path = ROOT,
 ) -> TerminalFigures:
     """`opsconsole connect TARGETS` in a 120×40 pseudo-terminal: its CPU and the bytes it writes over `seconds`,
-    after `warmup`. The terminal side is read all the time (a terminal that stops reading stalls the console)."""
-    opsconsole = Path(sys.executable).with_name("opsconsole")
-    argv = [str(opsconsole), "--workspace", str(workspace), "connect", *targets]
+    after `warmup`. The terminal side is read all the time (a terminal that stops reading stalls the console).
+    The console is `python -m console` of `checkout` (this one, or another version's for a paired run)."""
+    argv = [sys.executable, "-m", "console", "--workspace", str(workspace), "connect", *targets]
     if ssh_config is not None:
         argv += ["--ssh-config", str(ssh_config)]
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm-256color"}
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "PYTHONPATH")}
+    env |= {"TERM": "xterm-256color", "PYTHONPATH": str(checkout)}  # its console package before the installed one
     child = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-                             cwd=ROOT)  # fmt: skip
+                             cwd=checkout)  # fmt: skip
     os.close(slave)
     received = [0]
     done = threading.Event()
@@ -295,21 +307,82 @@ async def rule_report_latencies(app: Any, frames: FrameLog, presses: int) -> lis
     return latencies
 
 
+def many_ssh_profiles(workspace: Path, hosts: int) -> list[str]:
+    """`hosts` profiles naming the one SSH host (ssh8): as many sessions and refresh loops."""
+    names = [f"ssh-{i:02d}" for i in range(1, hosts + 1)]
+    for name in names:
+        (workspace / "profiles" / f"{name}.toml").write_text((workspace / "profiles" / "ssh8.toml").read_text())
+    return names
+
+
+def paired(opts: argparse.Namespace, other: Path) -> int:
+    """The SSH figures of this checkout and of `other`, measured alternately on the same hosts: medians, ratios."""
+    if not (other / "console" / "__main__.py").is_file():
+        raise SystemExit(f"--against {other}: not a checkout of opsconsole (no console/__main__.py there)")
+    versions = {"this": ROOT, "other": other}
+    figures = ("ssh_1_host", f"ssh_{opts.hosts}_hosts")
+    runs: dict[str, dict[str, list[TerminalFigures]]] = {v: {f: [] for f in figures} for v in versions}
+    workspace = Path(tempfile.mkdtemp(prefix="console-load-"))
+    try:
+        with ssh_host(workspace) as ssh_config:
+            targets = {figures[0]: (["ssh8"], 8.0), figures[1]: (many_ssh_profiles(workspace, opts.hosts), 15.0)}
+            for round_ in range(opts.rounds):
+                order = list(versions) if round_ % 2 == 0 else list(reversed(versions))
+                for figure, (names, warmup) in targets.items():
+                    for version in order:  # the two versions back to back: what the machine does, both share
+                        got = console_in_terminal(workspace, names, warmup, opts.seconds, ssh_config, versions[version])
+                        runs[version][figure].append(got)
+                        print(f"round {round_ + 1} {figure:<14} {version:<5} {got.cpu_pct:6.2f} %  "
+                              f"{got.bytes_per_s / 1024:6.1f} KiB/s", file=sys.stderr)  # fmt: skip
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    summary: dict[str, Any] = {"this": str(ROOT), "other": str(other), "rounds": opts.rounds}
+    for figure in figures:
+        for what, unit in (("cpu_pct", "%"), ("bytes_per_s", "B/s")):
+            this = [getattr(r, what) for r in runs["this"][figure]]
+            that = [getattr(r, what) for r in runs["other"][figure]]
+            mine, theirs = statistics.median(this), statistics.median(that)
+            summary[f"{figure}_{what}"] = {
+                "this_median": round(mine, 2),
+                "other_median": round(theirs, 2),
+                "ratio": round(mine / theirs, 3) if theirs else None,
+                "this": [round(v, 2) for v in this],
+                "other": [round(v, 2) for v in that],
+            }
+            if not opts.json:
+                ratio = f"{mine / theirs:5.2f}x" if theirs else "  -  "
+                each = f"this {', '.join(f'{v:.2f}' for v in this)}; other {', '.join(f'{v:.2f}' for v in that)}"
+                medians = f"this {mine:9.2f} {unit:<3} other {theirs:9.2f} {unit:<3}"
+                print(f"{figure:<14} {what:<12} {medians} {ratio}  ({each})")
+    if opts.json:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--hosts", type=int, default=16)
     parser.add_argument("--presses", type=int, default=60)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--against", metavar="DIR", help="another version's checkout: paired SSH figures")
+    parser.add_argument("--rounds", type=int, default=3, help="with --against: rounds of each version")
+    parser.add_argument("--ssh-only", action="store_true", help="the SSH figures only")
     opts = parser.parse_args()
+    if opts.against:
+        return paired(opts, Path(opts.against).resolve())
     workspace = Path(tempfile.mkdtemp(prefix="console-load-"))
     try:
         with ssh_host(workspace) as ssh_config:
             over_ssh = console_in_terminal(workspace, ["ssh8"], 8.0, opts.seconds, ssh_config)
-            many_ssh = [f"ssh-{i:02d}" for i in range(1, opts.hosts + 1)]
-            for name in many_ssh:
-                (workspace / "profiles" / f"{name}.toml").write_text((workspace / "profiles" / "ssh8.toml").read_text())
+            many_ssh = many_ssh_profiles(workspace, opts.hosts)
             sixteen_ssh = console_in_terminal(workspace, many_ssh, 15.0, opts.seconds, ssh_config)
+        if opts.ssh_only:
+            print(f"dashboard idle, SSH host with 8 GPUs at 1 Hz: {over_ssh.cpu_pct:5.2f} %  "
+                  f"{over_ssh.bytes_per_s / 1024:6.1f} KiB/s   (aim <= 2 %)")  # fmt: skip
+            print(f"{opts.hosts} SSH hosts at 1 Hz: {sixteen_ssh.cpu_pct:5.2f} %  "
+                  f"{sixteen_ssh.bytes_per_s / 1024:6.1f} KiB/s   (aim <= 15 %)")  # fmt: skip
+            return 0
         with demo_host(workspace):
             profile = (workspace / "profiles" / "demo.toml").read_text()
             many = [f"host-{i:02d}" for i in range(1, opts.hosts + 1)]
