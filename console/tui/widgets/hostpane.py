@@ -128,7 +128,7 @@ class HostPane(Vertical):
         header.append_text(self.fleet_note())
         if header != self._header:
             self._header = header
-            self.query_one(HostHeader).update(header, layout=False)
+            self.query_one(HostHeader).show(header)
 
     def _stale_parts(self, now: datetime) -> tuple[bool, ...]:
         view = self.view
@@ -157,14 +157,14 @@ class HostPane(Vertical):
         gpus = _gpu_key(view, gpu_history, self._drawn_stale)
         if gpus != self._gpu_key:
             rows = (len(view.status.gpus), bool(view.status.gpu_error)) if view.status else (0, False)
-            self.query_one(GpuPanel).update(
+            self.query_one(GpuPanel).show(
                 render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
             )
             self._gpu_key, self._gpu_rows = gpus, rows
         server = _server_key(view, spark, self._drawn_stale, server_width, server_height)
         if server != self._server_key or self._drawn_stale[1]:  # a stale server panel shows its age
-            self.query_one(ServerPanel).update(
-                render_server(view, now, history_width=spark, width=server_width, height=server_height), layout=False
+            self.query_one(ServerPanel).show(
+                render_server(view, now, history_width=spark, width=server_width, height=server_height)
             )
             self._server_key = server
 

@@ -11,12 +11,12 @@ from datetime import datetime
 from rich.console import Console
 from rich.text import Text
 from textual.message import Message
-from textual.widgets import Static
 
 from console.core.monitor import HostView, SetupValue
 from console.core.snapshot import ProductionStatus
 from console.tui.config import Thresholds
 from console.tui.format import DASH, LOAD, age, gib, level_style, num, sparkline, uptime
+from console.tui.widgets.lines import LinePanel
 
 CONNECTION_STYLE = {
     "connected": "bold green",
@@ -334,15 +334,15 @@ def _quantiles(values: object) -> str:
     return "  ".join(f"p{int(q * 100)} {num(got.get(q), 0)}" for q in (0.5, 0.95, 0.99))
 
 
-class HostHeader(Static):
+class HostHeader(LinePanel):
     """Connection, host, unit state, uptime, restarts, version, model, SGLang's GPU memory, freshness."""
 
 
-class GpuPanel(Static):
+class GpuPanel(LinePanel):
     """One row per GPU with colour thresholds and sparklines (util and power)."""
 
 
-class ServerPanel(Static):
+class ServerPanel(LinePanel):
     """Health, the resolved speculative setup with SGLang's silent changes marked, load, latency percentiles."""
 
     class Resized(Message):
