@@ -243,3 +243,34 @@ def test_the_lean_metrics_reader_gives_what_prometheus_clients_parser_gives() ->
         for key, value in theirs[0].items():
             assert mine[0][key] == value or (math.isnan(value) and math.isnan(mine[0][key])), key
     assert len(_reference_parse(real)[0]) > 50 and len(_reference_parse(real)[1]) == 3
+
+
+def test_reading_only_the_samples_asked_gives_what_the_full_read_gives_of_them() -> None:
+    """The dashboard's read of /metrics (only what summarize uses, and the TTFT and ITL histograms, found by a search
+    of the text) against the full read, on real SGLang 0.5.17 texts and on names that start like wanted ones."""
+    from console.sglang.client import SUMMARY_METRICS, parse_metrics_text
+    from console.sglang.histograms import ITL, TTFT
+
+    fixtures = Path(__file__).parents[1]
+    texts = [
+        (fixtures / "sim/fixtures/real-0.5.17/capture/metrics_after.txt").read_text(),
+        (fixtures / "sglang/fixtures/real-0.5.17-metrics.txt").read_text(),
+        # a wanted name first in the text, longer names that start with wanted ones, a tab, TP rank 1, CRLF
+        'sglang:token_usage{tp_rank="0"} 0.5\nsglang:token_usage_max{tp_rank="0"} 9\n'
+        "sglang:num_running_reqs\t3\nsglang:num_running_reqs_total 99\nsglang:cache_hit_rate2 9\n"
+        'sglang:num_queue_reqs{tp_rank="1"} 7\r\nsglang:num_queue_reqs{tp_rank="0"} 2\r\n'
+        "# TYPE sglang:time_to_first_token_seconds histogram\n"
+        'sglang:time_to_first_token_seconds_bucket{le="0.1"} 1\n'
+        'sglang:time_to_first_token_seconds_bucket{le="+Inf"} 4\n'
+        'sglang:inter_token_latency_seconds_bucket{le="0.1"} 5',  # no TYPE line: not a histogram
+    ]
+    for text in texts:
+        every_value, every_histogram = parse_metrics_text(text)
+        values, histograms = parse_metrics_text(text, SUMMARY_METRICS, (TTFT, ITL))
+        assert values == {name: v for name, v in every_value.items() if name in SUMMARY_METRICS}
+        assert histograms == {name: h for name, h in every_histogram.items() if name in (TTFT, ITL)}
+    odd_values, odd_histograms = parse_metrics_text(texts[2], SUMMARY_METRICS, (TTFT, ITL))
+    assert odd_values == {"sglang:token_usage": 0.5, "sglang:num_running_reqs": 3.0, "sglang:num_queue_reqs": 2.0}
+    assert list(odd_histograms) == [TTFT] and odd_histograms[TTFT].count == 4.0
+    real_values, real_histograms = parse_metrics_text(texts[1], SUMMARY_METRICS, (TTFT, ITL))
+    assert len(real_values) == len(SUMMARY_METRICS) and set(real_histograms) == {TTFT, ITL}
