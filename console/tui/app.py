@@ -304,14 +304,19 @@ class OpsConsoleApp(App[int]):
         pane = self.pane_for(message.view.label)
         if pane is not None:
             pane.show(message.view)
-        overview = self._overview
-        if overview is None or not overview.is_attached:
-            found = self.dashboard.query(Overview).results(Overview) if self.screen_stack else ()
-            overview = self._overview = next(iter(found), None)
+        overview = self.overview_table()
         if overview is not None:
             overview.show(message.view, self.clock())
         if self.fleet_view is not None and self.fleet_view.down:  # the open hosts' rows come from SSH now
             self._show_fleet()
+
+    def overview_table(self) -> Overview | None:
+        """The hosts' overview (None with one host, or while the dashboard is being taken down); found once."""
+        overview = self._overview
+        if overview is None or not overview.is_attached:
+            found = self.dashboard.query(Overview).results(Overview) if self.screen_stack else ()
+            overview = self._overview = next(iter(found), None)
+        return overview
 
     def backlog(self, label: str) -> tuple[HostView | None, list[JournalEntry]]:
         """What arrived for a host while its pane was being mounted (its latest view, its journal lines)."""
@@ -332,11 +337,12 @@ class OpsConsoleApp(App[int]):
     def _tick(self) -> None:
         if not self.screen_stack:  # shutting down: the timer fired after the screens went
             return
-        panes = list(self.dashboard.query(HostPane))
+        # the panes and the overview as found and kept by pane_for and overview_table: a query walks the whole DOM
+        panes = [pane for label in self.labels if (pane := self.pane_for(label)) is not None]
         for pane in panes:
             pane.tick()
-        overview = next(iter(self.dashboard.query(Overview).results(Overview)), None)
-        if overview is not None:  # none with one host, or while the dashboard is being taken down
+        overview = self.overview_table()
+        if overview is not None:
             for pane in panes:
                 overview.show(pane.view, self.clock())
         if self.fleet_view is not None and self.fleet_view.asked_at is not None:
