@@ -16,6 +16,8 @@ from rich.cells import cell_len
 from rich.style import StyleType
 from rich.text import Text
 from textual.geometry import Region
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.visual import Visual, VisualType, visualize
 from textual.widgets import Static
 
@@ -78,30 +80,64 @@ def changed_spans(old: Sequence[Text], new: Sequence[Text], width: int) -> list[
 
 
 class LinePanel(Static):
-    """A Static that is given Text with `show`, and repaints only the cells that changed since the last one."""
+    """A Static that is given Text with `show`, and repaints only the cells that changed since the last one. Its lines
+    are rendered one by one, and again only when they changed: a Static renders its whole content again whenever
+    a part of it is dirty (that was most of what the compositor spent on an idle dashboard)."""
 
     def __init__(self, *, classes: str | None = None, id: str | None = None) -> None:
         super().__init__(classes=classes, id=id)
-        self._lines: list[Text] | None = None  # what the panel shows, line by line (None: nothing shown yet)
-        self._shown: Visual | None = None
+        self._text: Text | None = None  # what `show` was given last (None: nothing yet, or Static's own content)
+        self._lines: list[Text] = []  # the same, line by line
+        self._visual: Visual | None = None  # of the whole text, made when Textual asks for it (to measure it)
+        self._strips: dict[int, Strip] = {}  # the lines rendered, by y
+        self._strips_for: tuple[int, VisualStyle] | None = None  # the width and style they were rendered with
 
     def render(self) -> VisualType:
-        return self._shown if self._shown is not None else super().render()
+        if self._text is None:
+            return super().render()
+        if self._visual is None:
+            self._visual = visualize(self, self._text)
+        return self._visual
 
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
         """As Static's (the whole panel repainted); the next `show` repaints in full too."""
-        self._lines = self._shown = None
+        self._text, self._lines, self._visual = None, [], None
+        self._strips.clear()
         super().update(content, layout=layout)
 
     def show(self, text: Text, *, layout: bool = False) -> None:
         """Show `text`. `layout`: its number of lines may change the panel's height (a layout pass follows)."""
         lines = list(text.split("\n", allow_blank=True))
-        old, self._lines = self._lines, lines
-        self._shown = visualize(self, text)
+        old, first = self._lines, self._text is None
+        self._text, self._lines, self._visual = text, lines, None
         width = self.content_size.width
-        if layout or old is None or not width:
+        if layout or first or not width:
+            self._strips.clear()
             self.refresh(layout=layout)
             return
-        regions = [Region(span.start, span.y, span.end - span.start, 1) for span in changed_spans(old, lines, width)]
-        if regions:
-            self.refresh(*regions)
+        spans = changed_spans(old, lines, width)
+        for span in spans:
+            self._strips.pop(span.y, None)
+        if spans:
+            self.refresh(*(Region(span.start, span.y, span.end - span.start, 1) for span in spans))
+
+    def render_line(self, y: int) -> Strip:
+        """Line `y` of the content, rendered as Static renders it (Textual's own Visual.to_strips), one line at a
+        time: with no wrapping, each line is drawn apart from the others. A selection of text, or an alignment of
+        the content, takes Static's way."""
+        if self._text is None or self.text_selection is not None or self.styles.content_align != ("left", "top"):
+            return super().render_line(y)
+        # Textual's render_line clears this once it has rendered the whole content; here nothing else reads it
+        self._dirty_regions.clear()
+        width, style = self.size.width, self.visual_style
+        if self._strips_for != (width, style):
+            self._strips.clear()
+            self._strips_for = (width, style)
+        strip = self._strips.get(y)
+        if strip is None:
+            rendered = (
+                Visual.to_strips(self, visualize(self, self._lines[y]), width, 1, style) if y < len(self._lines) else []
+            )
+            strip = rendered[0] if rendered else Strip.blank(width, style.rich_style)
+            self._strips[y] = strip
+        return strip
