@@ -84,6 +84,8 @@ class GpuSnapshot(BaseModel):
 
 def clean_value(raw: str) -> str | None:
     value = raw.strip()
+    if value[-1:].isdigit():  # a number as `nounits` gives it (most values): no unit, nor a not-available word
+        return value
     if value.lower() in _NOT_AVAILABLE:
         return None
     for suffix in _UNIT_SUFFIXES:

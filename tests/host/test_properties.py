@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.host.commands import shell_command
-from console.host.gpu import parse_snapshot
+from console.host.gpu import _NOT_AVAILABLE, _UNIT_SUFFIXES, clean_value, parse_snapshot
 from console.host.journal import parse_journal_line
 from console.secrets import redact_command as redact
 
@@ -45,3 +45,19 @@ def test_gpu_output_of_any_shape_never_raises(stdout: str, stderr: str, status: 
 @given(st.text(max_size=300))
 def test_journal_lines_of_any_shape_never_raise(line: str) -> None:
     parse_journal_line(line)
+
+
+def _clean_value_in_full(raw: str) -> str | None:
+    """clean_value without its shortcut for values that end in a digit (what it was before it had one)."""
+    value = raw.strip()
+    if value.lower() in _NOT_AVAILABLE:
+        return None
+    for suffix in _UNIT_SUFFIXES:
+        if value.endswith(suffix) and value[: -len(suffix)].strip().replace(".", "", 1).isdigit():
+            return value[: -len(suffix)].strip()
+    return value
+
+
+@given(st.text("0123456789. %MiBWHzNa/[]x", max_size=12) | st.sampled_from(sorted(_NOT_AVAILABLE)))
+def test_a_gpu_value_is_cleaned_the_same_with_the_shortcut(raw: str) -> None:
+    assert clean_value(raw) == _clean_value_in_full(raw)
