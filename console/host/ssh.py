@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs
 
 from console.host.audit import AuditLog
 from console.host.base import AccessRefused, CommandResult, ConnectionDropped, HostError
@@ -97,6 +98,19 @@ class _Watcher(asyncssh.SSHClient):
             self._on_lost(self._conn, exc)
 
 
+def preferred_ciphers(resolved: Sequence[bytes]) -> list[str] | None:
+    """The ciphers to offer, AES-GCM first, when `resolved` (what the ssh_config leaves asyncssh with) is asyncssh's
+    own default list; None when the config names its Ciphers, which then stand as written. asyncssh makes a
+    chacha20-poly1305 cipher object for every packet (~30 µs a packet, against ~4 µs for AES-GCM here), and the
+    console sends and receives a dozen packets a second for every host it watches. The server still chooses from
+    the list; the rest of the defaults follow, in their order."""
+    defaults = list(get_default_encryption_algs())
+    if list(resolved) != defaults:
+        return None
+    first = [alg for alg in defaults if alg.endswith(b"-gcm@openssh.com")]
+    return [alg.decode("ascii") for alg in (*first, *(alg for alg in defaults if alg not in first))]
+
+
 def _default_ssh_config() -> list[str]:
     path = Path("~/.ssh/config").expanduser()
     return [str(path)] if os.access(path, os.R_OK) else []
@@ -146,6 +160,7 @@ class SshTransport:
         self.meter = LinkMeter()
         self.state = ConnectionState("idle")
         self.options = self._resolve_options()
+        self.ciphers = preferred_ciphers(self.options.encryption_algs)  # None: the ssh_config's own Ciphers
         self.identity = HostIdentity(host=self.options.host, port=self.options.port, alias=self.options.host_key_alias)
 
     # -- options and host keys ------------------------------------------------------------------------
@@ -203,9 +218,11 @@ class SshTransport:
         await self._connection()
 
     async def _open(self) -> asyncssh.SSHClientConnection:
+        ciphers: dict[str, Any] = {} if self.ciphers is None else {"encryption_algs": self.ciphers}
         conn, _client = await asyncssh.create_connection(
             lambda: _Watcher(self._connection_lost),
             **self._connect_kwargs(),
+            **ciphers,
             known_hosts=self.known_hosts,
             keepalive_interval=self._keepalive,
             keepalive_count_max=3,

@@ -184,6 +184,28 @@ async def test_port_forward_keeps_its_local_port_across_a_reconnect(client: Clie
             sshd.start()
 
 
+async def test_aes_gcm_is_offered_first_unless_the_ssh_config_names_its_ciphers(client: ClientSide) -> None:
+    """A cipher object per packet (asyncssh's chacha20-poly1305) was a twentieth of the console's CPU with 16 hosts:
+    AES-GCM goes first. An operator's `Ciphers` line is what is offered, as written."""
+    transport = make_transport(client)
+    try:
+        assert (await transport.run(["true"])).ok
+        assert transport._conn is not None
+        assert transport._conn.get_extra_info("send_cipher").startswith("aes")
+        assert transport._conn.get_extra_info("send_cipher").endswith("-gcm@openssh.com")
+    finally:
+        await transport.close()
+    client.config.write_text(client.config.read_text() + "  Ciphers chacha20-poly1305@openssh.com\n")
+    transport = make_transport(client)
+    try:
+        assert transport.ciphers is None
+        assert (await transport.run(["true"])).ok
+        assert transport._conn is not None
+        assert transport._conn.get_extra_info("send_cipher") == "chacha20-poly1305@openssh.com"
+    finally:
+        await transport.close()
+
+
 def test_known_hosts_none_in_ssh_config_is_refused(client: ClientSide) -> None:
     from console.host.base import HostError
 
