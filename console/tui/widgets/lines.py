@@ -86,6 +86,8 @@ class LinePanel(Static):
 
     def __init__(self, *, classes: str | None = None, id: str | None = None) -> None:
         super().__init__(classes=classes, id=id)
+        # no links in a panel: Textual would otherwise rebuild every rendered line to style the links it might hold
+        self.set_reactive(LinePanel.auto_links, False)
         self._text: Text | None = None  # what `show` was given last (None: nothing yet, or Static's own content)
         self._lines: list[Text] = []  # the same, line by line
         self._visual: Visual | None = None  # of the whole text, made when Textual asks for it (to measure it)
