@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import io
 from datetime import datetime
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 
 from console.core.monitor import HostView, SetupValue
@@ -135,21 +138,33 @@ def _cell(text: str, width: int, justify: str) -> str:
     return text.rjust(width) if justify == "right" else text.ljust(width)
 
 
-def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, history_width: int) -> Text:
+class GpuLines(NamedTuple):
+    """The GPU table as its panel shows it: the figures and the histories side by side, a line per row (the column
+    titles first), and a note below them across the whole width."""
+
+    figures: Text
+    history: Text  # the util and power histories of the same rows (empty when too narrow for them)
+    note: Text  # waiting for the first refresh, no GPUs, the GPU tool's error; empty when none
+
+
+def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, history_width: int) -> GpuLines:
     """One line per GPU, columns padded by hand: a rich Table of 8 rows costs ~20 ms to draw, lines ~2 ms.
     Panels are plain Text, which Textual draws itself; anything else (a Group, a Table) goes through a rich
     console at several times the cost."""
     status = view.status
     if status is None:
-        return Text("GPUs: waiting for the first refresh", style="dim")
+        return GpuLines(Text(), Text(), Text("GPUs: waiting for the first refresh", style="dim"))
     stale = view.is_stale(view.gpus_at, now)
-    lines = Text(no_wrap=True, overflow="ellipsis")
+    figures = Text(no_wrap=True, overflow="ellipsis")
+    history = Text(no_wrap=True, overflow="ellipsis")
     header = " ".join(_cell(title, width, justify) for title, justify, width in GPU_COLUMNS)
     if history_width > 0:
-        header += (
-            " " + _cell("util history", history_width, "left") + " " + _cell("power history", history_width, "left")
+        header += " "  # the space between the table and its histories, bold as the titles
+        history.append(
+            _cell("util history", history_width, "left") + " " + _cell("power history", history_width, "left"),
+            style="bold",
         )
-    lines.append(header, style="bold")
+    figures.append(header, style="bold")
     for gpu in status.gpus:
         mem_pct = _pct(gpu.memory_used_mib, gpu.memory_total_mib)
         power_pct = _pct(gpu.power_draw_w, gpu.power_limit_w)
@@ -163,23 +178,26 @@ def render_gpus(view: HostView, now: datetime, thresholds: Thresholds, *, histor
             (num(gpu.clocks_sm_mhz), ""),
             (throttle, "red" if throttle != DASH else "dim"),
         )
-        lines.append("\n")
-        for (text, style), (_title, justify, width) in zip(cells, GPU_COLUMNS, strict=True):
-            lines.append(_cell(text, width, justify), style=f"{style} dim".strip() if stale else style)
-            lines.append(" ")
+        figures.append("\n")
         if history_width > 0:
-            lines.append(sparkline(view.gpu_util.get(gpu.index, ()), history_width, hi=100.0), style="cyan")
-            lines.append(" ")
+            history.append("\n")
+        for (text, style), (_title, justify, width) in zip(cells, GPU_COLUMNS, strict=True):
+            figures.append(_cell(text, width, justify), style=f"{style} dim".strip() if stale else style)
+            figures.append(" ")
+        if history_width > 0:
+            history.append(sparkline(view.gpu_util.get(gpu.index, ()), history_width, hi=100.0), style="cyan")
+            history.append(" ")
             power = sparkline(view.gpu_power.get(gpu.index, ()), history_width, hi=gpu.power_limit_w or None)
-            lines.append(power, style="magenta")
+            history.append(power, style="magenta")
+    note = Text(no_wrap=True, overflow="ellipsis")
     if status.gpu_error:
-        note = f"GPUs: {status.gpu_error}"
+        error = f"GPUs: {status.gpu_error}"
         if view.gpus_at is not None and status.gpus:
-            note += f" (values from {age(view.age_s(view.gpus_at, now))} ago)"
-        lines.append("\n" + note, style="yellow")
+            error += f" (values from {age(view.age_s(view.gpus_at, now))} ago)"
+        note.append(error, style="yellow")
     elif not status.gpus:
-        lines.append("\nno GPUs reported", style="dim")
-    return lines
+        note.append("no GPUs reported", style="dim")
+    return GpuLines(figures, history, note)
 
 
 def _setup_cell(value: SetupValue | None) -> Text:
@@ -338,8 +356,45 @@ class HostHeader(LinePanel):
     """Connection, host, unit state, uptime, restarts, version, model, SGLang's GPU memory, freshness."""
 
 
-class GpuPanel(LinePanel):
-    """One row per GPU with colour thresholds and sparklines (util and power)."""
+class GpuPanel(Vertical):
+    """One row per GPU with colour thresholds and sparklines (util and power). The figures and the histories are two
+    panels side by side: Textual sends a changed line to the terminal from the left edge of the widget that holds
+    it, so a history that moves (every second on a busy host) is sent from where the histories start, and the
+    figures are not rendered again. A note (waiting, no GPUs, the GPU tool's error) takes the width below them."""
+
+    DEFAULT_CSS = f"""
+    GpuPanel > .gpu-rows {{
+        height: auto;
+    }}
+    GpuPanel .gpu-figures {{
+        width: {GPU_FIXED_WIDTH};
+        max-width: 100%;
+    }}
+    GpuPanel .gpu-history {{
+        width: 1fr;
+    }}
+    """
+
+    def __init__(self, *, classes: str | None = None) -> None:
+        super().__init__(classes=classes)
+        self.figures = LinePanel(classes="gpu-figures")
+        self.history = LinePanel(classes="gpu-history")
+        self.rows = Horizontal(self.figures, self.history, classes="gpu-rows")
+        self.rows.display = False  # until there are rows: an empty panel is one blank line (the note's)
+        self.note = LinePanel(classes="gpu-note")
+
+    def compose(self) -> ComposeResult:
+        yield self.rows
+        yield self.note
+
+    def show(self, lines: GpuLines, *, layout: bool = False) -> None:
+        """`layout`: the number of rows or the note may have changed (the panel's height with them)."""
+        self.rows.display = bool(lines.figures)
+        self.history.display = bool(lines.history)
+        self.note.display = bool(lines.note)
+        self.figures.show(lines.figures, layout=layout)
+        self.history.show(lines.history, layout=layout)
+        self.note.show(lines.note, layout=layout)
 
 
 class ServerPanel(LinePanel):
