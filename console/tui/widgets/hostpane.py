@@ -57,17 +57,22 @@ class HostPane(Vertical):
         self._gpu_key: object = None
         self._server_key: object = None
         self._header: Text | None = None
+        # kept, not queried: a DOM query for each panel at each refresh was a twentieth of an idle console's CPU
+        self.header_panel = HostHeader(classes="host-header")
+        self.gpu_panel = GpuPanel(classes="gpu-panel")
+        self.server_panel = ServerPanel(classes="server-panel")
+        self._journal = JournalView(id=f"journal-{id}")
 
     def compose(self) -> ComposeResult:
-        yield HostHeader(classes="host-header")
-        yield GpuPanel(classes="gpu-panel")
+        yield self.header_panel
+        yield self.gpu_panel
         with Horizontal(classes="lower"):
-            yield ServerPanel(classes="server-panel")
-            yield JournalView(id=f"journal-{self.id}")
+            yield self.server_panel
+            yield self._journal
 
     @property
     def journal(self) -> JournalView:
-        return self.query_one(JournalView)
+        return self._journal
 
     def on_mount(self) -> None:
         latest, early = self.backlog()
@@ -128,14 +133,14 @@ class HostPane(Vertical):
         header.append_text(self.fleet_note())
         if header != self._header:
             self._header = header
-            self.query_one(HostHeader).show(header)
+            self.header_panel.show(header)
 
     def _stale_parts(self, now: datetime) -> tuple[bool, ...]:
         view = self.view
         return tuple(view.is_stale(at, now) for at in (view.refreshed_at, view.sglang_at, view.gpus_at))
 
     def render_view(self) -> None:
-        if not self.query(ServerPanel):
+        if self.server_panel.parent is None:
             return  # not composed yet: on_mount draws it
         now = self.clock()
         view = self.view
@@ -143,7 +148,7 @@ class HostPane(Vertical):
         gpu_history = max(0, min(60, (width - GPU_FIXED_WIDTH - 2) // 2 - 2))
         if gpu_history < 6:
             gpu_history = 0  # too narrow for a history worth reading: the figures alone
-        server_size = self.query_one(ServerPanel).size
+        server_size = self.server_panel.size
         server_width = server_size.width or 50
         server_height = server_size.height or None  # None before the first layout: every row
         spark = max(0, min(30, server_width - SERVER_LABEL_COLUMNS))
@@ -157,13 +162,13 @@ class HostPane(Vertical):
         gpus = _gpu_key(view, gpu_history, self._drawn_stale)
         if gpus != self._gpu_key:
             rows = (len(view.status.gpus), bool(view.status.gpu_error)) if view.status else (0, False)
-            self.query_one(GpuPanel).show(
+            self.gpu_panel.show(
                 render_gpus(view, now, self.thresholds, history_width=gpu_history), layout=rows != self._gpu_rows
             )
             self._gpu_key, self._gpu_rows = gpus, rows
         server = _server_key(view, spark, self._drawn_stale, server_width, server_height)
         if server != self._server_key or self._drawn_stale[1]:  # a stale server panel shows its age
-            self.query_one(ServerPanel).show(
+            self.server_panel.show(
                 render_server(view, now, history_width=spark, width=server_width, height=server_height)
             )
             self._server_key = server
