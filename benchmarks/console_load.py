@@ -140,22 +140,33 @@ def console_in_terminal(
     child = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
                              cwd=checkout)  # fmt: skip
     os.close(slave)
+    started = time.monotonic()
     received = [0]
     done = threading.Event()
+    drawn = threading.Event()  # the server panel said `healthy`: a host's first refresh is on screen
 
     def read_terminal() -> None:
+        tail = b""
         while not done.is_set():
             ready, _, _ = select.select([master], [], [], 0.2)
             if ready:
                 try:
-                    received[0] += len(os.read(master, 65536))
+                    data = os.read(master, 65536)
                 except OSError:  # the console is gone
                     return
+                received[0] += len(data)
+                if not drawn.is_set() and b"healthy" in tail + data:
+                    drawn.set()
+                tail = data[-16:]
 
     reader = threading.Thread(target=read_terminal, daemon=True)
     reader.start()
     try:
-        time.sleep(warmup)  # let every host connect and fill its first refreshes before the window opens
+        # Let every host connect and fill its first refreshes before the window opens: `warmup` seconds after the
+        # start, and not before the first refresh is drawn (on a busy machine the start alone can take longer).
+        if not drawn.wait(timeout=120):
+            raise SystemExit("the console drew no refresh within 120 s")
+        time.sleep(max(0.0, warmup - (time.monotonic() - started)))
         start_cpu, start_bytes, start = cpu_seconds(child.pid), received[0], time.monotonic()
         time.sleep(seconds)  # the measuring window itself
         elapsed = time.monotonic() - start
