@@ -313,6 +313,8 @@ class OpsConsoleApp(App[int]):
     def overview_table(self) -> Overview | None:
         """The hosts' overview (None with one host, or while the dashboard is being taken down); found once."""
         overview = self._overview
+        if len(self.labels) < 2 or self.fleet_hosts:
+            return None  # the dashboard has none: not looked for at every refresh
         if overview is None or not overview.is_attached:
             found = self.dashboard.query(Overview).results(Overview) if self.screen_stack else ()
             overview = self._overview = next(iter(found), None)
