@@ -38,6 +38,10 @@ class AuditLog:
             entry["note"] = note
         line = json.dumps(entry, sort_keys=False) + "\n"
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
+            try:
+                handle = self.path.open("a", encoding="utf-8")
+            except FileNotFoundError:  # its folder is made when it is missing, not tried at every line
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                handle = self.path.open("a", encoding="utf-8")
+            with handle:
                 handle.write(line)
