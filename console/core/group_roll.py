@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from console.core.apply import DEFAULT_TIMEOUT_S
 from console.core.events import EventSink, ignore
 from console.core.rolling import (
     DRAIN_TIMEOUT_S,
@@ -180,8 +181,8 @@ def apply_planner(
     envs: Sequence[str] = (),
     unset_envs: Sequence[str] = (),
     *,
-    timeout_s: float,
     owner: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> PlanHost:
     """Each host's apply of the same edits, parsed and checked with that host's own SGLang version (a value one
     version refuses is that host's refusal, and the roll changes nothing)."""
@@ -196,7 +197,7 @@ def apply_planner(
     return plan
 
 
-def restart_planner(*, timeout_s: float, owner: str) -> PlanHost:
+def restart_planner(*, owner: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> PlanHost:
     """Each host restarted as it is (nothing written), its start watched and verified."""
     from console.core.apply import plan_restart
 
@@ -255,6 +256,18 @@ def check_set_is_new(workspace: Workspace, name: str, members: Sequence[str]) ->
         if snapshot_path(workspace, snapshot).exists():
             where = snapshot_path(workspace, snapshot)
             raise UsageError(f"snapshot {snapshot!r} exists ({where}); choose another set name")
+
+
+def free_set_name(workspace: Workspace, hosts: Sequence[str], prefix: str = "v") -> str:
+    """The first of v1, v2, ... that no set and none of its member snapshots is named yet (the form's suggestion)."""
+    for n in range(1, 10_000):
+        name = f"{prefix}{n}"
+        try:
+            check_set_is_new(workspace, name, hosts)
+        except UsageError:
+            continue
+        return name
+    return f"{prefix}{datetime.now(UTC):%Y%m%d%H%M}"
 
 
 def keep_set(workspace: Workspace, name: str, group: str, report: RollReport) -> dict[str, Any] | None:
