@@ -488,7 +488,9 @@ class RollView:
             at = getattr(event, "at", None) or getattr(getattr(event, "event", None), "at", None) or screen.clock()
             entry = Text(f"{at.astimezone(UTC):%H:%M:%S} ", style="dim")
             entry.append(text, style=style)
-            screen.query_one("#roll-log", RichLog).write(entry)
+            log = screen.query_one("#roll-log", RichLog)
+            width = log.scrollable_content_region.width  # wrapped at the log's width, not the terminal's default
+            log.write(entry, width=width if width > 20 else None)
 
     def finished(self, screen: ProgressScreen[RollEvent, RollReport]) -> None:
         self.board.finish(screen.result)
