@@ -410,7 +410,7 @@ class OpsConsoleApp(App[int]):
     def why_disabled(self, action: str) -> str:
         if action in HOST_ACTIONS and self.current_pane is None:
             if action in ("edit", "restart", "freeze"):
-                return "open a host first (its number, or Enter on the overview), or select hosts (space) to roll it"
+                return "select hosts (space) to roll it, or open one (Enter)"
             return "open a host first (its number, or Enter on the overview)"
         if self.options.read_only and action in READ_ONLY_ACTIONS:
             return READ_ONLY_ACTIONS[action]

@@ -6,6 +6,7 @@ tests/tui/test_rolling_overview.py's."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -56,8 +57,10 @@ class ScriptedChange:
     outcome: HostOutcome = HostOutcome.DONE
     refusal: str | None = None
     restart_only: bool = False
+    hold: asyncio.Event | None = None  # awaited once the host has started, like a start in progress
     ran: bool = False
     aborted: str | None = None
+    abort_requested: bool = False
 
     @property
     def restarts(self) -> bool:
@@ -65,6 +68,11 @@ class ScriptedChange:
 
     async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
         self.ran = True
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.abort_requested:  # Ctrl-C during the host: it rolls back, as a single apply does
+            on_event(StepChanged(ApplyState.ROLLING_BACK, "", self.clock()))
+            return HostOutcome.ROLLED_BACK, "interrupted: rolled back to the previous unit", {}
         done = self.outcome is HostOutcome.DONE
         if self.restart_only:
             steps = RESTARTED_STEPS if done else RESTART_FAILED_STEPS
@@ -80,7 +88,7 @@ class ScriptedChange:
         return self.outcome, f"healthy on old: {FAILED_START}", {}
 
     def request_abort(self) -> None:
-        pass
+        self.abort_requested = True
 
     async def abort(self, why: str) -> None:
         self.aborted = why
@@ -93,6 +101,7 @@ class ScriptedRolls:
 
     outcomes: dict[str, HostOutcome] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)
+    holds: dict[str, asyncio.Event] = field(default_factory=dict)
     planned: list[tuple[RollRequest, list[ScriptedChange]]] = field(default_factory=list)
 
     async def __call__(
@@ -101,8 +110,8 @@ class ScriptedRolls:
         request.checked()
         clock = SteppingClock()
         restart_only = request.operation == "restart"
-        changes = [ScriptedChange(h, clock, self.outcomes.get(h, HostOutcome.DONE), self.refusals.get(h), restart_only)
-                   for h in request.hosts]  # fmt: skip
+        changes = [ScriptedChange(h, clock, self.outcomes.get(h, HostOutcome.DONE), self.refusals.get(h), restart_only,
+                                  self.holds.get(h)) for h in request.hosts]  # fmt: skip
         self.planned.append((request, changes))
         hosts = [RollHost(c.label, None, c) for c in changes]  # type: ignore[arg-type]  # no session: no router
         refusals = [f"{c.label}: {c.refusal}" for c in changes if c.refusal]

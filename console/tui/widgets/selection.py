@@ -125,7 +125,7 @@ def selection_bar_text(hosts: tuple[str, ...], total: int) -> Text:
     text = Text()
     text.append(f" {MARK}{len(hosts)} selected ", style="bold reverse magenta")
     names = ", ".join(hosts[:SHOWN_NAMES]) + (f" (+{len(hosts) - SHOWN_NAMES})" if len(hosts) > SHOWN_NAMES else "")
-    text.append(f" of {total}: {names}", style="bold")
+    text.append(f"of {total}: {names}", style="bold")
     text.append("   e set flags · r restart · F freeze (one batch at a time, canary first) · a all/none", style="dim")
     return text
 
