@@ -327,13 +327,7 @@ def plan_preview(setup: RollSetup, draft: Draft) -> RenderableType:
     if spec is not None:
         for batch in batches(hosts, spec):
             grid.add_row(f"{batch.kind} {batch.index}", ", ".join(batch.hosts))
-        first = "the canary" if spec.canary else "a host"
-        if spec.max_failures == 0:
-            failing = (f"the first failure stops the roll ({first} or any after it): that host rolls back, the hosts "
-                       "after it are not started")  # fmt: skip
-        else:
-            failing = f"the roll goes past {spec.max_failures} failed hosts (each rolled back); the next stops it"
-        grid.add_row(f"max failures {spec.max_failures}", failing)
+        grid.add_row(f"max failures {spec.max_failures}", failure_words(setup.operation, spec))
     router = setup.group.router if setup.operation != "freeze" else None
     if router:
         drained = f"its requests drained (≤ {draft.drain_s:g} s)"
@@ -361,6 +355,22 @@ def plan_preview(setup: RollSetup, draft: Draft) -> RenderableType:
     if not draft.errors:
         tail.append("ctrl+s: plan on every host (nothing changes yet), then a confirmation", style="green")
     return RichGroup(head, grid, Text(""), tail)
+
+
+# What becomes of a host whose change fails (the roll's other hosts: not started once it stops).
+FAILED_HOST = {
+    "apply": "that host rolls back to its previous unit",
+    "restart": "that host is reported failed (a restart writes nothing to roll back)",
+    "freeze": "that host is reported not frozen (a freeze restarts nothing)",
+}
+
+
+def failure_words(operation: str, spec: RollSpec) -> str:
+    """What a failure does to the roll, in the operator's words (pure)."""
+    failed = FAILED_HOST.get(operation, "that host is reported")
+    if spec.max_failures == 0:
+        return f"the first failure stops the roll: {failed}, the hosts after it are not started"
+    return f"the roll goes past {spec.max_failures} failed hosts ({failed}); the next failure stops it"
 
 
 def refusals_text(roll: GroupRoll) -> Text:
@@ -392,7 +402,8 @@ def plan_body(roll: GroupRoll) -> RenderableType:
         urls = ", ".join(h.worker_url or "?" for h in plan.hosts)
         head.append(f"router {report.router}: ", style="bold")
         head.append(f"each worker out before its restart, back after ({urls})\n")
-    head.append(f"max failures {plan.spec.max_failures}\n", style="bold")
+    head.append(f"max failures {plan.spec.max_failures}: ", style="bold")
+    head.append(failure_words(roll.request.operation, plan.spec) + "\n")
     gate = report.gate
     if gate is not None:
         for label, base in gate.get("baselines", {}).items():
