@@ -5,8 +5,8 @@ run.sh tune with PHASES=start,grid,drafts,final and the first session's settings
 topk 1, 2, random and chat, C = 1, 8, 32, 1.5 s per level, 2 repeats): the grid ran every setup at every level
 (703 s), then the drafts phase ran sa-copy, sa-p70, sa-p40 (STANDALONE) and eagle-repeat (EAGLE) at steps 3 topk 1,
 random, C = 1 and 32, one run each. The first session's search (fixtures/.../tune) ran on another host of the same
-kind, about 28 % faster (its starts too): winners are compared on the grid's own figures, times with the hosts'
-restart lengths set apart.
+kind; this session's was about 28 % slower (its starts too): winners are compared on the grid's own figures, times
+with the hosts' restart lengths set apart.
 """
 
 from __future__ import annotations
@@ -215,10 +215,10 @@ def test_start_times_on_the_second_journal_are_the_starts_the_session_measured()
     assert starts[1:7] == grid and starts[7:] == drafts
     assert all(s["healthy"] for s in starts)
     # a slower host than the first session's (49-71 s, median 57 s): the cold first start 149 s (the journal's;
-    # healthy 153 s after the supervisor started; 120 s there)
+    # healthy 153 s after the supervisor started; 117 s there)
     assert starts[0]["start_s"] == pytest.approx(148.6, abs=0.1)
     healthy = [s["start_s"] for s in starts[1:]]
-    assert min(healthy) >= 66.0 and max(healthy) <= 93.0 and 72.0 <= statistics.median(healthy) <= 78.0
+    assert min(healthy) >= 66.0 and max(healthy) <= 93.0 and statistics.median(healthy) == pytest.approx(73.1, abs=0.1)
 
 
 def test_the_estimates_shown_before_confirmation_against_the_wall_times() -> None:
