@@ -113,8 +113,11 @@ class JournalArrived(Message):
         self.entries = entries
 
 
+HOST_TAB_PREFIX = "host-"
+
+
 def _pane_id(index: int) -> str:
-    return f"host-{index}"
+    return f"{HOST_TAB_PREFIX}{index}"
 
 
 class DashboardScreen(Screen[object]):
@@ -144,6 +147,8 @@ class DashboardScreen(Screen[object]):
         Binding("q", "app.quit", "Quit", id="quit"),  # here only: on a form, q is a letter
     ]
 
+    _tabs: TabbedContent | None = None
+
     def compose(self) -> ComposeResult:
         app = self.app
         assert isinstance(app, OpsConsoleApp)
@@ -169,6 +174,13 @@ class DashboardScreen(Screen[object]):
         app = self.app
         assert isinstance(app, OpsConsoleApp)
         app.start_hosts()
+
+    @property
+    def tabs(self) -> TabbedContent:
+        """The hosts' tabs, found once: they live as long as the screen."""
+        if self._tabs is None:
+            self._tabs = self.query_one(TabbedContent)
+        return self._tabs
 
 
 class OpsConsoleApp(App[int]):
@@ -242,7 +254,7 @@ class OpsConsoleApp(App[int]):
             self.run_worker(fleet.run(), name="fleet", group="fleet", exit_on_error=False)
             self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick)
-        self._activate(self.dashboard.query_one(TabbedContent).active)
+        self._activate(self.dashboard.tabs.active)
 
     def _start_host(self, label: str) -> None:
         source = self._make_source(label, partial(self._view_from_worker), partial(self._journal_from, label))
@@ -273,9 +285,7 @@ class OpsConsoleApp(App[int]):
             pane = HostPane(label, thresholds=self.config.thresholds, clock=self.clock,
                             backlog=partial(self.backlog, label), running=partial(self.running_on, label),
                             fleet_note=lambda: header_note(self.fleet_view, label), id=f"pane-{index}")  # fmt: skip
-            await self.dashboard.query_one(TabbedContent).add_pane(
-                TabPane(f"{index} {label}", pane, id=_pane_id(index))
-            )
+            await self.dashboard.tabs.add_pane(TabPane(f"{index} {label}", pane, id=_pane_id(index)))
             self._start_host(label)
         self.action_show_host(self.labels.index(label) + 1)
 
@@ -369,11 +379,13 @@ class OpsConsoleApp(App[int]):
 
     @property
     def current_pane(self) -> HostPane | None:
-        active = self.dashboard.query_one(TabbedContent).active
-        for index, pane in enumerate(self.dashboard.query(HostPane), start=1):
-            if _pane_id(index) == active:
-                return pane
-        return None
+        """The open host's pane, from the active tab's id (host-N shows pane-N): every key and every footer
+        refresh asks (check_action), and two walks of the whole DOM per ask were a tenth of a form's CPU."""
+        active = self.dashboard.tabs.active
+        if not active.startswith(HOST_TAB_PREFIX):
+            return None
+        index = int(active.removeprefix(HOST_TAB_PREFIX))
+        return self.pane_for(self.labels[index - 1]) if 0 < index <= len(self.labels) else None
 
     @property
     def current_host(self) -> str | None:
@@ -458,7 +470,7 @@ class OpsConsoleApp(App[int]):
         self._cycle(-1)
 
     def _cycle(self, step: int) -> None:
-        tabs = self.dashboard.query_one(TabbedContent)
+        tabs = self.dashboard.tabs
         order = [_pane_id(i) for i in range(1, len(self.labels) + 1)]
         if len(self.labels) > 1 or self.fleet_hosts:
             order.append(OVERVIEW_TAB)
@@ -467,14 +479,14 @@ class OpsConsoleApp(App[int]):
 
     def action_show_host(self, number: int) -> None:
         if 1 <= number <= len(self.labels):
-            self.dashboard.query_one(TabbedContent).active = _pane_id(number)
+            self.dashboard.tabs.active = _pane_id(number)
 
     def action_overview(self) -> None:
         if self.fleet_hosts:
-            self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
+            self.dashboard.tabs.active = OVERVIEW_TAB
             self.dashboard.query_one(FleetTable).focus()
         elif len(self.labels) > 1:
-            self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
+            self.dashboard.tabs.active = OVERVIEW_TAB
             self.dashboard.query_one(Overview).focus()
         else:
             self.notify("one host: its tab is the overview", timeout=3)
