@@ -38,7 +38,7 @@ from console.core.apply import ApplyResult, PendingApply, default_owner, flag_ki
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
 from console.core.rolling_plan import RollSpec
 from console.core.rollout import ApplyState, Plan, parse_edits
-from console.core.session import Session, open_session
+from console.core.session import open_session
 from console.errors import UsageError
 from console.host.base import HostError
 
@@ -199,14 +199,8 @@ async def _apply_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
 
 def _plan_edits(verb: HostVerb) -> Any:
     """Each host's apply of the same edits, checked with that host's SGLang version."""
-    from console.core.rolling import ApplyChange
+    from console.core.group_roll import apply_planner
 
     args = verb.args
-
-    async def plan(session: Session) -> ApplyChange:
-        version, _source = await session.sglang_version()
-        edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=flag_kinds(version))
-        owner = default_owner(f"opsconsole apply --rolling {args.target}")
-        return ApplyChange(await plan_apply(session, edits, timeout_s=args.timeout, owner=owner))
-
-    return plan
+    owner = default_owner(f"opsconsole apply --rolling {args.target}")
+    return apply_planner(args.set, args.unset, args.env, args.unset_env, timeout_s=args.timeout, owner=owner)

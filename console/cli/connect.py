@@ -56,7 +56,7 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
         return FleetWatcher(fleet, host_names(resolved), on_view=on_view, interval_s=config.refresh_s)
 
     options = ConsoleOptions(tuple(targets), config, bool(args.read_only), workspace, groups=tuple(groups),
-                             fleet=fleet.prometheus is not None)  # fmt: skip
+                             fleet=fleet.prometheus is not None, ssh_config=args.ssh_config)  # fmt: skip
     app = OpsConsoleApp(options, make_source, make_fleet=make_fleet if options.fleet else None)
     if config.theme and config.theme not in app.available_themes:
         raise UsageError(

@@ -189,16 +189,8 @@ async def _freeze_or_set(verb: HostVerb, spec: Any) -> int:
 def _plan_freezes(verb: HostVerb) -> Any:
     """Each host's freeze as NAME.HOST, the same note, document template and --force reason."""
     from console.core.apply import default_owner
-    from console.core.rolling import FreezeChange
-    from console.core.session import Session
-    from console.core.snapshot import FreezeRequest, member_names, plan_freeze
+    from console.core.group_roll import freeze_planner
 
     args = verb.args
-
-    async def plan(session: Session) -> FreezeChange:
-        name = member_names(args.name, [session.label])[session.label]
-        request = FreezeRequest(name, args.note or "", args.doc, args.force)
-        owner = default_owner(f"opsconsole freeze {args.target} --name {args.name}")
-        return FreezeChange(await plan_freeze(session, request, owner=owner))
-
-    return plan
+    owner = default_owner(f"opsconsole freeze {args.target} --name {args.name}")
+    return freeze_planner(args.name, note=args.note or "", document=args.doc, force=args.force, owner=owner)

@@ -34,17 +34,11 @@ async def restart_main(verb: HostVerb) -> int:
 
 
 def _plan_restarts(verb: HostVerb) -> Any:
-    from console.core.apply import default_owner, plan_restart
-    from console.core.rolling import ApplyChange
-    from console.core.session import Session
+    from console.core.apply import default_owner
+    from console.core.group_roll import restart_planner
 
     args = verb.args
-
-    async def plan(session: Session) -> ApplyChange:
-        owner = default_owner(f"opsconsole restart --rolling {args.target}")
-        return ApplyChange(await plan_restart(session, timeout_s=args.timeout, owner=owner))
-
-    return plan
+    return restart_planner(timeout_s=args.timeout, owner=default_owner(f"opsconsole restart --rolling {args.target}"))
 
 
 async def _restart_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from typing import Any, TextIO
 
 from console.cli.apply import ApplyProgress, render_plan
@@ -52,7 +51,6 @@ from console.core.rolling import (
 )
 from console.core.rolling_plan import RollSpec
 from console.core.session import Session
-from console.errors import UsageError
 
 OPERATIONS = ("apply", "restart", "restore", "freeze")
 
@@ -188,108 +186,48 @@ PlanFor = Callable[[Session], Awaitable[HostChange]]
 
 async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostVerb], PlanFor], spec: RollSpec) -> int:
     from console.core.apply import default_owner
-    from console.core.rolling import group_lock, plan_roll
+    from console.core.group_roll import RollRequest, plan_group_roll
     from console.core.session import open_session
     from console.fleet.groups import resolve_group_targets
-    from console.sglang.router import RouterClient
 
     args = verb.args
     workspace = workspace_of(args)
     members, groups = resolve_group_targets([args.target], workspace.profiles)
     group = groups[args.target[1:]]
-    gate = _gate_for(workspace, group.name, members, spec)  # before anything is contacted: a usage error, if any
-    if operation == "freeze":
-        _check_set_is_new(workspace, args.name, members)
-    owner = default_owner(f"opsconsole {operation} --rolling @{group.name}")
-    async with AsyncExitStack() as stack:
-        await stack.enter_async_context(group_lock(workspace, group.name, owner))
-        sessions = [
-            await stack.enter_async_context(open_session(m, workspace, ssh_config=args.ssh_config)) for m in members
-        ]
-        # A freeze restarts nothing: the router is left alone (and not asked whether it knows the workers).
-        router_url = group.router if operation != "freeze" else None
-        router = await stack.enter_async_context(RouterClient(router_url)) if router_url else None
-        roll = await plan_roll(
-            group.name,
-            operation,
-            sessions,
-            plan_for(verb),
-            spec=spec,
-            router=router,
-            drain_timeout_s=args.drain_timeout,
-            gate=gate,
-        )
-        if not verb.json:
-            render_roll_plan(roll, operation, verb.human)
-        report: RollReport
-        if roll.refused:
-            report = await roll.abort("refused: " + "; ".join(roll.report.refusals))
-        else:
-            question = f"Roll this {operation} over the {len(sessions)} hosts of @{group.name}?"
-            if operation == "freeze":
-                question = f"Freeze the {len(sessions)} hosts of @{group.name} as snapshot set {args.name}?"
-            answer = verb.ask(question)
-            if answer is Answer.NO_TERMINAL:
-                report = await roll.abort(verb.cannot_ask)
-            elif answer is Answer.NO:
-                report = await roll.abort("not confirmed; nothing was changed")
-            else:
-                progress = (lambda _e: None) if verb.json else RollProgress(verb.human)
-                report, _interrupted = await interruptibly(roll.execute(on_event=progress), roll.request_abort)
+    request = RollRequest(
+        group,
+        tuple(members),
+        operation,  # type: ignore[arg-type]  # one of OPERATIONS
+        spec,
+        owner=default_owner(f"opsconsole {operation} --rolling @{group.name}"),
+        drain_timeout_s=args.drain_timeout,
+        set_name=args.name if operation == "freeze" else None,
+    )
+
+    def open_host(label: str) -> Any:
+        return open_session(label, workspace, ssh_config=args.ssh_config)
+
+    # The gate's baselines and a freeze's names are checked before anything is contacted (a usage error, if any).
+    roll = await plan_group_roll(workspace, request, plan_for(verb), open_host)
+    if not verb.json:
+        render_roll_plan(roll.plan, operation, verb.human)
+    report: RollReport
+    if roll.refused:
+        report = await roll.abort("refused: " + "; ".join(roll.report.refusals))
+    else:
+        question = f"Roll this {operation} over the {len(members)} hosts of @{group.name}?"
         if operation == "freeze":
-            report.snapshot_set = _keep_set(workspace, args.name, group.name, report)
+            question = f"Freeze the {len(members)} hosts of @{group.name} as snapshot set {args.name}?"
+        answer = verb.ask(question)
+        if answer is Answer.NO_TERMINAL:
+            report = await roll.abort(verb.cannot_ask)
+        elif answer is Answer.NO:
+            report = await roll.abort("not confirmed; nothing was changed")
+        else:
+            progress = (lambda _e: None) if verb.json else RollProgress(verb.human)
+            report, _interrupted = await interruptibly(roll.execute(on_event=progress), roll.request_abort)
     verb.report(report.to_json, lambda out: render_report(report, out))
     return report.exit_code
-
-
-def _gate_for(workspace: Any, group: str, members: list[str], spec: RollSpec) -> Any:
-    """--gate bench: every canary's baseline from the workspace's logs (UsageError when one has none)."""
-    if spec.gate is None:
-        return None
-    from console.core.bench_gate import BenchGate
-    from console.core.rolling_gate import plan_gate
-    from console.core.rolling_plan import batches
-
-    canaries = [h for b in batches(members, spec) if b.kind == "canary" for h in b.hosts]
-    return BenchGate(group, plan_gate(_bench_records(workspace), canaries, spec.gate), spec.gate)
-
-
-def _bench_records(workspace: Any) -> list[Any]:
-    from console.bench.runs import read_lenient
-
-    records: list[Any] = []
-    for path in sorted(workspace.logs.glob("bench-*.jsonl")):
-        found, _problems = read_lenient(path)  # a damaged line is not the gate's business; the rest counts
-        records.extend(found)
-    return records
-
-
-def _check_set_is_new(workspace: Any, name: str, members: list[str]) -> None:
-    """A group freeze's names are free (the set's and every NAME.HOST), before anything is contacted."""
-    from console.core.snapshot import member_names, set_path, snapshot_path
-
-    if set_path(workspace, name).exists():
-        raise UsageError(f"snapshot set {name!r} exists ({set_path(workspace, name)}); choose another name")
-    for snapshot in member_names(name, members).values():
-        if snapshot_path(workspace, snapshot).exists():
-            where = snapshot_path(workspace, snapshot)
-            raise UsageError(f"snapshot {snapshot!r} exists ({where}); choose another set name")
-
-
-def _keep_set(workspace: Any, name: str, group: str, report: RollReport) -> dict[str, Any] | None:
-    """The set's index, when at least one host was frozen (each host's outcome in it)."""
-    from datetime import UTC, datetime
-
-    from console.core.rolling_plan import HostOutcome
-    from console.core.snapshot import save_snapshot_set, snapshot_set_of
-
-    records = [report.ledger.records[h] for h in report.ledger.hosts]
-    if not any(r.outcome is HostOutcome.DONE for r in records):
-        return None
-    outcomes = {r.label: (r.outcome is HostOutcome.DONE, r.detail or r.outcome.value) for r in records}
-    kept = snapshot_set_of(name, group, datetime.now(UTC), outcomes)
-    path = save_snapshot_set(workspace, kept)
-    return {**kept.to_json(), "path": str(path)}
 
 
 def failure_json(args: argparse.Namespace, operation: str) -> Callable[[str, str], dict[str, Any]]:

@@ -423,8 +423,10 @@ class PendingRoll:
         refusals: list[str],
         drain_timeout_s: float,
         gate: CanaryGate | None = None,
+        clock: Callable[[], datetime] = _now,
     ) -> None:
         self.group = group
+        self._clock = clock  # the events' and the report's times (a fixed one for the console's snapshots)
         self.gate = gate
         self.hosts = list(hosts)
         self.spec = spec
@@ -466,7 +468,7 @@ class PendingRoll:
     async def execute(self, on_event: EventSink[RollEvent] = ignore) -> RollReport:
         self._emit = on_event
         ledger = self.report.ledger
-        self.report.started = _now()
+        self.report.started = self._clock()
         try:
             if self.refused:
                 ledger.stop("refused", "; ".join(self.report.refusals))
@@ -482,10 +484,10 @@ class PendingRoll:
                 members = [by_label[h] for h in batch.hosts]
                 if self.router is not None and not await self._router_allows(members, group_size, wave):
                     break
-                self._emit(BatchStarted(batch, _now()))
+                self._emit(BatchStarted(batch, self._clock()))
                 await asyncio.gather(*(self._roll_host(host, batch) for host in members))
             if ledger.stopped is not None:
-                self._emit(RollStopped(ledger.stopped[1], _now()))
+                self._emit(RollStopped(ledger.stopped[1], self._clock()))
         finally:
             await self._release_unstarted(ledger.stop_reason() or "the roll ended before this host")
             if self.router is not None:
@@ -493,7 +495,7 @@ class PendingRoll:
                     self.report.router_after = await self.router.workers()
                 except RouterError as exc:
                     self._emit(Notice(f"the router's worker list after the roll could not be read: {exc}"))
-            self.report.finished = _now()
+            self.report.finished = self._clock()
         return self.report
 
     async def _router_allows(self, members: list[RollHost], group_size: int, wave: int) -> bool:
@@ -519,8 +521,8 @@ class PendingRoll:
 
     async def _roll_host(self, host: RollHost, batch: Batch) -> None:
         ledger = self.report.ledger
-        record = ledger.begin(host.label, batch, _now())
-        self._emit(HostStarted(host.label, batch, record.started or _now()))
+        record = ledger.begin(host.label, batch, self._clock())
+        self._emit(HostStarted(host.label, batch, record.started or self._clock()))
         behind_router = self.router is not None and host.worker_url is not None and host.change.restarts
         outcome, detail = HostOutcome.FAILED, ""
         self._running[host.label] = host.change
@@ -541,8 +543,8 @@ class PendingRoll:
                 await self._put_back(host, None)
         finally:
             self._running.pop(host.label, None)
-        ledger.finish(host.label, outcome, detail, _now())
-        self._emit(HostFinished(host.label, outcome, detail, _now()))
+        ledger.finish(host.label, outcome, detail, self._clock())
+        self._emit(HostFinished(host.label, outcome, detail, self._clock()))
 
     async def _gated(self, host: RollHost, detail: str) -> tuple[HostOutcome, str]:
         """The canary's benchmark after its verified change (while it is still out of the router): passed, it stays
@@ -568,7 +570,7 @@ class PendingRoll:
                 self._gating.pop(host.label, None)
         if record.gate is None:
             record.gate = verdict.to_json()
-        self._emit(GateJudged(host.label, verdict, _now()))
+        self._emit(GateJudged(host.label, verdict, self._clock()))
         if verdict.passed:
             return HostOutcome.DONE, f"{detail}; gate passed: {verdict.message}"
         ledger.stop("gate", f"{host.label}: the gate halted the roll: {verdict.message}")
@@ -580,7 +582,7 @@ class PendingRoll:
 
     def _router_step(self, host: RollHost, action: RouterAction, detail: str) -> None:
         self.report.ledger.records[host.label].router.append(f"{action}: {detail}" if detail else action)
-        self._emit(RouterStep(host.label, action, detail, _now()))
+        self._emit(RouterStep(host.label, action, detail, self._clock()))
 
     async def _take_out(self, host: RollHost) -> None:
         assert self.router is not None and host.worker_url is not None
@@ -664,6 +666,7 @@ async def plan_roll(
     router: RouterClient | None = None,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
     gate: CanaryGate | None = None,
+    clock: Callable[[], datetime] = _now,
 ) -> PendingRoll:
     """Plan the change on every host side by side (each plan takes its host's unit lock) and check the router
     knows every host's worker. A host that cannot be planned (locked by another, unreachable) raises after the
@@ -711,4 +714,5 @@ async def plan_roll(
         refusals=refusals,
         drain_timeout_s=drain_timeout_s,
         gate=gate,
+        clock=clock,
     )

@@ -53,18 +53,18 @@ class WaveSize:
         return f"{self.count}" if self.count is not None else f"{self.percent:g}%"
 
 
-def parse_wave(text: str) -> WaveSize:
-    """`--wave 2` (hosts) or `--wave 25%` (of the group). RollError for anything else."""
+def parse_wave(text: str, option: str = "--wave") -> WaveSize:
+    """`--wave 2` (hosts) or `--wave 25%` (of the group). RollError for anything else (named as `option`)."""
     match = _WAVE.match(text or "")
     if not match:
-        raise RollError(f"--wave {text!r}: give a number of hosts (2) or a share of the group (25%)")
+        raise RollError(f"{option} {text!r}: give a number of hosts (2) or a share of the group (25%)")
     number, percent = float(match.group(1)), bool(match.group(2))
     if percent:
         if not 0 < number <= 100:
-            raise RollError(f"--wave {text}: a share of the group is more than 0% and at most 100%")
+            raise RollError(f"{option} {text}: a share of the group is more than 0% and at most 100%")
         return WaveSize(percent=number)
     if number != int(number) or number < 1:
-        raise RollError(f"--wave {text}: a number of hosts is a whole number of at least 1 (or write a share: 25%)")
+        raise RollError(f"{option} {text}: a number of hosts is a whole number of at least 1 (or write a share: 25%)")
     return WaveSize(count=int(number))
 
 
@@ -315,6 +315,40 @@ def parse_percent(text: str, option: str) -> float:
     if not match:
         raise RollError(f"{option} {text!r}: give a percentage such as 5%")
     return float(match.group(1))
+
+
+def spec_from_fields(
+    canary: str, wave: str, max_failures: str, *, gate: GateSpec | None = None, hosts: int | None = None
+) -> RollSpec:
+    """The console's roll form, each field as typed: RollError naming the field and what to write; with `hosts`,
+    also checked against the number of hosts rolled."""
+    spec = RollSpec(
+        canary=_count(canary, "canary"),
+        wave=parse_wave(wave, "wave"),
+        max_failures=_count(max_failures, "max failures"),
+        gate=gate,
+    )
+    if gate is not None and spec.canary < 1:
+        raise RollError("the gate benchmarks the canary: give a canary of 1 or more")
+    if hosts is not None and spec.canary > hosts:
+        raise RollError(f"canary {spec.canary}: only {hosts} hosts are rolled")
+    return spec
+
+
+def gate_from_fields(concurrency: str, max_regression: str) -> GateSpec:
+    """The form's gate: the level (blank: that of the canary's newest record) and the loss that halts the roll."""
+    level = concurrency.strip()
+    if level and (not level.isdigit() or int(level) < 1):
+        raise RollError(f"gate level {concurrency!r}: a concurrency of at least 1, or blank for the newest record's")
+    pct = DEFAULT_GATE_PCT if not max_regression.strip() else parse_percent(max_regression, "gate max loss")
+    return GateSpec(concurrency=int(level) if level else None, max_regression_pct=pct)
+
+
+def _count(text: str, field: str) -> int:
+    value = text.strip()
+    if not value.isdigit():
+        raise RollError(f"{field} {text!r}: give a whole number, 0 or more")
+    return int(value)
 
 
 def outcome_of_apply(state: str, *, restart_only: bool = False) -> HostOutcome:

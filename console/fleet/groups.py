@@ -177,3 +177,22 @@ def resolve_group_targets(targets: Sequence[str], profiles_dir: Path) -> tuple[l
     groups = load_groups(profiles_dir)
     named = {t[1:]: groups[t[1:]] for t in targets if is_group_ref(t) and t[1:] in groups}
     return expand_targets(targets, groups, where=str(profiles_dir / GROUPS_FILE)), named
+
+
+def group_for(hosts: Sequence[str], groups: Mapping[str, Group], named: Sequence[str]) -> Group:
+    """The group a selection of hosts is rolled as (the console's overview): the first of the groups the console
+    was opened with (`named`, `connect @prod`) that has every one of them. GroupError saying why there is none."""
+    if not named:
+        raise GroupError(
+            "a rolling change runs over the hosts of a group: open the console with @GROUP (profiles/groups.toml)"
+        )
+    for name in named:
+        group = groups.get(name)
+        if group is not None and all(h in group.members for h in hosts):
+            return group
+    first = groups.get(named[0])
+    outside = [h for h in hosts if first is None or h not in first.members]
+    raise GroupError(
+        f"{', '.join(outside) or ', '.join(hosts)}: not all in one of {_list(named)}; "
+        "select the hosts of one group (a rolling change runs over one group's hosts)"
+    )

@@ -13,7 +13,7 @@ forward; without speculation n = 1 and there is no draft. With T = B·n tokens i
     target = fixed + all_experts · (1 − (1 − e/E)^T) + B · per_request(ctx) + T · per_token  [+ T · tree]
     draft  = s · (step_fixed + B · k · step_per_token) + round_fixed
     cpu    = cpu_fixed + B · (cpu_per_request [+ spec cpu_per_request])
-             [+ cpu_round + s · cpu_step + (cpu_tree if k > 1)]
+             [+ cpu_round + s · cpu_step + (cpu_tree + B · cpu_tree_per_request if k > 1)]
 
 * `fixed`: what every forward pays whatever the batch: streaming the dense weights (attention, shared
   expert, embeddings), all-reduce latency across the tensor-parallel group (PCIe here, no NVLink) and
@@ -34,10 +34,11 @@ forward; without speculation n = 1 and there is no draft. With T = B·n tokens i
   max(gpu, cpu), and the draft's host-side share (`overlap_hidden` of the fixed draft costs) is hidden too;
   without overlap a step costs target + draft + cpu. The draft adds host work of its own that no batch
   amortises: the round's orchestration (`cpu_round`), each draft step launched from the host (`cpu_step`), and
-  with k > 1 the top-k branches are
-  selected and the tree and its mask built every round (`cpu_tree`). A server whose forwards are short (the
-  tiny Llama on an H200, issue 20) is host-bound: its round grows with the steps and jumps with topk 2 even at
-  batch 1, which the GPU terms alone cannot give. The seeds' profiles leave both at 0 (their forwards are long:
+  with k > 1 the top-k branches are selected and the tree and its mask built every round (`cpu_tree`, and
+  `cpu_tree_per_request` for each request of the batch). A server whose forwards are short (the tiny Llama on an
+  H200, issue 20) is host-bound: its round grows with the steps even at batch 1, which the GPU terms alone cannot
+  give, and topk 2's tree costs per request: the full grid on the real server had topk 2 level with topk 1 at
+  C = 1 and 15-36 % behind it at C = 32. The seeds' profiles leave all four at 0 (their forwards are long:
   the host work hides under them).
 
 Acceptance
@@ -254,7 +255,7 @@ class PerfModel:
             draft_ms = fixed_draft + self.num_steps * batch * self.topk * d.step_per_token_ms
             cpu += batch * d.cpu_per_request_ms + d.cpu_round_ms + self.num_steps * d.cpu_step_ms
             if self.topk > 1:
-                cpu += d.cpu_tree_ms
+                cpu += d.cpu_tree_ms + batch * d.cpu_tree_per_request_ms
         gpu = target + draft_ms
         total_ms = max(gpu, cpu) if self.overlap else gpu + cpu
         return total_ms / 1000.0

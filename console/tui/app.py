@@ -1,4 +1,5 @@
-"""The console app: one tab per host (and an overview of all of them), keys with ids, the command palette.
+"""The console app: one tab per host (and an overview of all of them), keys with ids, the command palette. On the
+overview, hosts selected with space get a rolling change (e / r / F: console/tui/screens/roll.py).
 
 Every remote call runs in a worker (console.core.monitor.HostWatcher per host: its refresh loop and its
 journal); workers post messages, widgets render them. A dead or slow host slows only its own tab.
@@ -10,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -32,6 +33,7 @@ from console.tui.screens.edit import EditScreen
 from console.tui.screens.freeze import open_freeze
 from console.tui.screens.help import HelpScreen, KeyRow
 from console.tui.screens.progress import ProgressScreen, apply_progress
+from console.tui.screens.roll import RollScreen, RollSetup
 from console.tui.screens.runs import open_runs
 from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
@@ -40,6 +42,7 @@ from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.hostpane import HostPane
 from console.tui.widgets.journal import CONSOLE_REQUESTS_ID, JournalLog
 from console.tui.widgets.overview import Overview
+from console.tui.widgets.selection import HostSelection, RollRequested, SelectionBar, SelectionChanged
 from console.workspace import Workspace
 
 OVERVIEW_TAB = "overview"
@@ -51,6 +54,13 @@ READ_ONLY_ACTIONS = {
     "tune": "read-only: a tune restarts the service with each setup",
 }
 HOST_ACTIONS = {"edit", "restart", "benchmark", "freeze", "search", "refresh", "tune", "console_requests"}
+# The rolling changes over the hosts selected on the overview (the overview table's actions).
+READ_ONLY_ROLLS = {
+    "roll('apply')": "read-only: a rolling set writes each selected host's unit and restarts it",
+    "roll('restart')": "read-only: a rolling restart restarts each selected host",
+    "roll('freeze')": "read-only: a fleet freeze writes each selected host's unit and enables it",
+}
+SELECT_FIRST = "select hosts on the overview first (o, then space on each; a selects all)"
 
 # What Rich's SVG template names of the outside world: `,\n  url("https://...") format("woff2")` in its
 # @font-face rules (local() stays) and the `<!-- Generated with Rich https://... -->` comment.
@@ -103,8 +113,11 @@ class JournalArrived(Message):
         self.entries = entries
 
 
+HOST_TAB_PREFIX = "host-"
+
+
 def _pane_id(index: int) -> str:
-    return f"host-{index}"
+    return f"{HOST_TAB_PREFIX}{index}"
 
 
 class DashboardScreen(Screen[object]):
@@ -134,6 +147,8 @@ class DashboardScreen(Screen[object]):
         Binding("q", "app.quit", "Quit", id="quit"),  # here only: on a form, q is a letter
     ]
 
+    _tabs: TabbedContent | None = None
+
     def compose(self) -> ComposeResult:
         app = self.app
         assert isinstance(app, OpsConsoleApp)
@@ -151,6 +166,7 @@ class DashboardScreen(Screen[object]):
                                    id=f"pane-{index}")  # fmt: skip
             if len(app.labels) > 1:
                 with TabPane(app.overview_title, id=OVERVIEW_TAB):
+                    yield SelectionBar(id="overview-selection")  # shown while hosts are selected
                     yield Overview(id="overview-table")
         yield FittedFooter(keep=("quit",))  # at 80 columns the keys of least use give way, never quit or help
 
@@ -158,6 +174,13 @@ class DashboardScreen(Screen[object]):
         app = self.app
         assert isinstance(app, OpsConsoleApp)
         app.start_hosts()
+
+    @property
+    def tabs(self) -> TabbedContent:
+        """The hosts' tabs, found once: they live as long as the screen."""
+        if self._tabs is None:
+            self._tabs = self.query_one(TabbedContent)
+        return self._tabs
 
 
 class OpsConsoleApp(App[int]):
@@ -231,7 +254,7 @@ class OpsConsoleApp(App[int]):
             self.run_worker(fleet.run(), name="fleet", group="fleet", exit_on_error=False)
             self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick)
-        self._activate(self.dashboard.query_one(TabbedContent).active)
+        self._activate(self.dashboard.tabs.active)
 
     def _start_host(self, label: str) -> None:
         source = self._make_source(label, partial(self._view_from_worker), partial(self._journal_from, label))
@@ -262,9 +285,7 @@ class OpsConsoleApp(App[int]):
             pane = HostPane(label, thresholds=self.config.thresholds, clock=self.clock,
                             backlog=partial(self.backlog, label), running=partial(self.running_on, label),
                             fleet_note=lambda: header_note(self.fleet_view, label), id=f"pane-{index}")  # fmt: skip
-            await self.dashboard.query_one(TabbedContent).add_pane(
-                TabPane(f"{index} {label}", pane, id=_pane_id(index))
-            )
+            await self.dashboard.tabs.add_pane(TabPane(f"{index} {label}", pane, id=_pane_id(index)))
             self._start_host(label)
         self.action_show_host(self.labels.index(label) + 1)
 
@@ -366,11 +387,13 @@ class OpsConsoleApp(App[int]):
 
     @property
     def current_pane(self) -> HostPane | None:
-        active = self.dashboard.query_one(TabbedContent).active
-        for index, pane in enumerate(self.dashboard.query(HostPane), start=1):
-            if _pane_id(index) == active:
-                return pane
-        return None
+        """The open host's pane, from the active tab's id (host-N shows pane-N): every key and every footer
+        refresh asks (check_action), and two walks of the whole DOM per ask were a tenth of a form's CPU."""
+        active = self.dashboard.tabs.active
+        if not active.startswith(HOST_TAB_PREFIX):
+            return None
+        index = int(active.removeprefix(HOST_TAB_PREFIX))
+        return self.pane_for(self.labels[index - 1]) if 0 < index <= len(self.labels) else None
 
     @property
     def current_host(self) -> str | None:
@@ -406,9 +429,13 @@ class OpsConsoleApp(App[int]):
 
     def why_disabled(self, action: str) -> str:
         if action in HOST_ACTIONS and self.current_pane is None:
+            if action in ("edit", "restart", "freeze"):
+                return "select hosts (space) to roll it, or open one (Enter)"
             return "open a host first (its number, or Enter on the overview)"
         if self.options.read_only and action in READ_ONLY_ACTIONS:
             return READ_ONLY_ACTIONS[action]
+        if self.options.read_only and action in READ_ONLY_ROLLS:
+            return READ_ONLY_ROLLS[action]
         return ""
 
     # -- actions ----------------------------------------------------------------------------------------
@@ -451,7 +478,7 @@ class OpsConsoleApp(App[int]):
         self._cycle(-1)
 
     def _cycle(self, step: int) -> None:
-        tabs = self.dashboard.query_one(TabbedContent)
+        tabs = self.dashboard.tabs
         order = [_pane_id(i) for i in range(1, len(self.labels) + 1)]
         if len(self.labels) > 1 or self.fleet_hosts:
             order.append(OVERVIEW_TAB)
@@ -460,14 +487,14 @@ class OpsConsoleApp(App[int]):
 
     def action_show_host(self, number: int) -> None:
         if 1 <= number <= len(self.labels):
-            self.dashboard.query_one(TabbedContent).active = _pane_id(number)
+            self.dashboard.tabs.active = _pane_id(number)
 
     def action_overview(self) -> None:
         if self.fleet_hosts:
-            self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
+            self.dashboard.tabs.active = OVERVIEW_TAB
             self.dashboard.query_one(FleetTable).focus()
         elif len(self.labels) > 1:
-            self.dashboard.query_one(TabbedContent).active = OVERVIEW_TAB
+            self.dashboard.tabs.active = OVERVIEW_TAB
             self.dashboard.query_one(Overview).focus()
         else:
             self.notify("one host: its tab is the overview", timeout=3)
@@ -584,6 +611,91 @@ class OpsConsoleApp(App[int]):
     def action_snapshots(self) -> None:
         open_snapshots(self)
 
+    # -- hosts selected on the overview, and the rolling changes over them ---------------------------------------
+
+    def overview_table(self) -> HostSelection | None:
+        """The overview's table while the overview is shown (the fleet's, or the hosts'), else None."""
+        if not self.screen_stack or self.current_pane is not None:
+            return None
+        found = self.dashboard.query(FleetTable).results(FleetTable) if self.fleet_hosts else ()
+        table: HostSelection | None = next(iter(found), None)
+        if table is None:
+            table = next(iter(self.dashboard.query(Overview).results(Overview)), None)
+        return table
+
+    def on_selection_changed(self, message: SelectionChanged) -> None:
+        total = len(self.fleet_hosts) if self.fleet_hosts else len(self.labels)
+        for bar in self.dashboard.query(SelectionBar).results(SelectionBar):
+            bar.show_selection(message.hosts, total)
+
+    def on_roll_requested(self, message: RollRequested) -> None:
+        self.open_roll(message.operation, message.hosts)
+
+    def _on_overview_table(self, act: Callable[[HostSelection], None]) -> None:
+        table = self.overview_table()
+        if table is None:
+            self.notify("the overview's keys: o shows it (space selects a host there)", severity="warning")
+            return
+        act(table)
+
+    def action_select_host(self) -> None:
+        self._on_overview_table(lambda table: table.action_toggle_selected())
+
+    def action_select_all_hosts(self) -> None:
+        self._on_overview_table(lambda table: table.action_select_all())
+
+    def action_roll(self, operation: str) -> None:
+        """The palette's rolling changes: over the overview's selection."""
+        table = self.overview_table()
+        hosts = table.selected_hosts() if table is not None else ()
+        if not hosts:
+            self.notify(SELECT_FIRST, severity="warning")
+            return
+        self.open_roll(operation, hosts)
+
+    def open_roll(self, operation: str, hosts: tuple[str, ...]) -> None:
+        """The roll's form over the selected hosts (their group: the one the console was opened with)."""
+        from console.core.apply import default_owner
+        from console.core.group_roll import free_set_name
+        from console.core.session import open_session
+        from console.fleet.groups import GroupError, group_for, load_groups
+
+        why = self.why_disabled(f"roll('{operation}')")
+        if why:
+            self.notify(why, severity="warning")
+            return
+        workspace = self.options.workspace or self.workspace()
+        if workspace is None:
+            self.notify("no workspace: the roll needs profiles/groups.toml and logs/", severity="error")
+            return
+        try:
+            group = group_for(hosts, load_groups(workspace.profiles), self.options.groups)
+        except GroupError as exc:
+            self.notify(str(exc), title="Rolling change", severity="error", timeout=10)
+            return
+        ssh_config = self.options.ssh_config
+
+        def open_host(label: str) -> Any:
+            return open_session(label, workspace, ssh_config=ssh_config)
+
+        def done(_report: object) -> None:
+            for host in hosts:
+                self.refresh_host(host)
+
+        setup = RollSetup(
+            operation,
+            group,
+            hosts,
+            workspace,
+            self.options.runners.roll,
+            open_host,
+            owner=default_owner(f"opsconsole connect: rolling {operation} @{group.name}"),
+            suggested_set=free_set_name(workspace, hosts) if operation == "freeze" else "v1",
+            clock=self.clock,
+            on_done=done,
+        )
+        self.push_screen(RollScreen(setup))
+
     # -- the command palette: every action, with its key --------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
@@ -600,10 +712,20 @@ class OpsConsoleApp(App[int]):
             ("Console requests", "Show or fold this console's own requests in the journal (p)", "console_requests"),
             ("Refresh now", "Refresh this host without waiting for the interval", "refresh"),
             ("Overview", "All hosts on one table", "overview"),
+            ("Select host", "Select the overview's host under the cursor for a rolling change (space)", "select_host"),
+            ("Select all / none", "Select every host of the overview, or none (a)", "select_all_hosts"),
             ("Help", "Every key of this screen", "help"),
         )
         for title, help_text, action in palette:
             why = self.why_disabled(action)
             yield SystemCommand(title, f"{help_text}" + (f" — {why}" if why else ""), getattr(self, f"action_{action}"))
+        rolls = (
+            ("Rolling set", "Set flags on the selected hosts, one batch at a time, canary first (e)", "apply"),
+            ("Rolling restart", "Restart the selected hosts, one batch at a time, canary first (r)", "restart"),
+            ("Fleet freeze", "Freeze the selected hosts as one snapshot set (F)", "freeze"),
+        )
+        for title, help_text, operation in rolls:
+            why = self.why_disabled(f"roll('{operation}')")
+            yield SystemCommand(title, help_text + (f" — {why}" if why else ""), partial(self.action_roll, operation))
         for number, label in enumerate(self.labels, start=1):
             yield SystemCommand(f"Host {number}: {label}", f"Show {label}", partial(self.action_show_host, number))

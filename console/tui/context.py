@@ -35,6 +35,7 @@ class ConsoleOptions:
     runners: Runners = field(default_factory=Runners)  # what freeze, bench, restore and tune run (tests: scripted)
     groups: tuple[str, ...] = ()  # the groups the targets came from (`@prod`), named on the overview
     fleet: bool = False  # the overview reads Prometheus ([fleet]); hosts get a tab (and SSH) when opened
+    ssh_config: str | None = None  # --ssh-config: how a roll's own sessions reach the hosts
 
 
 class ConsoleContext(Protocol):

@@ -3,6 +3,7 @@ and fixtures.
 
     python3 scripts/real_sglang/tune_report.py RESULTS [--calibration FILE] [--profile tiny-test]
                                                [--fixtures tests/sim/fixtures/real-0.5.17/tune]
+                                               [--search-from tests/sim/fixtures/real-0.5.17/tune]
 
 RESULTS is what run.sh's last call left in $OUT (summary.json, drafts.json, journal.jsonl.gz, tune.tgz, bench.tgz: it
 is unpacked into --into, default /tmp/issue20-results, since the device's files arrive read-only), or a session
@@ -12,7 +13,9 @@ folder as tune_session.py writes it (OUTDIR of a --sim dry run). Prints Markdown
   - the grid: every setup's accept length and output tok/s per workload and level, its round time
     (median TPOT x accept length: one draft + verify round per request), and the winner per level;
   - search vs grid: the winner per level in each, whether they agree (or the search's pick is within the grid's
-    noise), the times, restarts and the search's share of the grid's time;
+    noise), the times, restarts and the search's share of the grid's time; with --search-from, the search of
+    another session (a folder with its tune-search.json and summary.json, e.g. the first session's fixtures)
+    against this session's grid, and the setups both sessions' grids measured side by side (cross-session noise);
   - the tune's estimate shown before confirmation vs its wall time (with the prior restart length, and with the
     restart length the tune then measured), the failing setup (SGLang's reason, rolled back) and the end state;
 --calibration writes, per setup and cell, what the stand-in's speculative model must reproduce (accept length,
@@ -75,6 +78,16 @@ def drafts_table(drafts: dict[str, Any] | None, tunes: dict[str, Any], out: list
         out.append("(no drafts.json)\n")
         return
     server: dict[str, dict[str, float]] = {}
+    for tune in (tunes.get("grid"), tunes.get("search")):  # the tunes' own draft (sa-p90) at steps 3 topk 1
+        for t in (tune or {}).get("trials", []):
+            c = t["config"]
+            if (c["speculative_algorithm"], c["speculative_num_steps"], c["speculative_eagle_topk"]) != (
+                "STANDALONE", 3, 1,
+            ):  # fmt: skip
+                continue
+            for lv in t["levels"]:
+                if lv["workload"] == "random" and lv["concurrency"] in (1, 32) and lv["measured_by"] == "full":
+                    server.setdefault("sa-p90", {}).setdefault(f"steps 3, C={lv['concurrency']}", lv["accept_length"])
     dtune = tunes.get("drafts")
     if dtune:
         names = ("sa-copy", "sa-p70", "sa-p40", "eagle-repeat")  # tune_session.TuneSession.DRAFTS, in order
@@ -141,6 +154,53 @@ def times_table(summary: dict[str, Any], out: list[str]) -> None:
             f"({fmt(step.get('estimate_with_measured_restart_error_pct'), 1)} %) | {fmt(parts.get('starts'))}, "
             f"{fmt(parts.get('starts_s'))}, {fmt(parts.get('rest_s'))} | {fmt(result.get('restarts'))} |"
         )
+
+
+def cross_session(grid_file: Path, other: Path, out: list[str]) -> None:
+    """This session's grid against another session's search (tune_session.compare: winners, within the grid's
+    noise, times) and against the setups that session's grid measured (the same setup on two machines)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tune_session import compare
+
+    grid = load(grid_file)
+    summary = load(other / "summary.json") or {}
+    comparison = compare(other / "tune-search.json", grid_file, summary)
+    if "cells" in comparison:
+        out.append(f"\n### Search ({other}) vs this grid\n")
+        comparison_table(comparison, out)
+    earlier = load(other / "tune-grid.json")
+    if not earlier:
+        return
+    out.append(f"\n### The same setups in both grids ({other} / this session)\n")
+    out.append("| setup | cell | earlier tok/s [low-high] | this tok/s [low-high] | this / earlier |")
+    out.append("|---|---|---|---|---|")
+    for t in earlier["trials"]:
+        mine = next((m for m in grid["trials"] if m["config"] == t["config"]), None)
+        for lv in t["levels"]:
+            now = level(mine, lv["workload"], lv["concurrency"]) if mine else None
+            if not now:
+                continue
+            ratio = now["output_throughput"] / lv["output_throughput"]
+            out.append(
+                f"| {setup_of(t['config'])} | {lv['workload']} C={lv['concurrency']} | "
+                f"{fmt(lv['output_throughput'])} [{fmt(lv['low'])}-{fmt(lv['high'])}] | "
+                f"{fmt(now['output_throughput'])} [{fmt(now['low'])}-{fmt(now['high'])}] | {ratio:.2f} |"
+            )
+
+
+def comparison_table(comparison: dict[str, Any], out: list[str]) -> None:
+    out.append("| cell | search | grid | same | within grid noise | gap |")
+    out.append("|---|---|---|---|---|---|")
+    for c in comparison["cells"]:
+        noise, gap = fmt(c.get("within_grid_noise")), fmt(c.get("gap_pct"), 1)
+        out.append(f"| {c['cell']} | {c['search']} | {c['grid']} | {c['same']} | {noise} | {gap} |")
+    share = fmt(comparison.get("search_share_of_grid"), 3)
+    without = fmt(comparison.get("search_share_without_failed_trial"), 3)
+    out.append(
+        f"\nsearch {fmt(comparison.get('search_s'))} s vs grid {fmt(comparison.get('grid_s'))} s: share {share} "
+        f"({without} without the failing setup's {fmt(comparison.get('failed_trial_s'))} s); "
+        f"restarts {comparison.get('restarts')}"
+    )
 
 
 def calibration(grid: dict[str, Any], profile_name: str) -> dict[str, Any]:
@@ -225,6 +285,7 @@ def main() -> int:
     p.add_argument("--profile", default="tiny-test", help="the stand-in profile to predict with")
     p.add_argument("--fixtures", type=Path, help="copy the replay tests' files into this folder")
     p.add_argument("--into", type=Path, default=Path("/tmp/issue20-results"), help="where $OUT's archives go")
+    p.add_argument("--search-from", type=Path, help="another session's folder (tune-search.json, summary.json)")
     args = p.parse_args()
     r = unpack(args.results, args.into)
     summary = load(r / "summary.json") or {"steps": {}}
@@ -256,18 +317,9 @@ def main() -> int:
     comparison = summary["steps"].get("grid", {}).get("comparison")
     if comparison and "cells" in comparison:
         out.append("\n### Search vs grid\n")
-        out.append("| cell | search | grid | same | within grid noise | gap |")
-        out.append("|---|---|---|---|---|---|")
-        for c in comparison["cells"]:
-            noise, gap = fmt(c.get("within_grid_noise")), fmt(c.get("gap_pct"), 1)
-            out.append(f"| {c['cell']} | {c['search']} | {c['grid']} | {c['same']} | {noise} | {gap} |")
-        share = fmt(comparison.get("search_share_of_grid"), 3)
-        without = fmt(comparison.get("search_share_without_failed_trial"), 3)
-        out.append(
-            f"\nsearch {fmt(comparison.get('search_s'))} s vs grid {fmt(comparison.get('grid_s'))} s: share {share} "
-            f"({without} without the failing setup's {fmt(comparison.get('failed_trial_s'))} s); "
-            f"restarts {comparison.get('restarts')}"
-        )
+        comparison_table(comparison, out)
+    if args.search_from and grid:
+        cross_session(r / "tune-grid.json", args.search_from, out)
     out.append("\n### Times\n")
     times_table(summary, out)
     final = summary["steps"].get("final")

@@ -30,6 +30,7 @@ The phases, in order of priority:
 
 Start options that keep a start short. Measured in issue 20's session (its journal, tests/sim/test_real_0517_tune.py):
 a start with them takes 49-71 s, median ~57 s (the session's first, cold start 120 s), a stop ~5.5 s (5.2-6.1);
+the second session's host was slower: 66-93 s, median 73 s, the cold start 153 s (test_real_0517_tune_grid.py);
 most of a start is Python imports of the main process and the scheduler process, which no flag changes:
  --disable-prefill-cuda-graph   no prefill (breakable) graphs for the target and the draft: ~3-4 s less per start,
                                 and the cold start's triton JIT happens at the first requests instead of the capture.

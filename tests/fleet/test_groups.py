@@ -103,3 +103,15 @@ def test_the_file_is_read_only_when_a_target_names_a_group(tmp_path: Path) -> No
         {"prod": Group("prod", ("gpu-a", "gpu-b"))},
     )
     assert load_groups(tmp_path / "elsewhere") == {}
+
+
+def test_a_selection_is_rolled_as_the_first_group_the_console_named_that_has_it_all() -> None:
+    from console.fleet.groups import group_for
+
+    groups = parse('prod = ["gpu-a", "gpu-b"]\nall = ["gpu-*", "eu-1"]\n')
+    assert group_for(["gpu-b"], groups, ["prod", "all"]).name == "prod"
+    assert group_for(["gpu-a", "eu-1"], groups, ["prod", "all"]).name == "all"
+    with pytest.raises(GroupError, match=r"eu-1: not all in one of @prod; select the hosts of one group"):
+        group_for(["gpu-a", "eu-1"], groups, ["prod"])
+    with pytest.raises(GroupError, match="open the console with @GROUP"):
+        group_for(["gpu-a"], groups, [])

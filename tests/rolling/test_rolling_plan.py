@@ -109,3 +109,29 @@ def test_worker_lists_of_every_router_release() -> None:
         with pytest.raises(ValueError):
             parse_workers(bad)
     assert normalize_url("HTTP://Host:30000/") == "http://host:30000"
+
+
+def test_the_consoles_roll_form_reads_as_the_cli_options_do_and_names_the_field() -> None:
+    from console.core.rolling_plan import GateSpec, gate_from_fields, spec_from_fields
+
+    assert spec_from_fields("1", "25%", "0") == RollSpec(canary=1, wave=WaveSize(percent=25.0), max_failures=0)
+    assert spec_from_fields(" 0 ", "3", "2", hosts=3) == RollSpec(canary=0, wave=WaveSize(count=3), max_failures=2)
+    for fields, says in (
+        (("x", "1", "0"), "canary 'x': give a whole number, 0 or more"),
+        (("1", "0%", "0"), "wave 0%: a share of the group is more than 0%"),
+        (("1", "two", "0"), "wave 'two': give a number of hosts (2) or a share of the group (25%)"),
+        (("1", "1", "-1"), "max failures '-1': give a whole number, 0 or more"),
+    ):
+        with pytest.raises(RollError) as caught:
+            spec_from_fields(*fields)
+        assert str(caught.value).startswith(says), caught.value
+    with pytest.raises(RollError, match="canary 4: only 3 hosts are rolled"):
+        spec_from_fields("4", "1", "0", hosts=3)
+    with pytest.raises(RollError, match="the gate benchmarks the canary: give a canary of 1 or more"):
+        spec_from_fields("0", "1", "0", gate=GateSpec())
+    assert gate_from_fields("", "") == GateSpec(concurrency=None, max_regression_pct=5.0)
+    assert gate_from_fields("8", "7.5%") == GateSpec(concurrency=8, max_regression_pct=7.5)
+    for level, loss, says in (("0", "5", "gate level '0'"), ("eight", "5", "gate level 'eight'"),
+                              ("8", "lots", "gate max loss 'lots'")):  # fmt: skip
+        with pytest.raises(RollError, match=says):
+            gate_from_fields(level, loss)

@@ -67,7 +67,9 @@ def key_of(trial: dict[str, Any]) -> str:
     return trial["labels"][0].split("/")[1] if trial["labels"] else trial["name"]
 
 
-def replay(tune: dict[str, Any], records: list[BenchRecord]) -> tuple[Search, dict[str, str], dict[str, Any]]:
+def replay(
+    tune: dict[str, Any], records: list[BenchRecord], levels: tuple[int, ...] = (1, 8, 32), repeats: int = 2
+) -> tuple[Search, dict[str, str], dict[str, Any]]:
     """The tune's search run again on the real records: the stages it asks for, each fed the records the tune wrote
     for that stage (label .../s<stage>), the failing setup dropped, a budget stop where the tune stopped."""
     trials = tune["trials"]
@@ -75,8 +77,8 @@ def replay(tune: dict[str, Any], records: list[BenchRecord]) -> tuple[Search, di
     names = {key_of(t): t["name"] for t in trials}
     configs = {key_of(t): t["config"] for t in trials}
     workloads = list(dict.fromkeys(lv["workload"] for t in trials for lv in t["levels"]))
-    cells = [Cell(w, c) for w in workloads for c in (1, 8, 32)]
-    search = Search(keys, cells, Policy(strategy=tune["strategy"], repeats=2))
+    cells = [Cell(w, c) for w in workloads for c in levels]
+    search = Search(keys, cells, Policy(strategy=tune["strategy"], repeats=repeats))
     mine = [r for r in records if r.label.startswith(f"{tune['label']}/")]
     while (stage := search.next_stage()) is not None:
         ran = {r.label.split("/")[1] for r in mine if r.label.endswith(f"/s{stage.index}")}

@@ -224,9 +224,11 @@ def scripted_app(
     workspace: Workspace | None = None,
     runners: Runners | None = None,
     sessions: dict[str, Any] | None = None,
+    groups: tuple[str, ...] = (),
 ) -> OpsConsoleApp:
     """The console on scripted hosts; `views` and `journal` are shown as soon as the app is mounted. `runners`: what
-    freeze, bench, restore and tune run (scripted ones); `sessions`: the hosts that are connected, and how."""
+    freeze, bench, restore, tune and a roll run (scripted ones); `sessions`: the hosts that are connected, and how;
+    `groups`: the groups the hosts came from (`connect @trio`), for a roll over the overview's selection."""
     sources: dict[str, ScriptedHost] = {}
 
     def make(
@@ -239,7 +241,8 @@ def scripted_app(
             on_journal(journal[label])
         return sources[label]
 
-    options = ConsoleOptions(labels, config or ConsoleConfig(), read_only, workspace, runners or Runners())
+    options = ConsoleOptions(labels, config or ConsoleConfig(), read_only, workspace, runners or Runners(),
+                             groups=groups)  # fmt: skip
     app = OpsConsoleApp(options, make, clock=clock)
     app.scripted = sources  # type: ignore[attr-defined]
     return app

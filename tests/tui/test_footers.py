@@ -17,6 +17,7 @@ from textual.widgets import Footer
 
 from console.host.ssh import ConnectionState
 from console.tui.app import OpsConsoleApp
+from console.tui.runners import Runners
 from console.tui.widgets.footer import fit_keys
 from console.workspace import Workspace
 from tests.tui.bench_support import ScriptedBench, bench_app, seeds_workspace
@@ -141,8 +142,35 @@ def _runs_app(tmp: Path) -> OpsConsoleApp:
     return bench_app(seeds_workspace(tmp))  # type: ignore[no-any-return]
 
 
+def _trio_app(tmp: Path) -> OpsConsoleApp:
+    from tests.tui.roll_support import ScriptedRolls, trio_workspace
+
+    views = {label: view(label) for label in ("gpu-a", "gpu-b", "gpu-c")}
+    return scripted_app(("gpu-a", "gpu-b", "gpu-c"), views=views, workspace=trio_workspace(tmp / "ws"),
+                        runners=Runners(roll=ScriptedRolls()), groups=("trio",))  # fmt: skip
+
+
 async def _nothing(_pilot: Pilot[Any]) -> None:
     return None
+
+
+async def _two_selected(pilot: Pilot[Any]) -> None:
+    await _press("o", needle="accept")(pilot)
+    await pilot.press("space", "space")
+    await wait_until(pilot, lambda: "2 selected" in screen_text(pilot.app), "two selected")  # type: ignore[arg-type]
+
+
+async def _roll_form(pilot: Pilot[Any]) -> None:
+    await _two_selected(pilot)
+    await _press("r", needle="Rolling restart · @trio")(pilot)
+
+
+async def _roll_report(pilot: Pilot[Any]) -> None:
+    await _roll_form(pilot)
+    await pilot.press("ctrl+s")
+    await wait_until(pilot, lambda: "Restart these 2 hosts" in screen_text(pilot.app), "the confirmation")  # type: ignore[arg-type]
+    await pilot.press("y")
+    await wait_until(pilot, lambda: "rolling restart done" in screen_text(pilot.app), "the report")  # type: ignore[arg-type]
 
 
 async def _snapshots(pilot: Pilot[Any]) -> None:
@@ -183,6 +211,9 @@ SCREENS: list[tuple[str, Callable[[Path], OpsConsoleApp], Opener, tuple[str | tu
     ("side by side", _runs_app, _side_by_side, ("esc Back", HELP)),
     ("tune form", _plain, _push(_tune_form, "setups to run"), ("esc Close", HELP)),
     ("tune result", _plain, _push(_tune_live, "best setup per level"), ("Abort / close", HELP)),
+    ("overview with a selection", _trio_app, _two_selected, ("q Quit", HELP)),
+    ("rolling form", _trio_app, _roll_form, ("esc Cancel", HELP)),
+    ("rolling report", _trio_app, _roll_report, ("Abort / close", HELP)),
 ]
 
 

@@ -22,6 +22,7 @@ from console.core.apply.history import (
     record_applied,
 )
 from console.core.apply.run import (
+    DEFAULT_TIMEOUT_S,
     ApplyResult,
     PendingApply,
     default_owner,
@@ -32,6 +33,7 @@ from console.core.apply.run import (
 )
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
     "NONE_CHOICE",
     "ApplyResult",
     "EditorForm",

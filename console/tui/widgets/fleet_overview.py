@@ -1,6 +1,7 @@
 """The fleet's overview (a [fleet] prometheus is set): every host of the fleet on one table, its figures read from
 Prometheus (console.core.fleet_watch), one line above saying where they come from and what Prometheus lacks.
-Enter opens the host's tab, which connects over SSH for its journal, unit and actions.
+Enter opens the host's tab, which connects over SSH for its journal, unit and actions; space selects hosts for a
+rolling change (e / r / F, see console/tui/widgets/selection.py).
 
 A host's row: Prometheus's figures while they are fresh; its last figures dimmed, with the reason, when they are
 not; while Prometheus is down, an open host's figures from its own SSH polling (said "via SSH"), others dimmed."""
@@ -26,6 +27,7 @@ from textual.widgets import Static
 from console.core.monitor import HostView
 from console.fleet.telemetry import FleetView, HostFigures
 from console.tui.format import DASH, num
+from console.tui.widgets.selection import MARK, SELECTION_BINDINGS, HostSelection, SelectionBar
 
 COLUMNS = ("host", "state", "gen tok/s", "run/queue", "accept", "KV %", "TTFT p99 ms", "ITL p99 ms",
            "GPU util %", "GPU mem %", "power W", "temp °C", "notes")  # fmt: skip
@@ -151,7 +153,7 @@ def _cell_key(cell: Text) -> tuple[object, ...]:
     return (cell.plain, str(cell.style), cell.justify, tuple(cell.spans))
 
 
-class FleetTable(ScrollView, can_focus=True):
+class FleetTable(HostSelection, ScrollView, can_focus=True):
     """The fleet's rows, drawn line by line: a row is rendered to a strip when it is first shown after a change
     and kept, so a refresh that changes 200 rows costs what the visible ones cost, and a key that moves the
     cursor redraws two lines. (Textual's DataTable re-rendered every visible cell after each update and measured
@@ -166,6 +168,7 @@ class FleetTable(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "cursor(-1000000)", "First host", show=False),
         Binding("end", "cursor(1000000)", "Last host", show=False),
+        *SELECTION_BINDINGS,
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {"fleet-table--header", "fleet-table--cursor", "fleet-table--even"}
     DEFAULT_CSS = """
@@ -190,6 +193,7 @@ class FleetTable(ScrollView, can_focus=True):
         self._strips: dict[str, Strip] = {}  # rendered rows, dropped when a row changes
         self._header: Strip | None = None
         self.virtual_size = Size(sum(self.widths) + len(self.widths) - 1, len(self.order) + 1)
+        self.init_selection()
 
     @property
     def row_count(self) -> int:
@@ -239,6 +243,7 @@ class FleetTable(ScrollView, can_focus=True):
         strip = self._strips.get(host)
         if strip is None:
             cells = self._cells.get(host) or [Text(host), *(Text("") for _ in COLUMNS[1:])]
+            cells = [self.host_cell(host, cells[0]), *cells[1:]]
             strip = self._strips[host] = self._strip_of(self._line(cells))
         style = base
         if index % 2:
@@ -280,6 +285,22 @@ class FleetTable(ScrollView, can_focus=True):
         if self.order:
             self.post_message(self.OpenHost(self.order[self.cursor_row]))
 
+    # -- the selection (console/tui/widgets/selection.py) ---------------------------------------------------
+
+    def host_order(self) -> list[str]:
+        return self.order
+
+    def host_under_cursor(self) -> str | None:
+        return self.order[self.cursor_row] if self.order else None
+
+    def next_row(self) -> None:
+        self.move_cursor(row=self.cursor_row + 1)
+
+    def marks_changed(self, hosts: list[str]) -> None:
+        for host in hosts:
+            self._strips.pop(host, None)
+        self.refresh()
+
 
 class FleetOverview(Vertical):
     """The banner and the table; show() redraws only the cells that read otherwise (200 rows at each refresh)."""
@@ -294,7 +315,9 @@ class FleetOverview(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title, style="bold"), classes="fleet-title")
         yield Static(classes="fleet-banner")
-        widths = {**WIDTHS, "host": max(len("host"), *(len(h) for h in self.hosts))}
+        yield SelectionBar(id="fleet-selection")
+        # the host column has room for a selection's mark
+        widths = {**WIDTHS, "host": max(len("host"), *(len(h) for h in self.hosts)) + len(MARK)}
         yield FleetTable(self.hosts, widths, id="fleet-table")
 
     @property

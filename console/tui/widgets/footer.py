@@ -15,6 +15,7 @@ from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
@@ -27,6 +28,9 @@ PALETTE_ID = "command-palette"
 NORMAL_EXTRA = 3
 COMPACT_EXTRA = 2
 PALETTE_EXTRA = 3
+# What a footer shows: the indexes of its keys, whether compact, and each drawn key (key, description, enabled,
+# tooltip).
+Shown = tuple[tuple[int, ...], bool, tuple[tuple[str, str, bool, str], ...]]
 
 
 def key_width(key: str, description: str, *, compact: bool) -> int:
@@ -61,7 +65,7 @@ class FittedFooter(Footer):
     def __init__(self, *, keep: Iterable[str] = ()) -> None:
         super().__init__()
         self.keep = frozenset(keep) | {HELP_ID}
-        self._fitted: tuple[tuple[int, ...], bool] | None = None
+        self._shown: Shown | None = None
 
     def _keys(self) -> tuple[list[tuple[Binding, bool, str]], tuple[Binding, bool, str] | None]:
         """The screen's footer keys (one per action, as Textual's footer has them) and the palette's."""
@@ -84,12 +88,29 @@ class FittedFooter(Footer):
         shown_palette = (self.app.get_key_display(palette[0]), palette[0].description) if palette else None
         return fit_keys(rows, width, keep=self.keep, palette=shown_palette)
 
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        """Composed again only when what it shows changes. The screen says its bindings changed at every focus
+        move and every refresh_bindings; a new set of keys each time was most of a form's CPU per keystroke."""
+        self._bindings_ready = True
+        if screen.app.app_focus and self.is_attached and screen is self.screen:
+            self.call_after_refresh(self._recompose_if_changed)
+
+    async def _recompose_if_changed(self) -> None:
+        if self.is_attached and self._shows(*self._keys()) != self._shown:
+            await self.recompose()
+
+    def _shows(self, keys: list[tuple[Binding, bool, str]], palette: tuple[Binding, bool, str] | None) -> Shown:
+        """What the footer draws for these keys: which (as drawn: key, description, enabled, tooltip), compact."""
+        shown, compact = self._fit(keys, palette)
+        drawn = [keys[i] for i in shown] + ([palette] if palette is not None else [])
+        return tuple(shown), compact, tuple((b.key, b.description, e, t) for b, e, t in drawn)
+
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
             return
         keys, palette = self._keys()
-        shown, compact = self._fit(keys, palette)
-        self._fitted = (tuple(shown), compact)
+        self._shown = self._shows(keys, palette)
+        shown, compact, _drawn = self._shown
         self.set_reactive(Footer.compact, compact)
         self.set_class(compact, "-compact")
         for index in shown:
@@ -103,8 +124,8 @@ class FittedFooter(Footer):
 
     def _key(self, binding: Binding, enabled: bool, tooltip: str, *, compact: bool, classes: str = "") -> FooterKey:
         """A key born in its style. Textual's footer binds each key's `compact` to its own, which sets the key's
-        class once it is mounted: a style update per key at every compose (the footer composes again whenever the
-        bindings change: a focus move, a screen), about a sixth of the console's CPU in a form. The footer's
+        class once it is mounted: a style update per key at every compose, about a sixth of the console's CPU in a
+        form. The footer's
         `compact` changes only here, so the key takes it, and its class, before it mounts."""
         key = FooterKey(
             binding.key,
@@ -120,9 +141,5 @@ class FittedFooter(Footer):
 
     def on_resize(self, _event: events.Resize) -> None:
         """Composed again only when the width changes what it shows (a resize redraws the rest anyway)."""
-        if not self._bindings_ready or self._fitted is None:
-            return
-        keys, palette = self._keys()
-        shown, compact = self._fit(keys, palette)
-        if (tuple(shown), compact) != self._fitted:
-            self.call_after_refresh(self.recompose)
+        if self._bindings_ready and self._shown is not None:
+            self.call_after_refresh(self._recompose_if_changed)

@@ -1,5 +1,6 @@
 """Every host on one table (dolphie's host groups, k9s's contexts): state, version, setup, throughput,
-acceptance, GPU power, alerts. Enter opens the host."""
+acceptance, GPU power, alerts. Enter opens the host; space selects hosts for a rolling change (e / r / F, see
+console/tui/widgets/selection.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.widgets import DataTable
 
 from console.core.monitor import HostView, setup_label
 from console.tui.format import DASH, age, num
+from console.tui.widgets.selection import SELECTION_BINDINGS, HostSelection
 
 COLUMNS = ("host", "state", "SGLang", "setup", "gen tok/s", "accept", "GPU power W", "alerts")
 
@@ -58,8 +60,11 @@ def _cell_key(cell: Text) -> tuple[object, ...]:
     return (cell.plain, str(cell.style), cell.justify, tuple(cell.spans))
 
 
-class Overview(DataTable[Text]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open_host", "Open host", id="open-host")]
+class Overview(HostSelection, DataTable[Text]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_host", "Open host", id="open-host"),
+        *SELECTION_BINDINGS,
+    ]
 
     class OpenHost(Message):
         def __init__(self, label: str) -> None:
@@ -69,6 +74,8 @@ class Overview(DataTable[Text]):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._shown: dict[str, list[tuple[object, ...]]] = {}  # per host, what each cell shows now
+        self._rows: dict[str, list[Text]] = {}  # per host, its latest row as overview_row wrote it (no mark)
+        self.init_selection()
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -80,17 +87,41 @@ class Overview(DataTable[Text]):
         """Only the cells that read otherwise are updated: every updated cell has the table measure its column
         again, which with 16 hosts a second was the console's largest single cost."""
         row = overview_row(view, now)
+        self._rows[view.label] = row
+        self._put(view.label, row)
+
+    def _put(self, label: str, row: list[Text]) -> None:
+        row = [self.host_cell(label, row[0]), *row[1:]]
         keys = [_cell_key(cell) for cell in row]
-        shown = self._shown.get(view.label)
+        shown = self._shown.get(label)
         if shown == keys:
             return
-        if shown is not None and view.label in self.rows:
+        if shown is not None and label in self.rows:
             for column, cell, key, before in zip(COLUMNS, row, keys, shown, strict=True):
                 if key != before:
-                    self.update_cell(view.label, column, cell, update_width=True)
+                    self.update_cell(label, column, cell, update_width=True)
         else:
-            self.add_row(*row, key=view.label)
-        self._shown[view.label] = keys
+            self.add_row(*row, key=label)
+        self._shown[label] = keys
+
+    # -- the selection (console/tui/widgets/selection.py) ---------------------------------------------------
+
+    def host_order(self) -> list[str]:
+        return [str(row.key.value) for row in self.ordered_rows]
+
+    def host_under_cursor(self) -> str | None:
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return None if key is None else str(key)
+
+    def next_row(self) -> None:
+        self.move_cursor(row=min(self.cursor_row + 1, self.row_count - 1))
+
+    def marks_changed(self, hosts: list[str]) -> None:
+        for host in hosts:
+            if host in self._rows:
+                self._put(host, self._rows[host])
 
     def action_open_host(self) -> None:
         if self.row_count:
