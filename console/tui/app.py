@@ -325,13 +325,13 @@ class OpsConsoleApp(App[int]):
         pane = self.pane_for(message.view.label)
         if pane is not None:
             pane.show(message.view)
-        overview = self.overview_table()
+        overview = self.hosts_overview()
         if overview is not None:
             overview.show(message.view, self.clock())
         if self.fleet_view is not None and self.fleet_view.down:  # the open hosts' rows come from SSH now
             self._show_fleet()
 
-    def overview_table(self) -> Overview | None:
+    def hosts_overview(self) -> Overview | None:
         """The hosts' overview (None with one host, or while the dashboard is being taken down); found once."""
         overview = self._overview
         if len(self.labels) < 2 or self.fleet_hosts:
@@ -360,11 +360,11 @@ class OpsConsoleApp(App[int]):
     def _tick(self) -> None:
         if not self.screen_stack:  # shutting down: the timer fired after the screens went
             return
-        # the panes and the overview as found and kept by pane_for and overview_table: a query walks the whole DOM
+        # the panes and the overview as found and kept by pane_for and hosts_overview: a query walks the whole DOM
         panes = [pane for label in self.labels if (pane := self.pane_for(label)) is not None]
         for pane in panes:
             pane.tick()
-        overview = self.overview_table()
+        overview = self.hosts_overview()
         if overview is not None:
             for pane in panes:
                 overview.show(pane.view, self.clock())
