@@ -336,7 +336,8 @@ def paired(opts: argparse.Namespace, other: Path) -> int:
     workspace = Path(tempfile.mkdtemp(prefix="console-load-"))
     try:
         with ssh_host(workspace) as ssh_config:
-            targets = {figures[0]: (["ssh8"], 8.0), figures[1]: (many_ssh_profiles(workspace, opts.hosts), 15.0)}
+            one, many = (8.0, 15.0) if opts.warmup is None else (opts.warmup, opts.warmup)
+            targets = {figures[0]: (["ssh8"], one), figures[1]: (many_ssh_profiles(workspace, opts.hosts), many)}
             for round_ in range(opts.rounds):
                 order = list(versions) if round_ % 2 == 0 else list(reversed(versions))
                 for figure, (names, warmup) in targets.items():
@@ -347,7 +348,7 @@ def paired(opts: argparse.Namespace, other: Path) -> int:
                               f"{got.bytes_per_s / 1024:6.1f} KiB/s", file=sys.stderr)  # fmt: skip
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
-    summary: dict[str, Any] = {"this": str(ROOT), "other": str(other), "rounds": opts.rounds}
+    summary: dict[str, Any] = {"this": str(ROOT), "other": str(other), "rounds": opts.rounds, "warmup": opts.warmup}
     for figure in figures:
         for what, unit in (("cpu_pct", "%"), ("bytes_per_s", "B/s")):
             this = [getattr(r, what) for r in runs["this"][figure]]
@@ -379,6 +380,12 @@ def main() -> int:
     parser.add_argument("--against", metavar="DIR", help="another version's checkout: paired SSH figures")
     parser.add_argument("--rounds", type=int, default=3, help="with --against: rounds of each version")
     parser.add_argument("--ssh-only", action="store_true", help="the SSH figures only")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        help="with --against: seconds from the start to the window (default 8 with one host, 15 with many: the "
+        "GPU histories still fill during the window; 75: an idle console long open, its histories full)",
+    )
     opts = parser.parse_args()
     if opts.against:
         return paired(opts, Path(opts.against).resolve())
