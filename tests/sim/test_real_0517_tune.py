@@ -298,7 +298,7 @@ def test_the_estimate_recomputed_from_the_searchs_plan_is_within_25_percent_of_i
     """The search as the console planned it, asked again with the restart length the session gave it (60 s): its
     starts as the tune runs them (the screening none for the setup the host runs; the full runs at most every
     setup, 7, of which it ran 4; the restore) and its levels as the bench engine runs them, each request at the
-    estimate's prior (64 tokens x 20 ms; this tiny model took 0.2-0.6 s)."""
+    estimate's prior (64 tokens x 10 ms; this tiny model took 0.31 s at the median)."""
     summary = load("summary.json")
     search = summary["steps"]["search"]
     shown = search["estimate"]

@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from console.core.tune.search import Cell, Policy, Search, Stage
 
 # One request's wall time before the tune measured any: its output tokens at this pace (the prompt's prefill is
-# small beside them). 20 ms a token is a large model's decode between alone and loaded on the seeds' hosts
-# (design.md and the stand-in's profiles: 123 and 93 tok/s at C = 1, 8-11 ms a token; 775 tok/s over 48-64
-# requests, 60-80 ms). The tune has not benchmarked the server when the estimate is
-# shown, so this is a prior, not a measurement: a smaller model is faster (the tiny Llama on the H200: 5-15 ms), and
-# the estimate then counts its warm-ups and tails long. They weigh only when a level is short beside a request.
-TOKEN_S = 0.02
+# small beside them). The tune has not benchmarked the server when the estimate is shown, so this is a prior, not a
+# measurement. Most of a level's overhead is its warm-up, which runs with at most `warmup` requests in flight: a
+# model's pace alone, 8-11 ms a token on the seeds' hosts (design.md and the stand-in's profiles: 123 and 93 tok/s at
+# C = 1). The tail runs at the level's load, slower at high concurrency (60-80 ms a token over 48-64 requests there),
+# which the prior does not know. They weigh only when a level is short beside a request.
+TOKEN_S = 0.01
 
 
 def request_seconds(output_len: int, token_s: float = TOKEN_S) -> float:
