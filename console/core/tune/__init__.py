@@ -3,6 +3,7 @@
     run.py      plan_tune -> PendingTune and the typed events it reports through
     space.py    which speculative setups to try, pruned and merged by the version rules (pure)
     search.py   successive halving over candidates x cells (pure)
+    timing.py   how long a planned tune takes: its starts and levels as it runs them (pure)
     report.py   the objective, the standings, crossovers and the recommendation (pure)
     form.py     the request as the Tune screen's fields ask for it (pure)
 

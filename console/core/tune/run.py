@@ -70,6 +70,7 @@ from console.core.tune.report import (
 )
 from console.core.tune.search import Cell, Policy, Search, Stage, StageKind, Strategy, cells_for
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
+from console.core.tune.timing import request_seconds, tune_seconds
 from console.errors import UsageError
 from console.host.base import ConnectionDropped, HostError
 
@@ -446,18 +447,25 @@ class PendingTune:
     def guarded(self) -> bool:
         return self._guard is not None
 
+    @property
+    def running(self) -> str | None:
+        """The candidate the host runs now (its unit is the original, byte for byte), else None."""
+        return next((c.key for c in self.space.candidates if c.unit_text == self._original), None)
+
     def estimate_s(self, restart_s: float) -> float:
-        """About how long the tune takes for a start of restart_s (the operator sees it before confirming):
-        screening every setup, then full runs for two per level (grid: every setup fully), then the restore."""
-        policy = self.request.policy()
-        n, cells = len(self.space.candidates), len(self.request.cells())
-        level = self.request.duration_s + 5.0  # warm-up, flush and the last requests' tail
-        if policy.strategy == "grid":
-            return n * (restart_s + cells * policy.repeats * level) + restart_s
-        screen = n * (restart_s + cells * level * policy.screen_fraction)
-        contenders = min(n, policy.keep_per_level * cells)
-        full = contenders * restart_s + policy.keep_per_level * cells * policy.repeats * level
-        return screen + full + restart_s
+        """About how long the tune takes for a start of restart_s (the operator sees it before confirming): the
+        starts and the levels it runs, each as the tune runs it (console/core/tune/timing.py)."""
+        request = self.request
+        return tune_seconds(
+            [c.key for c in self.space.candidates],
+            request.cells(),
+            request.policy(),
+            running=self.running,
+            duration_s=request.duration_s,
+            warmup=request.warmup,
+            request_s=request_seconds(request.output_len),
+            restart_s=restart_s,
+        )
 
     def request_abort(self, why: str = "interrupted") -> None:
         """Stop at the next step (from another task): a start in progress is rolled back, a benchmark stops, and
@@ -532,9 +540,7 @@ class _TuneRun:
         self.trial_number = 0
         self.restart_times: list[float] = []
         self.level_times: list[float] = []  # wall seconds per benchmarked level of a full run
-        self.running: str | None = next(
-            (c.key for c in pending.space.candidates if c.unit_text == pending._original), None
-        )
+        self.running: str | None = pending.running
         self.host_broken = False
 
     def emit(self, event: TuneEvent) -> None:
