@@ -137,8 +137,10 @@ def console_in_terminal(
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "PYTHONPATH")}
     env |= {"TERM": "xterm-256color", "PYTHONPATH": str(checkout)}  # its console package before the installed one
+    # The pty is the console's controlling terminal, as in a real one: should this benchmark die (killed by a
+    # timeout), its end of the pty closes and the kernel hangs up the console, instead of leaving it running.
     child = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-                             cwd=checkout)  # fmt: skip
+                             cwd=checkout, preexec_fn=_controlling_terminal)  # fmt: skip
     os.close(slave)
     started = time.monotonic()
     received = [0]
@@ -178,6 +180,11 @@ def console_in_terminal(
         done.set()
         reader.join(timeout=5)
         os.close(master)
+
+
+def _controlling_terminal() -> None:
+    """In the child, after setsid: its stdin (the pty) becomes its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 def rss_mib() -> float:
