@@ -424,7 +424,15 @@ class BenchEngine:
         started_at = datetime.now(_UTC)
         level_start = time.perf_counter()
         results: list[RequestResult] = []
-        stopped = await self._drive(workload, level, pool, planned, results, level_start)
+        try:
+            stopped = await self._drive(workload, level, pool, planned, results, level_start)
+        except BaseException:
+            # The level cancelled (Ctrl-C, an abort, the console closing): its poller goes with it, rather than
+            # polling the host's GPUs for as long as the process lives.
+            if sampler_task:
+                sampler_task.cancel()
+                await asyncio.gather(sampler_task, return_exceptions=True)
+            raise
         duration = (
             max(r.start + r.latency for r in results) - level_start if results else time.perf_counter() - level_start
         )

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import shlex
+import signal
 import time
 from collections.abc import AsyncIterator, Sequence
 
@@ -54,6 +55,7 @@ class LocalTransport:
                 stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # a group of its own, which _stop ends whole
             )
         except OSError as exc:  # as a shell reports it: 127 not found, 126 found but not runnable
             status, why = (
@@ -92,6 +94,7 @@ class LocalTransport:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as exc:
             self._audit(full, None, started, note=f"stream not started: {exc.strerror}")
@@ -121,17 +124,23 @@ class LocalTransport:
 
 
 async def _stop(process: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
-    """End a command. SIGTERM first: sudo relays it to its (root-owned) child, which we may not signal
-    ourselves; a SIGKILLed sudo would orphan `journalctl -f`, whose open pipe then never closes."""
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
+    """End a command and what it started (its process group): a shell's child, the nvidia-smi under the GPU
+    poll's `sh -c` hung on a wedged GPU, would otherwise run on after the shell, holding the command's pipes.
+    SIGTERM first: sudo relays it to its (root-owned) child, which we may not signal ourselves; a SIGKILLed sudo
+    would orphan `journalctl -f`, whose open pipe then never closes."""
+    _signal_group(process, signal.SIGTERM)
     try:
         async with asyncio.timeout(grace_s):
             await process.wait()
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+        _signal_group(process, signal.SIGKILL)
         await process.wait()
+
+
+def _signal_group(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """The command leads a group of its own (start_new_session); the group outlives it while its children run."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
 
 
 async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> str:

@@ -306,19 +306,22 @@ class SshTransport:
 
     async def close(self) -> None:
         self._closed = True
-        if self._reconnect_task is not None:
-            self._reconnect_task.cancel()
+        ending = [*self._shell_tasks, *([self._reconnect_task] if self._reconnect_task is not None else [])]
+        for task in ending:
+            task.cancel()
         for forward in self._forwards.values():
             forward.close()
         for shell in self._shells:
             shell.close()
         self._shells.clear()
-        for task in list(self._shell_tasks):
-            task.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
             await conn.wait_closed()
+        # Waited for, not only cancelled: a reconnect cancelled while it starts a ProxyCommand must finish that
+        # here. Left to asyncio.run's final sweep, which cancels the subprocess's own pipe setup as well, it
+        # never ends (Python 3.11), and the CLI hangs on exit after a dropped link.
+        await asyncio.gather(*(t for t in ending if t is not asyncio.current_task()), return_exceptions=True)
         self._set_state(ConnectionState("closed"))
 
     # -- channels -------------------------------------------------------------------------------------

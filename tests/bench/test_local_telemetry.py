@@ -6,9 +6,11 @@ output format, as the gpu_command), with no telemetry at all when the GPU reader
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig
@@ -73,3 +75,24 @@ async def test_a_level_shorter_than_one_poll_still_gets_its_sample(
     async with BenchClient(server.url) as client:
         sweep = await BenchEngine(client, CONFIG, gpu_sampler=slow_nvidia_smi).run()
     assert sweep.levels[0].telemetry["gpu_samples"] == 1 and sweep.levels[0].telemetry["mean_power_w"] == 300.0
+
+
+async def test_a_cancelled_level_stops_polling_the_gpus(schedule_server: Callable[..., ScheduleServer]) -> None:
+    """Ctrl-C, a tune's abort or the console closing mid-level: the poller ends with the level, rather than
+    polling the host's GPUs for as long as the process lives."""
+    server = schedule_server(ttft_ms=1, interval_ms=50)  # 8 tokens: a request takes ~0.4 s
+    polled = asyncio.Event()
+
+    async def nvidia_smi() -> list[object]:
+        polled.set()
+        return [{"index": 0, "power_draw_w": 300.0}]
+
+    config = replace(CONFIG, requests=400, telemetry_interval=0.01)
+    async with BenchClient(server.url) as client:
+        sweep = asyncio.ensure_future(BenchEngine(client, config, gpu_sampler=nvidia_smi).run())
+        await polled.wait()
+        sweep.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweep
+    pollers = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "BenchEngine._sample"]
+    assert all(t.done() for t in pollers), pollers

@@ -9,15 +9,19 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.cli import OPSCONSOLE, opsconsole
+from tests.e2e.cli import opsconsole
 from tests.support.farlink import add_far_alias
 from tests.testbed.host import GpuHost
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.testbed
 
@@ -93,12 +97,27 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def start_long_bench(host: GpuHost, target: str) -> subprocess.Popen[str]:
-    argv = [str(OPSCONSOLE), "--workspace", str(host.workspace), "bench", target, "--client", "host", "--warmup", "0",
-            "--concurrency", "4", "--duration", "300", "--input-len", "64", "--output-len", "2000"]  # fmt: skip
-    process = subprocess.Popen(argv, env=host.client_env(), cwd=host.home, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    # tests.support.taskdump: the CLI, which prints its tasks' stacks on SIGUSR1 (see give_up)
+    argv = [sys.executable, "-m", "tests.support.taskdump", "--workspace", str(host.workspace), "bench", target,
+            "--client", "host", "--warmup", "0", "--concurrency", "4", "--duration", "300", "--input-len", "64",
+            "--output-len", "2000"]  # fmt: skip
+    env = {**host.client_env(), "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(argv, env=env, cwd=host.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
     wait_for(lambda: agents_on_host(host) != [] and running_requests(host) >= 4, 60, "the load running on the host")
     return process
+
+
+def give_up(cli: subprocess.Popen[str]) -> str:
+    """What the CLI said, with the stack of each of its tasks (tests.support.taskdump), then killed."""
+    cli.send_signal(signal.SIGUSR1)
+    try:
+        cli.communicate(timeout=5)  # the dump written, while it still runs
+    except subprocess.TimeoutExpired:
+        pass
+    cli.kill()
+    _out, err = cli.communicate()
+    return err
 
 
 def test_ctrl_c_stops_the_load_on_the_host(gpu_host: GpuHost) -> None:
@@ -132,8 +151,7 @@ def test_a_cut_link_stops_the_load_on_the_host(gpu_host: GpuHost) -> None:
         try:
             _out, err = bench_cli.communicate(timeout=60)
         except subprocess.TimeoutExpired:  # seen once with three workers and a busy core: say what it was doing
-            bench_cli.kill()
-            _out, err = bench_cli.communicate()
+            err = give_up(bench_cli)
             raise AssertionError(f"the bench CLI did not end within 60 s of the cut link; it said:\n{err}") from None
         assert bench_cli.returncode == 1, err
     finally:

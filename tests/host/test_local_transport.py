@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -31,6 +32,33 @@ async def test_run_stream_and_audit(tmp_path: Path) -> None:
     assert await transport.forward_port("127.0.0.1", 30000) == 30000
     with pytest.raises(HostError):
         await transport.forward_port("10.0.0.1", 30000)
+
+
+@pytest.mark.system
+async def test_a_command_given_up_on_ends_with_what_it_started(tmp_path: Path) -> None:
+    """Cancelled or timed out, a command's children go with it: the GPU poll is `sh -c` around nvidia-smi, which
+    may hang on a wedged GPU; each poll given up on would leave one more behind."""
+    transport = LocalTransport()
+    for n, give_up in enumerate(("cancel", "timeout")):
+        pid_file = tmp_path / f"child-{n}"
+        command = ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]
+        run = asyncio.ensure_future(transport.run(command, timeout=None if give_up == "cancel" else 0.5))
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await asyncio.sleep(0.01)  # polls for the file the command writes
+        child = int(pid_file.read_text())
+        if give_up == "cancel":
+            run.cancel()
+        async with asyncio.timeout(60):
+            with pytest.raises((asyncio.CancelledError, HostError)):
+                await run
+        assert not _alive(child), f"{give_up}: the command's child {child} still runs"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.system

@@ -91,6 +91,24 @@ async def test_reconnects_after_the_sshd_is_killed(client: ClientSide, sshd: Ssh
             sshd.start()
 
 
+async def test_closed_while_reconnecting_it_leaves_nothing_running(client: ClientSide, sshd: Sshd) -> None:
+    """A CLI verb ending after a dropped link closes its transport mid-reconnect: the reconnect has ended when
+    close() returns, not only been told to (left to asyncio.run's final sweep, a reconnect caught starting its
+    ProxyCommand never ends, and the CLI hangs on exit)."""
+    transport = make_transport(client)
+    try:
+        assert (await transport.run(["true"])).ok
+        sshd.stop()
+        while transport.state.phase != "reconnecting":
+            await asyncio.sleep(0.01)  # polls the transport's state
+        await transport.close()
+        here = asyncio.current_task()
+        assert [t for t in asyncio.all_tasks() if t is not here and not t.done()] == []
+    finally:
+        if sshd.process is None:
+            sshd.start()
+
+
 async def test_port_forward_reaches_a_server_on_the_host(client: ClientSide) -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readline()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -450,3 +451,22 @@ async def demo_console(
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", timeout)
         yield app, pilot
+    await nothing_outlives_the_console(timeout)
+
+
+async def nothing_outlives_the_console(timeout: float) -> None:
+    """Every task the console started has ended once it exits: a poller left behind would poll the host for as
+    long as the process lives (and, in a test, hold up the event loop's close without saying why)."""
+    here = asyncio.current_task()
+    left = {task for task in asyncio.all_tasks() if task is not here}
+    if left:
+        _ended, running = await asyncio.wait(left, timeout=timeout)
+        if running:
+            stacks = "\n".join(f"{task!r}\n{_stack(task)}" for task in running)
+            raise AssertionError(f"{len(running)} task(s) running {timeout:g} s after the console ended:\n{stacks}")
+
+
+def _stack(task: asyncio.Task[Any]) -> str:
+    out = io.StringIO()
+    task.print_stack(file=out)
+    return out.getvalue()

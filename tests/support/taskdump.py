@@ -1,0 +1,32 @@
+"""The CLI, run as `python -m tests.support.taskdump ARGS...`: opsconsole's own main, plus SIGUSR1 printing the
+stack of every asyncio task to stderr. A test that gives up waiting on the CLI sends it first, so that a hang says
+where it hung (Python's faulthandler shows threads only, and every task waits in the same selector call)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from types import FrameType
+
+
+def _dump(signum: int, frame: FrameType | None) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        print("taskdump: no event loop is running", file=sys.stderr, flush=True)
+        return
+    tasks = asyncio.all_tasks(loop)
+    print(f"taskdump: {len(tasks)} tasks", file=sys.stderr)
+    for task in tasks:
+        print(f"--- {task!r}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGUSR1, _dump)
+    from console.cli import main
+
+    sys.argv[0] = "opsconsole"
+    sys.exit(main())
