@@ -201,7 +201,7 @@ class RollLedger:
         record = self.records[label]
         record.outcome, record.detail, record.finished = outcome, detail, at
         if outcome.failure and self.failures > self.max_failures and self.stopped is None:
-            allowed = f"--max-failures {self.max_failures}"
+            allowed = f"at most {self.max_failures} may fail"
             self.stopped = ("failures", f"{label}: {detail} ({self.failures} failed; {allowed})")
 
     def stop(self, cause: StopCause, why: str) -> None:

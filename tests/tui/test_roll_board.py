@@ -98,7 +98,7 @@ def test_a_failed_host_rolls_back_and_the_hosts_not_reached_are_untouched() -> N
     assert board.rows["a"].phase == "rolling back"
     line = board.feed(HostFinished("a", HostOutcome.ROLLED_BACK, "healthy on old: OSError", at(3)))
     assert line == ("a: rolled back (healthy on old: OSError)", "bold red")
-    assert board.feed(RollStopped("a: healthy on old: OSError (1 failed; --max-failures 0)", at(4)))[1] == "bold red"
+    assert board.feed(RollStopped("a: healthy on old: OSError (1 failed; at most 0 may fail)", at(4)))[1] == "bold red"
     assert board.feed(Notice("the router's worker list after the roll could not be read")) is not None
     ledger = roll.report.ledger
     ledger.begin("a", roll.batches[0], at(1))

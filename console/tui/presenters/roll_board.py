@@ -45,6 +45,7 @@ OUTCOME_PHASE = {
 _VERIFYING = (ApplyState.HEALTHY, ApplyState.VERIFIED, ApplyState.MISMATCH)
 _ROLLING_BACK = (ApplyState.FAILED, ApplyState.ROLLING_BACK, ApplyState.RESTORED, ApplyState.HEALTHY_ON_OLD,
                  ApplyState.ROLLBACK_FAILED)  # fmt: skip
+# What each step of an apply (or a restart, a freeze) is called, on the progress screen and the roll board.
 STEP_WORDS = {
     ApplyState.VALIDATED: "checked",
     ApplyState.BACKED_UP: "unit backed up",

@@ -32,31 +32,11 @@ from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Recon
 from console.core.pending import Interruptible, Pending
 from console.core.phases import PhaseState, PhaseStatus
 from console.core.rollout import ApplyState
+from console.tui.presenters.roll_board import STEP_WORDS
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.journal import LineMaker, format_line
 
-STATE_WORDS = {
-    ApplyState.VALIDATED: "checked",
-    ApplyState.BACKED_UP: "unit backed up",
-    ApplyState.WRITTEN: "new unit written",
-    ApplyState.DAEMON_RELOADED: "daemon-reload done",
-    ApplyState.RESTARTING: "restarting",
-    ApplyState.STARTING: "starting",
-    ApplyState.HEALTHY: "healthy",
-    ApplyState.VERIFIED: "verified",
-    ApplyState.MISMATCH: "running, but not as predicted",
-    ApplyState.FAILED: "the new unit did not come up",
-    ApplyState.ROLLING_BACK: "rolling back",
-    ApplyState.RESTORED: "previous unit restored",
-    ApplyState.HEALTHY_ON_OLD: "healthy on the previous unit",
-    ApplyState.ROLLBACK_FAILED: "ROLLBACK FAILED",
-    ApplyState.RESTART_FAILED: "the restart did not come up",
-    ApplyState.ABORTED: "aborted, nothing changed",
-    ApplyState.REFUSED: "refused by the rules, nothing changed",
-    ApplyState.UNCHANGED: "nothing to change",
-    ApplyState.WRITE_FAILED: "the unit could not be written, nothing changed",
-}
 BAR_WIDTH = 20
 
 
@@ -334,7 +314,7 @@ class ApplyView:
         steps = Text()
         for step in self.steps[-12:]:
             steps.append(f"{step.at.astimezone(UTC):%H:%M:%S} ", style="dim")
-            steps.append(STATE_WORDS.get(step.state, step.state.value), style=_state_style(step.state))
+            steps.append(STEP_WORDS.get(step.state, step.state.value), style=_state_style(step.state))
             if step.detail:
                 steps.append(f": {step.detail}", style="dim")
             steps.append("\n")
@@ -353,9 +333,9 @@ class ApplyView:
             return Text(hint, style="dim")
         state = result.state
         if result.ok:
-            head = Text(f"✔ {STATE_WORDS.get(state, state.value)}", style="bold green")
+            head = Text(f"✔ {STEP_WORDS.get(state, state.value)}", style="bold green")
             return Group(head, verification_table(result), back)
-        parts: list[RenderableType] = [Text(f"✖ {STATE_WORDS.get(state, state.value)}", style="bold red")]
+        parts: list[RenderableType] = [Text(f"✖ {STEP_WORDS.get(state, state.value)}", style="bold red")]
         if result.error:
             parts.append(Text(result.error, style="red"))
         if result.verification is not None:
