@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -135,19 +135,24 @@ def _held_on_host(unit: str) -> bool:
     return subprocess.run(["flock", "-n", lock_path(unit), "true"], check=False).returncode != 0
 
 
+async def _until_on_host(condition: Callable[[], bool], what: str) -> None:
+    """Poll the host until `condition` holds: its sessions notice a dropped channel at their next heartbeat."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RELEASE_DEADLINE_S
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {RELEASE_DEADLINE_S} s: {what}")
+        await asyncio.sleep(0.05)
+
+
 async def test_the_lock_is_taken_again_after_a_dropped_connection(client: ClientSide, sshd: Sshd, unit: str) -> None:
     holder, other = make_service(client, unit), make_service(client, unit)
     try:
         async with holder.lock("alice@console1"):
             sshd.stop()  # the connection drops, and the sessions on the host end with it: the lock is free
-            assert not _held_on_host(unit)
+            await _until_on_host(lambda: not _held_on_host(unit), "the lock freed by the dropped connection")
             await asyncio.to_thread(sshd.start)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + RELEASE_DEADLINE_S
-            while not _held_on_host(unit):
-                if loop.time() > deadline:
-                    raise AssertionError("the lock was not taken again after the reconnect")
-                await asyncio.sleep(0.05)
+            await _until_on_host(lambda: _held_on_host(unit), "the lock taken again after the reconnect")
             with pytest.raises(UnitLocked, match="held by alice@console1"):
                 async with other.lock("bob@console2"):
                     pass

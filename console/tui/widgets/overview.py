@@ -100,6 +100,10 @@ class Overview(HostSelection, DataTable[Text]):
             for column, cell, key, before in zip(COLUMNS, row, keys, shown, strict=True):
                 if key != before:
                     self.update_cell(label, column, cell, update_width=True)
+            # DataTable measures the updated columns when it next goes idle, and update_cell (unlike add_row)
+            # does not ask for that: without a message of its own the table kept the old width, cutting
+            # "stale 42 s" to "stale" until something else reached it.
+            self.check_idle()
         else:
             self.add_row(*row, key=label)
         self._shown[label] = keys
