@@ -35,8 +35,11 @@ typecheck: $(STAMP)
 # The fast tier (tests/tiers.py): pure code and the console's screens on scripted hosts. Run it before each commit.
 # Each worker imports every test module: their compiled, assertion-rewritten code is kept between runs (in
 # __pycache__, ignored by git) even where the environment says not to write bytecode, which halves that import.
+# Two workers a core: a screen test waits on the app's timers a third of its time, which another worker fills
+# (on 2 cores: 90 s with 4 workers, 129 s with 2; docs/measured.md).
+UNIT_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 unit: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m unit -n 2 -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m unit -n $(UNIT_WORKERS) -q
 
 # The whole suite. Most of it waits on real processes (containers booting, servers starting), so it runs in
 # parallel workers that take waiting tests from each other; then the tests that measure time against a server run

@@ -139,8 +139,8 @@ class EditScreen(Screen[None]):
         first = next((f for f in form.fields if f.kind in ("int", "float")), None)
         if first is not None and not self.read_only:
             # steps: the value operators change most; focused before the report shows, so that keys typed once
-            # the editor looks ready land after it
-            self.query_one(f"#{_field_id(first.dest)}").focus()
+            # the editor looks ready land in it (now: Widget.focus() would only ask for it after this message)
+            self.set_focus(self.query_one(f"#{_field_id(first.dest)}"))
         self._update_report()
         self._load_presets()
 

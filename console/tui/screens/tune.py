@@ -250,8 +250,8 @@ class TuneFormScreen(Screen[None]):
                 )
             rows.append(Horizontal(Label(spec.label, classes="field-label"), field, classes="field-row"))
         await self.query_one("#tune-form", VerticalScroll).mount_all(rows)
-        if not self.read_only:
-            self.query_one(f"#{_field_id('steps')}").focus()
+        if not self.read_only:  # now, before the space shows: keys typed once the form looks ready land in steps
+            self.set_focus(self.query_one(f"#{_field_id('steps')}"))
         self._update()
 
     def form_values(self) -> dict[str, str]:
