@@ -121,6 +121,10 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+# How long close() waits for its cancelled background tasks (a reconnect, the shells starting) to end.
+CLOSE_WAIT_S = 5.0
+
+
 class SshTransport:
     """console.host.base.Transport over one asyncssh connection."""
 
@@ -320,8 +324,11 @@ class SshTransport:
             await conn.wait_closed()
         # Waited for, not only cancelled: a reconnect cancelled while it starts a ProxyCommand must finish that
         # here. Left to asyncio.run's final sweep, which cancels the subprocess's own pipe setup as well, it
-        # never ends (Python 3.11), and the CLI hangs on exit after a dropped link.
-        await asyncio.gather(*(t for t in ending if t is not asyncio.current_task()), return_exceptions=True)
+        # never ends (Python 3.11), and the CLI hangs on exit after a dropped link. Bounded: closing must not
+        # wait on a task that ignores its cancellation.
+        ending = [t for t in ending if t is not asyncio.current_task() and not t.done()]
+        if ending:
+            await asyncio.wait(ending, timeout=CLOSE_WAIT_S)
         self._set_state(ConnectionState("closed"))
 
     # -- channels -------------------------------------------------------------------------------------
