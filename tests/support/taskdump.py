@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
 
@@ -17,6 +18,11 @@ def _dump(signum: int, frame: FrameType | None) -> None:
         print("taskdump: no event loop is running", file=sys.stderr, flush=True)
         return
     tasks = asyncio.all_tasks(loop)
+    # How SIGINT would be taken now (a Ctrl-C that changed nothing: ignored, blocked, pending, or whose handler)
+    status = Path("/proc/self/status").read_text().splitlines()
+    fields = ("SigPnd", "ShdPnd", "SigBlk", "SigIgn")
+    masks = " ".join(line.replace("\t", "") for line in status if line.startswith(fields))
+    print(f"taskdump: SIGINT handler {signal.getsignal(signal.SIGINT)!r}; {masks}", file=sys.stderr)
     print(f"taskdump: {len(tasks)} tasks", file=sys.stderr)
     for task in tasks:
         print(f"--- {task!r}", file=sys.stderr)
