@@ -9,19 +9,15 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.cli import opsconsole
+from tests.e2e.cli import OPSCONSOLE, opsconsole
 from tests.support.farlink import add_far_alias
 from tests.testbed.host import GpuHost
-
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.testbed
 
@@ -97,24 +93,18 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def start_long_bench(host: GpuHost, target: str) -> subprocess.Popen[str]:
-    # tests.support.taskdump: the CLI, which prints its tasks' stacks on SIGUSR1 (see give_up)
-    argv = [sys.executable, "-m", "tests.support.taskdump", "--workspace", str(host.workspace), "bench", target,
-            "--client", "host", "--warmup", "0", "--concurrency", "4", "--duration", "300", "--input-len", "64",
-            "--output-len", "2000"]  # fmt: skip
-    env = {**host.client_env(), "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(argv, env=env, cwd=host.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
+    # The installed CLI: run under tests.support.taskdump (its tasks' stacks on SIGUSR1) this Ctrl-C test failed in 3
+    # of 4 full-suite runs, as the installed CLI did in none; why is not known yet (docs/measured.md)
+    argv = [str(OPSCONSOLE), "--workspace", str(host.workspace), "bench", target, "--client", "host", "--warmup", "0",
+            "--concurrency", "4", "--duration", "300", "--input-len", "64", "--output-len", "2000"]  # fmt: skip
+    process = subprocess.Popen(argv, env=host.client_env(), cwd=host.home, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     wait_for(lambda: agents_on_host(host) != [] and running_requests(host) >= 4, 60, "the load running on the host")
     return process
 
 
 def give_up(cli: subprocess.Popen[str]) -> str:
-    """What the CLI said, with the stack of each of its tasks (tests.support.taskdump), then killed."""
-    cli.send_signal(signal.SIGUSR1)
-    try:
-        cli.communicate(timeout=5)  # the dump written, while it still runs
-    except subprocess.TimeoutExpired:
-        pass
+    """What the CLI said, then killed."""
     cli.kill()
     _out, err = cli.communicate()
     return err
