@@ -93,8 +93,8 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def start_long_bench(host: GpuHost, target: str) -> subprocess.Popen[str]:
-    # The installed CLI: run under tests.support.taskdump (its tasks' stacks on SIGUSR1) this Ctrl-C test failed in 3
-    # of 4 full-suite runs, as the installed CLI did in none; why is not known yet (docs/measured.md)
+    # The installed CLI: run under a task-dumping wrapper (python -m, its tasks' stacks on SIGUSR1) this Ctrl-C test
+    # failed in 3 of 4 full-suite runs, as the installed CLI did in none; why is not known yet (docs/measured.md)
     argv = [str(OPSCONSOLE), "--workspace", str(host.workspace), "bench", target, "--client", "host", "--warmup", "0",
             "--concurrency", "4", "--duration", "300", "--input-len", "64", "--output-len", "2000"]  # fmt: skip
     process = subprocess.Popen(argv, env=host.client_env(), cwd=host.home, stdout=subprocess.PIPE,

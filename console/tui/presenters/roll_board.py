@@ -32,6 +32,7 @@ from console.core.rolling import (
 from console.core.rolling_plan import HostOutcome
 from console.core.rollout import ApplyState
 from console.core.snapshot import FreezeStep
+from console.tui.presenters.steps import STEP_WORDS
 
 # What a host is doing while its change runs, by operation (the other phases are the same for every one).
 ACTIVE = {"apply": "applying", "restart": "restarting", "restore": "restoring", "freeze": "freezing"}
@@ -45,28 +46,6 @@ OUTCOME_PHASE = {
 _VERIFYING = (ApplyState.HEALTHY, ApplyState.VERIFIED, ApplyState.MISMATCH)
 _ROLLING_BACK = (ApplyState.FAILED, ApplyState.ROLLING_BACK, ApplyState.RESTORED, ApplyState.HEALTHY_ON_OLD,
                  ApplyState.ROLLBACK_FAILED)  # fmt: skip
-# What each step of an apply (or a restart, a freeze) is called, on the progress screen and the roll board.
-STEP_WORDS = {
-    ApplyState.VALIDATED: "checked",
-    ApplyState.BACKED_UP: "unit backed up",
-    ApplyState.WRITTEN: "new unit written",
-    ApplyState.DAEMON_RELOADED: "daemon-reload done",
-    ApplyState.RESTARTING: "restarting",
-    ApplyState.STARTING: "starting",
-    ApplyState.HEALTHY: "healthy",
-    ApplyState.VERIFIED: "verified",
-    ApplyState.MISMATCH: "running, but not as predicted",
-    ApplyState.FAILED: "the new unit did not come up",
-    ApplyState.ROLLING_BACK: "rolling back",
-    ApplyState.RESTORED: "previous unit restored",
-    ApplyState.HEALTHY_ON_OLD: "healthy on the previous unit",
-    ApplyState.ROLLBACK_FAILED: "ROLLBACK FAILED",
-    ApplyState.RESTART_FAILED: "the restart did not come up",
-    ApplyState.ABORTED: "aborted, nothing changed",
-    ApplyState.REFUSED: "refused by the rules, nothing changed",
-    ApplyState.UNCHANGED: "nothing to change",
-    ApplyState.WRITE_FAILED: "the unit could not be written, nothing changed",
-}
 ROUTER_WORDS = {
     "removed": "out of the router",
     "draining": "draining",

@@ -32,7 +32,7 @@ from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Recon
 from console.core.pending import Interruptible, Pending
 from console.core.phases import PhaseState, PhaseStatus
 from console.core.rollout import ApplyState
-from console.tui.presenters.roll_board import STEP_WORDS
+from console.tui.presenters.steps import STEP_WORDS
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.journal import LineMaker, format_line
