@@ -49,14 +49,22 @@ class LocalTransport:
     ) -> CommandResult:
         full = self._argv(argv, sudo)
         started = time.monotonic()
-        try:
-            process = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 *full,
                 stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,  # a group of its own, which _stop ends whole
             )
+        )
+        try:
+            # Shielded: cancelled while its pipes connect, asyncio would kill only the command, not what it started
+            process = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await _stop(await spawn, grace_s=2.0)
+            raise
         except OSError as exc:  # as a shell reports it: 127 not found, 126 found but not runnable
             status, why = (
                 (127, "command not found") if isinstance(exc, FileNotFoundError) else (126, exc.strerror or str(exc))

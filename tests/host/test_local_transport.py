@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,33 +37,45 @@ async def test_run_stream_and_audit(tmp_path: Path) -> None:
 
 
 @pytest.mark.system
-async def test_a_command_given_up_on_ends_with_what_it_started(tmp_path: Path) -> None:
-    """Cancelled or timed out, a command's children go with it: the GPU poll is `sh -c` around nvidia-smi, which
-    may hang on a wedged GPU; each poll given up on would leave one more behind."""
+async def test_a_command_given_up_on_ends_with_what_it_started() -> None:
+    """Cancelled (while it starts, or once it runs) or timed out, a command's children go with it: the GPU poll is
+    `sh -c` around nvidia-smi, which may hang on a wedged GPU; each poll given up on would leave one more behind."""
     transport = LocalTransport()
-    for n, give_up in enumerate(("cancel", "timeout")):
-        pid_file = tmp_path / f"child-{n}"
-        command = ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]
-        run = asyncio.ensure_future(transport.run(command, timeout=None if give_up == "cancel" else 0.5))
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            await asyncio.sleep(0.01)  # polls for the file the command writes
-        child = int(pid_file.read_text())
-        if give_up == "cancel":
+    for n, give_up in enumerate(("cancel while starting", "cancel", "timeout")):
+        marker = f"300.{os.getpid()}{n}"  # a sleep of 300.x s, in the argv of this command's processes alone
+        run = asyncio.ensure_future(
+            transport.run(["sh", "-c", f"sleep {marker} & wait"], timeout=0.5 if give_up == "timeout" else None)
+        )
+        if give_up == "cancel while starting":
+            while not _processes_with(marker):
+                await asyncio.sleep(0)  # one loop step at a time, until the shell is forked
+            time.sleep(0.3)  # the loop held, so the pipes stay unconnected while the shell starts its child
+            run.cancel()
+        elif give_up == "cancel":
+            while len(_processes_with(marker)) < 2:
+                await asyncio.sleep(0.01)  # polls for the shell and its child
             run.cancel()
         async with asyncio.timeout(60):
             with pytest.raises((asyncio.CancelledError, HostError)):
                 await run
-        # signalled with the command; it ends a moment later (without its group signalled it ran its 300 s)
+        # signalled with the command; its child ends a moment later (without its group signalled, it ran 300 s)
         async with asyncio.timeout(30):
-            while _alive(child):
-                await asyncio.sleep(0.05)  # polls the child's state
+            while _processes_with(marker):
+                await asyncio.sleep(0.05)  # polls the processes' state
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
+def _processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose argv holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes() and (entry / "stat").read_text().split()[2] != "Z":
+                found.append(int(entry.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended while we looked
+    return found
 
 
 @pytest.mark.system
