@@ -547,7 +547,7 @@ class SshTransport:
                 except ShellClosed as exc:
                     self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
                     raise ConnectionDropped(
-                        f"the connection to {self.label} dropped while running `{shlex.join(argv)}`"
+                        f"the connection to {self.label} dropped while running `{shlex.join(argv)}` ({_describe(exc)})"
                     ) from None
                 return self._result(argv, command, sudo, answer.exit_status, answer.stdout, answer.stderr, started)
             result = await self._run_on_channel(conn, argv, command, sudo, timeout, input, started, attempt)
@@ -603,11 +603,13 @@ class SshTransport:
             except _CHANNEL_FAILURES as exc:
                 self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
                 raise ConnectionDropped(
-                    f"the connection to {self.label} dropped while running `{shlex.join(argv)}`"
+                    f"the connection to {self.label} dropped while running `{shlex.join(argv)}` ({_describe(exc)})"
                 ) from None
         if process.exit_status is None and process.exit_signal is None:
             self._audit(command, None, started, note="connection lost")
-            raise ConnectionDropped(f"the connection to {self.label} dropped while running `{shlex.join(argv)}`")
+            raise ConnectionDropped(
+                f"the connection to {self.label} dropped while running `{shlex.join(argv)}` (no exit status came back)"
+            )
         exit_status = process.exit_status if process.exit_status is not None else 255
         return self._result(argv, command, sudo, exit_status, stdout, stderr, started)
 
