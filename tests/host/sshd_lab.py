@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.procs import alive, children_of
+
 TEST_USER = "opsct-test"
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -30,40 +32,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def _descendants(pid: int) -> list[int]:
     found = []
-    for child in _children(pid):
+    for child in children_of(pid):
         found.append(child)
         found.extend(_descendants(child))
     return found
 
 
-def _alive(pid: int) -> bool:
-    """Running and not a zombie (killed sessions are reparented to an init that may reap them late)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _wait_gone(pid: int, deadline_s: float = 5.0) -> None:
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end and _alive(pid):
+    while time.monotonic() < end and alive(pid):
         time.sleep(0.01)
 
 

@@ -17,6 +17,7 @@ from console.host.connect import open_host
 from console.host.gpu import NvmlUnavailable, read_nvml
 from console.host.local import LocalTransport
 from console.host.targets import Target
+from tests.support.procs import processes_with
 
 
 @pytest.mark.system
@@ -47,12 +48,14 @@ async def test_a_command_given_up_on_ends_with_what_it_started() -> None:
             transport.run(["sh", "-c", f"sleep {marker} & wait"], timeout=0.5 if give_up == "timeout" else None)
         )
         if give_up == "cancel while starting":
-            while not _processes_with(marker):
+            while not processes_with(marker):
                 await asyncio.sleep(0)  # one loop step at a time, until the shell is forked
-            time.sleep(0.3)  # the loop held, so the pipes stay unconnected while the shell starts its child
+            held_until = time.monotonic() + 10
+            while len(processes_with(marker)) < 2 and time.monotonic() < held_until:
+                time.sleep(0.001)  # the loop held (its pipes unconnected) until the shell has started its child
             run.cancel()
         elif give_up == "cancel":
-            while len(_processes_with(marker)) < 2:
+            while len(processes_with(marker)) < 2:
                 await asyncio.sleep(0.01)  # polls for the shell and its child
             run.cancel()
         async with asyncio.timeout(60):
@@ -60,22 +63,8 @@ async def test_a_command_given_up_on_ends_with_what_it_started() -> None:
                 await run
         # signalled with the command; its child ends a moment later (without its group signalled, it ran 300 s)
         async with asyncio.timeout(30):
-            while _processes_with(marker):
+            while processes_with(marker):
                 await asyncio.sleep(0.05)  # polls the processes' state
-
-
-def _processes_with(marker: str) -> list[int]:
-    """Live (not zombie) processes whose argv holds `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (entry / "cmdline").read_bytes() and (entry / "stat").read_text().split()[2] != "Z":
-                found.append(int(entry.name))
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # ended while we looked
-    return found
 
 
 @pytest.mark.system

@@ -21,6 +21,7 @@ import pytest
 
 from console.sim.guard import read_groups, stop_groups
 from console.sim.supervisor import UnitSupervisor
+from tests.support.procs import alive, children_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 20.0
@@ -30,6 +31,7 @@ HOST = """
 import asyncio, sys
 from pathlib import Path
 from console.sim.supervisor import UnitSupervisor
+from tests.support.procs import alive, children_of
 
 async def main():
     sup = UnitSupervisor("t.service", Path(sys.argv[1]), Path(sys.argv[2]))
@@ -55,14 +57,6 @@ time.sleep(600)
 """
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def wait_gone(pids: list[int], deadline_s: float = DEADLINE_S) -> float:
     """Seconds until none of `pids` runs (fails after the deadline)."""
     started = time.monotonic()
@@ -70,19 +64,6 @@ def wait_gone(pids: list[int], deadline_s: float = DEADLINE_S) -> float:
         assert time.monotonic() - started < deadline_s, f"still running: {[p for p in pids if alive(p)]}"
         time.sleep(0.02)
     return time.monotonic() - started
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture
