@@ -516,6 +516,11 @@ class SshTransport:
         if self.audit is not None:
             self.audit.record(host=self.label, command=command, exit_status=exit_status, started=started, note=note)
 
+    def _dropped(self, argv: Sequence[str], command: str, started: float, why: str) -> ConnectionDropped:
+        """Audit a command whose connection went away under it, and the error that says so (its effect is unknown)."""
+        self._audit(command, None, started, note=f"connection lost: {why}")
+        return ConnectionDropped(f"the connection to {self.label} dropped while running `{shlex.join(argv)}` ({why})")
+
     async def run(
         self,
         argv: Sequence[str],
@@ -545,10 +550,7 @@ class SshTransport:
                     self._audit(command, None, started, note="timeout")
                     raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
                 except ShellClosed as exc:
-                    self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
-                    raise ConnectionDropped(
-                        f"the connection to {self.label} dropped while running `{shlex.join(argv)}` ({_describe(exc)})"
-                    ) from None
+                    raise self._dropped(argv, command, started, _describe(exc)) from None
                 return self._result(argv, command, sudo, answer.exit_status, answer.stdout, answer.stderr, started)
             result = await self._run_on_channel(conn, argv, command, sudo, timeout, input, started, attempt)
             if result is not None:
@@ -601,15 +603,9 @@ class SshTransport:
                 self._audit(command, None, started, note="timeout")
                 raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
             except _CHANNEL_FAILURES as exc:
-                self._audit(command, None, started, note=f"connection lost: {_describe(exc)}")
-                raise ConnectionDropped(
-                    f"the connection to {self.label} dropped while running `{shlex.join(argv)}` ({_describe(exc)})"
-                ) from None
+                raise self._dropped(argv, command, started, _describe(exc)) from None
         if process.exit_status is None and process.exit_signal is None:
-            self._audit(command, None, started, note="connection lost")
-            raise ConnectionDropped(
-                f"the connection to {self.label} dropped while running `{shlex.join(argv)}` (no exit status came back)"
-            )
+            raise self._dropped(argv, command, started, "no exit status came back")
         exit_status = process.exit_status if process.exit_status is not None else 255
         return self._result(argv, command, sudo, exit_status, stdout, stderr, started)
 
