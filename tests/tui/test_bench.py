@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 from textual import events
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import Button, DataTable, Input, Select
 
 from console.core.bench import BenchForm, load_form, save_form
+from console.tui.screens.bench import FORM_FIELDS
 from console.workspace import Workspace
 from tests.tui.bench_support import FAIL_WHY, STOP_WHY, ScriptedBench, bench_app, seeds_workspace
 from tests.tui.support import notices, screen_text, view, wait_until
@@ -44,7 +45,17 @@ async def test_the_form_opens_with_the_last_used_values_and_the_label_of_the_run
         assert screen.query_one("#bench-concurrency", Input).value == "1,30,64"
         assert screen.query_one("#bench-requests", Input).value == "128"
         assert screen.query_one("#bench-workload", Select).value == "random+chat"
-        assert app.focused is screen.query_one("#bench-label", Input)
+        label = screen.query_one("#bench-label", Input)
+        assert app.focused is label
+        # Tab goes round the fields and buttons only: the form's scroll container is no stop of its own
+        stops = []
+        for _ in range(len(FORM_FIELDS) + 3):
+            await pilot.press("tab")
+            stops.append(app.focused)
+            if app.focused is label:
+                break
+        assert stops[-1] is label and len(stops) == len(FORM_FIELDS) + 2, [type(w).__name__ for w in stops]
+        assert all(isinstance(w, (Input, Select, Button)) for w in stops), [type(w).__name__ for w in stops]
 
 
 async def test_a_proposed_label_follows_the_setup_that_runs_now_and_a_typed_one_is_kept(tmp_path: Path) -> None:

@@ -258,6 +258,9 @@ class BenchScreen(Screen[None]):
         Binding("c", "compare", "Compare these runs", id="bench-compare"),
         *FORM_FOCUS_BINDINGS,
     ]
+    # on_mount places the focus: the label field on the form, none on the live view (its keys are the screen's).
+    # Textual's own pick would be the first focusable widget, the hidden form's label there, swallowing `x`.
+    AUTO_FOCUS = ""
 
     def __init__(
         self,
@@ -292,7 +295,9 @@ class BenchScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="bench-box"):
             yield Static(Text(f"Benchmark {self.host}", style="bold"), id="bench-title")
-            with VerticalScroll(id="bench-form"):
+            # not a Tab stop of its own: the focused field scrolls into view, and focusing the form would restyle
+            # its ~90 widgets on the way in and out (~60 ms each)
+            with VerticalScroll(id="bench-form", can_focus=False):
                 for name, title, _hint in FORM_FIELDS:
                     with Horizontal(classes="bench-row"):
                         yield Label(title, classes="bench-label")

@@ -156,7 +156,7 @@ class RollScreen(Screen[None]):
             note = Input(placeholder="why this setup (goes into each document)", id="roll-note", compact=True)
             yield self._row("note", note)
         with Horizontal(id="roll-body"):
-            with VerticalScroll(id="roll-form"):
+            with VerticalScroll(id="roll-form", can_focus=False):  # its fields are the Tab stops (as the bench form)
                 yield self._row("canary hosts", Input(canary, id="roll-canary", compact=True))
                 yield self._row("wave (N or P%)", Input(wave, id="roll-wave", compact=True))
                 yield self._row("max failures", Input(failures, id="roll-max-failures", compact=True))
