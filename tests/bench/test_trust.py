@@ -16,6 +16,7 @@ pytestmark = pytest.mark.alone  # measures time against a known truth: runs alon
 
 OUTPUT_LEN = 64
 REQUESTS = 8
+OUTSIDE_SCHEDULE_MS = 15  # what a request may cost beyond the server's schedule (HTTP, JSON, a busy machine)
 
 
 def within(measured: float, truth: float, pct: float) -> bool:
@@ -49,12 +50,17 @@ async def test_metrics_match_the_known_schedule(
     assert within(m["mean_itl_ms"], truth["itl_ms"], 1), (m["mean_itl_ms"], truth)
     # Every token after the first chunk has its own ITL entry, even when chunks carry several tokens.
     assert sum(len(r.itl) for r in sweep.levels[0].results) == REQUESTS * (OUTPUT_LEN - tokens_per_chunk)
-    # Closed loop at C=4 with 8 equal requests: 2 waves of one request latency each.
-    expected_throughput = REQUESTS * OUTPUT_LEN / (REQUESTS / 4 * truth["latency_ms"] / 1000)
-    assert within(m["output_throughput"], expected_throughput, 1), (m["output_throughput"], expected_throughput)
+    # Closed loop at C=4 with 8 equal requests: 2 waves of one request latency each, and each wave's requests cost
+    # what they cost outside the schedule, at most the 15 ms allowed on TTFT below (held to 1 % of the schedule
+    # alone, the figure was 1.15 % short once, with a core busy: 23 ms over 2 waves).
+    waves = REQUESTS / 4
+    fastest = REQUESTS * OUTPUT_LEN / (waves * truth["latency_ms"] / 1000)
+    slowest = REQUESTS * OUTPUT_LEN / (waves * (truth["latency_ms"] + OUTSIDE_SCHEDULE_MS) / 1000)
+    assert m["output_throughput"] == pytest.approx(m["total_output_tokens"] / m["duration"])
+    assert 0.99 * slowest <= m["output_throughput"] <= 1.01 * fastest, (m["output_throughput"], slowest, fastest)
     assert within(m["mean_e2e_latency_ms"], truth["latency_ms"], 1)
     # TTFT carries the HTTP round trip on top of the schedule: a few ms on loopback, more on a busy machine.
-    assert truth["ttft_ms"] <= m["mean_ttft_ms"] < truth["ttft_ms"] + 15
+    assert truth["ttft_ms"] <= m["mean_ttft_ms"] < truth["ttft_ms"] + OUTSIDE_SCHEDULE_MS
     assert within(m["concurrency"], 4, 1)
     if api == "generate":  # from the requests' own spec_verify_ct
         assert m["accept_length"] == pytest.approx(truth["accept_length"])
