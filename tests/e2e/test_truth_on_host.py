@@ -26,6 +26,7 @@ from tests.bench.test_agrees_with_bench_serving import (
     TPOT_REL,
     TRUTH,
     Workload,
+    ours_within_truth,
     theirs,
     truth_throughput,
 )
@@ -112,7 +113,7 @@ async def test_on_the_host_the_engine_measures_the_known_schedule(
             mine = await ours_on_host(transport, api, TRUTH)
     truth = server.truth(TRUTH.output_len)
     expected = truth_throughput(server, TRUTH)
-    assert mine["output_throughput"] == pytest.approx(expected, rel=OURS_REL), (mine["output_throughput"], expected)
+    assert ours_within_truth(mine["output_throughput"], server, TRUTH), (mine["output_throughput"], expected)
     assert mine["mean_tpot_ms"] == pytest.approx(truth["tpot_ms"], rel=OURS_REL)
     assert mine["mean_ttft_ms"] == pytest.approx(truth["ttft_ms"], abs=5.0)  # no round trip of the link in it
 
