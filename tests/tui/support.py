@@ -449,7 +449,10 @@ async def demo_console(
     args = argparse.Namespace(workspace=workspace, ssh_config=None, refresh=0.5, read_only=read_only, targets=["demo"])
     app = build_app(args, ["demo"])
     async with app.run_test(size=size) as pilot:
-        await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", timeout)
+        try:
+            await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", timeout)
+        except AssertionError as exc:  # seen once on a quiet machine (fresh-clone run q): say what the console showed
+            raise AssertionError(f"{exc}; the console showed:\n{screen_text(app)}") from None
         yield app, pilot
     await nothing_outlives_the_console(timeout)
 
