@@ -8,11 +8,15 @@ server answered on an H200 (fixtures in tests/sim/fixtures/real-0.5.17/): every 
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 
+# Cached: every streamed chunk asks for its version's shapes several times, and parsing the string each time was a
+# quarter of the stand-in's CPU under load (a C=48 bench, cProfile). Only a handful of versions ever occur.
+@functools.lru_cache(maxsize=64)
 def version_tuple(version: str) -> tuple[int, ...]:
     parts: list[int] = []
     for piece in version.split(".")[:3]:
