@@ -364,8 +364,9 @@ class BenchScreen(Screen[None]):
 
     @on(Select.Changed, "#bench-workload")
     def _workload_picked(self, event: Select.Changed) -> None:
-        """Another workload than `dataset` sends no file: the pick is let go of rather than refused at Start."""
-        if event.value != "dataset":
+        """Another workload than `dataset` sends no file: the pick is let go of rather than refused at Start. Read
+        from the field, not the event: the field's first report, posted as it mounted, can arrive after a pick."""
+        if event.select.value != "dataset":
             self.query_one("#bench-dataset", Select).clear()
 
     def _status(self, text: str, style: str = "") -> None:

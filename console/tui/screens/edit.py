@@ -102,6 +102,7 @@ class EditScreen(Screen[None]):
         self._backups: dict[str, UnitBackup] = {}
         self._applied: dict[str, dict[str, str]] = {}
         self._snapshots: dict[str, str] = {}  # preset key -> the snapshot's (masked) unit text
+        self._preset_filled = UNIT_PRESET  # the preset the fields were last filled from (built from the unit)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Edit {self.label}: reading the unit ...", style="bold"), id="editor-title")
@@ -238,8 +239,11 @@ class EditScreen(Screen[None]):
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:
         key = str(event.value)
-        if self.form is None or event.value == Select.NULL:
+        if self.form is None or event.value == Select.NULL or key == self._preset_filled:
+            # The Select reports its first value as it mounts, and that report can reach this screen after the
+            # operator has typed (on a busy machine): the fields hold that preset already, and what was typed stays.
             return
+        self._preset_filled = key
         if key == UNIT_PRESET:
             self._fill(dict(self.form.values))
         elif key == RUNNING_PRESET:
