@@ -26,6 +26,7 @@ from console.sglang.histograms import ITL, TTFT, Histogram
 from console.tui.app import ConsoleOptions, OpsConsoleApp
 from console.tui.config import ConsoleConfig
 from console.tui.runners import Runners
+from console.tui.screens.edit import EditScreen
 from console.workspace import Workspace
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -440,6 +441,17 @@ class ScriptedPending:
             result.rollback = start(START_LINES, "rollback")
             step(ApplyState.HEALTHY_ON_OLD)
         return result
+
+
+@asynccontextmanager
+async def scripted_editor() -> AsyncIterator[tuple[OpsConsoleApp, Pilot[Any], EditScreen]]:
+    """The editor on a scripted host (FixedSession: the demo unit, steps 2, two backups), open with its report."""
+    app = scripted_app(views={"gpu-a": view()})
+    async with app.run_test(size=(120, 40)) as pilot:
+        editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
+        app.push_screen(editor)
+        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
+        yield app, pilot, editor
 
 
 @asynccontextmanager

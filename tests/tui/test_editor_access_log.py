@@ -7,7 +7,7 @@ import pytest
 from textual.widgets import Input
 
 from console.tui.screens.edit import EditScreen
-from tests.tui.support import FixedSession, screen_text, scripted_app, view, wait_until
+from tests.tui.support import FixedSession, screen_text, scripted_app, scripted_editor, view, wait_until
 
 REASON = "keep the console's polling out of the server's log: /health /metrics"
 
@@ -18,11 +18,7 @@ def _all_in(text: str, *phrases: str) -> bool:
 
 
 async def test_the_field_and_its_reason_show_and_typing_the_paths_makes_the_edit() -> None:
-    app = scripted_app(views={"gpu-a": view()})
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
-        app.push_screen(editor)
-        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
+    async with scripted_editor() as (app, pilot, editor):
         field = editor.query_one("#field-uvicorn-access-log-exclude-prefixes", Input)
         field.focus()  # scrolled into view
         await wait_until(pilot, lambda: _all_in(screen_text(app), REASON, "access log: skip paths"), "the reason")

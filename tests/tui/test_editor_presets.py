@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from textual.widgets import Input, Select
 
-from console.tui.screens.edit import UNIT_PRESET, EditScreen
-from tests.tui.support import FixedSession, screen_text, scripted_app, view, wait_until
+from console.tui.screens.edit import UNIT_PRESET
+from tests.tui.support import screen_text, scripted_editor, wait_until
 
 
 async def test_the_presets_first_report_arriving_late_keeps_what_was_typed_and_a_pick_still_fills() -> None:
-    app = scripted_app(views={"gpu-a": view()})
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
-        app.push_screen(editor)
-        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
+    async with scripted_editor() as (app, pilot, editor):
         preset: Select[str] = editor.query_one("#preset", Select)
         await wait_until(pilot, lambda: len(preset._options) == 3, "the unit and its two backups")
         steps = editor.query_one("#field-speculative-num-steps", Input)

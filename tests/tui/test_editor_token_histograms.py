@@ -6,17 +6,13 @@ from __future__ import annotations
 from textual.widgets import Checkbox
 
 from console.tui.screens.edit import EditScreen
-from tests.tui.support import FixedSession, screen_text, scripted_app, view, wait_until
+from tests.tui.support import FixedSession, screen_text, scripted_app, scripted_editor, view, wait_until
 
 REASON = "length histograms in /metrics, for bench --shape-from-server"
 
 
 async def test_the_switch_and_its_reason_show_and_ticking_it_makes_the_edit() -> None:
-    app = scripted_app(views={"gpu-a": view()})
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
-        app.push_screen(editor)
-        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
+    async with scripted_editor() as (app, pilot, editor):
         box = editor.query_one("#field-collect-tokens-histogram", Checkbox)
         box.focus()
         await wait_until(pilot, lambda: REASON in screen_text(app), "the reason")

@@ -12,15 +12,11 @@ from textual.css.query import NoMatches
 
 from console.tui.screens import unless_closing
 from console.tui.screens.edit import EditScreen
-from tests.tui.support import FixedSession, screen_text, scripted_app, view, wait_until
+from tests.tui.support import FixedSession, scripted_app, scripted_editor, view, wait_until
 
 
 async def test_a_missing_widget_raises_while_the_screen_is_open_and_not_once_it_closed() -> None:
-    app = scripted_app(views={"gpu-a": view()})
-    async with app.run_test(size=(120, 40)) as pilot:
-        editor = EditScreen(FixedSession(), label="gpu-a")  # type: ignore[arg-type]
-        app.push_screen(editor)
-        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
+    async with scripted_editor() as (app, pilot, editor):
         with pytest.raises(NoMatches), unless_closing(editor):
             editor.query_one("#no-such-widget")
         await app.pop_screen()
