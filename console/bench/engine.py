@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -73,6 +74,39 @@ SweepField = Literal[
     "temperature",
 ]
 SWEEP_FIELDS: tuple[SweepField, ...] = get_args(SweepField)
+
+
+# Levels running now in this process (two hosts' queues in one console can overlap), and the thresholds they found:
+# full collections are held from the first one's start to the last one's end.
+_levels_measuring = 0
+_thresholds_before: tuple[int, ...] = ()
+# gen-1 collections between two full ones while levels run: never, in practice (a C int).
+_FULL_COLLECTIONS_HELD = 2**30
+
+
+@contextlib.contextmanager
+def full_collections_held() -> Iterator[None]:
+    """While a level's requests run, the garbage collector collects the young generations only.
+
+    Why: a full collection walks every object of the process and holds every coroutine meanwhile. The load
+    generator shares its process with the console, a Textual app of a few hundred thousand objects: in the
+    suite's workers such a collection took 0.8-1.1 s on a 2-core machine (timed with a gc callback), and one
+    inside a level delays the sends and the reads, so the throughput falls and TTFT and ITL grow by what the
+    server never spent (benchmarks/bench_gc_pause.py). The young collections go on, so the garbage a level makes
+    and drops is still freed; what lives longer waits for the first full collection after the level. This
+    changes only the third threshold, and puts it back: the console's own gc.freeze() and thresholds stay."""
+    global _levels_measuring, _thresholds_before
+    if _levels_measuring == 0:
+        _thresholds_before = gc.get_threshold()
+        young, middle = _thresholds_before[:2]
+        gc.set_threshold(young, middle, _FULL_COLLECTIONS_HELD)
+    _levels_measuring += 1
+    try:
+        yield
+    finally:
+        _levels_measuring -= 1
+        if _levels_measuring == 0:
+            gc.set_threshold(*_thresholds_before)
 
 
 @dataclass
@@ -425,7 +459,8 @@ class BenchEngine:
         level_start = time.perf_counter()
         results: list[RequestResult] = []
         try:
-            stopped = await self._drive(workload, level, pool, planned, results, level_start)
+            with full_collections_held():
+                stopped = await self._drive(workload, level, pool, planned, results, level_start)
         except BaseException:
             # The level cancelled (Ctrl-C, an abort, the console closing): its poller goes with it, rather than
             # polling the host's GPUs for as long as the process lives.
