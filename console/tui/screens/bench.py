@@ -53,6 +53,7 @@ from console.tui.context import ConsoleContext
 from console.tui.presenters.bench_live import LiveBench, LiveLevel
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.widgets.footer import FittedFooter
+from console.tui.widgets.inputs import OrderedInput
 
 # (sweeps, on_event) -> each sweep's records: console.tui.runners.BenchRunner, its session_of and host bound
 Runner = Callable[[list[PlannedSweep], Callable[[Any], None]], Awaitable[list[list[BenchRecord]]]]
@@ -306,7 +307,7 @@ class BenchScreen(Screen[None]):
                         else:
                             # the cursor goes to the end (ctrl+u clears): a selection made after focus, once the
                             # field is drawn, would swallow what is typed right after Tab
-                            yield Input(getattr(self.form, name), id=_widget_id(name), compact=True,
+                            yield OrderedInput(getattr(self.form, name), id=_widget_id(name), compact=True,
                                         select_on_focus=False)  # fmt: skip
                         yield Label(self.hints[name], classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
                 with Horizontal(id="bench-buttons"):

@@ -40,17 +40,20 @@ from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import apply_progress
 from console.tui.widgets.footer import FittedFooter
+from console.tui.widgets.inputs import OrderedInput
 
 UNIT_PRESET = "unit"
 RUNNING_PRESET = "running"
 
 
-class NumberInput(Input):
+class NumberInput(OrderedInput):
     """A number field: type it, or `+` / `-` to step it."""
 
+    # Not priority bindings: an OrderedInput runs its own before it would type the character, and in turn with the
+    # keys around them (a priority binding runs as the app reads the key, ahead of digits typed just before it).
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("plus", "step(1)", "+1", id="field-increment", priority=True),
-        Binding("minus", "step(-1)", "-1", id="field-decrement", priority=True),
+        Binding("plus", "step(1)", "+1", id="field-increment"),
+        Binding("minus", "step(-1)", "-1", id="field-decrement"),
     ]
 
     def __init__(self, spec: FieldSpec, value: str, *, id: str, disabled: bool) -> None:
@@ -196,7 +199,7 @@ class EditScreen(Screen[None]):
             if spec.flag is not None:  # a boolean launch flag: one line, like the fields around it
                 return Checkbox(spec.flag, value=on, id=ident, disabled=disabled, compact=True)
             return Switch(value=on, id=ident, disabled=disabled)
-        return Input(value=value, id=ident, placeholder=_placeholder(spec), disabled=disabled, compact=True)
+        return OrderedInput(value=value, id=ident, placeholder=_placeholder(spec), disabled=disabled, compact=True)
 
     @work(exclusive=True, group="editor-presets")
     async def _load_presets(self) -> None:

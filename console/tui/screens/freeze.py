@@ -33,6 +33,7 @@ from console.tui.runners import FreezePending
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.screens.progress import ProgressScreen
 from console.tui.widgets.footer import FittedFooter
+from console.tui.widgets.inputs import OrderedInput
 
 # the host's planner, its label bound: console.tui.runners.FreezePlanner
 Planner = Callable[[FreezeRequest], Awaitable[FreezePending]]
@@ -91,15 +92,15 @@ class FreezeScreen(Screen[bool]):
             yield Static(Text(f"Freeze {self.label} as a production snapshot", style="bold"), id="freeze-title")
             with Horizontal(classes="freeze-row"):
                 yield Label("name ", classes="freeze-label")
-                yield Input(self.suggested_name, id="freeze-name", classes="freeze-name")
+                yield OrderedInput(self.suggested_name, id="freeze-name", classes="freeze-name")
                 yield Label(" note ", classes="freeze-label")
-                yield Input(placeholder="why this setup (goes into the document)", id="freeze-note")
+                yield OrderedInput(placeholder="why this setup (goes into the document)", id="freeze-note")
             with Horizontal(classes="freeze-row"):
                 yield Label("doc  ", classes="freeze-label")
-                yield Input(placeholder="the profile's, else ~/production_{name}.md", id="freeze-doc")
+                yield OrderedInput(placeholder="the profile's, else ~/production_{name}.md", id="freeze-doc")
             with Horizontal(classes="freeze-row", id="freeze-force-row"):
                 yield Label("force", classes="freeze-label")
-                yield Input(placeholder=FORCE_HINT, id="freeze-force")
+                yield OrderedInput(placeholder=FORCE_HINT, id="freeze-force")
             yield Static("", id="freeze-status")
             with VerticalScroll(id="freeze-preview"):
                 hint = Text(

@@ -55,6 +55,7 @@ from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import ProgressScreen
 from console.tui.widgets.footer import FittedFooter
+from console.tui.widgets.inputs import OrderedInput
 from console.workspace import Workspace
 
 TITLES = {"apply": "Rolling set", "restart": "Rolling restart", "freeze": "Fleet freeze"}
@@ -149,24 +150,24 @@ class RollScreen(Screen[None]):
         canary, wave, failures = DEFAULTS[setup.operation]
         # the change on whole-width rows (flags and values are long), the roll's numbers beside its plan
         if setup.operation == "apply":
-            yield self._row("set FLAG=VALUE", Input(placeholder=SET_HINT, id="roll-set", compact=True))
-            yield self._row("unset FLAG", Input(placeholder="flags to remove", id="roll-unset", compact=True))
+            yield self._row("set FLAG=VALUE", OrderedInput(placeholder=SET_HINT, id="roll-set", compact=True))
+            yield self._row("unset FLAG", OrderedInput(placeholder="flags to remove", id="roll-unset", compact=True))
         if setup.operation == "freeze":
-            yield self._row("snapshot set", Input(setup.suggested_set, id="roll-name", compact=True))
-            note = Input(placeholder="why this setup (goes into each document)", id="roll-note", compact=True)
+            yield self._row("snapshot set", OrderedInput(setup.suggested_set, id="roll-name", compact=True))
+            note = OrderedInput(placeholder="why this setup (goes into each document)", id="roll-note", compact=True)
             yield self._row("note", note)
         with Horizontal(id="roll-body"):
             with VerticalScroll(id="roll-form", can_focus=False):  # its fields are the Tab stops (as the bench form)
-                yield self._row("canary hosts", Input(canary, id="roll-canary", compact=True))
-                yield self._row("wave (N or P%)", Input(wave, id="roll-wave", compact=True))
-                yield self._row("max failures", Input(failures, id="roll-max-failures", compact=True))
+                yield self._row("canary hosts", OrderedInput(canary, id="roll-canary", compact=True))
+                yield self._row("wave (N or P%)", OrderedInput(wave, id="roll-wave", compact=True))
+                yield self._row("max failures", OrderedInput(failures, id="roll-max-failures", compact=True))
                 if setup.group.router and setup.operation != "freeze":
-                    yield self._row("drain timeout s", Input(DRAIN_DEFAULT, id="roll-drain", compact=True))
+                    yield self._row("drain timeout s", OrderedInput(DRAIN_DEFAULT, id="roll-drain", compact=True))
                 if setup.operation == "apply":
                     yield self._row("gate", Checkbox("bench canary", id="roll-gate", compact=True))
-                    level = Input(placeholder="newest record's", id="roll-gate-level", compact=True)
+                    level = OrderedInput(placeholder="newest record's", id="roll-gate-level", compact=True)
                     yield self._row("gate level C=", level)
-                    yield self._row("gate max loss %", Input("5", id="roll-gate-loss", compact=True))
+                    yield self._row("gate max loss %", OrderedInput("5", id="roll-gate-loss", compact=True))
             with VerticalScroll(id="roll-plan-box"):
                 yield Static("", id="roll-plan")
         yield FittedFooter(keep=("roll-cancel",))

@@ -44,6 +44,7 @@ from console.bench.sidebyside import (
 )
 from console.core.bench import export_comparison
 from console.tui.context import ConsoleContext
+from console.tui.widgets.inputs import OrderedInput
 from console.tui.widgets.plot import RUN_MARKS, RUN_STYLES, Plot
 
 COLUMNS = ("label", "host", "setup", "SGLang", "when (UTC)", "levels", "workload")  # after the pick mark's
@@ -135,7 +136,8 @@ class RunsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="runs-box"):
             yield Static(id="runs-title")
-            yield Input(placeholder="filter: label, host, setup, version, workload ...", id="runs-filter", compact=True)
+            hint = "filter: label, host, setup, version, workload ..."
+            yield OrderedInput(placeholder=hint, id="runs-filter", compact=True)
             yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="runs-compare"):
                 yield Static(id="cmp-crossovers")
@@ -149,7 +151,7 @@ class RunsScreen(Screen[None]):
                 yield Horizontal(id="cmp-panes")
             with Horizontal(id="runs-export-row"):
                 yield Label("export to ", id="runs-export-label")
-                yield Input(id="runs-export-path", compact=True)
+                yield OrderedInput(id="runs-export-path", compact=True)
             yield Static("", id="runs-status")
         yield Footer()
 

@@ -70,6 +70,7 @@ from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen
+from console.tui.widgets.inputs import OrderedInput
 
 Clock = Callable[[], datetime]
 SPACE_PAUSE_S = 0.25  # the space is checked once typing pauses this long
@@ -241,7 +242,7 @@ class TuneFormScreen(Screen[None]):
                     compact=True,
                 )
             else:
-                field = Input(
+                field = OrderedInput(
                     value=defaults[spec.key],
                     placeholder=spec.hint,
                     id=_field_id(spec.key),

@@ -27,6 +27,7 @@ from textual.widgets import Input, Static
 from console.core.console_requests import ConsoleRequest
 from console.core.phases import classify_line
 from console.host.base import JournalEntry
+from console.tui.widgets.inputs import OrderedInput
 
 MAX_LINES = 5000
 # Lines reach the screen at most this often: taking them is cheap (the log grows without a layout and draws
@@ -217,7 +218,7 @@ class JournalView(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("", classes="journal-status")
         yield JournalLog()
-        yield Input(placeholder="filter the journal (Enter: apply, Esc: clear)", classes="journal-search")
+        yield OrderedInput(placeholder="filter the journal (Enter: apply, Esc: clear)", classes="journal-search")
 
     def on_mount(self) -> None:
         for active in self.screen.active_bindings.values():  # the key as console.toml may have remapped it
