@@ -212,6 +212,14 @@ def test_opsconsole_demo_in_a_real_terminal_shows_the_demo_keys_help_and_palette
         term.wait_for("Restart the service without edits")
         term.keys("Escape")
         term.wait_until(lambda screen: "Restart the service without edits" not in screen, "the palette to close")
+        term.keys("e")
+        term.wait_for("What the server will really run")
+        # In one write, as a paste or a fast typist sends them: the field's own keys (end, ctrl+u, backspace, -)
+        # apply in turn with the digits around them. "" · 45 · 44 (- steps down) · 4 · 47
+        term.keys("End", "C-u", "4", "5", "-", "BSpace", "7")
+        term.wait_until(lambda s: _editor_field(s, "steps") == "47", "steps 47 in the editor")
+        term.keys("Escape")
+        term.wait_for("journal (following)")
         assert _demo_process_pids(workspace), "the demo host's processes were not found: the check below proves nothing"
         term.keys("q")
         deadline = time.monotonic() + 30
@@ -267,9 +275,7 @@ def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_
         term.wait_for("What the server will really run")
         for _ in range(3):  # steps -> topk -> draft tokens -> draft model path (0.5.23 has no spec v2 switch)
             term.keys("Tab")
-        # (the unit has no draft model path: the field is empty. No End / ctrl+u here: a key that is a binding of
-        # the field runs after plain letters typed behind it, so it would wipe what is typed next)
-        term.keys("/models/missing-draft")
+        term.keys("End", "C-u", "/models/missing-draft")  # in one write: the field's keys run in turn with the text
         term.wait_for("ctrl+s: apply")
         term.keys("C-s")
         term.wait_for("and restart sglang.service?")
@@ -283,6 +289,14 @@ def test_in_a_real_terminal_an_edit_is_applied_verified_and_a_broken_one_rolled_
         assert "missing-draft" not in host.root_run("systemctl cat sglang.service").stdout
     finally:
         term.close()
+
+
+def _editor_field(screen: str, title: str) -> str | None:
+    """The value an editor field shows (its title in the first 26 columns, its value after)."""
+    for line in screen.splitlines():
+        if line[1:27].rstrip() == title:
+            return line[27:70].strip()
+    return None
 
 
 def _field(screen: str, title: str) -> str | None:
