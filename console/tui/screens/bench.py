@@ -308,7 +308,7 @@ class BenchScreen(Screen[None]):
                             # the cursor goes to the end (ctrl+u clears): a selection made after focus, once the
                             # field is drawn, would swallow what is typed right after Tab
                             yield OrderedInput(getattr(self.form, name), id=_widget_id(name), compact=True,
-                                        select_on_focus=False)  # fmt: skip
+                                               select_on_focus=False)  # fmt: skip
                         yield Label(self.hints[name], classes="bench-hint", id=f"bench-hint-{name.replace('_', '-')}")
                 with Horizontal(id="bench-buttons"):
                     yield Button("Start", id="bench-go", variant="warning", compact=True)
