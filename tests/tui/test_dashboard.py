@@ -240,6 +240,27 @@ def _unused(_: HostView, __: ConsoleConfig) -> None:  # keep the imports used by
     pass
 
 
+async def test_an_overview_cell_drawn_before_its_column_widened_is_drawn_again_at_the_new_width() -> None:
+    """The table widens a column only when its own queue next goes idle. A frame drawn before that (the screen's
+    refresh, a busy machine) rendered the cell at the old width, and Textual's cell cache (keyed by content, not
+    by width) kept that cut cell: "stale 42 s" read "stale" until the cell changed again (Textual #3533)."""
+    clock = {"now": NOW}
+    views = {label: view(label) for label in ("gpu-a", "gpu-b")}
+    app = scripted_app(("gpu-a", "gpu-b"), views=views, clock=lambda: clock["now"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_until(pilot, lambda: "GPU power W" in screen_text(app) and "gpu-b" in screen_text(app), "overview")
+        table = app.query_one(Overview)
+        alerts = table.get_column_index("alerts")
+        clock["now"] = NOW + timedelta(seconds=42)
+        for label in ("gpu-a", "gpu-b"):  # both alerts grow (none is left to change later); the width follows idle
+            table.show(app.views[label], clock["now"])
+        for row in range(2):  # drawn before that idle: the cells at the old width
+            table.render_line(table.header_height + row)
+        await wait_until(pilot, lambda: table.ordered_columns[alerts].content_width >= len("stale 42 s"), "widened")
+        await wait_until(pilot, lambda: "stale 42 s" in screen_text(app), "the whole alert drawn")
+
+
 async def test_the_overview_dims_a_host_gone_stale_and_brightens_it_when_it_answers_again() -> None:
     clock = {"now": NOW}
     views = {label: view(label) for label in ("gpu-a", "gpu-b")}

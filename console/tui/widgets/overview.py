@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import CellKey
 
 from console.core.monitor import HostView, setup_label
 from console.tui.format import DASH, age, num
@@ -107,6 +108,16 @@ class Overview(HostSelection, DataTable[Text]):
         else:
             self.add_row(*row, key=label)
         self._shown[label] = keys
+
+    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
+        # Textual widens a column when the table next goes idle, but caches a drawn cell by its content, not by
+        # its width: a frame drawn in between (the screen's refresh, a busy machine) kept "stale 42 s" cut to
+        # "stale" until that cell changed again (Textual #3533). A width that changed drops the drawn cells.
+        before = [column.content_width for column in self.ordered_columns]
+        super()._update_column_widths(updated_cells)
+        if [column.content_width for column in self.ordered_columns] != before:
+            self._clear_caches()
+            self.refresh()
 
     # -- the selection (console/tui/widgets/selection.py) ---------------------------------------------------
 
