@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -240,17 +243,25 @@ def _unused(_: HostView, __: ConsoleConfig) -> None:  # keep the imports used by
     pass
 
 
+@asynccontextmanager
+async def two_host_overview(
+    views: dict[str, HostView], clock: dict[str, datetime]
+) -> AsyncIterator[tuple[Any, Any, Overview]]:
+    """The overview (o) of two scripted hosts, gpu-a and gpu-b, on a clock the test moves."""
+    app = scripted_app(("gpu-a", "gpu-b"), views=views, clock=lambda: clock["now"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await wait_until(pilot, lambda: "GPU power W" in screen_text(app) and "gpu-b" in screen_text(app), "overview")
+        yield app, pilot, app.query_one(Overview)
+
+
 async def test_an_overview_cell_drawn_before_its_column_widened_is_drawn_again_at_the_new_width() -> None:
     """The table widens a column only when its own queue next goes idle. A frame drawn before that (the screen's
     refresh, a busy machine) rendered the cell at the old width, and Textual's cell cache (keyed by content, not
     by width) kept that cut cell: "stale 42 s" read "stale" until the cell changed again (Textual #3533)."""
     clock = {"now": NOW}
     views = {label: view(label) for label in ("gpu-a", "gpu-b")}
-    app = scripted_app(("gpu-a", "gpu-b"), views=views, clock=lambda: clock["now"])
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("o")
-        await wait_until(pilot, lambda: "GPU power W" in screen_text(app) and "gpu-b" in screen_text(app), "overview")
-        table = app.query_one(Overview)
+    async with two_host_overview(views, clock) as (app, pilot, table):
         alerts = table.get_column_index("alerts")
         clock["now"] = NOW + timedelta(seconds=42)
         for label in ("gpu-a", "gpu-b"):  # both alerts grow (none is left to change later); the width follows idle
@@ -264,11 +275,7 @@ async def test_an_overview_cell_drawn_before_its_column_widened_is_drawn_again_a
 async def test_the_overview_dims_a_host_gone_stale_and_brightens_it_when_it_answers_again() -> None:
     clock = {"now": NOW}
     views = {label: view(label) for label in ("gpu-a", "gpu-b")}
-    app = scripted_app(("gpu-a", "gpu-b"), views=views, clock=lambda: clock["now"])
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("o")
-        await wait_until(pilot, lambda: "GPU power W" in screen_text(app) and "gpu-b" in screen_text(app), "overview")
-        table = app.query_one(Overview)
+    async with two_host_overview(views, clock) as (app, pilot, table):
         clock["now"] = NOW + timedelta(seconds=42)  # neither host refreshed for 42 s
         await wait_until(
             pilot,
