@@ -76,9 +76,17 @@ async def test_a_refused_freeze_says_why_and_needs_a_reason_to_go_ahead() -> Non
         await pilot.press("F")
         await wait_until(pilot, lambda: "as a production snapshot" in _text(app), "the freeze dialog")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: "refused (1)" in _text(app), "the refusal")
         screen = app.screen
-        assert "[daemon-reload]" in _text(app) and screen.query_one("#freeze-go", Button).disabled
+        # the count, the rule's id and the disabled button can reach the terminal in different frames: wait on all
+        await wait_until(
+            pilot,
+            lambda: (
+                "refused (1)" in _text(app)
+                and "[daemon-reload]" in _text(app)
+                and screen.query_one("#freeze-go", Button).disabled
+            ),
+            "the refusal, its rule and Freeze off",
+        )
         screen.query_one("#freeze-force", Input).focus()
         await pilot.press(*"documenting before the restart")
         await wait_until(pilot, lambda: not screen.query_one("#freeze-go", Button).disabled, "Freeze anyway")
