@@ -207,7 +207,7 @@ def test_opsconsole_demo_in_a_real_terminal_shows_the_demo_keys_help_and_palette
         term.keys("Escape")
         term.wait_for("journal (following)")
         term.keys("C-p")
-        term.wait_for("Search")
+        term.wait_for("Search for commands")  # the palette's own field (the footer always says "/ Search")
         term.keys("r", "e", "s", "t", "a", "r", "t")
         term.wait_for("Restart the service without edits")
         term.keys("Escape")
