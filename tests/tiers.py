@@ -28,7 +28,7 @@ REAL_FIXTURES = frozenset(
     {
         "testbed_ready", "gpu_host", "pristine_gpu_host", "unknown_gpu_host",  # nspawn hosts
         "demo", "shared_demo", "untouched_demo",  # the demo host: supervisor + stand-in
-        "sshd", "client",  # the loopback OpenSSH sshd
+        "sshd", "client", "narrow_client",  # the loopback OpenSSH sshd
         "schedule_server", "sim", "slow_sim", "models", "traffic", "manager", "sim_port",  # stand-in processes
     }
 )  # fmt: skip

@@ -53,6 +53,9 @@ SHELL_START_TIMEOUT_S = 30.0
 SESSION_SLOT_WAIT_S = 10.0  # how long a command waits for sshd to free a session slot (MaxSessions) before failing
 _CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError)
 # ChannelOpenError: a ProxyJump host could not reach the target, as good as a refused TCP connect.
+# How an sshd refuses a session channel on a healthy connection. OpenSSH answers one past MaxSessions with
+# OPEN_CONNECT_FAILED ("open failed", the default reason in its serverloop.c); other servers say prohibited.
+_SESSION_REFUSED = (asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED)
 _RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError, TimeoutError)
 
 
@@ -353,10 +356,10 @@ class SshTransport:
                 _chan, session = await conn.create_session(opened, command, encoding=encoding, errors="replace")
                 break
             except asyncssh.ChannelOpenError as exc:
-                # sshd refuses a session past MaxSessions ("open failed"). It frees a closed channel's slot a
-                # moment after this side has seen it close, so a burst can meet that refusal on a healthy
-                # connection: wait for a slot instead of treating the connection as dead.
-                if exc.code != asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED or time.monotonic() + pause > deadline:
+                # sshd refuses a session past MaxSessions. It frees a closed channel's slot a moment after this
+                # side has seen it close, so a burst can meet that refusal on a healthy connection: wait for a
+                # slot instead of treating the connection as dead (dropping it would end every other command).
+                if exc.code not in _SESSION_REFUSED or time.monotonic() + pause > deadline:
                     raise
             finally:
                 for step in steps:

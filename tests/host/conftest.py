@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from console.host.ssh import SHELL_POOL
 from tests.host.sshd_lab import ClientSide, Sshd, sshd_lab, write_client
 
 __all__ = ["ClientSide", "Sshd"]
@@ -27,3 +28,13 @@ def client(tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Clien
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # only the test's own key
     monkeypatch.setenv("HOME", str(tmp_path))
     return write_client(tmp_path, sshd)
+
+
+@pytest.fixture
+def narrow_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ClientSide]:
+    """The client side of an sshd of its own that allows fewer sessions (MaxSessions) than the transport's
+    command shells and channel budget together."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with sshd_lab(max_sessions=SHELL_POOL + 2) as narrow:
+        yield write_client(tmp_path, narrow)

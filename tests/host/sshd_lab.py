@@ -153,7 +153,7 @@ def write_client(directory: Path, server: Sshd, *, trusted: bool = True) -> Clie
 
 
 @contextmanager
-def sshd_lab() -> Iterator[Sshd]:
+def sshd_lab(*, max_sessions: int = 10) -> Iterator[Sshd]:
     """A running sshd for the test user; everything it created is removed afterwards."""
     Path("/run/sshd").mkdir(exist_ok=True)
     created = _ensure_user()
@@ -168,7 +168,8 @@ def sshd_lab() -> Iterator[Sshd]:
         (root / "sshd_config").write_text(
             f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile none\n"
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 10\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            f"MaxSessions {max_sessions}\n"
             f"AllowUsers {TEST_USER}\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
             # stand-ins (journalctl) in ROOT/bin come first on the test user's PATH
             f"SetEnv PATH={root / 'bin'}:/usr/local/bin:/usr/bin:/bin\n"

@@ -69,6 +69,22 @@ async def test_more_concurrent_commands_than_max_sessions_all_succeed(client: Cl
         await transport.close()
 
 
+async def test_a_burst_past_the_hosts_max_sessions_waits_for_slots_on_the_same_connection(
+    narrow_client: ClientSide,
+) -> None:
+    """An sshd allowing fewer sessions than the shells and the channel budget together refuses channels in a
+    burst ("open failed"); the commands wait for slots instead of dropping the connection, which would end
+    every other command in flight without its exit status."""
+    states: list[ConnectionState] = []
+    transport = make_transport(narrow_client, on_state=states.append)
+    try:
+        results = await asyncio.gather(*(transport.run(["echo", str(i)]) for i in range(40)))
+        assert [r.stdout.strip() for r in results] == [str(i) for i in range(40)]
+        assert [s.phase for s in states] == ["connecting", "connected"]
+    finally:
+        await transport.close()
+
+
 async def test_reconnects_after_the_sshd_is_killed(client: ClientSide, sshd: Sshd) -> None:
     states: list[ConnectionState] = []
     transport = make_transport(client, on_state=states.append)
