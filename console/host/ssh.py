@@ -4,7 +4,8 @@
   ~/.ssh/known_hosts); an unknown or changed key raises HostKeyRefused with the fingerprint.
 - Keys come from the agent and IdentityFile, ProxyJump and the rest from ssh_config (asyncssh reads it).
 - A channel budget (a semaphore below sshd's MaxSessions, default 10) so that bursts of concurrent
-  commands queue instead of failing with "open failed".
+  commands queue instead of failing with "open failed"; a refused session waits for a slot, and where the
+  host's MaxSessions is so low that the command shells fill it, an idle shell gives its session up.
 - Keepalive; after a drop, a background reconnect with exponential backoff whose progress is
   visible as `state` (connected / reconnecting(attempt, last error)).
 - A command whose channel never opened is retried once on a fresh connection; a command that was
@@ -51,6 +52,9 @@ DEFAULT_CHANNEL_BUDGET = 5
 SHELL_POOL = 3  # command shells per connection: the reads of one refresh or one apply step go out together
 SHELL_START_TIMEOUT_S = 30.0
 SESSION_SLOT_WAIT_S = 10.0  # how long a command waits for sshd to free a session slot (MaxSessions) before failing
+# A refusal that outlasts this is the host's MaxSessions, not a slot freed late: an idle command shell gives its
+# session up then (sshd frees a closed channel's slot within milliseconds, or a second on a loaded host).
+SHELL_YIELD_AFTER_S = 1.0
 _CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError)
 # ChannelOpenError: a ProxyJump host could not reach the target, as good as a refused TCP connect.
 # How an sshd refuses a session channel on a healthy connection. OpenSSH answers one past MaxSessions with
@@ -164,6 +168,7 @@ class SshTransport:
         self._pool_changed = asyncio.Condition()  # a shell became ready or free, or failed to start
         self._waiting_for_shell = 0
         self._shells_unavailable: str | None = None  # why this host cannot run the command shell, once known
+        self._shell_pool = SHELL_POOL  # lowered when the host's MaxSessions leaves no session for anything else
         self.meter = LinkMeter()
         self.state = ConnectionState("idle")
         self.options = self._resolve_options()
@@ -305,6 +310,11 @@ class SshTransport:
             pass  # the state says why; the next command tries again and reports the error
 
     @property
+    def command_shells(self) -> int:
+        """How many command shells the current connection holds open."""
+        return len([s for s in self._shells if not s.closed])
+
+    @property
     def peer_address(self) -> str | None:
         """The remote address of the open connection (None while there is none)."""
         conn = self._conn
@@ -348,7 +358,8 @@ class SshTransport:
             steps.append(meter.begin(EXEC))
             return _MeteredProcess(meter, steps[1])
 
-        deadline = time.monotonic() + SESSION_SLOT_WAIT_S
+        refused_since = time.monotonic()
+        deadline = refused_since + SESSION_SLOT_WAIT_S
         pause = 0.02
         while True:
             steps[:] = [meter.begin(CHANNEL_OPEN)]
@@ -364,6 +375,8 @@ class SshTransport:
             finally:
                 for step in steps:
                     meter.end(step)
+            if time.monotonic() - refused_since >= SHELL_YIELD_AFTER_S and self._yield_shell(conn):
+                refused_since, pause = time.monotonic(), 0.02  # its slot frees a moment after its channel closes
             await asyncio.sleep(pause)  # a backoff: sshd sends no notice when a slot frees
             pause = min(pause * 2, 0.5)
         assert isinstance(session, _MeteredProcess)
@@ -371,6 +384,17 @@ class SshTransport:
         return session
 
     # -- the command shells ---------------------------------------------------------------------------
+
+    def _yield_shell(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Close an idle command shell of this connection and keep one fewer from now on, so that a host whose
+        MaxSessions the shells fill still opens streams and other channels; False when none is idle."""
+        idle = [s for s in self._shells if not s.closed and not s.busy] if conn is self._conn else []
+        if not idle:
+            return False
+        idle[0].close()
+        self._shells.remove(idle[0])
+        self._shell_pool = min(self._shell_pool, self.command_shells)
+        return True
 
     async def _start_shell(self, conn: asyncssh.SSHClientConnection) -> CommandShell:
         meter = self.meter
@@ -402,7 +426,7 @@ class SshTransport:
         connection has them ready by the time its first commands come."""
         if self._shells_unavailable is not None:
             return
-        missing = SHELL_POOL - len([s for s in self._shells if not s.closed]) - self._shell_starting
+        missing = self._shell_pool - self.command_shells - self._shell_starting
         for _ in range(max(0, missing)):
             self._shell_starting += 1  # counted now: a caller looking at the pool before the task runs waits for it
             task = asyncio.get_running_loop().create_task(self._add_shell(conn))
@@ -442,7 +466,7 @@ class SshTransport:
                     if not shell.busy:
                         shell.busy = True
                         return shell
-                if len(self._shells) + self._shell_starting < SHELL_POOL:
+                if len(self._shells) + self._shell_starting < self._shell_pool:
                     self._fill_shells(conn)
                 if self._shell_starting == 0:
                     return None

@@ -6,12 +6,12 @@ operator's ~/.ssh is never read or written.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from console.host.ssh import SHELL_POOL
 from tests.host.sshd_lab import ClientSide, Sshd, sshd_lab, write_client
 
 __all__ = ["ClientSide", "Sshd"]
@@ -31,10 +31,10 @@ def client(tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Clien
 
 
 @pytest.fixture
-def narrow_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ClientSide]:
-    """The client side of an sshd of its own that allows fewer sessions (MaxSessions) than the transport's
-    command shells and channel budget together."""
+def narrow_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int], ClientSide]]:
+    """The client side of an sshd of its own that allows a connection `max_sessions` sessions (MaxSessions):
+    `narrow_client(n)`, once per test."""
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    with sshd_lab(max_sessions=SHELL_POOL + 2) as narrow:
-        yield write_client(tmp_path, narrow)
+    with contextlib.ExitStack() as servers:
+        yield lambda max_sessions: write_client(tmp_path, servers.enter_context(sshd_lab(max_sessions=max_sessions)))

@@ -22,7 +22,9 @@ from typing import Any
 
 from tests.support.procs import alive, children_of
 
-TEST_USER = "opsct-test"
+# A user per pytest worker: a lab's teardown ends every process of its user, which must not reach the sessions of
+# another worker's lab (nor its `ps -u` checks).
+TEST_USER = f"opsct-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,9 @@ import pytest
 from console.host.audit import AuditLog
 from console.host.base import SudoPasswordRequired
 from console.host.knownhosts import HostKeyRefused
-from console.host.ssh import ConnectionState, SshTransport
+from console.host.ssh import SHELL_POOL, ConnectionState, SshTransport
 from console.host.targets import Target, resolve_target
-from tests.host.sshd_lab import ClientSide, Sshd
+from tests.host.sshd_lab import TEST_USER, ClientSide, Sshd
 
 
 def make_transport(client: ClientSide, **kwargs: object) -> SshTransport:
@@ -70,16 +71,38 @@ async def test_more_concurrent_commands_than_max_sessions_all_succeed(client: Cl
 
 
 async def test_a_burst_past_the_hosts_max_sessions_waits_for_slots_on_the_same_connection(
-    narrow_client: ClientSide,
+    narrow_client: Callable[[int], ClientSide],
 ) -> None:
     """An sshd allowing fewer sessions than the shells and the channel budget together refuses channels in a
     burst ("open failed"); the commands wait for slots instead of dropping the connection, which would end
     every other command in flight without its exit status."""
     states: list[ConnectionState] = []
-    transport = make_transport(narrow_client, on_state=states.append)
+    transport = make_transport(narrow_client(SHELL_POOL + 2), on_state=states.append)
     try:
         results = await asyncio.gather(*(transport.run(["echo", str(i)]) for i in range(40)))
         assert [r.stdout.strip() for r in results] == [str(i) for i in range(40)]
+        assert [s.phase for s in states] == ["connecting", "connected"]
+    finally:
+        await transport.close()
+
+
+async def test_a_host_whose_max_sessions_the_shells_fill_still_streams_and_runs_commands(
+    narrow_client: Callable[[int], ClientSide],
+) -> None:
+    """With MaxSessions as small as the shell pool, the shells would hold every session: a stream (the journal
+    pane's follow) gets one when an idle shell gives its own up, and the commands keep running meanwhile."""
+    states: list[ConnectionState] = []
+    transport = make_transport(narrow_client(SHELL_POOL), on_state=states.append)
+    try:
+        assert (await transport.run(["true"])).ok
+        async with asyncio.timeout(10):
+            while transport.command_shells < SHELL_POOL:  # the pool fills in the background: every session taken
+                await asyncio.sleep(0.01)
+        lines = [line async for line in transport.stream(["sh", "-c", "echo one; echo two"])]
+        assert transport.command_shells == SHELL_POOL - 1
+        results = await asyncio.gather(*(transport.run(["echo", str(i)]) for i in range(12)))
+        assert lines == ["one", "two"]
+        assert [r.stdout.strip() for r in results] == [str(i) for i in range(12)]
         assert [s.phase for s in states] == ["connecting", "connected"]
     finally:
         await transport.close()
@@ -285,7 +308,7 @@ def _behind_lab(client: ClientSide, sshd: Sshd, alias: str, port: int) -> Target
     """A Host ALIAS in the test's ssh_config, reached through `lab` with ProxyJump."""
     client.config.write_text(
         client.config.read_text()
-        + f"Host {alias}\n  Hostname 127.0.0.1\n  Port {port}\n  User opsct-test\n  ProxyJump lab\n"
+        + f"Host {alias}\n  Hostname 127.0.0.1\n  Port {port}\n  User {TEST_USER}\n  ProxyJump lab\n"
         + f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {client.known_hosts}\n"
     )
     return resolve_target(alias, profiles_dir=client.dir, ssh_config=str(client.config))
@@ -315,7 +338,7 @@ async def test_keys_from_the_ssh_agent(client: ClientSide, sshd: Sshd, monkeypat
         monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
         subprocess.run(["ssh-add", "-q", str(sshd.client_key)], check=True, env={"SSH_AUTH_SOCK": str(socket_path)})
         client.config.write_text(
-            f"Host agentlab\n  Hostname 127.0.0.1\n  Port {sshd.port}\n  User opsct-test\n"
+            f"Host agentlab\n  Hostname 127.0.0.1\n  Port {sshd.port}\n  User {TEST_USER}\n"
             f"  UserKnownHostsFile {client.known_hosts}\n"
         )
         target = resolve_target("agentlab", profiles_dir=client.dir, ssh_config=str(client.config))
