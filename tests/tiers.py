@@ -1,6 +1,6 @@
 """The suite's tiers, chosen by marker (pyproject.toml [tool.pytest.ini_options] markers):
 
-- `unit`: pure code and the console's screens on scripted hosts, in this process only: `make unit`, about 1.2 min
+- `unit`: pure code and the console's screens on scripted hosts, in this process only: `make unit`, about 1 min
   on 2 cores, the tier to run before each commit. Every test that is neither of the two below is marked `unit` here.
 - `system`: real processes — the SGLang stand-in, the demo host, a loopback sshd, the CLI as a subprocess, tmux.
 - `testbed`: real systemd + sshd in systemd-nspawn containers (tests/testbed/).
