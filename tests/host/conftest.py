@@ -23,10 +23,14 @@ def sshd() -> Iterator[Sshd]:
         yield server
 
 
-@pytest.fixture
-def client(tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> ClientSide:
+def _private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)  # only the test's own key
     monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.fixture
+def client(tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> ClientSide:
+    _private_home(tmp_path, monkeypatch)
     return write_client(tmp_path, sshd)
 
 
@@ -34,7 +38,6 @@ def client(tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Clien
 def narrow_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int], ClientSide]]:
     """The client side of an sshd of its own that allows a connection `max_sessions` sessions (MaxSessions):
     `narrow_client(n)`, once per test."""
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
+    _private_home(tmp_path, monkeypatch)
     with contextlib.ExitStack() as servers:
         yield lambda max_sessions: write_client(tmp_path, servers.enter_context(sshd_lab(max_sessions=max_sessions)))
