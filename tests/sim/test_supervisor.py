@@ -24,12 +24,12 @@ from console.sim.supervisor import (
 
 SERVICE = """\
 import signal, sys, time
-print("service starting", flush=True)
-print("to stderr", file=sys.stderr, flush=True)
 def bye(*_):
     print("got SIGTERM", flush=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, {handler})
+print("service starting", flush=True)  # after the handler: a stop from here on goes through it
+print("to stderr", file=sys.stderr, flush=True)
 while True:
     time.sleep(0.05)
 """
@@ -177,7 +177,7 @@ async def test_sigkill_after_timeout_stop_sec(manager: tuple[DemoServiceManager,
     await client.daemon_reload()
     await client.restart()
     await wait_state(client, "active")
-    # Wait until the script has installed its handler, or SIGTERM would kill it at once.
+    # Wait until the script has installed its handler (it says so after), or SIGTERM would kill it at once.
     deadline = time.monotonic() + 10
     while "service starting" not in await journal_messages(client):
         assert time.monotonic() < deadline
