@@ -21,7 +21,7 @@ import pytest
 
 from tests.testbed import cache, resources
 from tests.testbed.host import GpuHost
-from tests.tiers import classify, forbid_processes
+from tests.tiers import classify, forbid_processes, start_long_tests_first
 
 __all__ = ["forbid_processes"]
 
@@ -92,7 +92,17 @@ def unknown_gpu_host(_unknown_gpu_host_session: GpuHost) -> GpuHost:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    classify(items)
+    classify(items)  # before `-m` deselects: `make unit` chooses by the marker this adds
+
+
+class _LongTestsFirst:
+    @pytest.hookimpl(trylast=True)  # after `-m` has deselected: the workers' slices are cut from what runs
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        start_long_tests_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_LongTestsFirst(), "opsconsole-long-tests-first")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

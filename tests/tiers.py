@@ -10,6 +10,10 @@ known-schedule server, bench_serving beside ours, the stand-in's calibration). `
 parallel workers, then these one at a time, so that the figures carry no other test's CPU (they still hold with a
 core kept busy).
 
+And `long(seconds)`: a test that waits on real time for half a minute or more (a tune, a benchmark crossing), mostly
+idle. Under xdist every worker starts with its share of them (`start_long_tests_first`), so that they wait while the
+others use the CPU instead of making the run's tail.
+
 A test is `system` when its file says so (`pytestmark = pytest.mark.system`) or when it asks for a fixture that
 starts a real part (REAL_FIXTURES). So that the fast tier cannot quietly grow slow, a `unit` test that starts a
 process fails with what to do (`forbid_processes`).
@@ -65,3 +69,39 @@ def forbid_processes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
     yield
+
+
+def start_long_tests_first(items: list[pytest.Item], workers: int) -> None:
+    """Reorder `items` so that each of `workers` xdist workers starts with its share of the `long` tests.
+
+    Worksteal gives worker k the k-th of `workers` contiguous slices of the collection to start with, and later
+    moves tests only from the end of a queue to a worker that ran out (xdist's WorkStealingScheduling). So long tests
+    that sit together run one after the other on one worker: the tune tests did, 400 s of waiting in a row that
+    decided when the run ended, with a third of the CPU idle. Here they are dealt longest first, each to the slice
+    with the least long-test time so far, and lead their slices; every other test keeps its order (and its module's
+    fixtures their grouping)."""
+    long = [item for item in items if item.get_closest_marker("long")]
+    if workers < 2 or not long:
+        return
+    rest = [item for item in items if not item.get_closest_marker("long")]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    waited = [0.0] * workers
+    for item in sorted(long, key=_long_seconds, reverse=True):
+        lightest = waited.index(min(waited))
+        shares[lightest].append(item)
+        waited[lightest] += _long_seconds(item)
+    reordered: list[pytest.Item] = []
+    remaining = len(items)
+    for k, share in enumerate(shares):
+        size = remaining // (workers - k)  # the slice worksteal hands worker k at the start
+        remaining -= size
+        fill = max(0, size - len(share))
+        reordered += share + rest[:fill]
+        del rest[:fill]
+    items[:] = reordered + rest
+
+
+def _long_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("long")
+    assert marker is not None and marker.args, f"{item.nodeid}: write its measured time as `long(seconds)`"
+    return float(marker.args[0])

@@ -192,6 +192,7 @@ def outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {h["host"]: h["outcome"] for h in report["hosts"]}
 
 
+@pytest.mark.long(52)  # its measured seconds, the three hosts' boot with it: started first (tests/tiers.py)
 def test_rolling_changes_behind_the_router_drop_no_request(fleet: Fleet) -> None:
     hosts = fleet.hosts
     pids = {h.alias: h.service_properties("MainPID")["MainPID"] for h in hosts}

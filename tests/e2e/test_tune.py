@@ -91,6 +91,7 @@ def _healthy(host: GpuHost) -> bool:
     return True
 
 
+@pytest.mark.long(39)  # its measured seconds: started first (tests/tiers.py)
 def test_a_setup_that_fails_to_start_is_rolled_back_and_skipped_and_the_original_is_back(fast_host: GpuHost) -> None:
     host = fast_host
     original = host.unit_file_text()
@@ -167,6 +168,7 @@ def test_a_second_apply_is_refused_while_a_tune_holds_the_unit_and_ctrl_c_puts_t
     assert _guard_files(host) == []
 
 
+@pytest.mark.long(63)  # its measured seconds: started first (tests/tiers.py)
 def test_the_link_drops_mid_tune_the_tune_carries_on_and_the_original_is_back(fast_host: GpuHost) -> None:
     """The link goes down for a few seconds while a trial unit runs: the host's guard must not restore anything
     behind the tune's back (the console claims it again from its new connection), the benchmark that lost

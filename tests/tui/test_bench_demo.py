@@ -66,6 +66,7 @@ async def _benchmark(pilot: object, app: object, label: str) -> None:
     await pilot.press("escape")  # type: ignore[attr-defined]
 
 
+@pytest.mark.long(41)  # its measured seconds: started first (tests/tiers.py)
 async def test_two_setups_benchmarked_from_the_console_cross_where_the_profile_puts_it(demo: Demo) -> None:
     await install(demo, lambda text: seed_unit(text, profile=KIMI, version="0.5.9"))  # no speculation
     workspace = Workspace.resolve(demo.workspace)

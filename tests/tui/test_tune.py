@@ -212,6 +212,7 @@ async def pick(pilot: Pilot[Any], screen: TuneFormScreen, key: str, value: str) 
     await wait_until(pilot, lambda: field.value == value and not field.expanded, f"{key} = {value}")
 
 
+@pytest.mark.long(27)  # its measured seconds: started first (tests/tiers.py)
 @pytest.mark.system
 def test_in_a_real_terminal_opsconsole_demo_tunes_two_setups_to_the_result_table(tmp_path: Path) -> None:
     """`opsconsole demo` in tmux: T, the form typed into, ctrl+s, y; two setups at one level, two seconds a run,

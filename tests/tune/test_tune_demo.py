@@ -94,6 +94,7 @@ async def test_the_kimi_demo_brings_its_eagle3_unit_and_a_tune_of_eagle3_prunes_
     assert all(c.config["speculative_algorithm"] == "EAGLE3" for c in space.candidates)
 
 
+@pytest.mark.long(33)  # its measured seconds: started first (tests/tiers.py)
 async def test_qwen_steps_3_is_best_at_c1_about_1_9x_steps_1(demo: Demo) -> None:
     original = await install(demo, lambda text: seed_unit(
         text, profile=QWEN, version="0.5.9", spec_v2=False,
@@ -130,6 +131,7 @@ async def test_qwen_steps_3_is_best_at_c1_about_1_9x_steps_1(demo: Demo) -> None
     assert doc["recommendations"][0]["config"]["speculative_num_steps"] == 3
 
 
+@pytest.mark.long(135)  # its measured seconds: started first (tests/tiers.py)
 async def test_kimi_no_speculation_at_c1_eagle3_chain_with_spec_v2_at_high_concurrency_topk4_never(
     demo: Demo,
 ) -> None:
@@ -278,6 +280,7 @@ KIMI_EAGLE3 = [("--speculative-algorithm", "EAGLE3"), ("--speculative-num-steps"
                ("--speculative-draft-model-path", "sim/kimi-k2.5-eagle3")]  # fmt: skip
 
 
+@pytest.mark.long(136)  # its measured seconds: started first (tests/tiers.py)
 @pytest.mark.system  # the demo host's processes (tests/tiers.py)
 async def test_a_budget_spent_in_the_full_runs_recommends_each_levels_leader_by_the_short_runs(
     kimi_demo: Demo,

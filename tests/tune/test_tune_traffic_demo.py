@@ -76,6 +76,7 @@ def accept_length(result: TuneResult, name: str, concurrency: int) -> float:
     return float(metrics["accept_length"])
 
 
+@pytest.mark.long(43)  # its measured seconds: started first (tests/tiers.py)
 async def test_tune_with_an_slo_recommends_differently_on_chat_and_on_code(kimi: Demo) -> None:
     original = await asyncio.to_thread(kimi.host().unit)
     chat, code = write_datasets(kimi.workspace / "datasets", count=60, seed=1)
