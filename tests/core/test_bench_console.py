@@ -53,7 +53,7 @@ def test_every_wrong_field_is_named_with_what_to_type() -> None:
         plan_sweeps(form)
     problems = caught.value.problems
     assert set(problems) == {"label", "concurrency", "duration", "input_len", "repeat"}
-    assert "as in 1,8,32" in problems["concurrency"] and "not both" in problems["duration"]
+    assert "e.g. 1,8,32" in problems["concurrency"] and "not both" in problems["duration"]
     with pytest.raises(FormErrors) as caught:
         plan_sweeps(BenchForm(label="a", repeat="0"))
     assert list(caught.value.problems) == ["repeat"] and "repeat must be ≥ 1" in caught.value.problems["repeat"]

@@ -87,7 +87,7 @@ async def test_wrong_fields_are_said_beside_them_and_nothing_starts(tmp_path: Pa
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: "not started: 2 field(s) to fix" in _text(app), "the refusal")
         text = _text(app)
-        assert "concurrency levels must be comma-separated whole numbers, as in 1,8,32" in text
+        assert "concurrency levels must be comma-separated whole numbers, e.g. 1,8,32" in text
         assert "give requests or a duration per level, not both" in text
         assert app.screen.query_one("#bench-concurrency", Input).has_class("-wrong")
         assert bench.planned == [] and app.bench_runs == {}

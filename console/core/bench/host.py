@@ -46,7 +46,7 @@ def parse_int_list(text: str, what: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UsageError(f"{what} must be comma-separated whole numbers, as in 1,8,32 (got {text!r})") from None
+        raise UsageError(f"{what} must be comma-separated whole numbers, e.g. 1,8,32 (got {text!r})") from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{what} must be whole numbers ≥ 1, e.g. 1,8,32 (got {text!r})")
     return values

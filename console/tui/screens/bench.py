@@ -65,9 +65,9 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("dataset", "dataset", "your prompts: a file of datasets/"),
     ("dataset_sample", "sample", "requests drawn from the dataset"),
     ("seed", "seed", "same seed, same requests in the same order"),
-    ("shape_window", "shape window", "watch the server's traffic (as in 10m), then run its shape (empty: off)"),
-    ("rate_scale", "rate scale", "with a shape: the rate seen × each, as in 1,1.5,2"),
-    ("concurrency", "concurrency", "levels, as in 1,8,32"),
+    ("shape_window", "shape window", "watch the server's traffic, e.g. 10m, then run its shape (empty: off)"),
+    ("rate_scale", "rate scale", "with a shape: the rate seen × each, e.g. 1,1.5,2"),
+    ("concurrency", "concurrency", "levels, e.g. 1,8,32"),
     ("request_rate", "request rates", "req/s, open loop instead (empty: closed loop)"),
     ("requests", "requests", "per level (empty: max(16, 4×C); a dataset: its sample)"),
     ("duration", "duration s", "per level, instead of requests"),
@@ -75,7 +75,7 @@ FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("output_len", "output tokens", "forced (random), at most (chat, dataset; empty: its own)"),
     ("repeat", "repeats", "per level: 3 measures the noise"),
     ("warmup", "warm-up", "requests per level, not measured"),
-    ("slo", "SLO", "as in ttft_p95=800ms,tpot_p95=60ms (empty: none)"),  # see slo_hint: the profile's [slo]
+    ("slo", "SLO", "e.g. ttft_p95=800ms,tpot_p95=60ms (empty: none)"),  # see slo_hint: the profile's [slo]
     ("find_capacity", "find capacity", "the rate at which the SLO stops being met"),
 )
 SELECTS = {"workload", "dataset", "find_capacity"}
