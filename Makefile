@@ -49,10 +49,9 @@ unit: $(STAMP)
 # The whole suite. Most of it waits on real processes (containers booting, servers starting), so it runs in
 # parallel workers that take waiting tests from each other; then the tests that measure time against a server run
 # one at a time, so that no other test's CPU is in their figures (marker `alone`, tests/tiers.py).
-# Two workers a core and one more: nine tests wait on real time for half a minute to two minutes each, mostly idle
-# (marker `long`), and each worker starts with its share of them while the others use the CPU. On 2 cores the
-# parallel tier took 590 s with 3 workers, 557 s with 4, 504 s with 4 and the long tests first, 455 s with 5
-# (docs/measured.md); past that the CPU is the floor.
+# Two workers a core and one more: the tests marked `long` wait on real time, mostly idle, and each worker starts
+# with its share of them while the others use the CPU (on 2 cores: 590 s with 3 workers, 455 s with 5;
+# docs/measured.md).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 + 1 )))
 test: $(STAMP) $(BENCH_SERVING) system-deps lint typecheck
 	$(BIN)/pytest tests -m "not alone" -n $(TEST_WORKERS) --dist worksteal

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.tiers import start_long_tests_first
+from tests.tiers import first_slice_sizes, start_long_tests_first
 
 
 @dataclass
@@ -21,13 +21,16 @@ class FakeItem:
 
 
 def slices(items: list[FakeItem], workers: int) -> list[list[str]]:
-    """The contiguous slices worksteal hands the workers at the start (xdist's WorkStealingScheduling)."""
-    out, start, remaining = [], 0, len(items)
-    for k in range(workers):
-        size = remaining // (workers - k)
+    out, start = [], 0
+    for size in first_slice_sizes(len(items), workers):
         out.append([i.nodeid for i in items[start : start + size]])
-        start, remaining = start + size, remaining - size
+        start += size
     return out
+
+
+def test_worksteal_splits_what_is_left_evenly_among_the_workers_not_served_yet() -> None:
+    assert first_slice_sizes(20, 3) == [6, 7, 7]
+    assert first_slice_sizes(1779, 5) == [355, 356, 356, 356, 356]
 
 
 def test_each_worker_starts_with_its_share_longest_first_and_the_rest_keep_their_order() -> None:

@@ -91,14 +91,20 @@ def start_long_tests_first(items: list[pytest.Item], workers: int) -> None:
         shares[lightest].append(item)
         waited[lightest] += _long_seconds(item)
     reordered: list[pytest.Item] = []
-    remaining = len(items)
-    for k, share in enumerate(shares):
-        size = remaining // (workers - k)  # the slice worksteal hands worker k at the start
-        remaining -= size
+    for share, size in zip(shares, first_slice_sizes(len(items), workers), strict=True):
         fill = max(0, size - len(share))
         reordered += share + rest[:fill]
         del rest[:fill]
     items[:] = reordered + rest
+
+
+def first_slice_sizes(count: int, workers: int) -> list[int]:
+    """The sizes of the contiguous slices worksteal hands its workers at the start: what is left, split evenly
+    among the workers not served yet (xdist's WorkStealingScheduling.check_schedule)."""
+    sizes = []
+    for k in range(workers):
+        sizes.append((count - sum(sizes)) // (workers - k))
+    return sizes
 
 
 def _long_seconds(item: pytest.Item) -> float:
