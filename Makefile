@@ -12,6 +12,11 @@ BENCH_SERVING := $(HOME)/.cache/opsconsole/sglang-0.5.6.post2/bench_serving.py
 
 .PHONY: demo test lint typecheck unit system-deps clean bench
 
+# Python keeps its compiled code (in __pycache__, ignored by git) even where the environment says not to write
+# bytecode: every process the suite starts (the CLI, the stand-in, its nvidia-smi, each pytest worker's
+# assertion-rewritten tests) would compile its modules again each time, a third of a CLI's start (docs/measured.md).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -37,14 +42,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The fast tier (tests/tiers.py): pure code and the console's screens on scripted hosts. Run it before each commit.
-# Each worker imports every test module: their compiled, assertion-rewritten code is kept between runs (in
-# __pycache__, ignored by git) even where the environment says not to write bytecode, which halves that import.
 # Two workers a core: a screen test waits on the app's timers a third of its time, which another worker fills
 # (on 2 cores: 90 s with 4 workers, 129 s with 2). Worksteal: a worker that runs out takes tests from the others
 # instead of idling at the end of its share (55 s against 61 s with xdist's default; docs/measured.md).
 UNIT_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 unit: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m unit -n $(UNIT_WORKERS) --dist worksteal -q
+	$(BIN)/pytest -m unit -n $(UNIT_WORKERS) --dist worksteal -q
 
 # The whole suite. Most of it waits on real processes (containers booting, servers starting), so it runs in
 # parallel workers that take waiting tests from each other; then the tests that measure time against a server run
