@@ -10,10 +10,9 @@ clients such as SGLang's bench_serving (`--tokenizer <state dir>/tokenizer`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -74,6 +73,8 @@ def reserved_mib(total_mib: int) -> int:
 
 
 def gpu_uuid(profile_name: str, index: int) -> str:
+    import hashlib  # here, like tempfile below: the nvidia-smi stand-in, a process at every poll, needs neither
+
     h = hashlib.sha1(f"{profile_name}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
@@ -155,6 +156,8 @@ def state_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
             return run
     except OSError:
         pass
+    import tempfile
+
     return Path(tempfile.gettempdir()) / "opsconsole-sim"
 
 
@@ -168,6 +171,8 @@ def write_state(
     cuda_version: str = CUDA_VERSION,
 ) -> Path:
     """Atomically replace the state file (temp file + rename), world-readable."""
+    import tempfile
+
     directory.mkdir(parents=True, exist_ok=True)
     payload = {
         "pid": pid,
@@ -202,13 +207,13 @@ class HostGpus:
     cuda_version: str = CUDA_VERSION
 
 
-def read_state(directory: Path, default_spec: Any, default_count: int, default_profile: str) -> HostGpus:
-    """What nvidia-smi should show: the live simulator's GPUs, or idle GPUs when none is running."""
+def read_state(directory: Path, idle: Callable[[], list[GpuState]]) -> HostGpus:
+    """What nvidia-smi should show: the live simulator's GPUs, or `idle()` when none has written its state."""
     path = directory / STATE_FILE
     try:
         payload = json.loads(path.read_text())
     except (OSError, ValueError):
-        return HostGpus(idle_gpus(default_spec, default_count, default_profile))
+        return HostGpus(idle())
     gpus = [
         GpuState(**{**g, "processes": tuple(GpuProcess(**p) for p in g.get("processes", ()))})
         for g in payload.get("gpus", [])

@@ -12,15 +12,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from console.sim.gpus import GpuProcess, GpuState, HostGpus, read_state, state_dir
+from console.sim.gpus import GpuProcess, GpuState, HostGpus, idle_gpus, read_state, state_dir
 
 NA = "[N/A]"
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):  # tuples, not dataclasses: a process runs this module at every poll of the demo's GPUs
     header: str  # what the CSV header says (newer drivers rename some fields)
     unit: str  # suffix in csv without nounits ("" for none)
     value: Callable[[GpuState, HostGpus], str]
@@ -76,8 +75,7 @@ _ALIASES = {
 }
 
 
-@dataclass(frozen=True)
-class AppField:
+class AppField(NamedTuple):
     header: str
     unit: str
     value: Callable[[GpuProcess, GpuState], str]
@@ -246,14 +244,19 @@ def _is_state_dir_arg(args: Sequence[str], i: int) -> bool:
     return args[i].startswith("--sim-state-dir") or (i > 0 and args[i - 1] == "--sim-state-dir")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _default_profiles_idle_gpus() -> list[GpuState]:
+    # Imported only when no simulator has written its state: the profiles are a tenth of a poll's process.
     from console.sim.profiles import DEFAULT_PROFILE, get_profile
 
+    profile = get_profile(DEFAULT_PROFILE)
+    return idle_gpus(profile.gpu, profile.gpu_count, profile.name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     explicit_dir = _option(args, "--sim-state-dir")  # the demo's profile points its gpu_command here
     args = [a for i, a in enumerate(args) if not _is_state_dir_arg(args, i)]
-    profile = get_profile(DEFAULT_PROFILE)
-    host = read_state(state_dir(explicit_dir), profile.gpu, profile.gpu_count, profile.name)
+    host = read_state(state_dir(explicit_dir), _default_profiles_idle_gpus)
     try:
         sys.stdout.write(render(args, host))
     except UsageError as e:

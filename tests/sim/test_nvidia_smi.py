@@ -15,7 +15,7 @@ import pytest
 from console.sim.gpus import GpuProcess, GpuState, HostGpus, follow, idle_gpus, read_state, write_state
 from console.sim.nvidia_smi import UsageError, render
 from console.sim.perf import PerfModel
-from console.sim.profiles import get_profile
+from console.sim.profiles import DEFAULT_PROFILE, get_profile
 
 # Copies of the real H200 captures (shared/fixtures/gpu), so a fresh clone has them.
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu"
@@ -163,10 +163,10 @@ def test_state_file_round_trip_and_dead_simulator_shows_idle(tmp_path: Path) -> 
     busy = h200(**BUSY, processes=(GpuProcess(os.getpid(), "python3", 31722),))  # type: ignore[arg-type]
     write_state(tmp_path, pid=os.getpid(), profile="p", gpus=[busy])
     assert (tmp_path / "gpus.json").stat().st_mode & 0o777 == 0o644
-    assert read_state(tmp_path, None, 0, "p").gpus == [busy]
+    assert read_state(tmp_path, list).gpus == [busy]
     # A PID that cannot exist: the boards stay, the load goes.
     write_state(tmp_path, pid=2**22 + 1, profile="p", gpus=[busy])
-    idle = read_state(tmp_path, None, 0, "p").gpus[0]
+    idle = read_state(tmp_path, list).gpus[0]
     assert idle.util_gpu == 0 and idle.memory_used_mib == 0 and idle.processes == ()
 
 
@@ -193,3 +193,9 @@ def test_command_line_reads_the_state_dir(tmp_path: Path) -> None:
     assert done.stdout == "0, 100, 692.89\n"
     bad = subprocess.run([*cmd, "--format=xml"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2
+    nothing_written = {**env, "OPSCONSOLE_SIM_STATE_DIR": str(tmp_path / "none")}  # no simulator has run
+    idle = subprocess.run([*cmd, "--format=csv,noheader,nounits"], env=nothing_written, capture_output=True, text=True)
+    profile = get_profile(DEFAULT_PROFILE)
+    assert [line.split(", ")[:2] for line in idle.stdout.splitlines()] == [
+        [str(i), "0"] for i in range(profile.gpu_count)
+    ]

@@ -320,7 +320,7 @@ def test_gpus_load_up_while_serving_and_nvidia_smi_shows_it() -> None:
     from console.sim.gpus import read_state
 
     with running_sim([*FAST, "--sim-speedup", "0.05"]) as s:
-        idle = read_state(s.state_dir, None, 0, "x").gpus[0]
+        idle = read_state(s.state_dir, list).gpus[0]
         assert idle.util_gpu == 0 and idle.memory_used_mib > 0  # weights, KV pool and graphs are resident
         done = threading.Event()
 
@@ -331,10 +331,10 @@ def test_gpus_load_up_while_serving_and_nvidia_smi_shows_it() -> None:
 
         threading.Thread(target=request, daemon=True).start()
         deadline = time.monotonic() + 20
-        while read_state(s.state_dir, None, 0, "x").gpus[0].util_gpu == 0:
+        while read_state(s.state_dir, list).gpus[0].util_gpu == 0:
             assert time.monotonic() < deadline and not done.is_set()
             time.sleep(0.05)
-        busy = read_state(s.state_dir, None, 0, "x").gpus[0]
+        busy = read_state(s.state_dir, list).gpus[0]
         assert busy.power_draw_w > idle.power_draw_w and busy.sm_clock_mhz > idle.sm_clock_mhz
         env = {**os.environ, "OPSCONSOLE_SIM_STATE_DIR": str(s.state_dir)}
         apps = subprocess.run(
