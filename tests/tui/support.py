@@ -14,7 +14,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from textual.app import App
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 from console.cli.connect import build_app
 from console.core.monitor import HostView, Monitor, UnitAsk
@@ -255,7 +257,7 @@ async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str
     a broken test takes to say so: on a loaded machine a condition that holds can take seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not condition():
+    while not (condition() and laid_out(pilot.app)):
         if loop.time() > deadline:  # with what the terminal showed: a timeout on a busy CI machine says why
             shown = screen_text(cast(OpsConsoleApp, pilot.app))
             raise AssertionError(f"timed out after {timeout} s waiting for {what}; the screen showed:\n{shown}")
@@ -267,6 +269,15 @@ async def without_cursor(pilot: Pilot[Any]) -> None:
     way) decides the picture; Pilot tests check where focus goes."""
     pilot.app.screen.set_focus(None)
     await wait_until(pilot, lambda: pilot.app.focused is None, "no focused field")
+
+
+def laid_out(app: App[Any]) -> bool:
+    """No layout pending on the screen or any widget of it. A widget whose content changed is drawn from the
+    compositor at once, but at its old size until the layout that follows at the next idle: screen_text read in
+    between can show what the terminal never does (a grown status's first line only; once, on a busy machine).
+    Textual lays out before it paints, so a condition on what is shown is checked only then."""
+    screen = app.screen
+    return not screen._layout_required and not any(widget._layout_required for widget in screen.walk_children(Widget))
 
 
 def screen_text(app: OpsConsoleApp) -> str:

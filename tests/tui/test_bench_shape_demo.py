@@ -55,7 +55,7 @@ async def test_a_shape_window_is_refused_without_the_histograms_then_watched_sai
         await _start_shaped(pilot, app)
         await wait_until(pilot, lambda: "failed:" in _text(app), "the refusal", 60)
         text = _text(app)
-        assert "only with --collect-tokens-histogram" in text and "nothing was sent" in text
+        assert "only with --collect-tokens-histogram" in text and "nothing was sent" in text, text
         assert not list(workspace.logs.glob("bench-*.jsonl"))  # nothing was sent, nothing recorded
         await pilot.press("escape")
 
