@@ -50,15 +50,15 @@ unit: $(STAMP)
 	$(BIN)/pytest -m unit -n $(UNIT_WORKERS) --dist worksteal -q
 
 # The whole suite. Most of it waits on real processes (containers booting, servers starting), so it runs in
-# parallel workers that take waiting tests from each other; then the tests that measure time against a server run
-# one at a time, so that no other test's CPU is in their figures (marker `alone`, tests/tiers.py).
+# parallel workers that take waiting tests from each other. Beside it, the tests that measure time against a server run
+# one at a time, with the rest at idle priority so that none of its CPU is in their figures (marker `alone`,
+# tests/tiers.py; scripts/run-suite.sh).
 # Two workers a core and one more: the tests marked `long` wait on real time, mostly idle, and each worker starts
 # with its share of them while the others use the CPU (on 2 cores: 590 s with 3 workers, 455 s with 5;
 # docs/measured.md).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 + 1 )))
 test: $(STAMP) $(BENCH_SERVING) system-deps lint typecheck
-	$(BIN)/pytest tests -m "not alone" -n $(TEST_WORKERS) --dist worksteal
-	$(BIN)/pytest tests -m alone
+	BIN=$(BIN) bash scripts/run-suite.sh $(TEST_WORKERS)
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done

@@ -9,13 +9,16 @@ would last (N / C) × L with a client that costs nothing. What a client adds per
 and its output throughput falls short of the truth by about overhead / (L + overhead). bench_serving opens a
 new aiohttp session and TCP connection for every request and, after the last one, calls /get_server_info
 inside its timed window; opsconsole's engine keeps its connections. Both run the same workload, several rounds,
-optionally while a busy loop keeps one core busy (--busy), and the figures are printed per round and as the
-worst round. The test tests/bench/test_agrees_with_bench_serving.py takes its tolerances from these figures.
+optionally while a busy loop keeps one core busy (--busy) or while N busy loops run in a cgroup marked idle
+(--idle-load N: where `make test` runs the rest of the suite beside the timed tests, scripts/run-suite.sh), and the
+figures are printed per round and as the worst round.
+The test tests/bench/test_agrees_with_bench_serving.py takes its tolerances from these figures.
 
 Neither client warms up (one more whole request of waiting each). The defaults are the truth test's workload
 (1.3 s requests, 12 at C = 4); `--prompts 8 --output-len 512` is the agreement test's (2.6 s requests).
 
-Run: .venv/bin/python benchmarks/bench_serving_overhead.py [--rounds 3] [--busy] [--output-len 256] [--json]
+Run: .venv/bin/python benchmarks/bench_serving_overhead.py [--rounds 3] [--busy] [--idle-load N] [--output-len 256]
+     [--json]
 """
 
 from __future__ import annotations
@@ -71,6 +74,17 @@ def theirs(url: str, args: argparse.Namespace) -> dict[str, float]:
     return {k: float(result.record[k]) for k in ("duration", "output_throughput", "mean_tpot_ms", "mean_ttft_ms")}
 
 
+def start_idle_load(loops: int) -> tuple[Path | None, list[subprocess.Popen[bytes]]]:
+    """`loops` busy loops in a new cgroup (v1's cpu hierarchy) marked idle, as scripts/run-suite.sh runs the bulk."""
+    if not loops:
+        return None, []
+    cgroup = Path(f"/sys/fs/cgroup/cpu/opsconsole-idle-load-{os.getpid()}")
+    cgroup.mkdir()
+    (cgroup / "cpu.idle").write_text("1")
+    enter = f"echo $$ > {cgroup / 'cgroup.procs'} && exec {sys.executable} -c 'while True: pass'"
+    return cgroup, [subprocess.Popen(["sh", "-c", enter]) for _ in range(loops)]
+
+
 def judge(figures: dict[str, float], latency_s: float, args: argparse.Namespace) -> dict[str, float]:
     rounds = args.prompts / args.concurrency
     truth_tput = args.prompts * args.output_len / (rounds * latency_s)
@@ -88,6 +102,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a busy loop meanwhile")
+    parser.add_argument(
+        "--idle-load", type=int, default=0, metavar="N", help="N busy loops in a cgroup marked idle meanwhile (root)"
+    )
     parser.add_argument("--prompts", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--input-len", type=int, default=32)
@@ -102,6 +119,7 @@ def main() -> int:
     latency_s = truth_latency_s(args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.output_len)
     cpu = 1 if len(os.sched_getaffinity(0)) > 1 else None
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    idle_cgroup, idle_load = start_idle_load(args.idle_load)
     server, port = start_schedule_server(
         "--ttft-ms",
         str(args.ttft_ms),
@@ -122,9 +140,12 @@ def main() -> int:
             rows.append({"round": index + 1, "client": "bench_serving", **judge(theirs(url, args), latency_s, args)})
     finally:
         stop_process(server)
-        if busy is not None:
-            busy.kill()
-            busy.wait()
+        for loop in [busy, *idle_load]:
+            if loop is not None:
+                loop.kill()
+                loop.wait()
+        if idle_cgroup is not None:
+            idle_cgroup.rmdir()
     worst = {
         client: {
             "worst_throughput_error_pct": min(r["throughput_error_pct"] for r in rows if r["client"] == client),
@@ -139,6 +160,7 @@ def main() -> int:
         "concurrency": args.concurrency,
         "output_len": args.output_len,
         "busy_core": args.busy,
+        "idle_loops": args.idle_load,
     }
     if args.json:
         print(json.dumps({"workload": workload, "rounds": rows, "worst": worst}))

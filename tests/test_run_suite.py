@@ -1,0 +1,80 @@
+"""scripts/run-suite.sh, `make test`'s pytest part, run with a stand-in pytest that reports where it ran: the bulk in
+a cgroup marked idle, the timed tests beside it at normal priority, both at once, Ctrl-C able to reach both, the
+cgroup gone after, and a failure of either failing the whole."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.system
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "run-suite.sh"
+
+# Reports its run's cgroup, whether that cgroup is idle and whether SIGINT is ignored; waits until the other run has
+# started (so the two can only pass side by side), then exits with $FAKE_RC_<run>.
+FAKE_PYTEST = r"""#!/usr/bin/env bash
+out=$(dirname "$0")
+case "$*" in *"not alone"*) run=bulk other=timed ;; *) run=timed other=bulk ;; esac
+touch "$out/$run.started"
+cg=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup)
+idle=$(cat "/sys/fs/cgroup/cpu$cg/cpu.idle")
+sigign=$(awk '/^SigIgn/ {print $2}' /proc/self/status)
+printf '%s\n%s\n%s\n' "$cg" "$idle" "$sigign" >"$out/$run.report"
+for _ in $(seq 600); do [ -e "$out/$other.started" ] && break; sleep 0.05; done
+[ -e "$out/$other.started" ] || { echo "$run: the $other run never started beside me"; exit 3; }
+echo "$run output"
+exit "${FAKE_RC:-0}"
+"""
+
+
+def own_cpu_cgroup() -> str:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    raise AssertionError("no cpu cgroup in /proc/self/cgroup")
+
+
+def run_suite(tmp_path: Path, bulk_rc: int = 0, timed_rc: int = 0) -> tuple[subprocess.CompletedProcess[str], dict]:
+    fake = tmp_path / "pytest"
+    fake.write_text(FAKE_PYTEST.replace("${FAKE_RC:-0}", f"$([ $run = bulk ] && echo {bulk_rc} || echo {timed_rc})"))
+    fake.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "5"],
+        env={**os.environ, "BIN": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    reports = {}
+    for run in ("bulk", "timed"):
+        report = tmp_path / f"{run}.report"
+        if report.exists():
+            cgroup, idle, sigign = report.read_text().split()
+            reports[run] = {"cgroup": cgroup, "idle": idle, "sigint_ignored": bool(int(sigign, 16) & (1 << 1))}
+    return result, reports
+
+
+def test_the_bulk_runs_idle_and_the_timed_tests_beside_it(tmp_path: Path) -> None:
+    if not Path("/sys/fs/cgroup/cpu/cpu.idle").exists() or os.geteuid() != 0:
+        pytest.fail("needs root and cgroup v1's cpu hierarchy with cpu.idle, as on this project's machines")
+    result, reports = run_suite(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    bulk, timed = reports["bulk"], reports["timed"]
+    assert bulk["cgroup"].startswith("/opsconsole-bulk-") and bulk["idle"] == "1", bulk
+    assert timed["cgroup"] == own_cpu_cgroup(), timed  # where the script was started (inside the suite's bulk here)
+    assert not bulk["sigint_ignored"] and not timed["sigint_ignored"], reports
+    # the timed run's output comes after the bulk's, not mixed into it
+    assert result.stdout.index("bulk output") < result.stdout.index("timed output"), result.stdout
+    assert not Path("/sys/fs/cgroup/cpu", bulk["cgroup"].lstrip("/")).exists(), "the bulk's cgroup is left"
+
+
+@pytest.mark.parametrize(("bulk_rc", "timed_rc"), [(1, 0), (0, 1)])
+def test_a_failure_in_either_run_fails_the_suite(tmp_path: Path, bulk_rc: int, timed_rc: int) -> None:
+    result, reports = run_suite(tmp_path, bulk_rc, timed_rc)
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert set(reports) == {"bulk", "timed"}, "both ran to the end"
