@@ -275,8 +275,12 @@ def laid_out(app: App[Any]) -> bool:
     """No layout pending on the screen or any widget of it. A widget whose content changed is drawn from the
     compositor at once, but at its old size until the layout that follows at the next idle: screen_text read in
     between can show what the terminal never does (a grown status's first line only; once, on a busy machine).
-    Textual lays out before it paints, so a condition on what is shown is checked only then."""
+    Textual lays out before it paints, so a condition on what is shown is checked only then. A screen just pushed
+    has no layout pending either until it resumes and is laid out the first time: until then its compositor has
+    nothing to show (a confirmation read as having no rows, once, on a busy machine)."""
     screen = app.screen
+    if screen._compositor.root is not screen:
+        return False
     return not screen._layout_required and not any(widget._layout_required for widget in screen.walk_children(Widget))
 
 
