@@ -9,26 +9,28 @@ would last (N / C) × L with a client that costs nothing. What a client adds per
 and its output throughput falls short of the truth by about overhead / (L + overhead). bench_serving opens a
 new aiohttp session and TCP connection for every request and, after the last one, calls /get_server_info
 inside its timed window; opsconsole's engine keeps its connections. Both run the same workload, several rounds,
-optionally while a busy loop keeps one core busy (--busy) or while N busy loops run in a cgroup marked idle
-(--idle-load N: where `make test` runs the rest of the suite beside the timed tests, scripts/run-suite.sh), and the
+optionally while busy loops run (--busy: one, --loops N: N), and optionally from a cgroup of the top CPU weight
+(--top-weight: as `make test` runs the timed tests beside the rest of the suite, scripts/run-suite.sh), and the
 figures are printed per round and as the worst round.
 The test tests/bench/test_agrees_with_bench_serving.py takes its tolerances from these figures.
 
 Neither client warms up (one more whole request of waiting each). The defaults are the truth test's workload
 (1.3 s requests, 12 at C = 4); `--prompts 8 --output-len 512` is the agreement test's (2.6 s requests).
 
-Run: .venv/bin/python benchmarks/bench_serving_overhead.py [--rounds 3] [--busy] [--idle-load N] [--output-len 256]
-     [--json]
+Run: .venv/bin/python benchmarks/bench_serving_overhead.py [--rounds 3] [--busy | --loops N] [--top-weight]
+     [--output-len 256] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +76,28 @@ def theirs(url: str, args: argparse.Namespace) -> dict[str, float]:
     return {k: float(result.record[k]) for k in ("duration", "output_throughput", "mean_tpot_ms", "mean_ttft_ms")}
 
 
-def start_idle_load(loops: int) -> tuple[Path | None, list[subprocess.Popen[bytes]]]:
-    """`loops` busy loops in a new cgroup (v1's cpu hierarchy) marked idle, as scripts/run-suite.sh runs the bulk."""
-    if not loops:
-        return None, []
-    cgroup = Path(f"/sys/fs/cgroup/cpu/opsconsole-idle-load-{os.getpid()}")
+def own_cpu_cgroup() -> Path:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return Path("/sys/fs/cgroup/cpu" + path.rstrip("/"))
+    raise SystemExit("--top-weight needs cgroup v1's cpu hierarchy")
+
+
+@contextlib.contextmanager
+def top_weight() -> Iterator[None]:
+    """This process (and what it starts) in a new cgroup of the top CPU weight, as scripts/run-suite.sh runs the timed
+    tests; back where it was after."""
+    parent = own_cpu_cgroup()
+    cgroup = parent / f"opsconsole-top-weight-{os.getpid()}"
     cgroup.mkdir()
-    (cgroup / "cpu.idle").write_text("1")
-    enter = f"echo $$ > {cgroup / 'cgroup.procs'} && exec {sys.executable} -c 'while True: pass'"
-    return cgroup, [subprocess.Popen(["sh", "-c", enter]) for _ in range(loops)]
+    (cgroup / "cpu.shares").write_text("262144")
+    (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        (parent / "cgroup.procs").write_text(str(os.getpid()))
+        cgroup.rmdir()
 
 
 def judge(figures: dict[str, float], latency_s: float, args: argparse.Namespace) -> dict[str, float]:
@@ -102,9 +117,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a busy loop meanwhile")
-    parser.add_argument(
-        "--idle-load", type=int, default=0, metavar="N", help="N busy loops in a cgroup marked idle meanwhile (root)"
-    )
+    parser.add_argument("--loops", type=int, default=0, metavar="N", help="N busy loops meanwhile")
+    parser.add_argument("--top-weight", action="store_true", help="measure from a cgroup of the top CPU weight (root)")
     parser.add_argument("--prompts", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--input-len", type=int, default=32)
@@ -118,8 +132,10 @@ def main() -> int:
         parser.error("--prompts must be a multiple of --concurrency (whole rounds of the closed loop)")
     latency_s = truth_latency_s(args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.output_len)
     cpu = 1 if len(os.sched_getaffinity(0)) > 1 else None
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
-    idle_cgroup, idle_load = start_idle_load(args.idle_load)
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.loops or int(args.busy))]
+    weight = contextlib.ExitStack()
+    if args.top_weight:  # the loops stay where they were started: they stand for the rest of the suite
+        weight.enter_context(top_weight())
     server, port = start_schedule_server(
         "--ttft-ms",
         str(args.ttft_ms),
@@ -140,12 +156,10 @@ def main() -> int:
             rows.append({"round": index + 1, "client": "bench_serving", **judge(theirs(url, args), latency_s, args)})
     finally:
         stop_process(server)
-        for loop in [busy, *idle_load]:
-            if loop is not None:
-                loop.kill()
-                loop.wait()
-        if idle_cgroup is not None:
-            idle_cgroup.rmdir()
+        weight.close()
+        for loop in loops:
+            loop.kill()
+            loop.wait()
     worst = {
         client: {
             "worst_throughput_error_pct": min(r["throughput_error_pct"] for r in rows if r["client"] == client),
@@ -160,7 +174,8 @@ def main() -> int:
         "concurrency": args.concurrency,
         "output_len": args.output_len,
         "busy_core": args.busy,
-        "idle_loops": args.idle_load,
+        "busy_loops": len(loops),
+        "top_weight": args.top_weight,
     }
     if args.json:
         print(json.dumps({"workload": workload, "rounds": rows, "worst": worst}))

@@ -1,6 +1,6 @@
-"""scripts/run-suite.sh, `make test`'s pytest part, run with a stand-in pytest that reports where it ran: the bulk in
-a cgroup marked idle, the timed tests beside it at normal priority, both at once, Ctrl-C able to reach both, the
-cgroup gone after, and a failure of either failing the whole."""
+"""scripts/run-suite.sh, `make test`'s pytest part, run with a stand-in pytest that reports where it ran: the timed
+tests in a cgroup of the top CPU weight, the bulk beside them where the script was started, both at once, Ctrl-C able
+to reach both, the cgroup gone after, and a failure of either failing the whole."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ pytestmark = pytest.mark.system
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "run-suite.sh"
 
-# Reports its run's cgroup, whether that cgroup is idle and whether SIGINT is ignored; waits until the other run has
+# Reports its run's cgroup, that cgroup's CPU weight and whether SIGINT is ignored; waits until the other run has
 # started (so the two can only pass side by side), then exits with $FAKE_RC_<run>.
 FAKE_PYTEST = r"""#!/usr/bin/env bash
 out=$(dirname "$0")
 case "$*" in *"not alone"*) run=bulk other=timed ;; *) run=timed other=bulk ;; esac
 touch "$out/$run.started"
 cg=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup)
-idle=$(cat "/sys/fs/cgroup/cpu$cg/cpu.idle")
+shares=$(cat "/sys/fs/cgroup/cpu$cg/cpu.shares")
 sigign=$(awk '/^SigIgn/ {print $2}' /proc/self/status)
-printf '%s\n%s\n%s\n' "$cg" "$idle" "$sigign" >"$out/$run.report"
+printf '%s\n%s\n%s\n' "$cg" "$shares" "$sigign" >"$out/$run.report"
 for _ in $(seq 600); do [ -e "$out/$other.started" ] && break; sleep 0.05; done
 [ -e "$out/$other.started" ] || { echo "$run: the $other run never started beside me"; exit 3; }
 echo "$run output"
@@ -54,23 +54,24 @@ def run_suite(tmp_path: Path, bulk_rc: int = 0, timed_rc: int = 0) -> tuple[subp
     for run in ("bulk", "timed"):
         report = tmp_path / f"{run}.report"
         if report.exists():
-            cgroup, idle, sigign = report.read_text().split()
-            reports[run] = {"cgroup": cgroup, "idle": idle, "sigint_ignored": bool(int(sigign, 16) & (1 << 1))}
+            cgroup, shares, sigign = report.read_text().split()
+            reports[run] = {"cgroup": cgroup, "shares": shares, "sigint_ignored": bool(int(sigign, 16) & (1 << 1))}
     return result, reports
 
 
-def test_the_bulk_runs_idle_and_the_timed_tests_beside_it(tmp_path: Path) -> None:
-    if not Path("/sys/fs/cgroup/cpu/cpu.idle").exists() or os.geteuid() != 0:
-        pytest.fail("needs root and cgroup v1's cpu hierarchy with cpu.idle, as on this project's machines")
+def test_the_timed_tests_run_at_the_top_cpu_weight_beside_the_bulk(tmp_path: Path) -> None:
+    if not Path("/sys/fs/cgroup/cpu/cpu.shares").exists() or os.geteuid() != 0:
+        pytest.fail("needs root and cgroup v1's cpu hierarchy, as on this project's machines")
     result, reports = run_suite(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     bulk, timed = reports["bulk"], reports["timed"]
-    assert bulk["cgroup"].startswith("/opsconsole-bulk-") and bulk["idle"] == "1", bulk
-    assert timed["cgroup"] == own_cpu_cgroup(), timed  # where the script was started (inside the suite's bulk here)
+    own = own_cpu_cgroup()  # where the script was started
+    assert timed["cgroup"].startswith(f"{own.rstrip('/')}/opsconsole-timed-") and timed["shares"] == "262144", timed
+    assert bulk["cgroup"] == own, bulk
     assert not bulk["sigint_ignored"] and not timed["sigint_ignored"], reports
     # the timed run's output comes after the bulk's, not mixed into it
     assert result.stdout.index("bulk output") < result.stdout.index("timed output"), result.stdout
-    assert not Path("/sys/fs/cgroup/cpu", bulk["cgroup"].lstrip("/")).exists(), "the bulk's cgroup is left"
+    assert not Path("/sys/fs/cgroup/cpu", timed["cgroup"].lstrip("/")).exists(), "the timed run's cgroup is left behind"
 
 
 @pytest.mark.parametrize(("bulk_rc", "timed_rc"), [(1, 0), (0, 1)])

@@ -7,8 +7,8 @@
 
 And across them, `alone`: the tests that hold a measured time or rate to a known truth within a few percent (the
 known-schedule server, bench_serving beside ours, the stand-in's calibration). `make test` runs the rest in
-parallel workers at idle CPU priority and these one at a time beside them (scripts/run-suite.sh), so that the figures
-carry no other test's CPU (they still hold with a core kept busy).
+parallel workers and these one at a time beside them at the top CPU weight (scripts/run-suite.sh), so that the
+figures carry no other test's CPU (they still hold with a core kept busy).
 
 And `long(seconds)`: a test that waits on real time for half a minute or more (a tune, a benchmark crossing), mostly
 idle. Under xdist every worker starts with its share of them (`start_long_tests_first`), so that they wait while the
