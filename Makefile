@@ -50,9 +50,9 @@ unit: $(STAMP)
 	$(BIN)/pytest -m unit -n $(UNIT_WORKERS) --dist worksteal -q
 
 # The whole suite. Most of it waits on real processes (containers booting, servers starting), so it runs in
-# parallel workers that take waiting tests from each other. Beside it, the tests that measure time against a server run
-# one at a time, at the top CPU weight so that none of its CPU is in their figures (marker `alone`,
-# tests/tiers.py; scripts/run-suite.sh).
+# parallel workers that take waiting tests from each other. Beside them, the tests that measure time against a
+# server run one at a time, at the top CPU weight so that none of the workers' CPU is in their figures (marker
+# `alone`, tests/tiers.py; scripts/run-suite.sh).
 # Two workers a core and one more: the tests marked `long` wait on real time, mostly idle, and each worker starts
 # with its share of them while the others use the CPU (on 2 cores: 590 s with 3 workers, 455 s with 5;
 # docs/measured.md).

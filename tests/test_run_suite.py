@@ -15,7 +15,7 @@ pytestmark = pytest.mark.system
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "run-suite.sh"
 
 # Reports its run's cgroup, that cgroup's CPU weight and whether SIGINT is ignored; waits until the other run has
-# started (so the two can only pass side by side), then exits with $FAKE_RC_<run>.
+# started (so the two can only pass side by side), then exits with the code in <run>.rc, if any.
 FAKE_PYTEST = r"""#!/usr/bin/env bash
 out=$(dirname "$0")
 case "$*" in *"not alone"*) run=bulk other=timed ;; *) run=timed other=bulk ;; esac
@@ -27,7 +27,7 @@ printf '%s\n%s\n%s\n' "$cg" "$shares" "$sigign" >"$out/$run.report"
 for _ in $(seq 600); do [ -e "$out/$other.started" ] && break; sleep 0.05; done
 [ -e "$out/$other.started" ] || { echo "$run: the $other run never started beside me"; exit 3; }
 echo "$run output"
-exit "${FAKE_RC:-0}"
+exit "$(cat "$out/$run.rc" 2>/dev/null || echo 0)"
 """
 
 
@@ -41,8 +41,10 @@ def own_cpu_cgroup() -> str:
 
 def run_suite(tmp_path: Path, bulk_rc: int = 0, timed_rc: int = 0) -> tuple[subprocess.CompletedProcess[str], dict]:
     fake = tmp_path / "pytest"
-    fake.write_text(FAKE_PYTEST.replace("${FAKE_RC:-0}", f"$([ $run = bulk ] && echo {bulk_rc} || echo {timed_rc})"))
+    fake.write_text(FAKE_PYTEST)
     fake.chmod(0o755)
+    (tmp_path / "bulk.rc").write_text(str(bulk_rc))
+    (tmp_path / "timed.rc").write_text(str(timed_rc))
     result = subprocess.run(
         ["bash", str(SCRIPT), "5"],
         env={**os.environ, "BIN": str(tmp_path)},
