@@ -41,6 +41,7 @@ from console.bench.client import BenchClient  # noqa: E402
 from console.bench.engine import BenchEngine, SweepConfig  # noqa: E402
 from console.bench.workloads import WorkloadSpec  # noqa: E402
 from tests.bench.conftest import start_schedule_server, stop_process  # noqa: E402
+from tests.support.cgroups import CPU_HIERARCHY, own_cpu_cgroup  # noqa: E402
 from tests.support.sglang_bench import run_bench_serving  # noqa: E402
 
 
@@ -76,19 +77,11 @@ def theirs(url: str, args: argparse.Namespace) -> dict[str, float]:
     return {k: float(result.record[k]) for k in ("duration", "output_throughput", "mean_tpot_ms", "mean_ttft_ms")}
 
 
-def own_cpu_cgroup() -> Path:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return Path("/sys/fs/cgroup/cpu" + path.rstrip("/"))
-    raise SystemExit("--top-weight needs cgroup v1's cpu hierarchy")
-
-
 @contextlib.contextmanager
 def top_weight() -> Iterator[None]:
     """This process (and what it starts) in a new cgroup of the top CPU weight, as scripts/run-suite.sh runs the timed
     tests; back where it was after."""
-    parent = own_cpu_cgroup()
+    parent = CPU_HIERARCHY / own_cpu_cgroup().lstrip("/")
     cgroup = parent / f"opsconsole-top-weight-{os.getpid()}"
     cgroup.mkdir()
     (cgroup / "cpu.shares").write_text("262144")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cgroups import CPU_HIERARCHY, own_cpu_cgroup
+
 pytestmark = pytest.mark.system
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "run-suite.sh"
@@ -29,14 +31,6 @@ for _ in $(seq 600); do [ -e "$out/$other.started" ] && break; sleep 0.05; done
 echo "$run output"
 exit "$(cat "$out/$run.rc" 2>/dev/null || echo 0)"
 """
-
-
-def own_cpu_cgroup() -> str:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return path
-    raise AssertionError("no cpu cgroup in /proc/self/cgroup")
 
 
 def run_suite(tmp_path: Path, bulk_rc: int = 0, timed_rc: int = 0) -> tuple[subprocess.CompletedProcess[str], dict]:
@@ -62,7 +56,7 @@ def run_suite(tmp_path: Path, bulk_rc: int = 0, timed_rc: int = 0) -> tuple[subp
 
 
 def test_the_timed_tests_run_at_the_top_cpu_weight_beside_the_bulk(tmp_path: Path) -> None:
-    if not Path("/sys/fs/cgroup/cpu/cpu.shares").exists() or os.geteuid() != 0:
+    if not (CPU_HIERARCHY / "cpu.shares").exists() or os.geteuid() != 0:
         pytest.fail("needs root and cgroup v1's cpu hierarchy, as on this project's machines")
     result, reports = run_suite(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -73,7 +67,7 @@ def test_the_timed_tests_run_at_the_top_cpu_weight_beside_the_bulk(tmp_path: Pat
     assert not bulk["sigint_ignored"] and not timed["sigint_ignored"], reports
     # the timed run's output comes after the bulk's, not mixed into it
     assert result.stdout.index("bulk output") < result.stdout.index("timed output"), result.stdout
-    assert not Path("/sys/fs/cgroup/cpu", timed["cgroup"].lstrip("/")).exists(), "the timed run's cgroup is left behind"
+    assert not (CPU_HIERARCHY / timed["cgroup"].lstrip("/")).exists(), "the timed run's cgroup is left behind"
 
 
 @pytest.mark.parametrize(("bulk_rc", "timed_rc"), [(1, 0), (0, 1)])
