@@ -8,8 +8,9 @@ tokens. Nothing here touches a clock, a socket or a thread.
 Scheduling follows SGLang's default policy: new requests are prefilled first (as many as fit in one
 chunked-prefill budget, the running-request limit and the KV cache), each gets its first token from the
 prefill; otherwise every running request advances by one decode round, emitting 1 + accepted drafts tokens
-with speculation (drawn per request from `PerfModel.survival`, which depends on the request's temperature,
-ignore_eos and its prompt's repetition). Requests past the running limit wait in a
+with speculation (drawn per request by `PerfModel.draw_round` from its hit chances, which depend on the request's
+temperature, ignore_eos and its prompt's repetition, and from where its last round ended: accepts come in runs).
+Requests past the running limit wait in a
 FIFO queue. A request stops at `max_new_tokens` ("length") or, without `ignore_eos`, at a natural end of
 sequence drawn deterministically from the seed and the request id ("stop").
 
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.sim.perf import GpuLoad, PerfModel
+from console.sim.perf import GpuLoad, Hits, PerfModel
 from console.sim.profiles import SimProfile
 
 _NATURAL_LENGTH_SIGMA = 0.7  # spread (lognormal) of natural output lengths around the profile mean
@@ -46,6 +47,7 @@ class Step:
     finished: set[str] = field(default_factory=set)
     finish_reasons: dict[str, str] = field(default_factory=dict)  # finished rid -> "stop" | "length"
     verify_ct: dict[str, int] = field(default_factory=dict)  # finished rid -> verify rounds (spec_verify_ct)
+    accepted: dict[str, int] = field(default_factory=dict)  # rid -> drafts accepted this round (speculative decode)
     batch_size: int = 0
 
 
@@ -67,14 +69,17 @@ class WindowStats:
 
 
 class _Request:
-    __slots__ = ("context", "generated", "limit", "max_new_tokens", "prompt_tokens", "rid", "survival", "verify_ct")
+    __slots__ = (
+        "after_hit", "context", "generated", "hits", "limit", "max_new_tokens", "prompt_tokens", "rid", "verify_ct",
+    )  # fmt: skip
 
-    def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, limit: int, survival: tuple[float, ...]):
+    def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, limit: int, hits: Hits):
         self.rid = rid
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max_new_tokens
         self.limit = limit  # tokens it will produce: max_new_tokens or its natural end, whichever is first
-        self.survival = survival
+        self.hits = hits  # the draft's chance of a right guess per position (PerfModel.hit_probs)
+        self.after_hit = False  # whether the next round starts after a right guess (the prefill's token: no draft)
         self.generated = 0
         self.verify_ct = 0
         self.context = prompt_tokens
@@ -177,8 +182,8 @@ class Engine:
         if temperature < 0:
             raise ValueError("temperature must be >= 0")
         limit = max_new_tokens if ignore_eos else min(max_new_tokens, self._natural_length(rid))
-        survival = self.perf.survival(temperature, ignore_eos, repetition)
-        request = _Request(rid, prompt_tokens, max_new_tokens, limit, survival)
+        hits = self.perf.hit_probs(temperature, ignore_eos, repetition)
+        request = _Request(rid, prompt_tokens, max_new_tokens, limit, hits)
         self._waiting.append(request)
         self._waiting_ids[rid] = request
 
@@ -271,10 +276,14 @@ class Engine:
         generated = 0
         if self.perf.speculative:
             rand = self._rng.random
-            sample_accepted = PerfModel.sample_accepted
+            draw_round = PerfModel.draw_round
+            depth = self.perf.max_accepted_drafts
+            accepted = step.accepted
             accepted_total = 0
             for request in running.values():
-                tokens = 1 + sample_accepted(rand(), request.survival)
+                drafts, request.after_hit = draw_round(rand, request.hits, depth, request.after_hit)
+                accepted[request.rid] = drafts
+                tokens = 1 + drafts
                 accepted_total += tokens
                 left = request.limit - request.generated
                 if tokens >= left:

@@ -431,6 +431,7 @@ class Api:
             cached_tokens=req.cached_tokens,
             spec=self.cfg.speculative,
             verify_ct=req.verify_ct,
+            accept_histogram=req.accept_histogram,
             num_draft_tokens=self.sim.num_draft_tokens,
             e2e_latency=time.time() - req.started,
             started=req.started,

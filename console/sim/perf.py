@@ -43,18 +43,28 @@ forward; without speculation n = 1 and there is no draft. With T = B·n tokens i
 
 Acceptance
 ----------
-Draft position i (1-based) is accepted with conditional probability p_i given all before it were, taken
-from the profile's `accept_chain` (temperature 0, natural output), falling with depth (`chain_decay`
-past its end). Then:
+Accepts come in runs, as on a real server: a draft guesses the next token right far more often right after a right
+guess than after a wrong one (SGLang 0.5.17 on the H200, ../shared/research/wave4-facts.md: P(A ≥ 2 | A ≥ 1) = 0.92,
+P(A ≥ 3 | A ≥ 2) = 0.95 with an EAGLE draft, and a shorter chain is *not* the longer one cut short: steps 2 and 1
+accept 5-10 % more per round than cutting the steps-3 histogram gives). So each request carries a hidden state over
+its output positions: the draft's guess at a position is right with probability `hit_after_hit` (h) when its guess
+at the position before was right, `hit_after_miss` (m) when it was wrong (the profile's DraftCosts, temperature 0,
+natural output). A round starts after the previous round's bonus token; it accepts drafts position by position
+while the guesses are right, at most the tree depth D = s (topk 1) or min(s, n − 1); the first wrong guess is the
+bonus position (the target's own token), so the next round starts after a miss; when all D are accepted the bonus
+position's guess was never checked, and it was right with probability h. The per-round chance of a hit therefore
+depends on where the round starts, which is what makes a short chain more than a cut long one.
 
-* temperature t > 0: p_i · (1 − temperature_accept_drop · min(t, 1)) (the target samples, so greedy drafts
-  match less often);
+Both rejection probabilities 1 − h and 1 − m are scaled alike by:
+
+* temperature t > 0: the hit probability × (1 − temperature_accept_drop · min(t, 1)) (the target samples, so greedy
+  drafts match less often);
 * ignore_eos: forced continuation past the natural end is repetitive and easy to predict, so the rejection
-  probability 1 − p_i is multiplied by `ignore_eos_rejection_scale` (why temperature 0 + ignore_eos
-  benchmarks inflate acceptance);
+  probability is multiplied by `ignore_eos_rejection_scale` (why temperature 0 + ignore_eos benchmarks inflate
+  acceptance);
 * topk k > 1: the target token may match any of the branches: the rejection probability is divided by
-  1 + topk_rejection_gain · (k_eff − 1), with k_eff = min(k, (n − 1) / s) the branching the draft-token
-  budget n actually keeps.
+  1 + topk_rejection_gain · (k_eff − 1), with k_eff = min(k, (n − 1) / s) the branching the draft-token budget n
+  actually keeps;
 * content: a draft guesses the continuation of text that repeats itself (code: keywords, identifiers,
   indentation; templated and structured output) far better than open chat. The stand-in cannot read its own
   output (its tokens are drawn at random), so it reads the request's prompt: its *repetition* r is the share of
@@ -62,14 +72,11 @@ past its end). Then:
   prompt or the ids of `input_ids`, the first MAX_CONTENT_TOKENS). Open chat repeats little (r = 0 to 0.06 on
   scripts/make_datasets.py's chat set, console.sim.datasets), random token ids and the bundled chat prompts not
   at all (r = 0: the synthetic workloads and the calibration below are unchanged), code a lot (median 0.5 on
-  its code set). The rejection probability is divided
-  by 1 + CONTENT_REJECTION_GAIN · max(0, r − REPETITION_FLOOR). Kimi's EAGLE3 chain of 2 then accepts ≈ 2.2
-  tokens per step on the code set against ≈ 1.4 on chat (temperature 0, forced lengths), which turns its
-  C = 1 loss into a win (tests/sim/test_content_acceptance.py).
+  its code set). The rejection probability is divided by 1 + CONTENT_REJECTION_GAIN · max(0, r − REPETITION_FLOOR).
 
-Per request and round the number of accepted drafts A is drawn from P(A ≥ j) = Π_{i≤j} p_i for j up to the
-tree depth D = s (topk 1) or min(s, n − 1); the request emits 1 + A tokens (the bonus token included), as
-SGLang counts them: accept length = (accepted drafts + 1) / verifies.
+The request emits 1 + A tokens a round (the bonus token included), as SGLang counts them: accept length = (accepted
+drafts + 1) / verifies, and its `spec_accept_histogram` counts the rounds by A. `expected_accept_length` is the
+long-run mean over the rounds (the round-start state's stationary mix).
 
 Capacity
 --------
@@ -115,9 +122,9 @@ tests/sim/test_perf_calibration.py checks each figure within 10 %.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from console.sim.profiles import DraftCosts, SimProfile
 
@@ -145,6 +152,13 @@ def ngram_repetition(tokens: Sequence[Hashable]) -> float:
 def content_rejection_scale(repetition: float) -> float:
     """What a prompt's repetition multiplies a draft token's rejection probability by (1.0 at or below the floor)."""
     return 1.0 / (1.0 + CONTENT_REJECTION_GAIN * max(0.0, repetition - REPETITION_FLOOR))
+
+
+class Hits(NamedTuple):
+    """The chance that a draft's guess at an output position is right, after a right and after a wrong guess."""
+
+    after_hit: float
+    after_miss: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +213,13 @@ class PerfModel:
         if self.chunked_prefill_size <= 0:
             self.chunked_prefill_size = self.context_length
         self.cuda_graph_max_bs = int(_arg(resolved, "cuda_graph_max_bs", 256))
-        self._draft: DraftCosts | None = profile.draft(self.algorithm) if self.algorithm else None
+        draft_path = resolved.get("speculative_draft_model_path")
+        self._draft: DraftCosts | None = (
+            profile.draft(self.algorithm, str(draft_path) if draft_path else None) if self.algorithm else None
+        )
         self._resolved_max_running = resolved.get("max_running_requests")
         self._compute_capacity()
-        self._survival_cache: dict[tuple[float, bool, float], tuple[float, ...]] = {}
+        self._hits_cache: dict[tuple[float, bool, float], Hits] = {}
 
     # ---- capacity -------------------------------------------------------------------------------------------
 
@@ -277,63 +294,69 @@ class PerfModel:
             return 0
         return self.num_steps if self.topk == 1 else min(self.num_steps, self.num_draft_tokens - 1)
 
-    def accept_probs(
-        self, temperature: float = 0.0, ignore_eos: bool = False, repetition: float = 0.0
-    ) -> tuple[float, ...]:
-        """P(draft position i accepted | positions before it accepted), i = 1..depth; `repetition` is the prompt's
-        (ngram_repetition)."""
+    def hit_probs(self, temperature: float = 0.0, ignore_eos: bool = False, repetition: float = 0.0) -> Hits:
+        """(P(right guess | right guess before), P(right guess | wrong guess before)) at one output position, for
+        this setup and a request's temperature, ignore_eos and prompt repetition (ngram_repetition); cached (the
+        engine draws against it every round). (0, 0) without speculation."""
+        key = (round(temperature, 3), ignore_eos, round(repetition, 2))
+        cached = self._hits_cache.get(key)
+        if cached is None:
+            cached = self._hits(*key)
+            self._hits_cache[key] = cached
+        return cached
+
+    def _hits(self, temperature: float, ignore_eos: bool, repetition: float) -> Hits:
         d = self._draft
         if d is None or not self.speculative:
-            return ()
+            return Hits(0.0, 0.0)
         p = self.profile
         k_eff = max(1.0, min(float(self.topk), (self.num_draft_tokens - 1) / self.num_steps))
-        probs = []
-        for i in range(self.max_accepted_drafts):
-            if i < len(d.accept_chain):
-                q = d.accept_chain[i]
-            else:
-                q = d.accept_chain[-1] * d.chain_decay ** (i - len(d.accept_chain) + 1)
+        forced_scale = d.ignore_eos_rejection_scale
+        if forced_scale is None:
+            forced_scale = p.ignore_eos_rejection_scale
+
+        def adjusted(q: float) -> float:
             if temperature > 0:
                 q *= 1.0 - p.temperature_accept_drop * min(temperature, 1.0)
             reject = 1.0 - q
             if ignore_eos:
-                reject *= p.ignore_eos_rejection_scale
+                reject *= forced_scale
             reject *= content_rejection_scale(repetition)
             reject /= 1.0 + p.topk_rejection_gain * (k_eff - 1.0)
-            probs.append(min(max(1.0 - reject, 0.0), 1.0))
-        return tuple(probs)
+            return min(max(1.0 - reject, 0.0), 1.0)
 
-    def survival(
-        self, temperature: float = 0.0, ignore_eos: bool = False, repetition: float = 0.0
-    ) -> tuple[float, ...]:
-        """P(accepted drafts ≥ j) for j = 1..depth; cached (the engine samples against it every step)."""
-        key = (round(temperature, 3), ignore_eos, round(repetition, 2))
-        cached = self._survival_cache.get(key)
-        if cached is None:
-            running = 1.0
-            out = []
-            for q in self.accept_probs(temperature, ignore_eos, round(repetition, 2)):
-                running *= q
-                out.append(running)
-            cached = tuple(out)
-            self._survival_cache[key] = cached
-        return cached
+        return Hits(adjusted(d.hit_after_hit), adjusted(d.hit_after_miss))
 
     def expected_accept_length(
         self, temperature: float = 0.0, ignore_eos: bool = False, repetition: float = 0.0
     ) -> float:
-        """Mean tokens emitted per request per round, bonus token included (SGLang's accept length)."""
-        return 1.0 + sum(self.survival(temperature, ignore_eos, repetition))
+        """Mean tokens emitted per request per round over a long output, bonus token included (SGLang's accept
+        length): the rounds' mean accepted drafts from either starting state, mixed by how often rounds start there."""
+        if not self.speculative:
+            return 1.0
+        hits = self.hit_probs(temperature, ignore_eos, repetition)
+        depth = self.max_accepted_drafts
+        # From a start after a right (after_hit) or a wrong guess: P(all depth accepted), then E[accepted drafts].
+        run = [hits.after_hit**j for j in range(depth)]  # P(positions 2..j+1 right | position 1 right)
+        mean_from = [first * sum(run) for first in (hits.after_miss, hits.after_hit)]
+        full_from = [first * hits.after_hit ** (depth - 1) for first in (hits.after_miss, hits.after_hit)]
+        # The next round starts after a right guess only when this one accepted everything and the bonus position's
+        # unchecked guess was right too.
+        to_hit = [full * hits.after_hit for full in full_from]
+        share_after_hit = to_hit[0] / (1.0 - to_hit[1] + to_hit[0]) if to_hit[0] > 0 else 0.0
+        return 1.0 + (1.0 - share_after_hit) * mean_from[0] + share_after_hit * mean_from[1]
 
     @staticmethod
-    def sample_accepted(u: float, survival: tuple[float, ...]) -> int:
-        """Accepted drafts for a uniform draw u in [0, 1) against a survival tuple."""
+    def draw_round(rand: Callable[[], float], hits: Hits, depth: int, after_hit: bool) -> tuple[int, bool]:
+        """One round of one request: (drafts accepted, whether the next round starts after a right guess)."""
         accepted = 0
-        for s in survival:
-            if u >= s:
-                break
+        right = after_hit
+        while accepted < depth:
+            if rand() >= (hits.after_hit if right else hits.after_miss):
+                return accepted, False  # the first wrong guess is the bonus position
             accepted += 1
-        return accepted
+            right = True
+        return accepted, rand() < hits.after_hit  # the bonus position's guess was never checked
 
     # ---- startup --------------------------------------------------------------------------------------------
 

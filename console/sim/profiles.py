@@ -53,8 +53,10 @@ class StepCosts:
 class DraftCosts:
     """How a draft method accepts and what drafting costs (milliseconds)."""
 
-    accept_chain: tuple[float, ...]  # P(draft token i accepted | tokens before it accepted), temperature 0
-    chain_decay: float  # factor per depth past the end of accept_chain
+    # P(the draft's guess at an output position is right), temperature 0, natural output: after a right guess at the
+    # position before, and after a wrong one (accepts come in runs: console.sim.perf, "Acceptance")
+    hit_after_hit: float
+    hit_after_miss: float
     step_fixed_ms: float  # one draft step (a small forward + all-reduce) at batch 1
     step_per_token_ms: float  # per draft token (batch × topk) in one draft step
     round_fixed_ms: float  # per verify round: draft extend, tree build, accept/rewind bookkeeping
@@ -66,6 +68,9 @@ class DraftCosts:
     cpu_step_ms: float = 0.0  # per draft step: launching its forward (a graph replay) and its bookkeeping
     cpu_tree_ms: float = 0.0  # with topk > 1: selecting the top-k branches and building the tree and its mask
     cpu_tree_per_request_ms: float = 0.0  # with topk > 1: the same for each request of the batch, every round
+    # A draft whose forced (ignore_eos) continuation is no easier to guess than its natural one sets this to 1.0; None:
+    # the profile's ignore_eos_rejection_scale
+    ignore_eos_rejection_scale: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,9 +132,15 @@ class SimProfile:
     unit: OperatorUnit  # the launch its operators ran (the demo's unit)
     tokens_per_second_hint: str = ""  # a human note of what this profile reproduces
     extra: dict[str, str] = field(default_factory=dict)
+    # Drafts told apart by their --speculative-draft-model-path (a draft of its own on this host), before the
+    # algorithm's default draft
+    drafts_by_path: dict[str, DraftCosts] = field(default_factory=dict)
 
-    def draft(self, algorithm: str) -> DraftCosts:
-        """The draft costs for a resolved algorithm name (NEXTN counts as EAGLE, unknown as the first)."""
+    def draft(self, algorithm: str, draft_model_path: str | None = None) -> DraftCosts:
+        """The draft costs for a resolved algorithm name and draft path (a path of drafts_by_path first, then the
+        algorithm: NEXTN counts as EAGLE, unknown as the first)."""
+        if draft_model_path and draft_model_path in self.drafts_by_path:
+            return self.drafts_by_path[draft_model_path]
         key = algorithm.upper()
         if key == "NEXTN":
             key = "EAGLE"
@@ -137,6 +148,8 @@ class SimProfile:
             return self.drafts[key]
         return next(iter(self.drafts.values()))
 
+
+EAGLE_REPEAT_DRAFT = "sim/eagle-repeat"  # the tiny-test profile's draft that behaves like the H200's eagle-repeat
 
 RTX_PRO_6000_SERVER = GpuSpec(
     name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -182,8 +195,8 @@ _QWEN = SimProfile(
     ),
     drafts={
         "EAGLE": DraftCosts(  # MTP (NEXTN resolves to EAGLE): one extra decoder layer from the checkpoint
-            accept_chain=(0.88, 0.84, 0.80, 0.76, 0.72),
-            chain_decay=0.95,
+            hit_after_hit=0.90,
+            hit_after_miss=0.68,
             step_fixed_ms=0.1,
             step_per_token_ms=0.002,
             round_fixed_ms=0.4,
@@ -192,8 +205,8 @@ _QWEN = SimProfile(
             cpu_per_request_ms=1.4,
         ),
         "EAGLE3": DraftCosts(
-            accept_chain=(0.80, 0.74, 0.68, 0.62, 0.56),
-            chain_decay=0.92,
+            hit_after_hit=0.83,
+            hit_after_miss=0.60,
             step_fixed_ms=0.3,
             step_per_token_ms=0.004,
             round_fixed_ms=0.5,
@@ -259,8 +272,8 @@ _KIMI = SimProfile(
     ),
     drafts={
         "EAGLE3": DraftCosts(
-            accept_chain=(0.24, 0.115, 0.08, 0.06),
-            chain_decay=0.9,
+            hit_after_hit=0.42,
+            hit_after_miss=0.16,
             step_fixed_ms=1.06,
             step_per_token_ms=0.005,
             round_fixed_ms=5.15,
@@ -326,8 +339,8 @@ _TINY = SimProfile(
     ),
     drafts={
         "EAGLE": DraftCosts(
-            accept_chain=(0.85, 0.8, 0.75, 0.7),
-            chain_decay=0.9,
+            hit_after_hit=0.855,
+            hit_after_miss=0.655,
             step_fixed_ms=0.05,
             step_per_token_ms=0.0005,
             round_fixed_ms=0.05,
@@ -341,8 +354,8 @@ _TINY = SimProfile(
         # full runs (tests/sim/test_real_0517_tune_calibration.py). Its acceptance is EAGLE's here. The base costs
         # above stay fast: the rest of the suite runs on them.
         "STANDALONE": DraftCosts(
-            accept_chain=(0.85, 0.8, 0.75, 0.7),
-            chain_decay=0.9,
+            hit_after_hit=0.855,
+            hit_after_miss=0.655,
             step_fixed_ms=0.05,
             step_per_token_ms=0.001,
             round_fixed_ms=0.05,
@@ -378,6 +391,24 @@ _TINY = SimProfile(
         sglang_version="0.5.9",
     ),
     tokens_per_second_hint="very fast decoding, for tests and load benchmarks",
+    drafts_by_path={
+        # The EAGLE draft that proposes the last token again (scripts/real_sglang/build_drafts.py, eagle-repeat) on the
+        # random-weight tiny Llama: SGLang 0.5.17 on the H200 (../shared/research/wave4-facts.md) accepted in runs,
+        # steps-3 pooled histogram [2302, 39, 20, 405] at C = 1 (accept length 1.47), 1.40 at steps 2 and 1.27 at
+        # steps 1; the two-state chain fitted to the steps-3 histogram by maximum likelihood gives 0.934 / 0.047, and
+        # forced lengths change nothing on a target with no natural end.
+        EAGLE_REPEAT_DRAFT: DraftCosts(
+            hit_after_hit=0.934,
+            hit_after_miss=0.047,
+            step_fixed_ms=0.05,
+            step_per_token_ms=0.0005,
+            round_fixed_ms=0.05,
+            overlap_hidden=0.5,
+            tree_per_token_ms=0.0005,
+            cpu_per_request_ms=0.0005,
+            ignore_eos_rejection_scale=1.0,
+        ),
+    },
 )
 
 PROFILES: dict[str, SimProfile] = {p.name: p for p in (_QWEN, _KIMI, _TINY)}

@@ -94,6 +94,8 @@ class Live:
     queue: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
     ids: list[int] = field(default_factory=list)
     verify_ct: int = 0
+    # verify rounds by drafts accepted (index), SGLang's spec_accept_histogram: as long as the most seen + 1
+    accept_histogram: list[int] = field(default_factory=list)
     cached_tokens: int = 0  # the prompt's leading tokens found in the prefix cache
     finish: str | None = None
     first_token_at: float | None = None
@@ -311,6 +313,12 @@ class SimServer:
                 counted += n
             if step.kind == "decode":
                 req.verify_ct += 1
+                drafts = step.accepted.get(rid)
+                if drafts is not None:
+                    histogram = req.accept_histogram
+                    if len(histogram) <= drafts:
+                        histogram.extend([0] * (drafts + 1 - len(histogram)))
+                    histogram[drafts] += 1
             if req.first_token_at is None:
                 req.first_token_at = now
             if rid in finished:

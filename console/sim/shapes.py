@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,6 +73,7 @@ def meta_info(
     verify_ct: int,
     num_draft_tokens: int,
     e2e_latency: float | None,
+    accept_histogram: Sequence[int] = (),
     started: float | None = None,
     first_token_at: float | None = None,
     streaming: bool = False,
@@ -110,7 +112,10 @@ def meta_info(
         accept_length = completion_tokens / verify_ct if verify_ct else 0.0
         accept_rate = accepted_drafts / proposed if proposed else 0.0
         if more:
-            histogram = drafts_histogram(accepted_drafts, verify_ct)
+            # The rounds as drawn (the engine's); a caller without them gets the totals spread evenly.
+            histogram = list(accept_histogram) or drafts_histogram(accepted_drafts, verify_ct)
+            accepted_drafts = sum(i * rounds for i, rounds in enumerate(histogram))
+            accept_rate = accepted_drafts / proposed if proposed else 0.0
             meta.update(
                 spec_accept_rate=accept_rate,
                 spec_accept_length=accept_length,

@@ -102,7 +102,7 @@ def simulated_tok_s(row: dict[str, Any]) -> float:
 
 def pinned(profile: SimProfile, resolved: dict[str, Any], accept_length: float) -> SimProfile:
     """The profile with its draft's acceptance set so that the expected accept length is the measured one
-    (a flat chain, found by bisection; forced lengths then change nothing)."""
+    (no runs: every guess right with the same chance, found by bisection; forced lengths then change nothing)."""
     model = PerfModel(profile, resolved)
     assert model.algorithm is not None
     draft = profile.draft(model.algorithm)
@@ -110,7 +110,7 @@ def pinned(profile: SimProfile, resolved: dict[str, Any], accept_length: float) 
     found = profile
     for _ in range(40):
         q = (low + high) / 2
-        chain = dataclasses.replace(draft, accept_chain=(q,), chain_decay=1.0)
+        chain = dataclasses.replace(draft, hit_after_hit=q, hit_after_miss=q)
         found = dataclasses.replace(
             profile, ignore_eos_rejection_scale=1.0, drafts={**profile.drafts, model.algorithm: chain}
         )
