@@ -191,6 +191,9 @@ class ServerInfo:
     server_args: dict[str, Any] = field(default_factory=dict)
     speculative: bool = False
     context_length: int | None = None  # /v1/models' max_model_len, else what /server_info says
+    # the running-request cap the scheduler uses (internal_states' effective_max_running_requests_per_dp: the memory's
+    # limit where it is below --max-running-requests)
+    effective_max_running_requests: int | None = None
 
 
 class SweepRefused(ValueError):
@@ -285,6 +288,9 @@ async def fetch_server_info(client: BenchClient) -> ServerInfo:
         if served:
             info.model = str(served)
         info.context_length = _positive_int(raw.get("context_length"))
+        states = raw.get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            info.effective_max_running_requests = _positive_int(states[0].get("effective_max_running_requests_per_dp"))
         limit = _positive_int(raw.get("max_req_input_len"))
         if info.context_length is None and limit is not None:
             info.context_length = limit + 1

@@ -36,6 +36,8 @@ class RequestResult:
     start: float = 0.0  # perf_counter when sent, for the 1-second peak buckets
     events: int = 0  # SSE events received (for the client-speed benchmark)
     spec_verify_ct: int | None = None  # from the final meta_info, when speculation is on
+    # verify rounds by drafts accepted (index), from the final meta_info where the server sends it (SGLang 0.5.17+)
+    spec_accept_histogram: list[int] | None = None
     finish_reason: str | None = None
 
 
@@ -81,6 +83,32 @@ def spec_accept_length(results: Sequence[RequestResult]) -> float | None:
     if not verifies:
         return None
     return sum(r.output_len for r in scoped) / verifies
+
+
+def pooled_accept_histogram(results: Sequence[RequestResult]) -> list[int] | None:
+    """The level's verify rounds by drafts accepted, summed over its requests (SGLang's per-request
+    spec_accept_histogram, each as long as the most that request saw + 1); None when no request carried one."""
+    pooled: list[int] = []
+    for r in results:
+        if not (r.success and r.spec_accept_histogram):
+            continue
+        if len(pooled) < len(r.spec_accept_histogram):
+            pooled.extend([0] * (len(r.spec_accept_histogram) - len(pooled)))
+        for accepted, rounds in enumerate(r.spec_accept_histogram):
+            pooled[accepted] += rounds
+    return pooled or None
+
+
+def decode_rounds(results: Sequence[RequestResult]) -> dict[str, Any]:
+    """What a decode round cost at what batch, for the prediction (console.core.predict): the time-weighted mean
+    number of requests between their first and last token (`decode_batch`, the server's running batch as the client
+    sees it: a request queued at the server has no first token yet), the rounds they took (their verify rounds with
+    speculation, else one a token after the first) and the mean time of one (`round_time_ms`)."""
+    ok = [r for r in results if r.success and r.output_len > 1 and r.latency > r.ttft]
+    decode_s = sum(r.latency - r.ttft for r in ok)
+    spec = [r for r in ok if r.spec_verify_ct]
+    rounds = sum(r.spec_verify_ct or 0 for r in spec) if spec else sum(r.output_len - 1 for r in ok)
+    return {"decode_rounds": rounds, "round_time_ms": decode_s / rounds * 1000.0 if rounds else None}
 
 
 def _peaks(results: Sequence[RequestResult], level_start: float) -> tuple[float, int]:
@@ -142,9 +170,13 @@ def compute_metrics(
         "median_request_output_throughput": percentile(per_request_tps, 50),
         "concurrency": sum(r.latency for r in ok) / duration,
         "accept_length": spec_accept_length(ok),
+        "spec_accept_histogram": pooled_accept_histogram(ok),
+        "spec_verify_ct": sum(r.spec_verify_ct or 0 for r in ok) or None,
+        "decode_batch": sum(r.latency - r.ttft for r in ok if r.output_len > 1) / duration,
         "max_output_tokens_per_s": peak_tps,
         "max_concurrent_requests": peak_running,
     }
+    metrics.update(decode_rounds(ok))
     metrics.update(_summary("ttft", [r.ttft for r in ok], (90, 95, 99)))
     metrics.update(_summary("tpot", tpots, (90, 95, 99)))
     metrics.update(_summary("itl", itls, (90, 95, 99)))

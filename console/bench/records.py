@@ -94,6 +94,15 @@ class BenchRecord(BaseModel):
     concurrency: float = 0.0
     accept_length: float | None = None
     accept_length_source: str | None = None
+    # what a prediction rests on (console.core.predict): the level's verify rounds by drafts accepted (SGLang's
+    # spec_accept_histogram summed over its requests; None where the server does not send it), their count, the
+    # time-weighted mean of requests decoding, and the rounds' count and mean time (console.bench.metrics)
+    spec_accept_histogram: list[int] | None = None
+    spec_verify_ct: int | None = None
+    decode_batch: float | None = None
+    decode_rounds: int | None = None
+    round_time_ms: float | None = None
+    effective_max_running_requests: int | None = None  # the server's running-request cap (its memory's, where lower)
     max_output_tokens_per_s: float = 0.0
     max_concurrent_requests: int = 0
     mean_ttft_ms: float = 0.0
@@ -205,6 +214,7 @@ def _record(
         sglang_version=sweep.server.version,
         model=sweep.server.model,
         server_args=order_server_args(sweep.server.server_args),
+        effective_max_running_requests=sweep.server.effective_max_running_requests,
         unit_hash=unit_hash,
         gpus=sweep.gpus,
         driver_version=sweep.driver_version,

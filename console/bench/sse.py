@@ -168,6 +168,9 @@ class GenerateStreamParser(StreamParser):
                 self.result.prompt_len = meta["prompt_tokens"]
             if isinstance(meta.get("spec_verify_ct"), int):
                 self.result.spec_verify_ct = meta["spec_verify_ct"]
+            histogram = meta.get("spec_accept_histogram")
+            if isinstance(histogram, list) and all(isinstance(n, int) for n in histogram):
+                self.result.spec_accept_histogram = histogram
             reason = meta.get("finish_reason")
             if isinstance(reason, dict):
                 self.result.finish_reason = str(reason.get("type"))
