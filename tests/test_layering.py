@@ -48,12 +48,13 @@ ARROWS: Mapping[str, frozenset[str]] = {
 
 # What each sub-package of console/core may import of the rest of core (the modules beside them: events, session,
 # rollout, ... are the shared vocabulary the sub-packages build on).
-CORE_SUBPACKAGES = ("apply", "bench", "snapshot", "tune")
+CORE_SUBPACKAGES = ("apply", "bench", "predict", "snapshot", "tune")
 CORE_ARROWS: Mapping[str, frozenset[str]] = {
     "apply": frozenset({"events", "exits", "phases", "rollout", "session"}),
     "bench": frozenset({"monitor", "session", "traffic_shape"}),  # the form's shape window (bench_queue)
+    "predict": frozenset({"bench", "events", "session"}),
     "snapshot": frozenset({"apply", "events", "rollout", "session"}),
-    "tune": frozenset({"apply", "bench", "events", "rollout", "session"}),
+    "tune": frozenset({"apply", "bench", "events", "predict", "rollout", "session"}),
 }
 
 

@@ -37,6 +37,7 @@ HANDLERS = {
     "logs": "console.cli.logs:run",
     "trust": "console.cli.trust:run",
     "tune": "console.cli.tune:run",
+    "predict": "console.cli.predict:run",
 }
 
 TARGET_HELP = (
@@ -261,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_options(p)
 
     _add_tune_parser(sub)
+    _add_predict_parser(sub)
 
     p = sub.add_parser("trust", help="show a host's key fingerprint and record it after you type yes")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
@@ -278,13 +280,7 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "best setup per level is recommended and the original unit is put back (or the best with --apply-best).",
     )
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
-    p.add_argument("--space", metavar="FILE", help="TOML: the axes below as lists, and/or [[candidate]] tables")
-    p.add_argument("--algorithm", metavar="A,B", help="EAGLE, EAGLE3, NEXTN, STANDALONE, none (default: the unit's)")
-    p.add_argument("--steps", metavar="1,2,3", help="speculative steps to try (default 1,2,3)")
-    p.add_argument("--topk", metavar="1,2,4", help="EAGLE topk values to try (default 1)")
-    p.add_argument("--draft-tokens", metavar="auto,N", help="draft tokens: numbers or auto (default auto)")
-    p.add_argument("--spec-v2", metavar="on,off", help="the overlap (spec v2) path on and/or off (default: the unit's)")
-    p.add_argument("--draft-model-path", metavar="PATH", help="draft model for EAGLE3/STANDALONE setups")
+    _add_space_options(p)
     p.add_argument("--concurrency", default="1,8,32,64", help="comma-separated concurrency levels (default 1,8,32,64)")
     p.add_argument(
         "--workload", help="random and/or chat, comma-separated (default random, or only the --dataset when given)"
@@ -320,6 +316,47 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--label", help="prefix of the benchmark records' labels (default tune-DATE-TIME)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/tune.md)")
+    _add_target_options(p)
+
+
+def _add_space_options(p: argparse.ArgumentParser) -> None:
+    """The speculative setups to try (tune) or to predict (predict): a --space file and/or the axes."""
+    p.add_argument("--space", metavar="FILE", help="TOML: the axes below as lists, and/or [[candidate]] tables")
+    p.add_argument("--algorithm", metavar="A,B", help="EAGLE, EAGLE3, NEXTN, STANDALONE, none (default: the unit's)")
+    p.add_argument("--steps", metavar="1,2,3", help="speculative steps to try (default 1,2,3)")
+    p.add_argument("--topk", metavar="1,2,4", help="EAGLE topk values to try (default 1)")
+    p.add_argument("--draft-tokens", metavar="auto,N", help="draft tokens: numbers or auto (default auto)")
+    p.add_argument("--spec-v2", metavar="on,off", help="the overlap (spec v2) path on and/or off (default: the unit's)")
+    p.add_argument("--draft-model-path", metavar="PATH", help="draft model for EAGLE3/STANDALONE setups")
+
+
+def _add_predict_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="predict what untried speculative setups would do on this host's traffic, without a restart",
+        description="Predict each setup of a space (the axes as for tune) from this host's own benchmark records: "
+        "acceptance from the drafts' accept histograms, the round's cost from the measured levels; per setup and "
+        "level the output tok/s, TPOT and accept length with a band, and whether it is worth a restart. Changes "
+        "nothing; where the running setup has no benchmark on that traffic yet, offers to run one (no restart).",
+    )
+    p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    _add_space_options(p)
+    p.add_argument("--concurrency", help="levels to predict (default: those the running setup was measured at)")
+    p.add_argument("--from-run", metavar="RUN", help="predict for the traffic of this run (a label or a .jsonl)")
+    p.add_argument("--workload", choices=["random", "chat"], help="the traffic (default: the running setup's last)")
+    p.add_argument("--input-len", type=int, default=1024)
+    p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
+    p.add_argument("--seed", type=int, default=1)
+    add_dataset_options(p)
+    add_slo_option(p)
+    p.add_argument("--max-age", type=float, default=14.0, metavar="DAYS", help="records older than this are not used")
+    p.add_argument(
+        "--duration", type=float, default=20.0, metavar="S", help="seconds per level of the running setup's benchmark"
+    )
+    p.add_argument("--yes", action="store_true", help="benchmark the running setup without asking, where needed")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/predict.md)")
     _add_target_options(p)
 
 

@@ -224,7 +224,7 @@ def check_args(args: argparse.Namespace) -> None:
     problem = best_at_problem(args.best_at, apply_best=args.apply_best, concurrencies=concurrencies, names=names)
     if problem is not None:  # the Tune form refuses the same (console.core.tune.form)
         raise UsageError(f"--best-at {problem}")
-    _space_from_args(args, None)
+    space_from_args(args, None)
 
 
 # The space's axes (console.core.tune.form.AXES) as the command line names them.
@@ -246,7 +246,7 @@ def _workloads(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys(typed or ["random"]))
 
 
-def _space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
+def space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
     """The space from --space FILE and the axis options (options win); missing axes from the unit as it is."""
     base = SpaceRequest()
     if args.space:
@@ -301,7 +301,7 @@ def request_from_args(
     )
 
 
-async def _unit_now(session: Session) -> Any:
+async def unit_now(session: Session) -> Any:
     version, _source = await session.sglang_version()
     return unit_speculation(await session.service.read_unit(), version)
 
@@ -313,7 +313,7 @@ async def tune_main(verb: HostVerb) -> int:
     if dataset is not None:
         print(f"dataset {describe_line(dataset)}", file=verb.stderr)
     async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
-        space = _space_from_args(args, await _unit_now(session))
+        space = space_from_args(args, await unit_now(session))
         request = request_from_args(args, space, dataset)
         async with await plan_tune(session, request) as pending:
             if not verb.json:

@@ -5,6 +5,7 @@
     search.py   successive halving over candidates x cells (pure)
     timing.py   how long a planned tune takes: its starts and levels as it runs them (pure)
     report.py   the objective, the standings, crossovers and the recommendation (pure)
+    predict.py  `opsconsole predict`: each setup of the space forecast from the host's records (console.core.predict)
     form.py     the request as the Tune screen's fields ask for it (pure)
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
@@ -21,6 +22,14 @@ from console.core.tune.form import (
     meaning,
     request_from_form,
     space_from_axes,
+)
+from console.core.tune.predict import (
+    PredictPlan,
+    PredictRequest,
+    PredictResult,
+    bench_running,
+    plan_predict,
+    predict,
 )
 from console.core.tune.run import (
     LevelProgress,
@@ -62,6 +71,9 @@ __all__ = [
     "FormError",
     "LevelProgress",
     "PendingTune",
+    "PredictPlan",
+    "PredictRequest",
+    "PredictResult",
     "Restoring",
     "Space",
     "SpaceRequest",
@@ -81,13 +93,16 @@ __all__ = [
     "TuneStarted",
     "UnitSpeculation",
     "afterwards",
+    "bench_running",
     "best_at_problem",
     "build_space",
     "dataset_sampling",
     "estimate",
     "form_defaults",
     "meaning",
+    "plan_predict",
     "plan_tune",
+    "predict",
     "ranges_overlap",
     "request_from_form",
     "space_from_axes",

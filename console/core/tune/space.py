@@ -32,6 +32,7 @@ from console.core.rollout import EditRequest, FlagValue, plan_for_version
 from console.errors import UsageError
 from console.sglang.flags import version_at_least
 from console.sglang.rules import CheckReport, check_launch
+from console.sglang.setup import SpecSetup
 from console.sglang.specmode import SpecMode
 from console.sglang.vocabulary import SPEC_V2_ENV, View, dests, flag_of
 
@@ -139,6 +140,13 @@ class Candidate:
     spec_mode: SpecMode | None
     warnings: tuple[str, ...] = ()
     merged: tuple[Setting, ...] = ()  # other points SGLang resolves to this one
+    draft_model_path: str | None = None  # the resolved draft model (the request's or the unit's)
+
+    @property
+    def setup(self) -> SpecSetup:
+        """The typed setup (console.sglang.setup) SGLang runs for this point."""
+        return SpecSetup.from_config({**self.config, "speculative_draft_model_path": self.draft_model_path},
+                                     self.spec_mode)  # fmt: skip
 
     @property
     def spec_v2(self) -> bool | None:
@@ -209,6 +217,11 @@ def edits_for(setting: Setting, version: str) -> EditRequest:
         sets.append((_DRAFT_FLAG, setting.draft_model_path))
     v2_sets, unsets, env_sets, env_unsets = spec_v2_edits(version, bool(setting.spec_v2))
     return EditRequest(tuple(sets + v2_sets), tuple(unsets), tuple(env_sets), tuple(env_unsets))
+
+
+def _draft_path(report: CheckReport) -> str | None:
+    path = report.resolved.get("speculative_draft_model_path")
+    return str(path) if path and report.resolved.get("speculative_algorithm") else None
 
 
 def resolved_config(report: CheckReport) -> dict[str, Any]:
@@ -300,6 +313,7 @@ def build_space(
             config=resolved_config(report),
             spec_mode=report.spec_mode,
             warnings=tuple(w.message for w in report.warnings),
+            draft_model_path=_draft_path(report),
         )
         key = _merge_key(report)
         if key not in seen:

@@ -1,0 +1,520 @@
+"""What an untried speculative setup would do on a host's traffic, from that host's own records (pure).
+
+    predictor = Predictor(evidence, workload, incumbent=running_setup, overlap=running_overlap)
+    forecast = predictor.forecast(candidate_setup, candidate_overlap, levels=[1, 8, 32], slo=slo)
+    forecast.levels[0].output_tok_s      -> Figure(value=92.1, low=85.0, high=99.3)
+    forecast.verdict.text                -> "not worth a restart: slower at C=1 and C=48"
+
+Three parts, each fitted from the records of this host and this workload only (never from the stand-in's model: the
+layering test holds it):
+- acceptance (console.core.predict.acceptance): the drafts a round accepts, from the chain's runs fitted to the
+  histograms of every chain setup of the same draft (or their mean accept lengths), at the candidate's depth; a tree
+  from measured trees of that draft, else with its further branches' catch assumed;
+- the round's cost (console.core.predict.cost) at a decode batch, fitted over every setup measured;
+- the level: a closed loop of C clients whose requests take the prefill (the TTFT the records show at that level,
+  without the time they waited for a free place) and (L - 1) / tokens-per-round rounds; the decode batch is where the
+  round's cost and the time spent decoding agree (a fixed point), the running requests capped as SGLang caps them
+  (48 with speculation unless the unit says otherwise, and the memory cap the running server reported).
+
+Each figure has a band: the fit's 95 % along that setup's terms, the acceptance's range (the chains the data cannot
+tell apart, and the assumptions), and the run-to-run spread the records measured (`Evidence.noise`, never assumed: a
+band without repeats says so). The verdict compares the band with the running setup's (its measured median and the same
+spread): "worth a restart" only where the candidate's low edge clears the incumbent's high edge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from console.core.predict.acceptance import (
+    TREE_CATCH_HIGH,
+    TREE_CATCH_MID,
+    Fit,
+    Histogram,
+    fit_histograms,
+    fit_means,
+    mean_accepted,
+    tree_runs,
+)
+from console.core.predict.cost import ASSUMPTIONS, Point, RoundCost, fit_round_cost
+from console.core.predict.evidence import Evidence, Measured
+from console.sglang.setup import SpecSetup
+from console.sglang.slo import Slo
+
+# SGLang resets an unset --max-running-requests to this with speculation (console/sglang/rules.py).
+SPEC_MAX_RUNNING = 48
+# Points are weighed by this relative spread where the records repeat nothing (the band then says it has no noise).
+UNMEASURED_WEIGHT_NOISE = 0.05
+# The fit's band: two standard deviations.
+FIT_SIGMAS = 2.0
+
+LevelVerdict = Literal["better", "slower", "within"]
+VerdictKind = Literal["running", "worth", "not-worth", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    value: float
+    low: float
+    high: float
+
+    @property
+    def band(self) -> float:
+        """The band's larger half, relative to the value."""
+        if self.value <= 0:
+            return 0.0
+        return max(self.high - self.value, self.value - self.low) / self.value
+
+    def band_text(self) -> str:
+        """`± 6 %`, or `-45 % / +82 %` where the edges differ by more than a third."""
+        if self.value <= 0:
+            return "± ?"
+        down, up = (self.value - self.low) / self.value, (self.high - self.value) / self.value
+        if max(down, up) > 1.33 * min(down, up) and max(down, up) >= 0.05:
+            return f"-{down:.0%} / +{up:.0%}"
+        return f"± {max(down, up):.0%}"
+
+
+@dataclass(frozen=True)
+class LevelForecast:
+    concurrency: int
+    output_tok_s: Figure
+    tpot_ms: Figure
+    ttft_ms: float
+    accept_length: Figure | None  # tokens per round, the bonus included
+    decode_batch: float
+    measured: Figure | None = None  # this setup's own records at this level (median, spread), where it has some
+    slo_met: bool | None = None
+    goodput_req_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: VerdictKind
+    text: str
+    per_level: dict[int, LevelVerdict] = field(default_factory=dict)
+    settle: str | None = None  # the one benchmark that would settle an open question
+
+
+@dataclass(frozen=True)
+class SetupForecast:
+    setup: SpecSetup
+    overlap: bool
+    levels: list[LevelForecast]
+    rests_on: list[str]
+    assumptions: list[str]
+    verdict: Verdict
+    noise: float | None  # the run-to-run spread in the band (None: no repeats measured)
+
+    def level(self, concurrency: int) -> LevelForecast | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+    def capacity(self) -> int | None:
+        """The highest level whose predicted figures meet the SLO (None without an SLO or when none does)."""
+        met = [lv.concurrency for lv in self.levels if lv.slo_met]
+        return max(met) if met else None
+
+
+@dataclass(frozen=True)
+class _Acceptance:
+    tokens: float  # per round, the bonus token included
+    low: float
+    high: float
+    rests_on: str
+    assumptions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Edges:
+    value: float
+    low: float
+    high: float
+    tpot: float
+    tpot_low: float
+    tpot_high: float
+    ttft: float
+    batch: float
+
+
+class Unknown(Exception):
+    """No measured base for part of a setup: the message says which, and what one benchmark would settle it."""
+
+    def __init__(self, why: str, settle: str) -> None:
+        super().__init__(why)
+        self.settle = settle
+
+
+class Predictor:
+    """Predictions for one host and one workload, from its records."""
+
+    def __init__(
+        self,
+        evidence: Evidence,
+        workload: str,
+        *,
+        incumbent: SpecSetup | None = None,
+        incumbent_overlap: bool = True,
+        cross_check: bool = True,
+    ) -> None:
+        self.evidence = evidence
+        self.workload = workload
+        self.levels_measured = evidence.of(workload)
+        if not self.levels_measured:
+            raise Unknown(f"no benchmark record of {workload} on this host", "a benchmark of the running setup")
+        self.incumbent = incumbent
+        self.incumbent_overlap = incumbent_overlap
+        self.noise = evidence.noise(workload)
+        points = [Point(m.setup, m.overlap, m.decode_batch, m.round_ms) for m in self.levels_measured]
+        cost = fit_round_cost(points, self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE)
+        assert cost is not None  # every Measured has a positive round and batch
+        self.cost: RoundCost = cost
+        self._acceptance_fits: dict[tuple[str | None, str | None], Fit | None] = {}
+        self.calibration = 1.0
+        self.model_error, self.calibration = self._calibrate(cross_check)
+
+    # ---- acceptance ------------------------------------------------------------------------------------------
+
+    def _same_draft(self, setup: SpecSetup) -> list[Measured]:
+        def match(m: Measured) -> bool:
+            if m.setup.algorithm != setup.algorithm:
+                return False
+            return setup.draft_model_path is None or m.setup.draft_model_path in (None, setup.draft_model_path)
+
+        return [m for m in self.levels_measured if m.setup.speculative and match(m)]
+
+    def _chain_fit(self, setup: SpecSetup) -> Fit | None:
+        key = setup.draft
+        if key not in self._acceptance_fits:
+            chains = [m for m in self._same_draft(setup) if m.setup.topk == 1]
+            with_histograms = [m for m in chains if m.histogram]
+            if with_histograms:
+                fit = fit_histograms(Histogram(m.setup.depth, m.histogram or ()) for m in with_histograms)
+            else:
+                fit = fit_means(
+                    (m.setup.depth, m.mean_accepted, m.rounds) for m in chains if m.mean_accepted is not None
+                )
+            self._acceptance_fits[key] = fit
+        return self._acceptance_fits[key]
+
+    def acceptance(self, setup: SpecSetup) -> _Acceptance:
+        """Tokens per round (bonus included) for a setup, with its range; Unknown where its draft has no record."""
+        if not setup.speculative:
+            return _Acceptance(1.0, 1.0, 1.0, "no draft", ())
+        fit = self._chain_fit(setup)
+        if fit is None:
+            raise Unknown(
+                f"no measured base for {setup.algorithm}"
+                + (f" with {setup.draft_model_path}" if setup.draft_model_path else "")
+                + f" on {self.workload}",
+                f"one benchmark of a setup with that draft ({setup.name()}: a restart)",
+            )
+        assumptions: list[str] = []
+        what = f"{fit.rounds:,} verify rounds of {setup.algorithm} chains ({fit.source})"
+        if setup.depth > fit.deepest:
+            assumptions.append(
+                f"deeper than measured (depth {setup.depth} > {fit.deepest}): the chain's runs go on, the band lets "
+                "each further position fall 10 %"
+            )
+        if setup.topk == 1:
+            central, low, high = fit.predict(setup.depth)
+            return _Acceptance(1 + central, 1 + low, 1 + high, what, tuple(assumptions))
+        branches = max(1.0, min(float(setup.topk), (setup.draft_tokens - 1) / max(setup.steps, 1)))
+        catch, catch_low, catch_high, tree_what = self._tree_catch(setup, fit)
+        if tree_what is None:
+            assumptions.append(
+                f"a tree's further branches catch {catch_low:.0%}-{catch_high:.0%} of the misses (no tree of this "
+                "draft measured)"
+            )
+        else:
+            what += f"; {tree_what}"
+
+        def tokens(runs_catch: float, edge: str) -> float:
+            runs = fit.runs if edge == "mid" else None
+            values = [
+                mean_accepted(tree_runs(r, branches, runs_catch), setup.depth)
+                for r in ([runs] if runs is not None else [*fit.band, fit.runs])
+            ]
+            return 1 + (min(values) if edge == "low" else max(values) if edge == "high" else values[0])
+
+        return _Acceptance(
+            tokens(catch, "mid"), tokens(catch_low, "low"), tokens(catch_high, "high"), what, tuple(assumptions)
+        )
+
+    def _tree_catch(self, setup: SpecSetup, chain: Fit) -> tuple[float, float, float, str | None]:
+        """The share of misses a further branch catches: fitted to the measured trees of this draft (their mean
+        accepted per round), else the assumption's range."""
+        trees = [m for m in self._same_draft(setup) if m.setup.topk > 1 and m.mean_accepted is not None]
+        if not trees:
+            return TREE_CATCH_MID, 0.0, TREE_CATCH_HIGH, None
+
+        def error(catch: float) -> float:
+            total = 0.0
+            for m in trees:
+                s = m.setup
+                branches = max(1.0, min(float(s.topk), (s.draft_tokens - 1) / max(s.steps, 1)))
+                total += (mean_accepted(tree_runs(chain.runs, branches, catch), s.depth) - (m.mean_accepted or 0)) ** 2
+            return total
+
+        grid = [i / 200 for i in range(200)]
+        best = min(grid, key=error)
+        spread = self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE
+        tolerance = error(best) + len(trees) * (spread * 0.5) ** 2
+        near = [c for c in grid if error(c) <= tolerance]
+        return best, min(near), max(near), f"{len(trees)} levels of measured trees"
+
+    # ---- a level ---------------------------------------------------------------------------------------------
+
+    def _output_len(self, concurrency: int) -> float:
+        here = [m.output_len for m in self.levels_measured if m.concurrency == concurrency]
+        return statistics.median(here or [m.output_len for m in self.levels_measured])
+
+    def _prefill_ms(self, concurrency: int) -> float:
+        """A request's TTFT at this level without the time it queued for a free place (Little's law on each
+        record: the requests beyond the running cap wait (C - running) / request rate), interpolated between
+        the measured levels."""
+        by_level: dict[int, list[float]] = {}
+        for m in self.levels_measured:
+            running = min(m.concurrency, m.max_running or m.concurrency)
+            rate = m.output_tok_s / m.output_len if m.output_len else 0.0
+            wait_ms = (m.concurrency - running) / rate * 1000.0 if rate > 0 else 0.0
+            by_level.setdefault(m.concurrency, []).append(max(m.ttft_ms - wait_ms, 0.1 * m.ttft_ms))
+        points = sorted((c, statistics.median(v)) for c, v in by_level.items())
+        if concurrency <= points[0][0]:
+            return points[0][1]
+        if concurrency >= points[-1][0]:
+            return points[-1][1]
+        for (c0, p0), (c1, p1) in itertools.pairwise(points):
+            if c0 <= concurrency <= c1:
+                return p0 + (p1 - p0) * (concurrency - c0) / (c1 - c0)
+        return points[-1][1]  # pragma: no cover - the loop always finds the bracket
+
+    def max_running(self, setup: SpecSetup) -> int | None:
+        """The running-request cap: SGLang's 48 with speculation, the memory cap the running server reported."""
+        reported = [m.max_running for m in self.levels_measured if m.max_running]
+        memory = min(reported) if reported else None
+        caps = [c for c in (SPEC_MAX_RUNNING if setup.speculative else None, memory) if c]
+        return min(caps) if caps else None
+
+    def _closed_loop(
+        self, setup: SpecSetup, overlap: bool, concurrency: int, tokens: float, sigmas: float
+    ) -> tuple[float, float, float, float]:
+        """(output tok/s, TPOT ms, TTFT ms, decode batch) of C clients, the round's cost `sigmas` fit deviations
+        off its mean."""
+        length = self._output_len(concurrency)
+        prefill = self._prefill_ms(concurrency)
+        cap = self.max_running(setup)
+        running = min(concurrency, cap) if cap else concurrency
+        batch = float(running)
+        round_ms = decode_ms = 0.0
+        for _ in range(60):
+            mean, sd = self.cost.predict(setup, overlap, batch)
+            # Symmetric on a log scale: k deviations up cost (1 + k sd / mean) more, k down that much less (never
+            # below zero, as a line through the mean would go for a wide band).
+            ratio = 1.0 + abs(sigmas) * sd / mean if mean > 0 else 1.0
+            round_ms = mean * ratio if sigmas >= 0 else mean / ratio
+            decode_ms = max(length - 1.0, 0.0) / tokens * round_ms
+            new_batch = running * decode_ms / (prefill + decode_ms) if prefill + decode_ms > 0 else float(running)
+            if abs(new_batch - batch) < 1e-4 * max(batch, 1.0):
+                batch = new_batch
+                break
+            batch = 0.5 * (batch + new_batch)
+        cycle_ms = prefill + decode_ms
+        tok_s = running * length / cycle_ms * 1000.0 if cycle_ms > 0 else 0.0
+        ttft = prefill + (concurrency - running) * cycle_ms / running
+        return tok_s, round_ms / tokens, ttft, batch
+
+    def _fit_edges(self, setup: SpecSetup, overlap: bool, concurrency: int, acceptance: _Acceptance) -> _Edges:
+        """The level's output tok/s and TPOT at the fit's centre and at its edges (the acceptance's range, the round
+        cost FIT_SIGMAS deviations off its mean, scaled by the calibration), before the runs' spread."""
+        sigmas = FIT_SIGMAS * self.calibration
+        value, tpot, ttft, batch = self._closed_loop(setup, overlap, concurrency, acceptance.tokens, 0.0)
+        slow, tpot_high, _, _ = self._closed_loop(setup, overlap, concurrency, acceptance.low, sigmas)
+        fast, tpot_low, _, _ = self._closed_loop(setup, overlap, concurrency, acceptance.high, -sigmas)
+        return _Edges(value, min(slow, value), max(fast, value), tpot, min(tpot_low, tpot), max(tpot_high, tpot),
+                      ttft, batch)  # fmt: skip
+
+    def _calibrate(self, cross_check: bool) -> tuple[float, float]:
+        """(model error, calibration). The model error is how far the model misses the measured setups themselves:
+        the root mean square of (predicted - measured) / measured output tok/s over every (setup, level) measured,
+        what its shape cannot follow (a cost that saturates, the prefill's interplay with decode). The calibration
+        holds the fit's band to how far the model carries from setup to setup on this host: each measured setup is
+        predicted from the others' records alone (leave one setup out), and where those predictions miss by more
+        than their own band says, every band from the fit widens by that factor (never narrows)."""
+        cells: dict[tuple[SpecSetup, bool], dict[int, float]] = {}
+        for m in self.levels_measured:
+            cells.setdefault((m.setup, m.overlap), {}).setdefault(m.concurrency, 0.0)
+        for key, levels in cells.items():
+            for c in levels:
+                figures = [
+                    m.output_tok_s for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (*key, c)
+                ]
+                levels[c] = statistics.median(figures)
+        in_sample: list[float] = []
+        scores: list[float] = []
+        for (setup, overlap), levels in cells.items():
+            with contextlib.suppress(Unknown):
+                tokens = self.acceptance(setup).tokens
+                for c, measured in levels.items():
+                    predicted = self._closed_loop(setup, overlap, c, tokens, 0.0)[0]
+                    in_sample.append((predicted - measured) / measured)
+            others = [m for m in self.levels_measured if (m.setup, m.overlap) != (setup, overlap)]
+            if not cross_check or not others:
+                continue
+            with contextlib.suppress(Unknown):
+                predictor = Predictor(Evidence(others), self.workload, cross_check=False)
+                acceptance = predictor.acceptance(setup)
+                for c, measured in levels.items():
+                    edges = predictor._fit_edges(setup, overlap, c, acceptance)
+                    half = (edges.high - edges.low) / 2 or 1e-9
+                    scores.append((edges.value - measured) / half * FIT_SIGMAS / 2)
+        error = math.sqrt(sum(e * e for e in in_sample) / len(in_sample)) if in_sample else 0.0
+        # A 2-sigma band holds a miss of up to FIT_SIGMAS (in sigma units): widen where they missed by more.
+        worst = math.sqrt(sum(z * z for z in scores) / len(scores)) if scores else 0.0
+        return error, max(1.0, worst)
+
+    # ---- a setup ---------------------------------------------------------------------------------------------
+
+    def forecast(self, setup: SpecSetup, overlap: bool, levels: Sequence[int], slo: Slo | None = None) -> SetupForecast:
+        """The setup at each level (closed-loop concurrency), with its bands, what they rest on and the verdict."""
+        try:
+            acceptance = self.acceptance(setup)
+        except Unknown as exc:
+            return SetupForecast(setup, overlap, [], [], [], Verdict("unknown", f"unknown: {exc}", {}, exc.settle),
+                                 self.noise)  # fmt: skip
+        noise_band = math.hypot(2.0 * self.noise if self.noise is not None else 0.0, 2.0 * self.model_error)
+        out: list[LevelForecast] = []
+        for c in levels:
+            edges = self._fit_edges(setup, overlap, c, acceptance)
+            value = edges.value
+            low, high = _widen(value, edges.low, edges.high, noise_band)
+            own = [m for m in self.levels_measured if m.setup == setup and m.overlap == overlap and m.concurrency == c]
+            measured = _measured(own, 2.0 * self.noise if self.noise is not None else 0.0)
+            accept = None
+            if setup.speculative:
+                accept = Figure(acceptance.tokens, acceptance.low, acceptance.high)
+            level = LevelForecast(
+                c, Figure(value, low, high), Figure(edges.tpot, edges.tpot_low, edges.tpot_high), edges.ttft, accept,
+                edges.batch, measured,
+            )  # fmt: skip
+            if slo is not None:
+                level = self._judge(level, slo, setup)
+            out.append(level)
+        rests_on = [
+            f"acceptance: {acceptance.rests_on}",
+            f"round cost: {len(self.levels_measured)} levels of {len(self.evidence.setups(self.workload))} setups",
+        ]
+        if any(m.derived for m in self.levels_measured):
+            rests_on.append("rounds of older records read off their mean TPOT and accept length")
+        assumptions = [*acceptance.assumptions, *(ASSUMPTIONS[t] for t in self.cost.assumed(setup, overlap))]
+        if self.noise is None:
+            assumptions.append("no run repeated on this host: the band has no run-to-run spread (bench --repeat 2)")
+        if not setup.speculative and not any(not m.setup.speculative for m in self.levels_measured):
+            assumptions.append("no speculation never measured: its round is the target's forward the fit implies")
+        forecast = SetupForecast(setup, overlap, out, rests_on, assumptions, Verdict("unknown", ""), self.noise)
+        return _with_verdict(forecast, self._incumbent_figures(levels, slo), self)
+
+    def _judge(self, level: LevelForecast, slo: Slo, setup: SpecSetup) -> LevelForecast:
+        """The SLO held to the predicted means, each percentile scaled from its mean as this workload's records at
+        this level show (their percentile / mean)."""
+        measured = [m for m in self.levels_measured if m.concurrency == level.concurrency] or self.levels_measured
+        predicted = {"ttft": level.ttft_ms, "tpot": level.tpot_ms.value}
+        met = True
+        for bound in slo.bounds:
+            if bound.metric not in predicted:
+                continue
+            ratios = [
+                m.percentiles.get(bound.record_field, 0.0) / m.mean(bound.metric)
+                for m in measured
+                if m.mean(bound.metric)
+            ]
+            ratio = statistics.median(ratios) if ratios else 1.0
+            if predicted[bound.metric] * ratio > bound.limit_ms:
+                met = False
+        rate = level.output_tok_s.value / self._output_len(level.concurrency)
+        return replace(level, slo_met=met, goodput_req_s=rate if met else 0.0)
+
+    def _incumbent_figures(self, levels: Sequence[int], slo: Slo | None) -> dict[int, Figure] | None:
+        if self.incumbent is None:
+            return None
+        noise_band = 2.0 * self.noise if self.noise is not None else 0.0
+        figures: dict[int, Figure] = {}
+        for c in levels:
+            own = [
+                m
+                for m in self.levels_measured
+                if m.setup == self.incumbent and m.overlap == self.incumbent_overlap and m.concurrency == c
+            ]
+            measured = _measured(own, noise_band)
+            if measured is None:
+                try:
+                    tokens = self.acceptance(self.incumbent)
+                except Unknown:
+                    continue
+                value, _, _, _ = self._closed_loop(self.incumbent, self.incumbent_overlap, c, tokens.tokens, 0.0)
+                low, high = _widen(value, value, value, noise_band)
+                measured = Figure(value, low, high)
+            figures[c] = measured
+        return figures
+
+
+def _widen(value: float, low: float, high: float, noise_band: float) -> tuple[float, float]:
+    """The fit's and the acceptance's edges, and the runs' spread beside them (their relative half-widths added in
+    quadrature)."""
+    below = math.hypot((value - low) / value, noise_band) if value > 0 else 0.0
+    above = math.hypot((high - value) / value, noise_band) if value > 0 else 0.0
+    return value * max(0.0, 1.0 - below), value * (1.0 + above)
+
+
+def _measured(own: Sequence[Measured], noise_band: float) -> Figure | None:
+    if not own:
+        return None
+    figures = [m.output_tok_s for m in own]
+    median = statistics.median(figures)
+    low, high = _widen(median, min(figures), max(figures), noise_band)
+    return Figure(median, min(low, min(figures)), max(high, max(figures)))
+
+
+def _with_verdict(forecast: SetupForecast, incumbent: dict[int, Figure] | None, predictor: Predictor) -> SetupForecast:
+    """The candidate against the running setup, level by level (its own measurement where it has one, else the
+    prediction): better only where its band's low edge clears the incumbent's high edge."""
+    setup = forecast.setup
+    if setup == predictor.incumbent and forecast.overlap == predictor.incumbent_overlap:
+        return replace(forecast, verdict=Verdict("running", "the running setup"))
+    if not incumbent:
+        return replace(forecast, verdict=Verdict("unknown", "no running setup to compare with"))
+    per_level: dict[int, LevelVerdict] = {}
+    change: dict[int, float] = {}
+    for level in forecast.levels:
+        theirs = incumbent.get(level.concurrency)
+        if theirs is None:
+            continue
+        mine = level.measured or level.output_tok_s
+        change[level.concurrency] = mine.value / theirs.value - 1 if theirs.value else 0.0
+        if mine.low > theirs.high:
+            per_level[level.concurrency] = "better"
+        elif mine.high < theirs.low:
+            per_level[level.concurrency] = "slower"
+        else:
+            per_level[level.concurrency] = "within"
+
+    def at(kind: LevelVerdict, with_change: bool) -> str:
+        levels = [c for c, v in per_level.items() if v == kind]
+        return ", ".join(f"C={c} ({change[c]:+.0%})" if with_change else f"C={c}" for c in levels)
+
+    slower, within = at("slower", False), at("within", True)
+    rest = "; ".join(
+        part for part in (slower and f"slower at {slower}", within and f"within the bands at {within}") if part
+    )
+    if "better" in per_level.values():
+        text = f"worth a restart: {at('better', True)} beyond both bands" + (f"; {rest}" if rest else "")
+        return replace(forecast, verdict=Verdict("worth", text, per_level))
+    settle = None
+    if within and forecast.assumptions:
+        settle = f"one benchmark of {setup.name()} (a restart) would settle it"
+    return replace(forecast, verdict=Verdict("not-worth", f"not worth a restart: {rest}", per_level, settle))

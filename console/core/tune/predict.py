@@ -1,0 +1,264 @@
+"""`opsconsole predict`: what each setup of a tune's space would do on this host's traffic, before any restart.
+
+    plan = await plan_predict(session, request)      # the running setup, the space, the host's records
+    if plan.stale:                                   # no benchmark of the running setup on that traffic yet
+        plan = await bench_running(session, plan, request, on_event=...)   # one sweep, no restart
+    result = predict(plan, request)                  # pure: each candidate's forecast and verdict
+
+It reads only the host's own records (logs/bench-*.jsonl of the workspace: this target, the model and SGLang version
+it runs now, at most `max_age_days` old) and changes nothing on the host; the one benchmark it may run is of the
+setup already running, with repeats so that the noise is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from console.bench.engine import SweepConfig
+from console.bench.records import BenchRecord, load_run
+from console.bench.runs import list_runs
+from console.bench.workloads import WorkloadSpec
+from console.core.bench import bench_host
+from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, workload_key
+from console.core.predict.evidence import overlap_of
+from console.core.session import Session
+from console.core.tune.space import Space, SpaceRequest, build_space
+from console.errors import UsageError
+from console.sglang.setup import SpecSetup
+from console.sglang.slo import Slo
+from console.sglang.specmode import spec_mode
+
+DEFAULT_LEVELS = (1, 8, 32)
+# The running setup's own benchmark: repeats measure the noise every band carries.
+BASE_REPEATS = 2
+BASE_DURATION_S = 20.0
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    space: SpaceRequest
+    concurrencies: tuple[int, ...] = ()  # () = the levels the running setup was measured at (else DEFAULT_LEVELS)
+    workload: WorkloadSpec | None = None  # None = the traffic the running setup was last measured on
+    from_run: str | None = None  # a run (label or .jsonl) whose traffic to predict for
+    slo: dict[str, float] | None = None
+    max_age_days: float = 14.0
+    base_duration_s: float = BASE_DURATION_S  # the running setup's benchmark, where one is needed
+
+
+@dataclass(frozen=True)
+class PredictPlan:
+    """What a prediction will rest on, read from the host and the workspace; nothing changed."""
+
+    target: str
+    sglang_version: str
+    model: str | None
+    running: SpecSetup
+    running_overlap: bool
+    space: Space
+    records: list[BenchRecord]
+    workload: str | None  # the traffic predicted for (a record's workload, console.core.predict.workload_key)
+    workload_spec: WorkloadSpec | None  # how to benchmark it, where the request says
+    levels: tuple[int, ...]
+    stale: str | None = None  # why the running setup needs a benchmark first (None: its records are there)
+
+
+@dataclass
+class PredictResult:
+    plan: PredictPlan
+    forecasts: list[tuple[str, SetupForecast]]  # (name, forecast), the running setup first
+    noise: float | None
+    model_error: float
+    calibration: float
+    elapsed_ms: float
+    slo: Slo | None = None
+    pruned: list[tuple[str, str]] = field(default_factory=list)  # (setup, SGLang's reason)
+
+    def to_json(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "target": plan.target,
+            "sglang_version": plan.sglang_version,
+            "model": plan.model,
+            "workload": plan.workload,
+            "levels": list(plan.levels),
+            "running": {"key": plan.running.key, "name": plan.running.name()},
+            "records": len(plan.records),
+            "noise": self.noise,
+            "model_error": round(self.model_error, 4),
+            "calibration": round(self.calibration, 3),
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "slo": self.slo.to_json() if self.slo else None,
+            "setups": [_forecast_json(name, f) for name, f in self.forecasts],
+            "pruned": [{"setup": setup, "reason": reason} for setup, reason in self.pruned],
+        }
+
+
+def _forecast_json(name: str, forecast: SetupForecast) -> dict[str, Any]:
+    setup = forecast.setup
+    return {
+        "key": setup.key,
+        "name": name,
+        "speculative_algorithm": setup.algorithm,
+        "speculative_num_steps": setup.steps if setup.speculative else None,
+        "speculative_eagle_topk": setup.topk if setup.speculative else None,
+        "speculative_num_draft_tokens": setup.draft_tokens if setup.speculative else None,
+        "spec_v2": setup.spec_v2,
+        "verdict": forecast.verdict.kind,
+        "verdict_text": forecast.verdict.text,
+        "settle": forecast.verdict.settle,
+        "capacity": forecast.capacity(),
+        "levels": [
+            {
+                "concurrency": lv.concurrency,
+                "output_throughput": round(lv.output_tok_s.value, 2),
+                "output_throughput_low": round(lv.output_tok_s.low, 2),
+                "output_throughput_high": round(lv.output_tok_s.high, 2),
+                "band": round(lv.output_tok_s.band, 4),
+                "tpot_ms": round(lv.tpot_ms.value, 3),
+                "ttft_ms": round(lv.ttft_ms, 2),
+                "accept_length": round(lv.accept_length.value, 4) if lv.accept_length else None,
+                "accept_length_low": round(lv.accept_length.low, 4) if lv.accept_length else None,
+                "accept_length_high": round(lv.accept_length.high, 4) if lv.accept_length else None,
+                "decode_batch": round(lv.decode_batch, 2),
+                "measured_output_throughput": round(lv.measured.value, 2) if lv.measured else None,
+                "versus_running": forecast.verdict.per_level.get(lv.concurrency),
+                "slo_met": lv.slo_met,
+                "request_goodput": lv.goodput_req_s,
+            }
+            for lv in forecast.levels
+        ],
+        "rests_on": forecast.rests_on,
+        "assumptions": forecast.assumptions,
+    }
+
+
+async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan:
+    """Read the running setup (the server's resolved values), the space as tune builds it, and the host's records.
+    Raises UsageError for a --from-run of another host, HostError when the host cannot be read."""
+    version, _source = await session.sglang_version()
+    client = await session.sglang()
+    info = await client.server_info()
+    model = info.get("served_model_name") or info.get("model_path")
+    running = SpecSetup.from_server_args(info, spec_mode(version, info))
+    running_overlap = overlap_of(info, spec_mode(version, info))
+    original = await session.service.read_unit()
+    space = build_space(request.space, original, unit_name=session.service.unit, version=version)
+    records = host_records(session, version, request.max_age_days)
+    workload, spec = _workload(request, records, running, session)
+    levels = request.concurrencies or _levels(records, running, workload) or DEFAULT_LEVELS
+    plan = PredictPlan(session.label, version, str(model) if model else None, running, running_overlap, space,
+                       records, workload, spec, tuple(levels))  # fmt: skip
+    return replace(plan, stale=_stale(plan))
+
+
+def host_records(session: Session, version: str, max_age_days: float) -> list[BenchRecord]:
+    """The workspace's records of this target and SGLang version, at most `max_age_days` old (the host's own)."""
+    if session.workspace is None:
+        return []
+    runs, _problems = list_runs(session.workspace.logs)
+    since = datetime.now(UTC) - timedelta(days=max_age_days)
+    out: list[BenchRecord] = []
+    for run in runs:
+        out.extend(
+            r
+            for r in run.records
+            if r.target == session.label and r.sglang_version == version and r.started_at >= since
+        )
+    return out
+
+
+def _workload(
+    request: PredictRequest, records: Sequence[BenchRecord], running: SpecSetup, session: Session
+) -> tuple[str | None, WorkloadSpec | None]:
+    if request.from_run:
+        if session.workspace is None:
+            raise UsageError("--from-run needs a workspace with logs/")
+        try:
+            run = load_run(request.from_run, session.workspace.logs)
+        except LookupError as exc:
+            raise UsageError(str(exc)) from None
+        if run[0].target != session.label:
+            raise UsageError(
+                f"{request.from_run} measured {run[0].target}, not {session.label}: give a run of this host"
+            )
+        return workload_key(run[0].workload), None
+    if request.workload is not None:
+        return workload_key(request.workload.describe()), request.workload
+    mine = [r for r in records if SpecSetup.from_server_args(r.server_args, r.spec_mode) == running]
+    if not mine:
+        return None, None
+    return workload_key(max(mine, key=lambda r: r.started_at).workload), None
+
+
+def _levels(records: Sequence[BenchRecord], running: SpecSetup, workload: str | None) -> list[int]:
+    return sorted(
+        {
+            r.max_concurrency
+            for r in records
+            if r.max_concurrency is not None
+            and workload_key(r.workload) == workload
+            and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
+        }
+    )
+
+
+def _stale(plan: PredictPlan) -> str | None:
+    if plan.workload is None:
+        return f"no benchmark of the running setup ({plan.running.name()}) in logs/ yet"
+    evidence = Evidence.from_records(plan.records)
+    measured = {m.concurrency for m in evidence.of(plan.workload) if m.setup == plan.running}
+    if not measured:
+        return f"no benchmark of the running setup ({plan.running.name()}) on {plan.workload} in logs/"
+    return None
+
+
+def base_sweep(plan: PredictPlan, request: PredictRequest) -> SweepConfig:
+    """The running setup's benchmark a prediction needs: the traffic asked for at the levels asked for, repeated."""
+    workload = plan.workload_spec or request.workload or WorkloadSpec()
+    return SweepConfig(
+        workload=workload,
+        concurrencies=list(plan.levels),
+        duration=request.base_duration_s,
+        repeat=BASE_REPEATS,
+        slo=request.slo,
+    )
+
+
+async def bench_running(
+    session: Session, plan: PredictPlan, request: PredictRequest, *, on_event: Any = None, label: str | None = None
+) -> PredictPlan:
+    """Benchmark the running setup (no restart) and plan again with its records."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    await bench_host(session, base_sweep(plan, request), label=label or f"predict-base-{stamp}", on_event=on_event)
+    return await plan_predict(session, request)
+
+
+def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
+    """Every candidate of the space (and the running setup, first) at the plan's levels. UsageError when the plan
+    has no base (bench_running first)."""
+    if plan.stale or plan.workload is None:
+        raise UsageError(f"{plan.stale}: benchmark it first (no restart), or give --from-run RUN")
+    started = time.perf_counter()
+    evidence = Evidence.from_records(plan.records)
+    try:
+        predictor = Predictor(evidence, plan.workload, incumbent=plan.running, incumbent_overlap=plan.running_overlap)
+    except Unknown as exc:
+        raise UsageError(f"{exc}: {exc.settle}") from None
+    slo = Slo.from_json(request.slo) if request.slo else None
+    wanted: list[tuple[str, SpecSetup, bool]] = [
+        ("running: " + plan.running.name(), plan.running, plan.running_overlap)
+    ]
+    for candidate in plan.space.candidates:
+        setup = candidate.setup
+        overlap = overlap_of(candidate.config, candidate.spec_mode)
+        if (setup, overlap) != (plan.running, plan.running_overlap):
+            wanted.append((candidate.name, setup, overlap))
+    forecasts = [(name, predictor.forecast(setup, overlap, plan.levels, slo)) for name, setup, overlap in wanted]
+    pruned = [(p.setting.describe(), p.reason) for p in plan.space.pruned]
+    elapsed = (time.perf_counter() - started) * 1000.0
+    return PredictResult(plan, forecasts, predictor.noise, predictor.model_error, predictor.calibration, elapsed,
+                         slo, pruned)  # fmt: skip
