@@ -22,6 +22,7 @@ import pytest
 from console.core.session import open_session
 from console.host.base import UnitLocked
 from console.workspace import Workspace
+from tests.support.cli_run import finish_cli, start_cli
 from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, poll, running_demo
 
 
@@ -189,13 +190,13 @@ def test_on_a_terminal_it_asks_and_no_means_nothing_changes(untouched_demo: Demo
     unit_before, pid_before = host.unit(), host.main_pid()
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.Popen(
+        proc = start_cli(
             [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=3",
              "--set", "speculative-num-draft-tokens=4", "--json"],
-            stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ), stdin=secondary,
         )  # fmt: skip
         os.write(primary, b"n\n")
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = finish_cli(proc, timeout=60)
     finally:
         os.close(primary)
         os.close(secondary)
@@ -211,17 +212,17 @@ def test_ctrl_c_while_the_new_unit_starts_rolls_back(demo: Demo) -> None:
     unit_before = host.unit()
     # The new unit's simulated start takes hours (time scale 100): whenever the Ctrl-C lands after the unit
     # was written, the new unit cannot have been verified yet, so the only right outcome is a rollback.
-    proc = subprocess.Popen(
+    proc = start_cli(
         [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=3",
          "--set", "speculative-num-draft-tokens=4", "--set", "sim-time-scale=100", "--yes", "--json",
          "--timeout", APPLY_TIMEOUT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ),
     )  # fmt: skip
     try:
         poll(lambda: host.unit() != unit_before or proc.poll() is not None, 30, "apply to write the unit")
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = finish_cli(proc, timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -249,10 +250,10 @@ def test_when_the_old_unit_does_not_come_back_either_the_rollback_fails_loudly(d
 
 def _slow_apply(demo: Demo, *edits: str) -> subprocess.Popen[str]:
     """An apply whose new unit starts slowly (a simulated start 50 times longer): it holds the lock a while."""
-    return subprocess.Popen(
+    return start_cli(
         [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", *edits,
          "--set", "sim-time-scale=0.05", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ),
     )  # fmt: skip
 
 
@@ -281,7 +282,7 @@ def test_a_second_apply_is_refused_while_the_first_runs_and_works_after_it(demo:
         )
         assert first.poll() is None, "the first apply ended before the second was tried: the test proves nothing"
         unit_after_refusal = host.unit()
-        first_out, first_err = first.communicate(timeout=120)
+        first_out, first_err = finish_cli(first, timeout=120)
     finally:
         if first.poll() is None:
             first.kill()

@@ -15,6 +15,7 @@ from console.core.session import open_session
 from console.host.base import UnitBackup
 from console.workspace import Workspace
 from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole, server_info, unit_dir_listing
+from tests.support.cli_run import finish_cli, start_cli
 from tests.testbed.host import GpuHost
 from tests.testbed.system import TestbedError, poll_until
 
@@ -174,10 +175,10 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
     host = pristine_gpu_host
     original = host.unit_text
     before_pid = host.service_properties("MainPID")["MainPID"]
-    apply = subprocess.Popen(
+    apply = start_cli(
         [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3, "--yes", "--json",
          "--timeout", APPLY_TIMEOUT],
-        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=host.client_env(),
     )  # fmt: skip
     try:
         poll_until(lambda: host.unit_file_text() != original or apply.poll() is not None, timeout=60,
@@ -189,7 +190,7 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
         host.link_down()
         _wait_for(lambda: _restarted_and_healthy(host, before_pid), timeout=MAX_OUTAGE_S)
         host.link_up()
-        stdout, stderr = apply.communicate(timeout=180)
+        stdout, stderr = finish_cli(apply, timeout=180)
     finally:
         host.link_up()
         if apply.poll() is None:
@@ -214,10 +215,10 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
 
 def _slow_apply(host: GpuHost) -> subprocess.Popen[str]:
     """An apply whose new unit starts slowly (sim-time-scale 0.05, seconds): long enough to run another beside it."""
-    return subprocess.Popen(
+    return start_cli(
         [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3,
          "--set", "sim-time-scale=0.05", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
-        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=host.client_env(),
     )  # fmt: skip
 
 
@@ -239,7 +240,7 @@ def test_a_second_apply_is_refused_while_the_first_runs_and_works_after_it(prist
         second = opsconsole(host, "apply", host.name, *steps_1, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
         assert first.poll() is None, "the first apply ended before the second was refused: the test proves nothing"
         assert host.unit_file_text() == first_unit  # the refused apply did not touch the unit
-        stdout, stderr = first.communicate(timeout=180)
+        stdout, stderr = finish_cli(first, timeout=180)
     finally:
         if first.poll() is None:
             first.kill()
