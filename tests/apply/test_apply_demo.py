@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
@@ -69,11 +70,7 @@ def test_a_valid_change_is_written_restarted_and_verified(demo: Demo) -> None:
     phases = {p["name"]: p for p in result["phases"]}
     assert phases["load_weights"]["state"] == "done" and phases["load_weights"]["started_at"]
     assert all(p["state"] in ("done", "skipped") for p in result["phases"])
-    # Readiness is noticed soon after the server says so (within 0.5 s of /health turning 200; the log
-    # line comes just before /health turns 200, and CI machines are slow: allow 1 s from the line).
-    ready_line = datetime.fromisoformat(phases["warmup"]["ended_at"])
-    healthy_at = next(datetime.fromisoformat(h["at"]) for h in result["history"] if h["state"] == "healthy")
-    assert (healthy_at - ready_line).total_seconds() < 1.0
+    # How soon readiness is noticed is test_readiness_is_noticed_within_a_second_of_the_ready_line's.
     states = [h["state"] for h in result["history"]]
     assert states == [
         "validated", "backed_up", "written", "daemon_reloaded", "restarting", "starting", "healthy", "verified",
@@ -319,3 +316,22 @@ def test_a_killed_apply_releases_the_lock(demo: Demo) -> None:
     done, result = demo.apply("--set", "speculative-num-steps=1", "--set", "speculative-num-draft-tokens=2", "--yes")
     assert done.returncode == 0, done.stderr
     assert result["state"] == "verified"
+
+
+@pytest.mark.alone  # a time held to a second: one at a time, at the top CPU weight (tests/tiers.py)
+def test_readiness_is_noticed_within_a_second_of_the_ready_line(demo: Demo) -> None:
+    """Within 0.5 s of /health turning 200 (the console polls every 0.1 s); the log line comes just before /health
+    turns 200: a second from the line. The median of three applies is held to it, as one apply's gap is one sample
+    of a poll's phase and of the machine's load at that instant."""
+    first = 3 if _spec_settings(demo.host().server_info())[0] != 3 else 2  # each apply a change
+    gaps = []
+    for steps in (first, 5 - first, first):
+        done, result = demo.apply(
+            "--set", f"speculative-num-steps={steps}", "--set", f"speculative-num-draft-tokens={steps + 1}",
+            "--set", "speculative-eagle-topk=1", "--yes",
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stderr, result.get("error"))
+        ready_line = datetime.fromisoformat(next(p for p in result["phases"] if p["name"] == "warmup")["ended_at"])
+        healthy_at = next(datetime.fromisoformat(h["at"]) for h in result["history"] if h["state"] == "healthy")
+        gaps.append((healthy_at - ready_line).total_seconds())
+    assert statistics.median(gaps) < 1.0, gaps

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import statistics
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.testbed
 
 APPLY_TIMEOUT = "120"  # seconds the CLI waits for readiness; the simulator starts in about a second
 STEPS_3 = ("--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
+STEPS_2 = ("--set", "speculative-num-steps=2", "--set", "speculative-num-draft-tokens=3")  # the host's own
 # The longest the link stays down: it comes back as soon as the host finished restarting on its own.
 MAX_OUTAGE_S = 5.0
 
@@ -50,9 +52,7 @@ def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: Gpu
     info = server_info(host)
     assert info["speculative_num_steps"] == 3
     assert info["speculative_num_draft_tokens"] == 4
-    # The console noticed readiness promptly: within 0.5 s of the server's "ready to roll" line.
-    healthy_at = datetime.fromisoformat(next(t["at"] for t in result["history"] if t["state"] == "healthy"))
-    assert (healthy_at - _ready_line_time(host)).total_seconds() < 0.5
+    # How promptly it noticed readiness is test_readiness_is_noticed_within_half_a_second_of_the_ready_line's.
     # A backup of the old unit stays on the host, and no temp file is left next to the unit.
     assert result["backup"]
     assert host.root_run(["cat", result["backup"]]).stdout == host.unit_text
@@ -275,6 +275,22 @@ def test_a_killed_apply_releases_its_lock_on_the_host(pristine_gpu_host: GpuHost
             first.wait()
     poll_until(lambda: _lock_free_on_host(host), timeout=10, what="the dead console's lock to be released")
     assert "flock -n 9" not in host.root_run(["ps", "-eo", "args"]).stdout  # no holder (sudo, sh) left behind
+
+
+@pytest.mark.alone  # a time held to half a second: one at a time, at the top CPU weight (tests/tiers.py)
+def test_readiness_is_noticed_within_half_a_second_of_the_ready_line(pristine_gpu_host: GpuHost) -> None:
+    """The console polls /health every 0.1 s: it notices a started server within 0.5 s of its "ready to roll" line.
+    The median of three applies is held to it: one apply's gap is one sample of where the line fell in a poll's
+    interval and of the machine's load at that instant (over SSH, and a busy machine's scheduler, one can be late)."""
+    host = pristine_gpu_host
+    gaps = []
+    for steps in (STEPS_3, STEPS_2, STEPS_3):
+        done = opsconsole(host, "apply", host.name, *steps, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
+        result = json_output(done)
+        assert done.returncode == 0, done.stderr
+        healthy_at = datetime.fromisoformat(next(t["at"] for t in result["history"] if t["state"] == "healthy"))
+        gaps.append((healthy_at - _ready_line_time(host)).total_seconds())
+    assert statistics.median(gaps) < 0.5, gaps
 
 
 def _ready_line_time(host: GpuHost) -> datetime:
