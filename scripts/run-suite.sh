@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# `make test`'s pytest part: the whole suite in two runs side by side (tiers: tests/tiers.py).
+# `make test`'s pytest part: first what the tests need built (tests/suite_setup.py), then the whole suite in two runs
+# side by side (tiers: tests/tiers.py).
 #
+#   setup  the testbed's tree and site packages, bench_serving.py: before pytest's clock starts, with its own time on
+#          one line. Built inside a test it counted against that test's timeout (a new machine's debootstrap took
+#          214 s of a 300 s one). A failed setup stops here, with the reason.
 #   bulk   every test not marked `alone`, in WORKERS parallel workers: CPU-bound, ~1,000 CPU-s on 2 cores.
 #   timed  the `alone` tests, one at a time: they hold a measured time to a known truth within a few percent, and
 #          mostly wait (~8 % of a core). They run in a cgroup of the top CPU weight (v1 cpu.shares 262144, v2
@@ -38,6 +42,8 @@ remove_cgroup() {
     while read -r pid; do echo "$pid" >"$(dirname "$cg")/cgroup.procs" 2>/dev/null; done <"$cg/cgroup.procs"
     rmdir "$cg"
 }
+
+"$BIN/python" -m tests.suite_setup || { echo "run-suite: the setup failed (above): no test was run" >&2; exit 1; }
 
 BULK=("$BIN/pytest" tests -m "not alone" -n "$WORKERS" --dist worksteal)
 

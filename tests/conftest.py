@@ -16,12 +16,14 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from tests.support import budget
 from tests.testbed import cache, resources
 from tests.testbed.host import GpuHost
-from tests.tiers import classify, forbid_processes, start_long_tests_first
+from tests.tiers import classify, forbid_processes, start_long_tests_first, timeouts_from_long_marks
 
 __all__ = ["forbid_processes"]
 
@@ -39,7 +41,10 @@ TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 
 @pytest.fixture(scope="session")
 def testbed_ready() -> None:
-    """Root, the tools, the cached tree; and no leftovers of a crashed run. Fails (never skips) without them."""
+    """Root, the tools, the cached tree; and no leftovers of a crashed run. Fails (never skips) without them.
+
+    `make test` builds the tree before pytest starts (tests/suite_setup.py), so that no test's timeout pays for it;
+    here it is built only for a test run by hand on a machine that has none yet."""
     if os.geteuid() != 0:
         pytest.fail("the GPU-host testbed needs root (network namespaces, systemd-nspawn); run the tests as root")
     missing = [tool for tool in TESTBED_TOOLS if shutil.which(tool, path=TOOL_PATH) is None]
@@ -93,6 +98,20 @@ def unknown_gpu_host(_unknown_gpu_host_session: GpuHost) -> GpuHost:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     classify(items)  # before `-m` deselects: `make unit` chooses by the marker this adds
+    # pytest-timeout's resolved default: --timeout, else $PYTEST_TIMEOUT, else pyproject.toml's
+    timeouts_from_long_marks(items, getattr(config, "_env_timeout", None))
+
+
+# The running test's timer, as pytest-timeout starts and stops it, for the waits inside it (tests/support/budget.py).
+# Returning None leaves the timer itself to pytest-timeout. (optionalhook: without the plugin, nothing to follow.)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    budget.start(settings.timeout)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    budget.stop()
 
 
 class _LongTestsFirst:

@@ -145,7 +145,7 @@ async def confirm_and_execute(pending: PendingApply, verb: HostVerb) -> ApplyRes
             await pending.abort("not confirmed; nothing was changed")
     if pending.result.rollout.finished:
         return pending.result
-    progress = ignore if verb.json else ApplyProgress(verb.human)
+    progress = ApplyProgress(verb.human) if verb.shows_progress else ignore
     result, _interrupted = await interruptibly(pending.execute(on_event=progress), pending.request_abort)
     return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -23,6 +24,11 @@ from console.host.base import HostError, UnitLocked
 
 T = TypeVar("T")
 E = TypeVar("E")
+
+# A --json run prints no progress unless this is set (to anything but 0): then the same timestamped lines go to
+# stderr, stdout still holding only the JSON object. For the log of a scripted run, and for the tests: a CLI that ran
+# past its time shows where it was (tests/e2e/cli.py).
+PROGRESS_ENV = "OPSCONSOLE_PROGRESS"
 
 
 def run_verb(
@@ -93,6 +99,12 @@ class HostVerb:
     def human(self) -> TextIO:
         """Where the lines for a person go: stdout, or stderr when stdout holds the one JSON object."""
         return self.stderr if self.json else self.stdout
+
+    @property
+    def shows_progress(self) -> bool:
+        """The timestamped progress lines (on `human`): without --json always; with it where $OPSCONSOLE_PROGRESS
+        asks for them."""
+        return not self.json or os.environ.get(PROGRESS_ENV, "0") not in ("", "0")
 
     def run(self, main: VerbMain, *, check: Callable[[], object] | None = None) -> int:
         """check() (usage errors, exit 2, before anything is contacted), then main(self): the lock held by another
@@ -180,4 +192,4 @@ class HumanProgress(Generic[E]):
 
 
 def ignore(_event: object) -> None:
-    """The progress of a --json run: none (stdout holds only the JSON object)."""
+    """The progress of a --json run: none (stdout holds only the JSON object; see PROGRESS_ENV)."""

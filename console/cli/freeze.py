@@ -104,7 +104,7 @@ async def freeze_main(verb: HostVerb) -> int:
             plan = pending.plan
             if not verb.json:
                 render_plan(plan, verb.human)
-            sink = ignore if verb.json else FreezeProgress(verb.human)
+            sink = FreezeProgress(verb.human) if verb.shows_progress else ignore
             question = (
                 f"Write the document to {session.label}:{plan.document_path}, enable {session.service.unit} "
                 f"and keep snapshot {plan.snapshot.name}?"

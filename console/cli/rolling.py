@@ -224,7 +224,7 @@ async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostV
         elif answer is Answer.NO:
             report = await roll.abort("not confirmed; nothing was changed")
         else:
-            progress = (lambda _e: None) if verb.json else RollProgress(verb.human)
+            progress = RollProgress(verb.human) if verb.shows_progress else (lambda _e: None)
             report, _interrupted = await interruptibly(roll.execute(on_event=progress), roll.request_abort)
     verb.report(report.to_json, lambda out: render_report(report, out))
     return report.exit_code

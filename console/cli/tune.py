@@ -330,7 +330,7 @@ async def tune_main(verb: HostVerb) -> int:
                 await pending.abort("not confirmed")
                 print("not confirmed; nothing was changed", file=verb.stderr)
                 return ExitCode.FAILED
-            progress = ignore if verb.json else TuneProgress(verb.human)
+            progress = TuneProgress(verb.human) if verb.shows_progress else ignore
             result, interrupted = await interruptibly(
                 pending.execute(on_event=progress), lambda: pending.request_abort("interrupted (Ctrl-C)")
             )

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
@@ -22,6 +23,7 @@ import pytest
 from console.core.session import open_session
 from console.host.base import UnitLocked
 from console.workspace import Workspace
+from tests.support.cli_run import finish_cli, start_cli
 from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, poll, running_demo
 
 
@@ -68,11 +70,7 @@ def test_a_valid_change_is_written_restarted_and_verified(demo: Demo) -> None:
     phases = {p["name"]: p for p in result["phases"]}
     assert phases["load_weights"]["state"] == "done" and phases["load_weights"]["started_at"]
     assert all(p["state"] in ("done", "skipped") for p in result["phases"])
-    # Readiness is noticed soon after the server says so (within 0.5 s of /health turning 200; the log
-    # line comes just before /health turns 200, and CI machines are slow: allow 1 s from the line).
-    ready_line = datetime.fromisoformat(phases["warmup"]["ended_at"])
-    healthy_at = next(datetime.fromisoformat(h["at"]) for h in result["history"] if h["state"] == "healthy")
-    assert (healthy_at - ready_line).total_seconds() < 1.0
+    # How soon readiness is noticed is test_readiness_is_noticed_within_a_second_of_the_ready_line's.
     states = [h["state"] for h in result["history"]]
     assert states == [
         "validated", "backed_up", "written", "daemon_reloaded", "restarting", "starting", "healthy", "verified",
@@ -189,13 +187,13 @@ def test_on_a_terminal_it_asks_and_no_means_nothing_changes(untouched_demo: Demo
     unit_before, pid_before = host.unit(), host.main_pid()
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.Popen(
+        proc = start_cli(
             [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=3",
              "--set", "speculative-num-draft-tokens=4", "--json"],
-            stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ), stdin=secondary,
         )  # fmt: skip
         os.write(primary, b"n\n")
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = finish_cli(proc, timeout=60)
     finally:
         os.close(primary)
         os.close(secondary)
@@ -211,17 +209,17 @@ def test_ctrl_c_while_the_new_unit_starts_rolls_back(demo: Demo) -> None:
     unit_before = host.unit()
     # The new unit's simulated start takes hours (time scale 100): whenever the Ctrl-C lands after the unit
     # was written, the new unit cannot have been verified yet, so the only right outcome is a rollback.
-    proc = subprocess.Popen(
+    proc = start_cli(
         [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=3",
          "--set", "speculative-num-draft-tokens=4", "--set", "sim-time-scale=100", "--yes", "--json",
          "--timeout", APPLY_TIMEOUT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ),
     )  # fmt: skip
     try:
         poll(lambda: host.unit() != unit_before or proc.poll() is not None, 30, "apply to write the unit")
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = finish_cli(proc, timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -249,10 +247,10 @@ def test_when_the_old_unit_does_not_come_back_either_the_rollback_fails_loudly(d
 
 def _slow_apply(demo: Demo, *edits: str) -> subprocess.Popen[str]:
     """An apply whose new unit starts slowly (a simulated start 50 times longer): it holds the lock a while."""
-    return subprocess.Popen(
+    return start_cli(
         [str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", *edits,
          "--set", "sim-time-scale=0.05", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ),
     )  # fmt: skip
 
 
@@ -281,7 +279,7 @@ def test_a_second_apply_is_refused_while_the_first_runs_and_works_after_it(demo:
         )
         assert first.poll() is None, "the first apply ended before the second was tried: the test proves nothing"
         unit_after_refusal = host.unit()
-        first_out, first_err = first.communicate(timeout=120)
+        first_out, first_err = finish_cli(first, timeout=120)
     finally:
         if first.poll() is None:
             first.kill()
@@ -318,3 +316,22 @@ def test_a_killed_apply_releases_the_lock(demo: Demo) -> None:
     done, result = demo.apply("--set", "speculative-num-steps=1", "--set", "speculative-num-draft-tokens=2", "--yes")
     assert done.returncode == 0, done.stderr
     assert result["state"] == "verified"
+
+
+@pytest.mark.alone  # a time held to a second: one at a time, at the top CPU weight (tests/tiers.py)
+def test_readiness_is_noticed_within_a_second_of_the_ready_line(demo: Demo) -> None:
+    """Within 0.5 s of /health turning 200 (the console polls every 0.1 s); the log line comes just before /health
+    turns 200: a second from the line. The median of three applies is held to it, as one apply's gap is one sample
+    of a poll's phase and of the machine's load at that instant."""
+    first = 3 if _spec_settings(demo.host().server_info())[0] != 3 else 2  # each apply a change
+    gaps = []
+    for steps in (first, 5 - first, first):
+        done, result = demo.apply(
+            "--set", f"speculative-num-steps={steps}", "--set", f"speculative-num-draft-tokens={steps + 1}",
+            "--set", "speculative-eagle-topk=1", "--yes",
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stderr, result.get("error"))
+        ready_line = datetime.fromisoformat(next(p for p in result["phases"] if p["name"] == "warmup")["ended_at"])
+        healthy_at = next(datetime.fromisoformat(h["at"]) for h in result["history"] if h["state"] == "healthy")
+        gaps.append((healthy_at - ready_line).total_seconds())
+    assert statistics.median(gaps) < 1.0, gaps

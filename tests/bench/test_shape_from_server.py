@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +23,7 @@ from console.bench.workloads import WorkloadSpec
 from console.sglang.histograms import Histogram
 from console.sglang.traffic_shape import parse_scrape, window_shape
 from tests.bench.test_traffic import OPSCONSOLE, bench_cli, prompt_tokens_sent
+from tests.support.cli_run import finish_cli, start_cli
 from tests.support.known_load import SHARED, KnownLoad
 from tests.support.simproc import FAST, SimProcess, running_sim
 
@@ -42,10 +43,10 @@ def quantile(values: list[int], q: float) -> float:
 def test_the_shape_seen_on_the_server_is_the_load_that_was_sent(sim: SimProcess, tmp_path: Path) -> None:
     with KnownLoad(sim.url) as load:
         load.wait_for(20)  # running before the window opens
-        cli = subprocess.Popen(
+        cli = start_cli(
             [str(OPSCONSOLE), "--workspace", str(tmp_path / "ws"), "bench", "--url", sim.url, "--shape-from-server",
              "6s", "--rate-scale", "1,1.5", "--requests", "12", "--warmup", "0", "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ),
         )  # fmt: skip
         assert cli.stderr is not None
         lines = []
@@ -58,7 +59,7 @@ def test_the_shape_seen_on_the_server_is_the_load_that_was_sent(sim: SimProcess,
                 closed = time.monotonic()
                 break
         assert opened and closed, "".join(lines) + cli.stderr.read()
-    out, err = cli.communicate(timeout=300)
+    out, err = finish_cli(cli, timeout=240)
     assert cli.returncode == 0, "".join(lines) + err
     in_window = [d for d in load.done if opened <= d[0] <= closed]
     records = json.loads(out)

@@ -6,6 +6,7 @@ is sent; and `bench --find-capacity` searching the stand-in's request rate until
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -23,6 +24,7 @@ from console.bench.slo import CapacitySearch
 from console.bench.workloads import WorkloadSpec
 from console.sglang.client import parse_metrics
 from tests.bench.conftest import ScheduleServer
+from tests.support.cli_run import run_cli
 from tests.support.localproc import local_process
 from tests.support.simproc import FAST, SimProcess, running_sim
 
@@ -94,13 +96,7 @@ def small_context() -> Iterator[SimProcess]:
 
 
 def bench_cli(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(OPSCONSOLE), "--workspace", str(workspace), "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli([str(OPSCONSOLE), "--workspace", str(workspace), "bench", *args], timeout=240, env=dict(os.environ))
 
 
 def prompt_tokens_sent(sim: SimProcess) -> float:

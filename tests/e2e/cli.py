@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.budget import describe, inner_timeout
+from tests.support.cli_run import run_cli
 from tests.testbed import recipe
 from tests.testbed.host import GpuHost
 from tests.testbed.system import CommandTimedOut
@@ -19,11 +21,10 @@ OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
 def opsconsole(
     host: GpuHost, *args: str, input: str | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    """`opsconsole --workspace WS ARGS` with the host's client HOME (its ssh_config, known_hosts, key)."""
+    """`opsconsole --workspace WS ARGS` with the host's client HOME (its ssh_config, known_hosts, key); past `timeout`
+    (or the test's own time), what it was doing (tests/support/cli_run.py)."""
     argv = [str(OPSCONSOLE), "--workspace", str(host.workspace), *args]
-    return subprocess.run(
-        argv, input=input, capture_output=True, text=True, timeout=timeout, env=host.client_env(), cwd=host.home
-    )
+    return run_cli(argv, input=input, timeout=timeout, env=host.client_env(), cwd=host.home)
 
 
 def opsconsole_on_host(
@@ -33,11 +34,13 @@ def opsconsole_on_host(
     home = f"/home/{user}" if user != "root" else "/root"
     env = [f"HOME={home}", f"PYTHONPATH={recipe.PYTHONPATH}", "PYTHONDONTWRITEBYTECODE=1"]
     console = ["python3", "-m", "console", "--workspace", f"{home}/workspace", *args]
+    wait_s = inner_timeout(timeout)
     try:
-        return host.root_run(["runuser", "-u", user, "--", "env", *env, *console], timeout=timeout, check=False)
+        return host.root_run(["runuser", "-u", user, "--", "env", *env, *console], timeout=wait_s, check=False)
     except CommandTimedOut as exc:
         raise AssertionError(
-            f"`opsconsole {shlex.join(args)}` on the host ran past {timeout:.0f} s:\n{exc.stdout}\n{exc.stderr}"
+            f"`opsconsole {shlex.join(args)}` on the host ran past {wait_s:.0f} s ({describe()}):\n{exc.stdout}\n"
+            f"{exc.stderr}"
         ) from exc
 
 

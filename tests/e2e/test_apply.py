@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import statistics
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from console.core.session import open_session
 from console.host.base import UnitBackup
 from console.workspace import Workspace
 from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole, server_info, unit_dir_listing
+from tests.support.cli_run import finish_cli, start_cli
 from tests.testbed.host import GpuHost
 from tests.testbed.system import TestbedError, poll_until
 
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.testbed
 
 APPLY_TIMEOUT = "120"  # seconds the CLI waits for readiness; the simulator starts in about a second
 STEPS_3 = ("--set", "speculative-num-steps=3", "--set", "speculative-num-draft-tokens=4")
+STEPS_2 = ("--set", "speculative-num-steps=2", "--set", "speculative-num-draft-tokens=3")  # the host's own
 # The longest the link stays down: it comes back as soon as the host finished restarting on its own.
 MAX_OUTAGE_S = 5.0
 
@@ -49,9 +52,7 @@ def test_a_valid_change_is_written_restarted_and_verified(pristine_gpu_host: Gpu
     info = server_info(host)
     assert info["speculative_num_steps"] == 3
     assert info["speculative_num_draft_tokens"] == 4
-    # The console noticed readiness promptly: within 0.5 s of the server's "ready to roll" line.
-    healthy_at = datetime.fromisoformat(next(t["at"] for t in result["history"] if t["state"] == "healthy"))
-    assert (healthy_at - _ready_line_time(host)).total_seconds() < 0.5
+    # How promptly it noticed readiness is test_readiness_is_noticed_within_half_a_second_of_the_ready_line's.
     # A backup of the old unit stays on the host, and no temp file is left next to the unit.
     assert result["backup"]
     assert host.root_run(["cat", result["backup"]]).stdout == host.unit_text
@@ -174,10 +175,10 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
     host = pristine_gpu_host
     original = host.unit_text
     before_pid = host.service_properties("MainPID")["MainPID"]
-    apply = subprocess.Popen(
+    apply = start_cli(
         [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3, "--yes", "--json",
          "--timeout", APPLY_TIMEOUT],
-        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=host.client_env(),
     )  # fmt: skip
     try:
         poll_until(lambda: host.unit_file_text() != original or apply.poll() is not None, timeout=60,
@@ -189,7 +190,7 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
         host.link_down()
         _wait_for(lambda: _restarted_and_healthy(host, before_pid), timeout=MAX_OUTAGE_S)
         host.link_up()
-        stdout, stderr = apply.communicate(timeout=180)
+        stdout, stderr = finish_cli(apply, timeout=180)
     finally:
         host.link_up()
         if apply.poll() is None:
@@ -214,10 +215,10 @@ def test_ssh_dropped_during_apply_finishes_or_rolls_back_with_nothing_half_writt
 
 def _slow_apply(host: GpuHost) -> subprocess.Popen[str]:
     """An apply whose new unit starts slowly (sim-time-scale 0.05, seconds): long enough to run another beside it."""
-    return subprocess.Popen(
+    return start_cli(
         [str(OPSCONSOLE), "--workspace", str(host.workspace), "apply", host.name, *STEPS_3,
          "--set", "sim-time-scale=0.05", "--yes", "--json", "--timeout", APPLY_TIMEOUT],
-        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=host.client_env(),
     )  # fmt: skip
 
 
@@ -239,7 +240,7 @@ def test_a_second_apply_is_refused_while_the_first_runs_and_works_after_it(prist
         second = opsconsole(host, "apply", host.name, *steps_1, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
         assert first.poll() is None, "the first apply ended before the second was refused: the test proves nothing"
         assert host.unit_file_text() == first_unit  # the refused apply did not touch the unit
-        stdout, stderr = first.communicate(timeout=180)
+        stdout, stderr = finish_cli(first, timeout=180)
     finally:
         if first.poll() is None:
             first.kill()
@@ -274,6 +275,22 @@ def test_a_killed_apply_releases_its_lock_on_the_host(pristine_gpu_host: GpuHost
             first.wait()
     poll_until(lambda: _lock_free_on_host(host), timeout=10, what="the dead console's lock to be released")
     assert "flock -n 9" not in host.root_run(["ps", "-eo", "args"]).stdout  # no holder (sudo, sh) left behind
+
+
+@pytest.mark.alone  # a time held to half a second: one at a time, at the top CPU weight (tests/tiers.py)
+def test_readiness_is_noticed_within_half_a_second_of_the_ready_line(pristine_gpu_host: GpuHost) -> None:
+    """The console polls /health every 0.1 s: it notices a started server within 0.5 s of its "ready to roll" line.
+    The median of three applies is held to it: one apply's gap is one sample of where the line fell in a poll's
+    interval and of the machine's load at that instant (over SSH, and a busy machine's scheduler, one can be late)."""
+    host = pristine_gpu_host
+    gaps = []
+    for steps in (STEPS_3, STEPS_2, STEPS_3):
+        done = opsconsole(host, "apply", host.name, *steps, "--yes", "--json", "--timeout", APPLY_TIMEOUT)
+        result = json_output(done)
+        assert done.returncode == 0, done.stderr
+        healthy_at = datetime.fromisoformat(next(t["at"] for t in result["history"] if t["state"] == "healthy"))
+        gaps.append((healthy_at - _ready_line_time(host)).total_seconds())
+    assert statistics.median(gaps) < 0.5, gaps
 
 
 def _ready_line_time(host: GpuHost) -> datetime:

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.cli import OPSCONSOLE, json_output, server_info
+from tests.support.cli_run import run_cli
 from tests.support.simproc import free_port
 from tests.testbed import recipe
 from tests.testbed.host import GpuHost
@@ -64,9 +65,9 @@ class Fleet:
         env["OPSCONSOLE_WORKSPACE"] = str(self.workspace)
         return env
 
-    def opsconsole(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def opsconsole(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         argv = [str(OPSCONSOLE), "--workspace", str(self.workspace), *args]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env(), cwd=self.home)
+        return run_cli(argv, timeout=timeout, env=self.env(), cwd=self.home)
 
     def workers(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.router_url}/workers", timeout=5) as answer:

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.cli import OPSCONSOLE, json_output, server_info
+from tests.support.cli_run import run_cli
 from tests.testbed.host import GpuHost
 
 pytestmark = pytest.mark.testbed
@@ -46,11 +47,11 @@ class Duo:
     home: Path
     workspace: Path
 
-    def opsconsole(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def opsconsole(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         env = self.hosts[0].client_env()
         env["HOME"] = str(self.home)
         argv = [str(OPSCONSOLE), "--workspace", str(self.workspace), *args]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=self.home)
+        return run_cli(argv, timeout=timeout, env=env, cwd=self.home)
 
     def state(self, host: GpuHost) -> tuple[str, str]:
         return host.unit_sha256(), host.service_properties("MainPID")["MainPID"]

@@ -9,6 +9,7 @@ import pytest
 
 from console.core.session import UNIT_KEY_NOTICE
 from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole
+from tests.support.cli_run import run_cli
 from tests.testbed.host import GpuHost
 
 pytestmark = pytest.mark.testbed
@@ -73,7 +74,7 @@ def test_an_alias_target_uses_the_units_key_says_so_once_and_never_prints_it(
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         argv = [str(OPSCONSOLE), "--workspace", str(workspace), *args]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=host.home)
+        return run_cli(argv, timeout=240, env=env, cwd=host.home)
 
     try:
         runs = {

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import OPSCONSOLE, json_output, opsconsole, server_info
+from tests.support.cli_run import finish_cli, start_cli
 from tests.testbed.host import GpuHost
 from tests.testbed.system import TestbedError, poll_until
 
@@ -63,14 +64,13 @@ def _space_file(host: GpuHost, text: str) -> Path:
 
 
 def _tune(host: GpuHost, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(OPSCONSOLE), "--workspace", str(host.workspace), "tune", host.name, *args, "--yes", "--json"],
-        env=host.client_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    argv = [str(OPSCONSOLE), "--workspace", str(host.workspace), "tune", host.name, *args, "--yes", "--json"]
+    return start_cli(argv, env=host.client_env())
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[dict[str, object], str]:
-    stdout, stderr = proc.communicate(timeout=timeout)
+    """Its JSON object and stderr; past `timeout` (or the test's own time) what it was doing (finish_cli)."""
+    stdout, stderr = finish_cli(proc, timeout=timeout)
     return json_output(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)), stderr
 
 
@@ -96,7 +96,7 @@ def test_a_setup_that_fails_to_start_is_rolled_back_and_skipped_and_the_original
     host = fast_host
     original = host.unit_file_text()
     space = _space_file(host, SPACE_WITH_A_BROKEN_SETUP)
-    done = opsconsole(host, "tune", host.name, "--space", str(space), *SHORT_RUNS, "--yes", "--json", timeout=300)
+    done = opsconsole(host, "tune", host.name, "--space", str(space), *SHORT_RUNS, "--yes", "--json", timeout=240)
     result = json_output(done)
     assert done.returncode == 0, done.stderr
     trials = {t["name"]: t for t in result["trials"]}  # type: ignore[union-attr]
@@ -189,7 +189,7 @@ def test_the_link_drops_mid_tune_the_tune_carries_on_and_the_original_is_back(fa
             pass  # still running after 6 s without a link: as it should
         finally:
             host.link_up()
-        result, stderr = _finish(tune, timeout=300)
+        result, stderr = _finish(tune, timeout=240)
     finally:
         host.link_up()
         if tune.poll() is None:

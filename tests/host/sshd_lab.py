@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -20,11 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.procs import alive, children_of
+from tests.support.procs import alive, children_of, processes_with
 
-# A user per pytest worker: a lab's teardown ends every process of its user, which must not reach the sessions of
-# another worker's lab (nor its `ps -u` checks).
-TEST_USER = f"opsct-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+# A user per process that runs labs (a pytest worker, a benchmark): a lab's teardown ends every process of its user,
+# which must not reach the sessions of another worker's lab (nor its `ps -u` checks), nor those of another pytest
+# session on the same machine (two checkouts, CI beside a developer), whose workers have the same names gw0, gw1...
+# So the name holds this process's PID, unique among live processes; one whose PID is gone is a crashed run's
+# leftover, removed by the next lab (_remove_stale_users). The worker's name is only there for a reader of `ps`.
+# At most 32 characters (useradd): "opsct-test-" 11, "gw127" 5, "-" and a PID of at most 7 digits (pid_max 2^22).
+USER_PREFIX = "opsct-test-"
+TEST_USER = f"{USER_PREFIX}{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
+_STALE_CANDIDATE = re.compile(re.escape(USER_PREFIX) + r"[a-z0-9]+-(\d+)")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -104,10 +111,10 @@ class Sshd:
         self.start()
 
 
-def _end_test_user_processes() -> None:
+def _end_test_user_processes(user: str = TEST_USER) -> None:
     """Kill (by PID) whatever the tests left running as the dedicated test user, so userdel can work."""
     try:
-        uid = pwd.getpwnam(TEST_USER).pw_uid
+        uid = pwd.getpwnam(user).pw_uid
     except KeyError:
         return
     for entry in Path("/proc").iterdir():
@@ -123,14 +130,56 @@ def _end_test_user_processes() -> None:
                     pass
 
 
-def _ensure_user() -> bool:
+def _remove_stale_users() -> list[str]:
+    """The test users of processes that ended without their labs' teardown (a crashed or killed run): their
+    processes killed, the users and their homes removed. Users of the old per-worker names (no PID) are left alone:
+    they may be a live session's of an older checkout."""
+    removed = []
+    for entry in pwd.getpwall():
+        found = _STALE_CANDIDATE.fullmatch(entry.pw_name)
+        if found is None or int(found.group(1)) == os.getpid() or alive(int(found.group(1))):
+            continue
+        _end_test_user_processes(entry.pw_name)
+        _end_listeners_of(entry.pw_name)
+        subprocess.run(["userdel", "-r", entry.pw_name], check=False, capture_output=True)
+        removed.append(entry.pw_name)
+    return removed
+
+
+def _end_listeners_of(user: str) -> None:
+    """The sshd listeners (root's) of a dead process's labs, found by their sshd_config, and their directories."""
+    for pid in processes_with("opsct-sshd-"):
+        try:  # sshd retitles itself: "sshd: /usr/sbin/sshd -D -e -f ROOT/sshd_config [listener] ...", one string
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode().replace("\0", " ")
+        except OSError:
+            continue
+        found = re.search(r" -f (\S*/opsct-sshd-[^/\s]+)/sshd_config", cmdline)
+        if found is None:
+            continue
+        root = Path(found.group(1))
+        try:
+            ours = f"AllowUsers {user}\n" in (root / "sshd_config").read_text()
+        except OSError:
+            continue
+        if ours:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            shutil.rmtree(root, ignore_errors=True)
+
+
+# Labs open in this process: the outermost creates the user and removes it (a test's own lab may open inside the
+# session's).
+_open_labs = 0
+
+
+def _ensure_user() -> None:
     try:
         pwd.getpwnam(TEST_USER)
-        return False
     except KeyError:
         subprocess.run(["useradd", "-m", "-s", "/bin/sh", TEST_USER], check=True)
         subprocess.run(["usermod", "-p", "*", TEST_USER], check=True)  # unlocked, but no password login
-        return True
 
 
 @dataclass
@@ -157,11 +206,17 @@ def write_client(directory: Path, server: Sshd, *, trusted: bool = True) -> Clie
 @contextmanager
 def sshd_lab(*, max_sessions: int = 10) -> Iterator[Sshd]:
     """A running sshd for the test user; everything it created is removed afterwards."""
+    global _open_labs
     Path("/run/sshd").mkdir(exist_ok=True)
-    created = _ensure_user()
+    _remove_stale_users()
+    if _open_labs == 0:
+        # One of this name that exists now is a dead process's that had this PID: no lab of this one is open.
+        _end_test_user_processes()
+    _ensure_user()
     root = Path(tempfile.mkdtemp(prefix="opsct-sshd-"))
-    os.chmod(root, 0o755)  # sshd reads authorized_keys as the test user
+    _open_labs += 1
     try:
+        os.chmod(root, 0o755)  # sshd reads authorized_keys as the test user
         for name in ("host_key", "client_key"):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True)
         shutil.copy(root / "client_key.pub", root / "authorized_keys")
@@ -187,7 +242,8 @@ def sshd_lab(*, max_sessions: int = 10) -> Iterator[Sshd]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
         _end_test_user_processes()
-        if created:
+        _open_labs -= 1
+        if _open_labs == 0:
             subprocess.run(["userdel", "-r", TEST_USER], check=False, capture_output=True)
 
 

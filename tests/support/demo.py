@@ -19,6 +19,7 @@ from typing import Any
 from console.core.session import open_session
 from console.sim.supervisor import _end_with_parent
 from console.workspace import Workspace
+from tests.support.cli_run import run_cli
 
 OPSCONSOLE = Path(sys.executable).with_name("opsconsole")
 TIME_SCALE = "0.001"  # a simulated large-model start takes about a second
@@ -31,13 +32,8 @@ class Demo:
     proc: subprocess.Popen[str]
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(OPSCONSOLE), "--workspace", str(self.workspace), *args],
-            input=stdin if stdin is not None else "",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        argv = [str(OPSCONSOLE), "--workspace", str(self.workspace), *args]
+        return run_cli(argv, input=stdin if stdin is not None else "", timeout=120, env=dict(os.environ))
 
     def apply(self, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
         done = self.run("apply", "demo", *args, "--json", "--timeout", APPLY_TIMEOUT)

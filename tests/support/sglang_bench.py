@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from console.sim.tokenizer import write_model_dir
+from tests.support.budget import describe, inner_timeout
 
 SGLANG_VERSION = "0.5.6.post2"
 NEEDED = ("aiohttp", "numpy", "requests", "tqdm", "transformers", "PIL")
@@ -99,8 +100,9 @@ def bench_serving_sharegpt_sample(path: Path, num_prompts: int, seed: int = 1) -
     env.update(TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     argv = [sys.executable, "-c", SAMPLE_SHAREGPT, str(bench_serving_script()), str(tokenizer_dir())]
     done = subprocess.run(
-        [*argv, str(path), str(num_prompts), str(seed)], capture_output=True, text=True, timeout=300, env=env
-    )
+        [*argv, str(path), str(num_prompts), str(seed)], capture_output=True, text=True, timeout=inner_timeout(120),
+        env=env,
+    )  # fmt: skip
     if done.returncode != 0:
         raise BenchUnavailable(f"bench_serving's sample_sharegpt_requests failed: {done.stderr[-2000:]}")
     return [(str(p), int(n), int(m)) for p, n, m in json.loads(done.stdout.strip().splitlines()[-1])]
@@ -207,10 +209,22 @@ def run_bench_serving(
         # It looks the served model name up on the Hub (config, processor); nothing is fetched from there.
         env["HF_HUB_OFFLINE"] = "1"
         env["TRANSFORMERS_OFFLINE"] = "1"
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        try:  # within the running test's own time (tests/support/budget.py), and saying what it printed if not
+            wait_s = inner_timeout(timeout)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=wait_s, env=env, cwd=tmp)
+        except subprocess.TimeoutExpired as expired:
+            said = [_text(expired.stdout)[-3000:], _text(expired.stderr)[-3000:]]
+            raise AssertionError(
+                f"bench_serving did not end within {wait_s:.0f} s ({describe()}); its stdout, then stderr, so far:\n"
+                + "\n---\n".join(said)
+            ) from None
         record: dict[str, Any] = {}
         if out_file.exists():
             lines = out_file.read_text().strip().splitlines()
             if lines:
                 record = json.loads(lines[-1])
         return BenchResult(done.returncode, done.stdout, done.stderr, record)
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")

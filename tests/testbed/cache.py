@@ -64,17 +64,26 @@ def machine_mirror() -> str:
 
 def ensure_tree(root: Path = CACHE_ROOT) -> BuildReport:
     """The booted hosts' root filesystem (read-only for them: they boot it with --volatile=overlay)."""
-    tree_recipe = recipe.tree_recipe(machine_mirror())
-    final = root / f"tree-{recipe.recipe_key(tree_recipe)}"
-    return _ensure(final, root, lambda tmp: _build_tree(tmp, str(tree_recipe["mirror"])))
+    mirror = machine_mirror()
+    return _ensure(tree_path(root, mirror), root, lambda tmp: _build_tree(tmp, mirror))
+
+
+def tree_path(root: Path = CACHE_ROOT, mirror: str | None = None) -> Path:
+    """Where ensure_tree keeps the tree of this recipe (named by its hash)."""
+    tree_recipe = recipe.tree_recipe(mirror if mirror is not None else machine_mirror())
+    return root / f"tree-{recipe.recipe_key(tree_recipe)}"
 
 
 def ensure_site(root: Path = CACHE_ROOT) -> BuildReport:
     """The project's runtime dependencies for the container's python3, bound in at recipe.SITE_MOUNT."""
     requirements = project_requirements()
-    site_recipe = recipe.site_recipe(requirements, f"cp{sys.version_info.major}{sys.version_info.minor}")
-    final = root / f"site-{recipe.recipe_key(site_recipe)}"
-    return _ensure(final, root, lambda tmp: _build_site(tmp, requirements))
+    return _ensure(site_path(root), root, lambda tmp: _build_site(tmp, requirements))
+
+
+def site_path(root: Path = CACHE_ROOT) -> Path:
+    """Where ensure_site keeps the packages of this recipe (named by its hash)."""
+    site_recipe = recipe.site_recipe(project_requirements(), f"cp{sys.version_info.major}{sys.version_info.minor}")
+    return root / f"site-{recipe.recipe_key(site_recipe)}"
 
 
 def project_requirements() -> list[str]:

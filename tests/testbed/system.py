@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from tests.support.budget import inner_timeout
+
 T = TypeVar("T")
 
 
@@ -52,10 +54,12 @@ def poll_until(
     interval: float = 0.05,
     explain: Callable[[], str] | None = None,
 ) -> T:
-    """Call probe until it returns something other than None/False; TestbedError after timeout seconds.
+    """Call probe until it returns something other than None/False; TestbedError after timeout seconds (or sooner,
+    where the running test's own pytest timeout would fire first: tests/support/budget.py).
 
     explain() is asked for extra detail (a log tail, the last state seen) only when the wait fails.
     """
+    timeout = inner_timeout(timeout)
     deadline = time.monotonic() + timeout
     while True:
         result = probe()

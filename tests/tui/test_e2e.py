@@ -19,6 +19,7 @@ from console.core.session import open_session
 from console.core.status import read_status
 from console.tui.widgets.journal import JournalView
 from console.workspace import Workspace
+from tests.support.budget import inner_timeout
 from tests.support.demo import Demo, running_demo
 from tests.testbed.host import GpuHost
 from tests.tui.support import screen_text, wait_until
@@ -133,6 +134,9 @@ class Terminal:
         return self.wait_until(lambda screen: what in screen, repr(what), timeout)
 
     def wait_until(self, condition: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
+        timeout = inner_timeout(
+            timeout
+        )  # ends before the test's own timeout, with the screen (tests/support/budget.py)
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()

@@ -6,12 +6,12 @@ import asyncio
 import json
 import os
 import pty
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli_run import finish_cli, start_cli
 from tests.support.demo import OPSCONSOLE, Demo, running_demo
 from tests.tune.simhost import QWEN, install, seed_unit
 
@@ -105,12 +105,12 @@ def test_on_a_terminal_the_question_says_what_runs_afterwards_and_no_changes_not
     unit, pid = demo.host().unit(), demo.host().main_pid()
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.Popen(
+        proc = start_cli(
             [str(OPSCONSOLE), "--workspace", str(demo.workspace), "tune", "demo", "--steps", "1,3", *SHORT, *extra],
-            stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ), stdin=secondary,
         )  # fmt: skip
         os.write(primary, b"n\n")
-        _, stderr = proc.communicate(timeout=120)
+        _, stderr = finish_cli(proc, timeout=120)
     finally:
         os.close(primary)
         os.close(secondary)
