@@ -12,12 +12,22 @@ from console.fleet.prometheus import PrometheusClient, PrometheusUnavailable
 from console.fleet.promql import fleet_query, split_by_host
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetTracker, FleetView, HostNames
+from console.host.sshconfig import configured_host_name
 from console.host.targets import Target
 
 
 def host_names(targets: Mapping[str, Target]) -> HostNames:
-    """Each host's label, and the host of its SSH destination, as names Prometheus's label may use."""
-    return HostNames({label: [t.ssh_host] if t.ssh_host else [] for label, t in targets.items()})
+    """Each host's label, the host of its SSH destination and the HostName its ssh_config gives that, as names
+    Prometheus's label may use: its default label, instance, is the address it scraped ("10.0.0.5:30000"), where
+    a profile often names an ssh_config alias ("gpu-a"). Reads the ssh_config files, connects nowhere."""
+    names: dict[str, list[str]] = {}
+    for label, target in targets.items():
+        aliases = [target.ssh_host] if target.ssh_host else []
+        configured = configured_host_name(target)
+        if configured is not None and configured not in aliases:
+            aliases.append(configured)
+        names[label] = aliases
+    return HostNames(names)
 
 
 class FleetWatcher:
