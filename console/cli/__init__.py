@@ -118,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/cli.md)")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="@GROUP: read the members' figures from this Prometheus (console.toml [fleet] prometheus); "
+        "SSH only for a member it does not know",
+    )
+    p.add_argument(
+        "--ssh",
+        action="store_true",
+        help="@GROUP: read every member over SSH even with a Prometheus (the unit, the resolved setup, each GPU)",
+    )
     _add_target_options(p)
 
     p = sub.add_parser(

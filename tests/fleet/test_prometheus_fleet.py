@@ -7,7 +7,9 @@ ssh_config aliases are matched by the addresses Prometheus scraped (its default 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from console.fleet.telemetry import FleetView, HostNames
 from console.host.targets import resolve_target
 from console.tui.app import OpsConsoleApp
 from console.tui.widgets.fleet_overview import COLUMNS, FleetOverview, FleetTable
+from tests.support.demo import OPSCONSOLE
 from tests.support.prometheus import Prometheus, SimFleet, running_prometheus, sim_fleet, wait_scraped
 from tests.tui.support import screen_text, wait_until
 
@@ -228,3 +231,64 @@ async def test_profiles_named_by_ssh_aliases_get_the_figures_of_the_addresses_pr
         await wait_until(pilot, lambda: _row(app, "one")["state"] == "up" and _row(app, "two")["state"] == "up",
                          "one and two up")  # fmt: skip
         assert _row(app, "three")["notes"] == "not in Prometheus" and "not in Prometheus (1): three" in _banner(app)
+
+
+def _status(workspace: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(OPSCONSOLE), "--workspace", str(workspace), "status", "@aliased", "--ssh-config",
+                           str(config), *args], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_status_of_a_group_reads_prometheus_and_opens_ssh_only_for_a_host_it_does_not_know(
+    addressed_fleet: tuple[SimFleet, Prometheus], tmp_path: Path
+) -> None:
+    """Every member's SSH is unreachable (the discard port): one and two still get their figures, from Prometheus;
+    three, which Prometheus does not scrape, is the one tried over SSH. The control, --ssh, reads one and two over
+    SSH too and cannot reach them: the figures above cannot have come from there."""
+    sims, prometheus = addressed_fleet
+    workspace, config = _aliased_workspace(tmp_path / "ws", sims, prometheus.url)
+    done = _status(workspace, config, "--json")
+    assert done.returncode == 1, done.stderr  # three cannot be reached
+    report = json.loads(done.stdout)
+    asked_at = report["prometheus"]["asked_at"]
+    assert report["prometheus"]["error"] is None and report["prometheus"]["url"] == prometheus.url
+    assert list(report["hosts"]) == ["one", "two", "three"] and report["ok"] is False
+    entry = {h["host"]: h for h in sims.hosts}
+    throughput = prometheus.query("sum by (instance) (sglang:gen_throughput)", asked_at, label="instance")
+    for label in ("one", "two"):
+        member, host = report["hosts"][label], entry[ALIASED[label][1]]
+        assert member["source"] == "prometheus" and member["state"] == "up" and "error" not in member, member
+        assert member["figures"]["throughput"] == throughput[f"{host['address']}:{host['sglang']}"], label
+        assert member["figures"]["gpus"] == 2 and member["up"] == {"sglang": 1, "dcgm": 1}
+    three = report["hosts"]["three"]
+    assert three["source"] == "ssh" and three["why_ssh"] == "not in Prometheus", three
+    assert entry["gpu-003"]["address"] in three["error"], three  # the alias's HostName: SSH was tried, and failed
+
+    text = _status(workspace, config)
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"@aliased from Prometheus {prometheus.url}, asked at ") and "2 of 3 hosts" in lines[0]
+    assert lines[1].split()[:3] == ["host", "state", "gen"]
+    assert [line.split()[:2] for line in lines[2:4]] == [["one", "up"], ["two", "up"]]
+    assert "opsconsole status @aliased --ssh" in text.stdout
+    assert "over SSH, not in Prometheus: three" in text.stdout and "\nthree  [cannot be reached: " in text.stdout
+
+    control = json.loads(_status(workspace, config, "--json", "--ssh").stdout)
+    assert "prometheus" not in control
+    for label in ALIASED:
+        assert control["hosts"][label]["source"] == "ssh" and "error" in control["hosts"][label], label
+
+
+def test_status_of_a_group_with_prometheus_down_reads_every_member_over_ssh(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    for host in ("one", "two"):
+        (tmp_path / "profiles" / f"{host}.toml").write_text('[host]\nssh = "ops@127.0.0.1:9"\n')
+    (tmp_path / "profiles" / "groups.toml").write_text('aliased = ["one", "two"]\n')
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    done = _status(tmp_path, config, "--json", "--prometheus", "http://127.0.0.1:9")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert "connection refused" in report["prometheus"]["error"] and report["prometheus"]["asked_at"] is None
+    for member in report["hosts"].values():
+        assert member["source"] == "ssh" and member["why_ssh"].startswith("Prometheus could not be asked (")
+    text = _status(tmp_path, config, "--prometheus", "http://127.0.0.1:9").stdout
+    assert text.startswith("Prometheus http://127.0.0.1:9 could not be asked (") and "every host read over SSH" in text
