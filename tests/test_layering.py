@@ -31,11 +31,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("host", "sglang")
 
-BASE = frozenset({"errors", "names", "secrets", "tomlwrite", "workspace"})  # single modules, importing nothing of ours
+# single modules, importing nothing of ours
+BASE = frozenset({"errors", "hints", "names", "secrets", "tomlwrite", "workspace"})
 ARROWS: Mapping[str, frozenset[str]] = {
     **{base: frozenset() for base in BASE},
-    "sglang": frozenset({"names", "secrets"}),
-    "host": frozenset({"names", "secrets", "sglang"}),
+    "sglang": frozenset({"hints", "names", "secrets"}),
+    "host": frozenset({"hints", "names", "secrets", "sglang"}),
     "bench": frozenset({"secrets", "sglang"}),
     "fleet": BASE | {"sglang", "host"},
     "core": BASE | {"sglang", "host", "bench", "fleet", "sim.plugin"},

@@ -15,7 +15,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from console import __version__
+from console import __version__, hints
 from console.cli.rolling_options import add_rolling_options
 from console.cli.traffic import add_dataset_options, add_shape_options, add_slo_option
 from console.errors import ExitCode, UsageError
@@ -119,6 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (keys in docs/cli.md)")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="@GROUP: read the members' figures from this Prometheus (console.toml [fleet] prometheus); "
+        "SSH only for a member it does not know",
+    )
+    p.add_argument(
+        "--ssh",
+        action="store_true",
+        help="@GROUP: read every member over SSH even with a Prometheus (the unit, the resolved setup, each GPU)",
+    )
     _add_target_options(p)
 
     p = sub.add_parser(
@@ -248,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("restore", help="bring a snapshot's flags and environment back (validated apply with rollback)")
     p.add_argument("target", metavar="TARGET", help=TARGET_HELP + ", or @GROUP with --rolling")
-    p.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot name (opsconsole snapshots lists them)")
+    p.add_argument("snapshot", metavar="SNAPSHOT", help=f"snapshot name ({hints.SNAPSHOTS.line()} lists them)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (apply's keys + snapshot, notes)")

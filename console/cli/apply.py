@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from console import hints
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
 from console.core.apply import ApplyResult, PendingApply, default_owner, flag_kinds, plan_apply
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
@@ -202,5 +203,5 @@ def _plan_edits(verb: HostVerb) -> Any:
     from console.core.group_roll import apply_planner
 
     args = verb.args
-    owner = default_owner(f"opsconsole apply --rolling {args.target}")
+    owner = default_owner(hints.APPLY_ROLLING.line(GROUP=args.target))
     return apply_planner(args.set, args.unset, args.env, args.unset_env, timeout_s=args.timeout, owner=owner)

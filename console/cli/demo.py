@@ -12,6 +12,7 @@ import asyncio
 import signal
 import sys
 
+from console import hints
 from console.cli.common import run_verb
 from console.cli.connect import on_hangup, settle
 from console.errors import ExitCode, UsageError
@@ -56,7 +57,7 @@ async def _with_web(args: argparse.Namespace) -> int:
             argv = web.console_argv(
                 host.workspace.root, [PROFILE_NAME], read_only=bool(args.read_only), refresh=None, ssh_config=None
             )
-            server = web.server_for(args, argv, title="opsconsole demo")
+            server = web.server_for(args, argv, title=hints.DEMO.line())
             web.say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
             code = await web.serve(server, verb="demo", read_only=bool(args.read_only))
             web.say("Stopping the demo host ...")

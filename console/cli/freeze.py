@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from console import hints
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, workspace_of
 
 
@@ -192,5 +193,5 @@ def _plan_freezes(verb: HostVerb) -> Any:
     from console.core.group_roll import freeze_planner
 
     args = verb.args
-    owner = default_owner(f"opsconsole freeze {args.target} --name {args.name}")
+    owner = default_owner(hints.FREEZE.line(HOST=args.target, NAME=args.name))
     return freeze_planner(args.name, note=args.note or "", document=args.doc, force=args.force, owner=owner)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from console import hints
 from console.cli.apply import confirm_and_execute, render_result
 from console.cli.common import HostVerb, workspace_of
 from console.cli.rolling_options import check_rolling
@@ -38,7 +39,7 @@ def _plan_restarts(verb: HostVerb) -> Any:
     from console.core.group_roll import restart_planner
 
     args = verb.args
-    return restart_planner(timeout_s=args.timeout, owner=default_owner(f"opsconsole restart --rolling {args.target}"))
+    return restart_planner(timeout_s=args.timeout, owner=default_owner(hints.RESTART_ROLLING.line(GROUP=args.target)))
 
 
 async def _restart_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:

@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from console import hints
 from console.cli.common import workspace_of
 from console.errors import ExitCode
 
@@ -70,7 +71,7 @@ def listing(workspace: Any, target: str | None) -> dict[str, Any]:
 def render_text(data: dict[str, Any], out: TextIO) -> None:
     rows = data["snapshots"]
     if not rows:
-        print("no snapshots yet (opsconsole freeze TARGET --name NAME makes one)", file=out)
+        print(f"no snapshots yet ({hints.FREEZE.line()} makes one)", file=out)
     else:
         header = ("", "NAME", "HOST", "FROZEN (UTC)", "SGLANG", "SETUP", "BEST TOK/S", "NOTE")
         table = [header]

@@ -3,27 +3,36 @@
 Exit status: 0 when the service could be read and SGLang answers /health with 200, else 1 (the JSON is
 still printed); 1 without output when the host cannot be reached (the reason on stderr).
 
-`status @GROUP` reads every member at once (a few at a time) and prints them in the group's order; with --json one
-object `{"group", "ok", "hosts": {label: status, or {"error": reason} for a host that cannot be reached}}`.
-Exit 0 only when every member is ok.
+`status @GROUP` (console.core.group_status) prints the members in the group's order. With a Prometheus ([fleet]
+prometheus in console.toml, or --prometheus URL) their figures come from it, one query for the group, in a table as
+the console's overview shows them, and only a member it does not know (every member while it cannot be asked) is
+read over SSH; `--ssh`, or no Prometheus, reads every member over SSH, a few at a time. With --json one object
+`{"group", "ok", "prometheus": {"url", "asked_at", "error"} (when asked), "hosts": {label: ...}}`, each member
+`{"source": "prometheus", "state", "seen_at", "up", "figures", "stale"?}` or its status over SSH with
+`"source": "ssh"` (`{"error": reason, "source": "ssh"}` when it cannot be reached; `why_ssh` where a Prometheus was
+asked). Exit 0 only when every member is ok.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from typing import Any, TextIO
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
+from console import hints
 from console.cli.common import run_verb, workspace_of
 from console.core.session import open_session
 from console.core.status import HostStatus, read_status
-from console.errors import ExitCode
+from console.errors import ExitCode, UsageError
 from console.fleet.groups import is_group_ref, resolve_group_targets
-from console.host.base import HostError
+from console.fleet.rows import DASH, FIGURE_COLUMNS, figures_cells
 
-GROUP_CONCURRENCY = 16  # members read at once
+if TYPE_CHECKING:
+    from console.core.group_status import GroupStatus, MemberStatus
+    from console.fleet.settings import FleetSettings
 
 
 def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
@@ -103,6 +112,8 @@ def production_lines(status: HostStatus) -> list[str]:
 async def status_main(args: argparse.Namespace, out: TextIO) -> int:
     if is_group_ref(args.target):
         return await group_status_main(args, out)
+    if args.ssh or args.prometheus:
+        raise UsageError(f"{'--ssh' if args.ssh else '--prometheus'} is for @GROUP: one host is always read over SSH")
     async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
         status = await read_status(session)
     print(json.dumps(status.to_json(), indent=2) if args.json else render_text(status), file=out)
@@ -110,28 +121,67 @@ async def status_main(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def group_status_main(args: argparse.Namespace, out: TextIO) -> int:
+    from console.core.group_status import read_group_status
+
     workspace = workspace_of(args)
     members, _groups = resolve_group_targets([args.target], workspace.profiles)
-    gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+    fleet = None if args.ssh else _fleet_settings(args, workspace.root)
+    report = await read_group_status(args.target[1:], members, workspace, fleet=fleet, ssh_config=args.ssh_config)
+    print(json.dumps(report.to_json(), indent=2) if args.json else render_group_text(report), file=out)
+    return ExitCode.OK if report.ok else ExitCode.FAILED
 
-    async def one(label: str) -> HostStatus | str:
-        async with gate:
-            try:
-                async with open_session(label, workspace, ssh_config=args.ssh_config) as session:
-                    return await read_status(session)
-            except HostError as exc:
-                return str(exc)
 
-    results = dict(zip(members, await asyncio.gather(*(one(m) for m in members)), strict=True))
-    ok = all(isinstance(r, HostStatus) and r.ok for r in results.values())
-    if args.json:
-        hosts = {m: r.to_json() if isinstance(r, HostStatus) else {"error": r} for m, r in results.items()}
-        print(json.dumps({"group": args.target[1:], "ok": ok, "hosts": hosts}, indent=2), file=out)
-    else:
-        blocks = [render_text(r) if isinstance(r, HostStatus) else f"{m}  [cannot be reached: {r}]"
-                  for m, r in results.items()]  # fmt: skip
-        print("\n\n".join(blocks), file=out)
-    return ExitCode.OK if ok else ExitCode.FAILED
+def _fleet_settings(args: argparse.Namespace, root: Path) -> FleetSettings:
+    """console.toml's [fleet], its Prometheus replaced by --prometheus (a usage error when it is not a URL)."""
+    from console.fleet.settings import check_prometheus_url
+    from console.tui.config import load_config  # pydantic and the settings' models only, not textual
+
+    fleet = load_config(root).fleet
+    if args.prometheus:
+        try:
+            fleet = fleet.model_copy(update={"prometheus": check_prometheus_url(args.prometheus)})
+        except ValueError as exc:
+            raise UsageError(f"--prometheus: {exc}") from None
+    return fleet
+
+
+def render_group_text(report: GroupStatus) -> str:
+    """The members from Prometheus as one table (the overview's columns), then each member read over SSH."""
+    view = report.prometheus
+    over_ssh = [m for m in report.members if m.figures is None]
+    blocks: list[str] = []
+    if view is not None and view.down:
+        blocks.append(f"Prometheus {view.prometheus} could not be asked ({view.error}): every host read over SSH")
+    elif view is not None and view.asked_at is not None:
+        from_prometheus = [m for m in report.members if m.figures is not None]
+        asked = datetime.fromtimestamp(view.asked_at, UTC).strftime("%H:%M:%S UTC")
+        blocks.append(
+            f"@{report.group} from Prometheus {view.prometheus}, asked at {asked}: "
+            f"{len(from_prometheus)} of {len(report.members)} hosts\n"
+            + _table(from_prometheus)
+            + f"\n(each host's unit, resolved setup and GPUs: {hints.STATUS_OVER_SSH.line(GROUP='@' + report.group)})"
+        )
+        if over_ssh:
+            blocks.append(f"over SSH, not in Prometheus: {', '.join(m.label for m in over_ssh)}")
+    blocks += [render_text(m.status) if m.status is not None else f"{m.label}  [cannot be reached: {m.error}]"
+               for m in over_ssh]  # fmt: skip
+    return "\n\n".join(blocks)
+
+
+def _table(members: list[MemberStatus]) -> str:
+    header = ("host", "state", *FIGURE_COLUMNS, "notes")
+    rows = [header] + [
+        (m.label, m.state or "", *figures_cells(m.figures), m.figures.stale or DASH) for m in members if m.figures
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    numeric = range(2, 2 + len(FIGURE_COLUMNS))
+    return "\n".join(
+        "  ".join(
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    )
 
 
 def run(args: argparse.Namespace) -> int:

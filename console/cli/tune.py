@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, TextIO
 
+from console import hints
 from console.bench.datasets import describe_line
 from console.bench.workloads import DatasetSample
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
@@ -193,7 +194,8 @@ def render_result(result: TuneResult, out: TextIO) -> None:
         f"\n{result.target}: {where}, {health}; {result.restarts} restarts in {result.elapsed_s / 60:.1f} min", file=out
     )
     print(
-        f"records in logs/ labelled {result.label}/<setup>/<workload>/s<stage> (opsconsole compare LABEL ...)", file=out
+        f"records in logs/ labelled {result.label}/<setup>/<workload>/s<stage> ({hints.COMPARE.line()} compares two)",
+        file=out,
     )
 
 

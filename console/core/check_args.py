@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from console import hints
 from console.errors import ExitCode, UsageError
 from console.names import is_env_name
 from console.secrets import redact, secret_values
@@ -104,7 +105,7 @@ def _check(args: argparse.Namespace) -> tuple[CheckReport, set[str]]:
     elif not flags:
         raise UsageError(
             "no flags to check: put SGLang's launch flags after --, for example "
-            "`opsconsole check-args -- --model-path M --speculative-algorithm EAGLE`, or use --unit FILE"
+            f"`{hints.CHECK_ARGS_EXAMPLE.line()}`, or use --unit FILE"
         )
     try:
         resolve_version(version)

@@ -1,6 +1,7 @@
-"""The fleet's telemetry for the console: one Prometheus query a refresh for every host (console.fleet), folded
-into a FleetView and handed to the renderer. SSH is not touched here: a host opened in the console has its own
-HostWatcher, which is also what the console falls back to for the open hosts while Prometheus is down."""
+"""The fleet's telemetry for the console (and, once, for `status @GROUP`): one Prometheus query a refresh for every
+host (console.fleet), folded into a FleetView and handed to the renderer. SSH is not touched here: a host opened in
+the console has its own HostWatcher, which is also what the console falls back to for the open hosts while
+Prometheus is down."""
 
 from __future__ import annotations
 
@@ -12,12 +13,22 @@ from console.fleet.prometheus import PrometheusClient, PrometheusUnavailable
 from console.fleet.promql import fleet_query, split_by_host
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetTracker, FleetView, HostNames
+from console.host.sshconfig import configured_host_name
 from console.host.targets import Target
 
 
 def host_names(targets: Mapping[str, Target]) -> HostNames:
-    """Each host's label, and the host of its SSH destination, as names Prometheus's label may use."""
-    return HostNames({label: [t.ssh_host] if t.ssh_host else [] for label, t in targets.items()})
+    """Each host's label, the host of its SSH destination and the HostName its ssh_config gives that, as names
+    Prometheus's label may use: its default label, instance, is the address it scraped ("10.0.0.5:30000"), where
+    a profile often names an ssh_config alias ("gpu-a"). Reads the ssh_config files, connects nowhere."""
+    names: dict[str, list[str]] = {}
+    for label, target in targets.items():
+        aliases = [target.ssh_host] if target.ssh_host else []
+        configured = configured_host_name(target)
+        if configured is not None and configured not in aliases:
+            aliases.append(configured)
+        names[label] = aliases
+    return HostNames(names)
 
 
 class FleetWatcher:
@@ -41,11 +52,7 @@ class FleetWatcher:
         self._wake = asyncio.Event()
 
     async def refresh(self) -> FleetView:
-        try:
-            samples, asked_at = await self._client.query(self.query, at=self.clock())
-        except PrometheusUnavailable as exc:
-            return self.tracker.failed(str(exc), self.clock())
-        return self.tracker.answered(split_by_host(samples, self.settings.label), asked_at)
+        return await _ask(self._client, self.query, self.settings, self.tracker, self.clock)
 
     def refresh_now(self) -> None:
         self._wake.set()
@@ -61,3 +68,27 @@ class FleetWatcher:
                     pass
         finally:
             await self._client.aclose()
+
+
+async def fleet_view_once(
+    settings: FleetSettings, names: HostNames, *, clock: Callable[[], float] = time.time
+) -> FleetView:
+    """One answer for `names`, as the overview's first refresh (`status @GROUP`): the figures of the hosts Prometheus
+    knows, those it does not, or why it could not be asked."""
+    assert settings.prometheus is not None
+    tracker = FleetTracker(settings.prometheus, names, scrape_interval_s=settings.scrape_interval_s)
+    client = PrometheusClient(settings.prometheus)
+    try:
+        return await _ask(client, fleet_query(settings), settings, tracker, clock)
+    finally:
+        await client.aclose()
+
+
+async def _ask(
+    client: PrometheusClient, query: str, settings: FleetSettings, tracker: FleetTracker, clock: Callable[[], float]
+) -> FleetView:
+    try:
+        samples, asked_at = await client.query(query, at=clock())
+    except PrometheusUnavailable as exc:
+        return tracker.failed(str(exc), clock())
+    return tracker.answered(split_by_host(samples, settings.label), asked_at)

@@ -32,7 +32,7 @@ from console.host.ssh import ConnectionState
 from console.host.targets import Target
 from console.sglang.histograms import ITL, TTFT, Histogram, window_quantiles
 from console.sglang.specmode import SpecMode, setup_short, spec_mode
-from console.sglang.vocabulary import View, dests
+from console.sglang.vocabulary import View, dests, runs_as
 from console.workspace import Workspace
 
 DEFAULT_INTERVAL_S = 1.0
@@ -69,11 +69,21 @@ class SetupValue:
     explicit: bool
 
     @property
+    def aliased(self) -> bool:
+        """SGLang runs what the unit asks under its own other name (NEXTN as EAGLE): the same setup, by design."""
+        return self.explicit and self.resolved is not None and runs_as(self.dest, self.asked) == self.resolved
+
+    @property
     def changed(self) -> bool:
-        """SGLang runs something else than the unit explicitly asks (it adjusted it silently)."""
+        """SGLang runs something else than the unit explicitly asks (it adjusted it silently); not an alias."""
         from console.core.rollout import values_equal
 
-        return self.explicit and self.resolved is not None and not values_equal(self.asked, self.resolved)
+        return (
+            self.explicit
+            and self.resolved is not None
+            and not values_equal(self.asked, self.resolved)
+            and not self.aliased
+        )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from console import hints
 from console.bench.engine import SweepConfig
 from console.bench.records import BenchRecord
 from console.bench.workloads import WorkloadSpec
@@ -142,7 +143,7 @@ def gate_sweep(baseline: GateBaseline) -> SweepConfig:
 
 def bench_command(host: str, concurrency: int | None) -> str:
     level = concurrency if concurrency is not None else 8
-    return f"opsconsole bench {host} --concurrency {level} --repeat 3"
+    return hints.BENCH_REPEATED.line(HOST=host, LEVEL=str(level))
 
 
 def plan_gate(records: Sequence[BenchRecord], canaries: Sequence[str], gate: GateSpec) -> dict[str, GateBaseline]:

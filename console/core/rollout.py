@@ -24,6 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
+from console import hints
 from console.errors import ExitCode, UsageError
 from console.names import is_env_name
 from console.secrets import REDACTED, SecretMask, is_secret_name
@@ -148,7 +149,7 @@ def choose_version(server: str | None, profile: str | None, newest: str) -> tupl
     return newest, "newest"
 
 
-def lock_owner(user: str, host: str, pid: int, at: datetime, *, verb: str = "opsconsole apply") -> str:
+def lock_owner(user: str, host: str, pid: int, at: datetime, *, verb: str = hints.verb("apply")) -> str:
     """What the unit's lock records about its holder, for the operator whose apply it refuses."""
     return f"{user}@{host} ({verb}, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
 

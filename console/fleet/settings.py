@@ -8,8 +8,9 @@
     scrape_interval_s = 15      # Prometheus's; a series older than two of them is stale
     window = "1m"               # rate() window of the latency percentiles
 
-A label's value names a host when it equals the profile's name or the host of its [host] ssh, a `:port`
-taken off (instance = "gpu-a:30000" names gpu-a for SGLang, "gpu-a:9400" for its dcgm-exporter)."""
+A label's value names a host when it equals the profile's name, the host of its [host] ssh or the HostName the
+ssh_config gives that host, a `:port` taken off (instance = "gpu-a:30000" names gpu-a for SGLang, "gpu-a:9400" for
+its dcgm-exporter; "10.0.0.5:30000" names the profile whose `ssh = "gpu-a"` has HostName 10.0.0.5)."""
 
 from __future__ import annotations
 

@@ -19,15 +19,21 @@ _PORT = re.compile(r":[0-9]+$")
 
 
 class HostNames:
-    """Label value -> host: the host's name, or the host part of its SSH destination, once `:port` is taken off."""
+    """Label value -> host: the host's name, or another name it goes by (its ssh host, the HostName its ssh_config
+    gives that), once `:port` is taken off. A host's own name wins over another's alias; an alias two hosts share
+    (two profiles reached through one address) names neither: better "not in Prometheus" than another host's
+    figures."""
 
     def __init__(self, hosts: Mapping[str, Iterable[str]]) -> None:
-        """hosts: each host's label -> the other names it goes by (its ssh host)."""
+        """hosts: each host's label -> the other names it goes by."""
         self.hosts = tuple(hosts)
-        self._by_name: dict[str, str] = {}
+        owners: dict[str, set[str]] = {}
         for host, aliases in hosts.items():
-            for name in (*aliases, host):  # the host's own name wins over another's alias
-                self._by_name[name] = host
+            for name in aliases:
+                owners.setdefault(name, set()).add(host)
+        self._by_name = {name: next(iter(hs)) for name, hs in owners.items() if len(hs) == 1}
+        self._by_name.update({host: host for host in hosts})
+        self.ambiguous = tuple(sorted(name for name, hs in owners.items() if len(hs) > 1 and name not in hosts))
 
     def host_of(self, value: str) -> str | None:
         bare = value[1:].split("]")[0] if value.startswith("[") else _PORT.sub("", value)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import asyncssh
 
+from console import hints
 from console.host.base import AccessRefused, HostError
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -87,11 +88,11 @@ def refusal(label: str, identity: HostIdentity, key: asyncssh.SSHKey, status: Ho
         return HostKeyRefused(
             f"the host key of {identity.name} has CHANGED (now {new}). This can mean someone is intercepting "
             f"the connection, or the host was reinstalled. Check the fingerprint with the host's administrator, "
-            f"then run `opsconsole trust {label}` to replace the recorded key."
+            f"then run `{hints.TRUST.line(HOST=label)}` to replace the recorded key."
         )
     return HostKeyRefused(
         f"the host key of {identity.name} is not in known_hosts ({new}). Check the fingerprint, then run "
-        f"`opsconsole trust {label}` to record it."
+        f"`{hints.TRUST.line(HOST=label)}` to record it."
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from console.sglang.flags import UnsupportedVersionError, version_at_least
-from console.sglang.vocabulary import setup_letters
+from console.sglang.vocabulary import runs_as, setup_letters
 
 # The EAGLE workers (NEXTN is EAGLE's alias, resolved before anything else) and the n-gram one.
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
@@ -64,7 +64,7 @@ def spec_v2_worker(version: str, algorithm: Any, overlap: bool) -> bool | None:
     if not is_speculative(algorithm):
         return None
     name = str(algorithm).upper()
-    name = "EAGLE" if name == "NEXTN" else name
+    name = runs_as("speculative_algorithm", name) or name
     if name == NGRAM:
         return version_at_least(version, "0.5.14")
     if name not in EAGLE_FAMILY:

@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from console import hints
 from console.sglang.histograms import Histogram, merged
 
 REQUESTS = "sglang:num_requests_total"
@@ -90,15 +91,16 @@ def refuse_before(scrape: Scrape | None, version: str | None, server_args: dict[
     if scrape is None:
         raise ShapeUnavailable(
             "the server serves no /metrics: launch it with --enable-metrics (the editor's serving section, or "
-            "`opsconsole apply HOST --set --enable-metrics`); nothing was sent",
+            f"`{hints.APPLY_SET.line(FLAG='enable-metrics')}`); nothing was sent",
             SERIES,
         )
     if needs_flag(version, server_args):
         missing = tuple(name for name in HISTOGRAMS if name not in scrape.histograms)
         raise ShapeUnavailable(
             f"SGLang {version} records {' and '.join(missing or HISTOGRAMS)} only with {HISTOGRAM_FLAG}, which this "
-            f"server runs without: add it (the editor offers it in its serving section, or `opsconsole apply HOST "
-            f"--set {HISTOGRAM_FLAG}`) and observe again after the restart; nothing was sent",
+            f"server runs without: add it (the editor offers it in its serving section, or "
+            f"`{hints.APPLY_SET.line(FLAG=HISTOGRAM_FLAG.removeprefix('--'))}`) and observe again after the restart; "
+            "nothing was sent",
             missing or HISTOGRAMS,
         )
 

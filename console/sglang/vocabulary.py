@@ -15,15 +15,24 @@ benchmark records), kept so that nothing they read moves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 Group = Literal["speculative", "serving", "identity"]
 
 # The environment variable that asks SGLang up to 0.5.12 for the spec-v2 (overlap) worker.
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+
+# SGLang's own renamings, on every version: a value a unit may ask that SGLang runs under another name by design
+# (NEXTN, MTP, is the EAGLE worker: rules.rule_nextn_is_eagle). The same setup under two names, never a drift.
+ALIASES: Mapping[str, Mapping[str, str]] = {"speculative_algorithm": {"NEXTN": "EAGLE"}}
+
+
+def runs_as(dest: str, asked: Any) -> str | None:
+    """The name SGLang runs `asked` under when it is one of its aliases (`NEXTN` -> `EAGLE`), else None."""
+    return ALIASES.get(dest, {}).get(asked) if isinstance(asked, str) else None
 
 
 class View(StrEnum):

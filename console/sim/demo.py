@@ -37,6 +37,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from console import hints
 from console.errors import ExitCode, UsageError
 from console.sim.datasets import write_datasets
 from console.sim.profiles import get_profile
@@ -78,9 +79,9 @@ def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_
     ]
     exec_start = f"ExecStart={shlex.quote(python)} -m console.sim \\\n    " + " \\\n    ".join(flags)
     return (
-        "# opsconsole demo host: the SGLang stand-in run like an SGLang systemd service\n"
+        f"# {hints.DEMO.line()} host: the SGLang stand-in run like an SGLang systemd service\n"
         "[Unit]\n"
-        "Description=SGLang server (opsconsole demo, simulated GPUs)\n"
+        f"Description=SGLang server ({hints.DEMO.line()}, simulated GPUs)\n"
         "After=network-online.target\n"
         "\n"
         "[Service]\n"
@@ -101,7 +102,7 @@ def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_
 def profile_toml(*, control: Path, port: int, gpu_command: list[str]) -> str:
     gpu = ", ".join(f'"{a}"' for a in gpu_command)
     return (
-        "# Written by `opsconsole demo`: reach the demo host while that process runs.\n"
+        f"# Written by `{hints.DEMO.line()}`: reach the demo host while that process runs.\n"
         "[host]\n"
         'transport = "demo"\n'
         f'control = "{control}"\n'
@@ -257,7 +258,7 @@ async def run_headless(args: argparse.Namespace) -> int:
             await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if not stop.is_set():
                 if not up.result():
-                    _say(f"The demo server did not come up; its journal: opsconsole logs {PROFILE_NAME}")
+                    _say(f"The demo server did not come up; its journal: {hints.LOGS.line(HOST=PROFILE_NAME)}")
                 _print_howto(host.port, host.profile_path, host.unit_path, host.state_dir, host.workspace)
                 await stop.wait()
             up.cancel()

@@ -5,7 +5,10 @@ real host runs SGLang and the exporter side by side. No engine runs: each host's
 once a second, which moves its gauges, its GPUs and its latency histograms.
 
 The manifest (--manifest FILE, written once every port listens; else printed) lists the hosts:
-    [{"host": "gpu-001", "sglang": 41234, "dcgm": 41235}, ...]
+    [{"host": "gpu-001", "address": "127.0.0.1", "sglang": 41234, "dcgm": 41235}, ...]
+With --distinct-addresses each host listens on a loopback address of its own (gpu-001 on 127.0.0.2, gpu-002 on
+127.0.0.3, ...: Linux routes all of 127.0.0.0/8 to lo), so that Prometheus's instance label tells the hosts apart by
+address, as it does on a network.
 `POST /sim/stop` on either port of a host closes both (the host is gone, as if it lost power).
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import random
 import signal
@@ -33,6 +37,7 @@ class FleetHost:
     metrics: SimMetrics
     gpus: list[GpuState]
     rng: random.Random
+    address: str = "127.0.0.1"
     load: float = 0.5  # 0..1, the random walk
     servers: list[asyncio.Server] = field(default_factory=list)
 
@@ -92,10 +97,12 @@ async def _serve(host: FleetHost, kind: str) -> asyncio.Server:
         finally:
             writer.close()
 
-    return await asyncio.start_server(handle, "127.0.0.1", 0)
+    return await asyncio.start_server(handle, host.address, 0)
 
 
-async def run_fleet(count: int, *, gpus: int, profile_name: str, seed: int, manifest: Path | None) -> None:
+async def run_fleet(
+    count: int, *, gpus: int, profile_name: str, seed: int, manifest: Path | None, distinct_addresses: bool = False
+) -> None:
     profile = get_profile(profile_name)
     hosts = [
         FleetHost(
@@ -103,6 +110,7 @@ async def run_fleet(count: int, *, gpus: int, profile_name: str, seed: int, mani
             metrics=SimMetrics(profile.served_model),
             gpus=idle_gpus(profile.gpu, gpus, f"gpu-{i:03d}"),
             rng=random.Random(seed * 100_003 + i),
+            address=str(ipaddress.IPv4Address("127.0.0.1") + i) if distinct_addresses else "127.0.0.1",
         )
         for i in range(1, count + 1)
     ]
@@ -111,7 +119,7 @@ async def run_fleet(count: int, *, gpus: int, profile_name: str, seed: int, mani
         host.tick()
         sglang, dcgm = await _serve(host, "sglang"), await _serve(host, "dcgm")
         host.servers = [sglang, dcgm]
-        entries.append({"host": host.name, "sglang": _port(sglang), "dcgm": _port(dcgm)})
+        entries.append({"host": host.name, "address": host.address, "sglang": _port(sglang), "dcgm": _port(dcgm)})
     text = json.dumps(entries)
     if manifest is not None:
         part = manifest.with_suffix(".part")
@@ -143,11 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default=DEFAULT_PROFILE, metavar="NAME")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--manifest", type=Path, metavar="FILE")
+    p.add_argument("--distinct-addresses", action="store_true", help="each host on a loopback address of its own")
     args = p.parse_args(argv)
     if not 1 <= args.hosts <= 2000 or not 1 <= args.gpus <= 64:
         p.error("--hosts from 1 to 2000, --gpus from 1 to 64")
     asyncio.run(run_fleet(args.hosts, gpus=args.gpus, profile_name=args.profile, seed=args.seed,
-                          manifest=args.manifest))  # fmt: skip
+                          manifest=args.manifest, distinct_addresses=args.distinct_addresses))  # fmt: skip
     return 0
 
 

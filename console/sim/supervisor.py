@@ -34,6 +34,7 @@ from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, UnixConnector, web
 
+from console import hints
 from console.host.base import HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
 from console.sglang.unit import UnitError, UnitFile
 
@@ -673,7 +674,8 @@ class DemoServiceManager:
     async def _session(self, timeout: float | None = 120.0) -> AsyncIterator[ClientSession]:
         if not Path(self.control).exists():
             raise HostError(
-                f"the demo host is not running (no control socket at {self.control}); start it with `opsconsole demo`"
+                f"the demo host is not running (no control socket at {self.control}); "
+                f"start it with `{hints.DEMO.line()}`"
             )
         async with ClientSession(
             connector=UnixConnector(path=self.control), timeout=ClientTimeout(total=timeout)
@@ -689,7 +691,7 @@ class DemoServiceManager:
                 return data
         except (ClientError, OSError) as e:
             raise HostError(
-                f"the demo host at {self.control} did not answer ({e}); is `opsconsole demo` running?"
+                f"the demo host at {self.control} did not answer ({e}); is `{hints.DEMO.line()}` running?"
             ) from e
 
     async def state(self) -> ServiceState:
@@ -751,7 +753,7 @@ class DemoServiceManager:
                 response = await s.post("http://demo/lock", json={"owner": owner})
             except (ClientError, OSError) as e:
                 raise HostError(
-                    f"the demo host at {self.control} did not answer ({e}); is `opsconsole demo` running?"
+                    f"the demo host at {self.control} did not answer ({e}); is `{hints.DEMO.line()}` running?"
                 ) from e
             async with response:
                 if response.status == 409:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from console import hints
 from console.errors import ExitCode, UsageError
 
 DEFAULT_BIND = "127.0.0.1"
@@ -227,9 +228,9 @@ NOTICE = """<!DOCTYPE html>
 """
 
 WRONG_TOKEN = (
-    "This console needs its full address, with the token that <code>opsconsole connect --web</code> (or "
-    "<code>demo --web</code>) printed when it started. Each start makes a new token: after a restart, use the "
-    "address it printed then."
+    f"This console needs its full address, with the token that <code>{hints.CONNECT_WEB.line()}</code> (or "
+    f"<code>{hints.DEMO_WEB.line()}</code>) printed when it started. Each start makes a new token: after a restart, "
+    "use the address it printed then."
 )
 
 

@@ -46,6 +46,13 @@ def test_the_edit_holds_only_what_changed_and_the_silent_changes_read_like_a_per
     assert "overlap off" in preview.changes
 
 
+def test_sglangs_own_name_for_the_algorithm_reads_as_an_alias_not_as_a_change() -> None:
+    form = editor_form(UNIT, "0.5.9")
+    preview = form.preview({**form.values, "speculative_algorithm": "NEXTN"})
+    assert preview.ok and "algorithm NEXTN (runs as EAGLE)" in preview.changes
+    assert not any("->" in change for change in preview.changes if change.startswith("algorithm")), preview.changes
+
+
 def test_a_refused_combination_and_an_unreadable_value_block_the_apply() -> None:
     form = editor_form(UNIT, "0.5.9")
     refused = form.preview({SPEC_V2_DEST: "true", "speculative_eagle_topk": "2", "speculative_num_draft_tokens": "4"})

@@ -102,3 +102,11 @@ def test_bad_fleet_settings_are_refused_with_exit_2(
     (tmp_path / "console.toml").write_text(console_toml)
     done = opsconsole(tmp_path, "connect", "gpu-a", *option)
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("option", [["--ssh"], ["--prometheus", "http://127.0.0.1:9"]])
+def test_status_options_for_a_group_are_refused_for_one_host(tmp_path: Path, option: list[str]) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "gpu-a.toml").write_text(UNREACHABLE)
+    done = opsconsole(tmp_path, "status", "gpu-a", *option)
+    assert done.returncode == 2 and f"{option[0]} is for @GROUP" in done.stderr, done.stderr

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from console.fleet.rows import figures_cells
 from console.fleet.telemetry import FleetView, HostFigures
-from console.tui.widgets.fleet_overview import COLUMNS, banner, figures_cells, fleet_row, header_note
+from console.tui.widgets.fleet_overview import COLUMNS, banner, fleet_row, header_note
 from tests.tui.support import view as ssh_view
 
 FIGURES = {"throughput": 1234.4, "running": 12, "queued": 3, "accept_length": 2.714, "token_usage": 0.456,

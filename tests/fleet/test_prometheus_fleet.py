@@ -1,12 +1,15 @@
 """The fleet's overview against real parts: Debian's Prometheus, started here, scraping simulated hosts (one
 process, each host with its own SGLang and dcgm-exporter ports). The overview's figures are the PromQL answers
 (asked here in PromQL written out by hand, at the same evaluation time); a host Prometheus does not scrape, a host
-that goes away and a killed Prometheus are each said on the overview."""
+that goes away and a killed Prometheus are each said on the overview. Profiles that reach their hosts through
+ssh_config aliases are matched by the addresses Prometheus scraped (its default label, instance)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +17,13 @@ from typing import Any
 import pytest
 
 from console.cli.connect import build_app
-from console.core.fleet_watch import FleetWatcher
+from console.core.fleet_watch import FleetWatcher, host_names
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetView, HostNames
+from console.host.targets import resolve_target
 from console.tui.app import OpsConsoleApp
 from console.tui.widgets.fleet_overview import COLUMNS, FleetOverview, FleetTable
+from tests.support.demo import OPSCONSOLE
 from tests.support.prometheus import Prometheus, SimFleet, running_prometheus, sim_fleet, wait_scraped
 from tests.tui.support import screen_text, wait_until
 
@@ -161,3 +166,129 @@ def _expected(prometheus: Prometheus, at: float) -> dict[str, dict[str, str]]:
         for host in SCRAPED:
             out[host][column] = shown(answer[host])
     return out
+
+
+# Profiles named neither as Prometheus's labels nor as the hosts: each reaches its host through an ssh_config alias
+ALIASED = {"one": ("a-one", "gpu-001"), "two": ("a-two", "gpu-002"), "three": ("a-three", "gpu-003")}
+
+
+@pytest.fixture
+def addressed_fleet(tmp_path: Path) -> Iterator[tuple[SimFleet, Prometheus]]:
+    """Each simulated host on a loopback address of its own; Prometheus scrapes gpu-001 and gpu-002."""
+    with sim_fleet(tmp_path, 3, distinct_addresses=True) as sims:
+        scraped = [h for h in sims.hosts if h["host"] in SCRAPED]
+        with running_prometheus(tmp_path / "prom", scraped, interval_s=1.0) as prometheus:
+            wait_scraped(prometheus, 2 * len(scraped))
+            yield sims, prometheus
+
+
+def _aliased_workspace(root: Path, sims: SimFleet, url: str) -> tuple[Path, Path]:
+    """profiles one/two/three (`ssh = "ops@a-one"` ...) and the ssh_config giving each alias its host's address (and
+    the discard port, where nothing listens: the figures cannot come from SSH)."""
+    address = {h["host"]: h["address"] for h in sims.hosts}
+    assert len(set(address.values())) == 3 and "127.0.0.1" not in address.values()
+    config = root / "ssh_config"
+    (root / "profiles").mkdir(parents=True)
+    for label, (alias, host) in ALIASED.items():
+        (root / "profiles" / f"{label}.toml").write_text(f'[host]\nssh = "ops@{alias}"\n')
+        with config.open("a") as out:
+            out.write(f"Host {alias}\n    HostName {address[host]}\n    Port 9\n")
+    (root / "profiles" / "groups.toml").write_text('aliased = ["one", "two", "three"]\n')
+    (root / "console.toml").write_text(f'[fleet]\nscrape_interval_s = 1\nprometheus = "{url}"\n')  # label: instance
+    return root, config
+
+
+async def test_profiles_named_by_ssh_aliases_get_the_figures_of_the_addresses_prometheus_scraped(
+    addressed_fleet: tuple[SimFleet, Prometheus], tmp_path: Path
+) -> None:
+    sims, prometheus = addressed_fleet
+    workspace, config = _aliased_workspace(tmp_path / "ws", sims, prometheus.url)
+    targets = {label: resolve_target(label, profiles_dir=workspace / "profiles", ssh_config=str(config))
+               for label in ALIASED}  # fmt: skip
+    settings = FleetSettings(prometheus=prometheus.url, scrape_interval_s=1.0)
+    assert settings.label == "instance"
+    watcher = FleetWatcher(settings, host_names(targets), on_view=lambda _view: None, interval_s=1.0)
+    view = await watcher.refresh()
+    assert view.error is None and view.asked_at is not None
+    assert set(view.hosts) == {"one", "two"} and view.unknown == ("three",)
+    entry = {h["host"]: h for h in sims.hosts}
+    throughput = prometheus.query("sum by (instance) (sglang:gen_throughput)", view.asked_at, label="instance")
+    gpus = prometheus.query("count by (instance) (DCGM_FI_DEV_GPU_UTIL)", view.asked_at, label="instance")
+    for label in ("one", "two"):
+        host = entry[ALIASED[label][1]]
+        figures = view.hosts[label]
+        assert figures.get("throughput") == throughput[f"{host['address']}:{host['sglang']}"], label
+        assert figures.get("gpus") == gpus[f"{host['address']}:{host['dcgm']}"] == 2, label
+        assert figures.up == {"sglang": 1, "dcgm": 1}, label  # both of the host's instances, one address
+
+    # the console's overview of the group: the same matching, through connect's own wiring
+    args = argparse.Namespace(workspace=str(workspace), ssh_config=str(config), refresh=0.5, read_only=True,
+                              targets=["@aliased"], prometheus=None)  # fmt: skip
+    app = build_app(args, ["@aliased"])
+    async with app.run_test(size=(200, 30)) as pilot:
+        await wait_until(pilot, lambda: app.fleet_view is not None and app.fleet_view.asked_at is not None,
+                         "Prometheus's first answer")  # fmt: skip
+        await wait_until(pilot, lambda: _row(app, "one")["state"] == "up" and _row(app, "two")["state"] == "up",
+                         "one and two up")  # fmt: skip
+        assert _row(app, "three")["notes"] == "not in Prometheus" and "not in Prometheus (1): three" in _banner(app)
+
+
+def _status(workspace: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(OPSCONSOLE), "--workspace", str(workspace), "status", "@aliased", "--ssh-config",
+                           str(config), *args], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_status_of_a_group_reads_prometheus_and_opens_ssh_only_for_a_host_it_does_not_know(
+    addressed_fleet: tuple[SimFleet, Prometheus], tmp_path: Path
+) -> None:
+    """Every member's SSH is unreachable (the discard port): one and two still get their figures, from Prometheus;
+    three, which Prometheus does not scrape, is the one tried over SSH. The control, --ssh, reads one and two over
+    SSH too and cannot reach them: the figures above cannot have come from there."""
+    sims, prometheus = addressed_fleet
+    workspace, config = _aliased_workspace(tmp_path / "ws", sims, prometheus.url)
+    done = _status(workspace, config, "--json")
+    assert done.returncode == 1, done.stderr  # three cannot be reached
+    report = json.loads(done.stdout)
+    asked_at = report["prometheus"]["asked_at"]
+    assert report["prometheus"]["error"] is None and report["prometheus"]["url"] == prometheus.url
+    assert list(report["hosts"]) == ["one", "two", "three"] and report["ok"] is False
+    entry = {h["host"]: h for h in sims.hosts}
+    throughput = prometheus.query("sum by (instance) (sglang:gen_throughput)", asked_at, label="instance")
+    for label in ("one", "two"):
+        member, host = report["hosts"][label], entry[ALIASED[label][1]]
+        assert member["source"] == "prometheus" and member["state"] == "up" and "error" not in member, member
+        assert member["figures"]["throughput"] == throughput[f"{host['address']}:{host['sglang']}"], label
+        assert member["figures"]["gpus"] == 2 and member["up"] == {"sglang": 1, "dcgm": 1}
+    three = report["hosts"]["three"]
+    assert three["source"] == "ssh" and three["why_ssh"] == "not in Prometheus", three
+    assert entry["gpu-003"]["address"] in three["error"], three  # the alias's HostName: SSH was tried, and failed
+
+    text = _status(workspace, config)
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"@aliased from Prometheus {prometheus.url}, asked at ") and "2 of 3 hosts" in lines[0]
+    assert lines[1].split()[:3] == ["host", "state", "gen"]
+    assert [line.split()[:2] for line in lines[2:4]] == [["one", "up"], ["two", "up"]]
+    assert "opsconsole status @aliased --ssh" in text.stdout
+    assert "over SSH, not in Prometheus: three" in text.stdout and "\nthree  [cannot be reached: " in text.stdout
+
+    control = json.loads(_status(workspace, config, "--json", "--ssh").stdout)
+    assert "prometheus" not in control
+    for label in ALIASED:
+        assert control["hosts"][label]["source"] == "ssh" and "error" in control["hosts"][label], label
+
+
+def test_status_of_a_group_with_prometheus_down_reads_every_member_over_ssh(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    for host in ("one", "two"):
+        (tmp_path / "profiles" / f"{host}.toml").write_text('[host]\nssh = "ops@127.0.0.1:9"\n')
+    (tmp_path / "profiles" / "groups.toml").write_text('aliased = ["one", "two"]\n')
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    done = _status(tmp_path, config, "--json", "--prometheus", "http://127.0.0.1:9")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert "connection refused" in report["prometheus"]["error"] and report["prometheus"]["asked_at"] is None
+    for member in report["hosts"].values():
+        assert member["source"] == "ssh" and member["why_ssh"].startswith("Prometheus could not be asked (")
+    text = _status(tmp_path, config, "--prometheus", "http://127.0.0.1:9").stdout
+    assert text.startswith("Prometheus http://127.0.0.1:9 could not be asked (") and "every host read over SSH" in text

@@ -32,14 +32,16 @@ class SimFleet:
     def stop_host(self, host: str) -> None:
         """The host goes away (both of its ports close), as if it lost power."""
         entry = next(h for h in self.hosts if h["host"] == host)
-        httpx.post(f"http://127.0.0.1:{entry['sglang']}/sim/stop", timeout=10).raise_for_status()
+        address = entry.get("address", "127.0.0.1")
+        httpx.post(f"http://{address}:{entry['sglang']}/sim/stop", timeout=10).raise_for_status()
 
 
 @contextlib.contextmanager
-def sim_fleet(folder: Path, hosts: int, *, gpus: int = 2) -> Iterator[SimFleet]:
+def sim_fleet(folder: Path, hosts: int, *, gpus: int = 2, distinct_addresses: bool = False) -> Iterator[SimFleet]:
+    """`distinct_addresses`: each host on a loopback address of its own (127.0.0.2, ...), else all on 127.0.0.1."""
     manifest = folder / "fleet.json"
     argv = [sys.executable, "-m", "console.sim.fleet", "--hosts", str(hosts), "--gpus", str(gpus),
-            "--manifest", str(manifest)]  # fmt: skip
+            "--manifest", str(manifest), *(["--distinct-addresses"] if distinct_addresses else [])]  # fmt: skip
     with open(folder / "fleet.log", "wb") as log:  # a file, not a pipe that nobody reads could fill
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     try:
@@ -56,23 +58,27 @@ class Prometheus:
     url: str
     config: Path
 
-    def query(self, expr: str, at: float) -> dict[str, float]:
-        """An instant query answered per value of the `host` label (what the tests compare the console with)."""
+    def query(self, expr: str, at: float, *, label: str = "host") -> dict[str, float]:
+        """An instant query answered per value of `label` (what the tests compare the console with)."""
         answer = httpx.post(f"{self.url}/api/v1/query", data={"query": expr, "time": f"{at:.3f}"}, timeout=10)
         answer.raise_for_status()
-        return {r["metric"].get("host", ""): float(r["value"][1]) for r in answer.json()["data"]["result"]}
+        return {r["metric"].get(label, ""): float(r["value"][1]) for r in answer.json()["data"]["result"]}
 
     def kill(self) -> None:
         _stop(self.proc)
 
 
 def scrape_config(hosts: Sequence[dict[str, Any]], *, interval_s: float) -> str:
-    """Two jobs (sglang, dcgm), each target labelled with its host's name as `host`."""
+    """Two jobs (sglang, dcgm), each target labelled with its host's name as `host` (and, as Prometheus does by
+    itself, with the address it scrapes as `instance`)."""
 
     def job(name: str, port_key: str) -> dict[str, Any]:
         return {
             "job_name": name,
-            "static_configs": [{"targets": [f"127.0.0.1:{h[port_key]}"], "labels": {"host": h["host"]}} for h in hosts],
+            "static_configs": [
+                {"targets": [f"{h.get('address', '127.0.0.1')}:{h[port_key]}"], "labels": {"host": h["host"]}}
+                for h in hosts
+            ],
         }
 
     interval = f"{int(interval_s * 1000)}ms"

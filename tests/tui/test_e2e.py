@@ -57,6 +57,9 @@ async def test_the_dashboard_shows_what_the_demo_host_really_runs(demo: Demo) ->
     sg = truth.sglang
     assert f"SGLang {sg.version}" in text and str(sg.model_path) in text
     assert f"steps {sg.speculative_num_steps}  topk {sg.speculative_eagle_topk}" in text
+    # the demo's unit asks NEXTN (MTP), which SGLang runs as EAGLE by design: said so, not marked as a drift
+    assert sg.speculative_algorithm == "EAGLE" and "speculative  NEXTN (runs as EAGLE)" in text
+    assert "unit asks NEXTN" not in text
     assert f"draft tokens {sg.speculative_num_draft_tokens}" in text
     assert f"{truth.service.unit} active/running" in text
     assert len(truth.gpus) == 4

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from console.core.rollout import EditRequest, FlagValue, Plan, plan_for_version, values_equal
-from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, terms
+from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, runs_as, terms
 
 FieldKind = Literal["int", "float", "text", "choice", "switch", "list"]
 SPEC_V2_DEST = f"env:{SPEC_V2_ENV}"
@@ -228,6 +228,9 @@ def silent_changes(plan: Plan) -> tuple[str, ...]:
         before, after = adjustment.from_value, adjustment.to_value
         if adjustment.flag == "disable_overlap_schedule" and isinstance(after, bool):
             out.append(f"{label} {'off' if after else 'on'}")
+            continue
+        if runs_as(adjustment.flag, before) == after:  # SGLang's own name for it (NEXTN): as the dashboard says it
+            out.append(f"{label} {_said(before)} (runs as {_said(after)})")
             continue
         out.append(f"{label} {_said(before)} -> {_said(after)}")
     return tuple(out)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from console import hints
 from console.core.events import (
     ApplyEvent,
     EventSink,
@@ -591,7 +592,7 @@ class _Aborted(Exception):
 # --- the application API -------------------------------------------------------------------------------
 
 
-def default_owner(verb: str = "opsconsole apply") -> str:
+def default_owner(verb: str = hints.verb("apply")) -> str:
     """user@machine (verb, pid N) since TIME: what the unit's lock tells whoever it refuses."""
     try:
         user = getpass.getuser()
@@ -791,7 +792,7 @@ async def plan_restart(
         session,
         EditRequest(),
         timeout_s=timeout_s,
-        owner=owner or default_owner("opsconsole restart"),
+        owner=owner or default_owner(hints.verb("restart")),
         restart_only=True,
         lock_held=lock_held,
     )

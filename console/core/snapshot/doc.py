@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from console import hints
 from console.core.snapshot.drift import show_value
 from console.core.snapshot.model import RESOLVED_KEYS, Snapshot, setup_text
 
@@ -147,7 +148,7 @@ def render_document(snapshot: Snapshot, *, restore_target: str | None = None) ->
             described = ", ".join(f"{k} {v}" for k, v in workload.items())
             out += [f"Workload: {described}.", ""]
     else:
-        out += ["No benchmark of this exact setup in the console's logs/ (`opsconsole bench` records them).", ""]
+        out += [f"No benchmark of this exact setup in the console's logs/ (`{hints.verb('bench')}` records them).", ""]
     if snapshot.previous:
         out += [f"### Against the previous production snapshot, {snapshot.previous}", ""]
         lines = comparison_lines(snapshot)
@@ -158,7 +159,7 @@ def render_document(snapshot: Snapshot, *, restore_target: str | None = None) ->
     out += [
         f"From a console with this snapshot (`profiles/snapshots/{snapshot.name}.toml`):",
         "",
-        *_fence(f"opsconsole restore {target} {snapshot.name}", "sh"),
+        *_fence(hints.RESTORE.line(HOST=target, SNAPSHOT=snapshot.name), "sh"),
         "",
         "It writes the flags and environment above into the unit through the validated apply (the rules check "
         "them first; a start that fails is rolled back) and verifies what the server resolves.",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from console import __version__
+from console import __version__, hints
 from console.core.apply import PendingApply, default_owner, plan_apply, take_unit_lock
 from console.core.events import EventSink, Notice, ignore
 from console.core.session import Session
@@ -443,7 +443,7 @@ async def plan_freeze(session: Session, request: FreezeRequest, *, owner: str | 
     existing = snapshot_path(workspace, request.name)
     if existing.exists():
         raise FileExistsError(f"snapshot {request.name!r} exists ({existing}); choose another name")
-    stack = await take_unit_lock(session, owner or default_owner("opsconsole freeze"))
+    stack = await take_unit_lock(session, owner or default_owner(hints.verb("freeze")))
     try:
         capture = await capture_host(session, request)
         plan = build_freeze_plan(capture, request)
@@ -473,7 +473,7 @@ async def plan_restore(
             f"snapshot {snapshot.name} was frozen on {snapshot.host.label} ({snapshot.host.unit}); its flags and "
             f"environment go into {session.service.unit} on {session.label}"
         )
-    pending = await plan_apply(session, planned.edits, timeout_s=timeout_s, owner=default_owner("opsconsole restore"))
+    pending = await plan_apply(session, planned.edits, timeout_s=timeout_s, owner=default_owner(hints.verb("restore")))
     # The unit was read again under the lock: if it changed in between, the edits may not restore all of it.
     left = restored_matches(snapshot, UnitFile.parse(pending.plan.new_text, version), version)
     if left:

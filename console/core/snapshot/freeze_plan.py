@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from console import hints
 from console.bench.records import BenchRecord, unit_hash
 from console.core.rollout import (
     RESTART_CHECKED,
@@ -226,7 +227,8 @@ def find_refusals(capture: Capture, unit: Any) -> list[Refusal]:
             Refusal(
                 "daemon-reload",
                 f"the unit file on disk is not what systemd loaded (NeedDaemonReload=yes): an edit of {name} was "
-                "written but never applied. Apply it (opsconsole restart) or put the unit back, then freeze",
+                f"written but never applied. Apply it ({hints.RESTART.line(HOST=capture.label)}) or put the unit "
+                "back, then freeze",
             )
         )
     out += _process_refusals(capture, unit)
@@ -262,7 +264,7 @@ def _process_refusals(capture: Capture, unit: Any) -> list[Refusal]:
                 Refusal(
                     "process-flags",
                     f"the server was started with other flags than the unit on disk says ({detail}). Restart it on "
-                    "the unit (opsconsole restart) or put the unit back, then freeze",
+                    f"the unit ({hints.RESTART.line(HOST=capture.label)}) or put the unit back, then freeze",
                 )
             )
     elif process.unit_mtime is not None and state.started_at is not None and process.unit_mtime > state.started_at:

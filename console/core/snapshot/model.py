@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from console import hints
 from console.bench.records import BenchRecord
 from console.core.rollout import values_equal
 from console.errors import UsageError
@@ -158,7 +159,7 @@ class Snapshot(_Part):
         data = _without_nulls(self.model_dump(mode="python"))
         header = (
             f"# opsconsole production snapshot {self.name!r} of {self.host.label} ({self.host.unit}), "
-            f"written by `opsconsole freeze`.\n# Format: docs/snapshots.md. Secrets are masked (***).\n"
+            f"written by `{hints.verb('freeze')}`.\n# Format: docs/snapshots.md. Secrets are masked (***).\n"
         )
         return header + dumps(data)
 

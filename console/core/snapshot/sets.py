@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from console import hints
 from console.core.snapshot.model import SnapshotError, check_name
 from console.errors import UsageError
 from console.tomlwrite import dumps
@@ -81,7 +82,7 @@ class SnapshotSet:
         }
         if self.not_frozen:
             data["not_frozen"] = dict(self.not_frozen)
-        header = f"# opsconsole snapshot set {self.name!r} of @{self.group}, written by `opsconsole freeze`.\n"
+        header = f"# opsconsole snapshot set {self.name!r} of @{self.group}, written by `{hints.verb('freeze')}`.\n"
         return header + dumps(data)
 
     @classmethod

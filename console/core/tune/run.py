@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from console import hints
 from console.bench.engine import SweepConfig
 from console.bench.events import BenchEvent
 from console.bench.records import BenchRecord
@@ -1038,7 +1039,7 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
     offers one), read the unit and the SGLang version, and build the space. Asks nothing, changes nothing.
 
     Raises UnitError (not an SGLang unit), UsageError (nothing left to run) and HostError, lock released."""
-    owner = owner or default_owner("opsconsole tune")
+    owner = owner or default_owner(hints.verb("tune"))
     request = checked_request(request, session.target.slo)
     version, _source = await session.sglang_version()
     stack = AsyncExitStack()

@@ -28,6 +28,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static
 
+from console import hints
 from console.bench.comparison import Cell
 from console.bench.runs import RunSummary, filter_runs, list_runs
 from console.bench.sidebyside import (
@@ -220,7 +221,7 @@ class RunsScreen(Screen[None]):
 
     def _hint(self) -> None:
         if not self.runs:
-            self._status("No runs yet: b on a host runs a benchmark (or opsconsole bench).", "dim")
+            self._status(f"No runs yet: b on a host runs a benchmark (or {hints.BENCH.line()}).", "dim")
             return
         names = ", ".join(f"{RUN_MARKS[i]} {self._label(p)}" for i, p in enumerate(self.picked))
         picked = f"picked {len(self.picked)}/{MAX_RUNS}: {names} · " if self.picked else ""

@@ -25,41 +25,16 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from console.core.monitor import HostView
-from console.fleet.telemetry import FleetView, HostFigures
+from console.fleet.rows import FIGURE_COLUMNS, figures_cells, host_state, ms_cell, pct_cell
+from console.fleet.telemetry import FleetView
 from console.tui.format import DASH, num
 from console.tui.widgets.selection import MARK, SELECTION_BINDINGS, HostSelection, SelectionBar
 
-COLUMNS = ("host", "state", "gen tok/s", "run/queue", "accept", "KV %", "TTFT p99 ms", "ITL p99 ms",
-           "GPU util %", "GPU mem %", "power W", "temp °C", "notes")  # fmt: skip
+COLUMNS = ("host", "state", *FIGURE_COLUMNS, "notes")
 # Column widths (the host column: its longest name); a cell longer than its column ends in an ellipsis.
 WIDTHS = {"state": 7, "gen tok/s": 9, "run/queue": 9, "accept": 6, "KV %": 4, "TTFT p99 ms": 11, "ITL p99 ms": 10,
           "GPU util %": 10, "GPU mem %": 9, "power W": 7, "temp °C": 7, "notes": 36}  # fmt: skip
-
-
-def _ms(seconds: float | None) -> str:
-    return num(None if seconds is None else seconds * 1000, 0)
-
-
-def _pct(part: float | None, whole: float | None) -> str:
-    return num(part / whole * 100, 0) if part is not None and whole else DASH
-
-
-def figures_cells(f: HostFigures) -> list[str]:
-    """The figure cells of a host (columns 3..12), as the overview writes them (pure)."""
-    running, queued = f.get("running"), f.get("queued")
-    usage = f.get("token_usage")
-    return [
-        num(f.get("throughput"), 0),
-        DASH if running is None else f"{running:.0f}/{num(queued, 0)}",
-        num(f.get("accept_length"), 2),
-        num(None if usage is None else usage * 100, 0),
-        _ms(f.get("ttft_p99")),
-        _ms(f.get("itl_p99")),
-        num(f.get("gpu_util"), 0),
-        _pct(f.get("fb_used_mib"), f.get("fb_total_mib")),
-        num(f.get("power_w"), 0),
-        num(f.get("temp_c"), 0),
-    ]
+_STATE_STYLES = {"down": "bold red", "stale": "yellow", "up": "green"}
 
 
 def _ssh_cells(view: HostView) -> list[str]:
@@ -81,7 +56,7 @@ def _ssh_cells(view: HostView) -> list[str]:
         DASH,
         DASH,
         num(sum(util) / len(util), 0) if util else DASH,
-        _pct(used, total),
+        pct_cell(used, total),
         num(sum(power), 0) if power else DASH,
         num(max(temps), 0) if temps else DASH,
     ]
@@ -100,13 +75,8 @@ def fleet_row(host: str, fleet: FleetView, ssh: HostView | None) -> list[Text]:
         else:
             state, note = Text("unknown", style="yellow"), "not in Prometheus"
         return [name, state, *(Text(DASH, style="dim") for _ in range(10)), Text(note, style="bold yellow")]
-    failing = any(up == 0 for up in figures.up.values())
-    if failing:
-        state = Text("down", style="bold red")
-    elif figures.stale or fleet.down:
-        state = Text("stale", style="yellow")
-    else:
-        state = Text("up", style="green")
+    word = host_state(figures, prometheus_down=fleet.down)
+    state = Text(word, style=_STATE_STYLES[word])
     dim = "dim" if figures.stale or fleet.down else ""
     notes = [n for n in (figures.stale, "Prometheus down" if fleet.down else "") if n]
     cells = [Text(c, style=dim, justify="right") for c in figures_cells(figures)]
@@ -139,8 +109,8 @@ def header_note(fleet: FleetView | None, host: str) -> Text:
     old = bool(figures.stale) or fleet.down
     usage = figures.get("token_usage")
     text = Text(
-        f"  Prometheus: TTFT p50/p99 {_ms(figures.get('ttft_p50'))}/{_ms(figures.get('ttft_p99'))} ms"
-        f" · ITL p50/p99 {_ms(figures.get('itl_p50'))}/{_ms(figures.get('itl_p99'))} ms"
+        f"  Prometheus: TTFT p50/p99 {ms_cell(figures.get('ttft_p50'))}/{ms_cell(figures.get('ttft_p99'))} ms"
+        f" · ITL p50/p99 {ms_cell(figures.get('itl_p50'))}/{ms_cell(figures.get('itl_p99'))} ms"
         f" · KV {num(None if usage is None else usage * 100, 0)} %",
         style="dim" if old else "cyan",
     )

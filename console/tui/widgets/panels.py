@@ -207,6 +207,8 @@ def _setup_cell(value: SetupValue | None) -> Text:
     shown = num(resolved) if not isinstance(resolved, bool) else ("yes" if resolved else "no")
     if value.dest == "disable_overlap_schedule" and isinstance(resolved, bool):
         shown = "off" if resolved else "on"
+    if value.aliased:  # SGLang's own name for what the unit asks: said as such, not marked as a change
+        return Text(f"{num(value.asked)} ").append(f"(runs as {shown})", style="dim")
     text = Text(shown)
     if value.changed:
         text.append("*", style="bold yellow")
