@@ -315,7 +315,13 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="what the best setup per level maximises: output tok/s (default), goodput (req/s within the SLO), or "
         "capacity (req/s carried by the highest level that meets the SLO); goodput and capacity need an SLO",
     )
-    p.add_argument("--strategy", choices=["halving", "grid"], default="halving", help="grid: every setup fully")
+    p.add_argument(
+        "--strategy",
+        choices=["halving", "grid", "predict"],
+        default="halving",
+        help="grid: every setup fully; predict: the running setup measured, then a restart only for setups the "
+        "prediction says can win (opsconsole predict), until none can",
+    )
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds each start may take")
     p.add_argument(
         "--restore-after",

@@ -32,6 +32,7 @@ from console.core.tune import (
     LevelProgress,
     PendingTune,
     Restoring,
+    SetupsPredicted,
     SpaceRequest,
     StageStarted,
     TrialApplied,
@@ -110,6 +111,13 @@ class TuneProgress(HumanProgress[TuneEvent]):
         elif isinstance(event, LevelProgress):
             if event.decided and event.leader:
                 self.say(f"  {event.cell.label}: {event.leader} leads{_margin(event.margin_pct)} (decided)")
+        elif isinstance(event, SetupsPredicted):
+            if event.can_win:
+                self.say(f"predicted: {', '.join(event.can_win)} can still win")
+            if event.cannot_win:
+                self.say(f"predicted: {', '.join(event.cannot_win)} cannot win: no restart")
+            if event.unplaced:
+                self.say(f"no measured base to predict {', '.join(event.unplaced)}: counted as able to win")
         elif isinstance(event, Restoring):
             self.say(f"putting back {event.name}")
         elif isinstance(event, TuneFinished):

@@ -133,3 +133,40 @@ def test_chat_parser_uses_continuous_usage_for_per_token_itl() -> None:
     plain = ChatStreamParser(RequestResult(), start=0.0)  # no usage at all: one token per content chunk
     plain.feed(chunk("a", None) + chunk("b", None) + b"data: [DONE]\n\n", 0.2)
     assert plain.finish().output_len == 2
+
+
+def test_a_level_keeps_what_a_prediction_rests_on() -> None:
+    """The pooled accept histogram (each request's as long as the most it saw + 1), the verify rounds, the decode
+    batch (requests between their first and last token, time-weighted) and the mean round."""
+    results = [
+        RequestResult(success=True, output_len=9, ttft=0.1, latency=1.1, spec_verify_ct=5,
+                      spec_accept_histogram=[3, 0, 2]),  # fmt: skip
+        RequestResult(success=True, output_len=5, ttft=0.1, latency=0.6, spec_verify_ct=4, spec_accept_histogram=[4]),
+        RequestResult(success=False, error="HTTP 500", spec_accept_histogram=[9, 9]),  # failed: not counted
+    ]
+    m = compute_metrics(results, duration=2.0)
+    assert m["spec_accept_histogram"] == [7, 0, 2]
+    assert m["spec_verify_ct"] == 9 and m["decode_rounds"] == 9
+    assert m["decode_batch"] == pytest.approx((1.0 + 0.5) / 2.0)
+    assert m["round_time_ms"] == pytest.approx((1.0 + 0.5) / 9 * 1000)
+
+
+def test_without_speculation_a_round_is_a_token_and_no_histogram_is_made_up() -> None:
+    m = compute_metrics([_ok(5, 0.1, 0.5, [0.1] * 4), _ok(3, 0.2, 0.6, [0.2, 0.2])], duration=1.0)
+    assert m["spec_accept_histogram"] is None and m["spec_verify_ct"] is None
+    assert m["decode_rounds"] == 4 + 2
+    assert m["round_time_ms"] == pytest.approx((0.4 + 0.4) / 6 * 1000)
+
+
+def test_the_generate_parser_keeps_the_accept_histogram_of_the_final_meta_info() -> None:
+    result = RequestResult()
+    parser = GenerateStreamParser(result, start=0.0)
+    meta = {"completion_tokens": 3, "spec_verify_ct": 2, "spec_accept_histogram": [1, 1]}
+    body = (
+        b'data: {"text": "a", "output_ids": [1], "meta_info": {"completion_tokens": 1}}\n\n'
+        + b"data: " + json.dumps({"text": "abc", "output_ids": [1, 2, 3], "meta_info": meta}).encode() + b"\n\n"
+        + b"data: [DONE]\n\n"
+    )  # fmt: skip
+    parser.feed(body, 0.5)
+    done = parser.finish()
+    assert done.success and done.spec_verify_ct == 2 and done.spec_accept_histogram == [1, 1]

@@ -90,7 +90,7 @@ def test_what_the_operator_types_becomes_the_request() -> None:
         ("budget", "-5", "budget (minutes): must be more than 0"),
         ("repeats", "1.5", "repeats: a whole number"),
         ("duration", "soon", "seconds per level: a number"),
-        ("strategy", "fast", "strategy: halving or grid (got 'fast')"),
+        ("strategy", "fast", "strategy: halving, grid or predict (got 'fast')"),
         ("apply_best", "maybe", "apply best: no or yes (got 'maybe')"),
         ("best_at", "two", "best at level: a whole number"),
         ("best_at", "8", "best at level: works only with apply best = yes"),  # as the CLI's --best-at

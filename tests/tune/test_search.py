@@ -298,3 +298,31 @@ def test_wherever_the_search_stops_no_level_recommends_a_setup_behind_its_runner
             assert all(s.kind == "screen" for s in ranked), (cell, ranked)
         else:  # the full runs first, then the setups the screening left behind (below every promoted one)
             assert [s.kind for s in ranked] == sorted((s.kind for s in ranked), key=lambda k: k != "full"), ranked
+
+
+def test_predict_measures_the_running_setup_first_then_restarts_only_for_who_can_win() -> None:
+    search = Search(["a", "b", "c", "d"], [C1, C64], Policy(strategy="predict"))
+    first = search.next_stage("b")
+    assert first is not None and first.kind == "full" and first.repeats == 2
+    assert [(r.candidate, r.cells) for r in first.runs] == [("b", (C1, C64))]  # no restart: the host runs it
+    run_stage(search, first, {("b", C1): 100.0, ("b", C64): 1000.0}, noise=0.02)
+    # b measured about 98-102 / 980-1020: c can reach past it at C=64 only, d nowhere; a is not placed.
+    c = {C1: (60.0, 70.0, 80.0), C64: (900.0, 1100.0, 1300.0)}
+    d = {C1: (50.0, 60.0, 97.0), C64: (500.0, 600.0, 700.0)}
+    search.predicted({"a": None, "c": c, "d": d})
+    assert search.can_win() == {"a": [C1, C64], "c": [C64]}
+    second = search.next_stage("b")
+    assert second is not None and [r.candidate for r in second.runs] == ["c"]  # placed before unplaced
+    run_stage(search, second, {("c", C1): 70.0, ("c", C64): 1150.0}, noise=0.02)
+    search.predicted({"a": {C1: (40.0, 50.0, 60.0), C64: (400.0, 500.0, 600.0)}, "d": d})
+    assert search.can_win() == {}
+    assert search.next_stage("c") is None
+    assert search.stop_reason == "no untried setup can win by the prediction"
+    assert search.tried() == ["b", "c"]  # d and a never restarted
+    assert search.decision(C64).winner is not None and search.decision(C64).winner.candidate == "c"
+
+
+def test_predict_starts_with_the_first_setup_when_the_host_runs_none_of_them() -> None:
+    search = Search(["a", "b"], [C1], Policy(strategy="predict"))
+    first = search.next_stage("elsewhere")
+    assert first is not None and [r.candidate for r in first.runs] == ["a"]

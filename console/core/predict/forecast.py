@@ -55,7 +55,7 @@ UNMEASURED_WEIGHT_NOISE = 0.05
 FIT_SIGMAS = 2.0
 
 LevelVerdict = Literal["better", "slower", "within"]
-VerdictKind = Literal["running", "worth", "not-worth", "unknown"]
+VerdictKind = Literal["running", "worth", "not-worth", "unknown", "unrated"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,7 +487,7 @@ def _with_verdict(forecast: SetupForecast, incumbent: dict[int, Figure] | None, 
     if setup == predictor.incumbent and forecast.overlap == predictor.incumbent_overlap:
         return replace(forecast, verdict=Verdict("running", "the running setup"))
     if not incumbent:
-        return replace(forecast, verdict=Verdict("unknown", "no running setup to compare with"))
+        return replace(forecast, verdict=Verdict("unrated", "no running setup to compare with"))
     per_level: dict[int, LevelVerdict] = {}
     change: dict[int, float] = {}
     for level in forecast.levels:

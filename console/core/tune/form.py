@@ -65,11 +65,12 @@ FIELDS: tuple[FormField, ...] = (
     FormField(
         "strategy",
         "strategy",
-        "halving or grid",
+        "halving, grid or predict",
         "the search and what stays",
         choices=(
             ("halving", "short runs for all, then full runs for the setups that can still win"),
             ("grid", "every setup in full runs, at every level"),
+            ("predict", "the running setup measured, then a restart only for setups predicted to be able to win"),
         ),
     ),
     FormField(
@@ -320,7 +321,8 @@ def _choice(key: str, value: str) -> str:
     """One of the field's choices, else FormError naming them."""
     allowed = [choice for choice, _meaning in FIELDS_BY_KEY[key].choices]
     if value not in allowed:
-        raise FormError(key, f"{' or '.join(allowed)} (got {value!r})")
+        listed = " or ".join(allowed) if len(allowed) < 3 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+        raise FormError(key, f"{listed} (got {value!r})")
     return value
 
 

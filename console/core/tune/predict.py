@@ -12,6 +12,7 @@ setup already running, with repeats so that the noise is measured, not assumed.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,8 @@ from console.core.bench import bench_host
 from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, workload_key
 from console.core.predict.evidence import overlap_of
 from console.core.session import Session
-from console.core.tune.space import Space, SpaceRequest, build_space
+from console.core.tune.search import Cell
+from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.errors import UsageError
 from console.sglang.setup import SpecSetup
 from console.sglang.slo import Slo
@@ -262,3 +264,44 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
     elapsed = (time.perf_counter() - started) * 1000.0
     return PredictResult(plan, forecasts, predictor.noise, predictor.model_error, predictor.calibration, elapsed,
                          slo, pruned)  # fmt: skip
+
+
+# --- tune --strategy predict -----------------------------------------------------------------------------------
+
+
+Forecasts = dict[str, dict[Cell, tuple[float, float, float]] | None]
+
+
+def predict_untried(
+    records: Sequence[BenchRecord], candidates: Sequence[Candidate], cells: Sequence[Cell], tried: Sequence[str]
+) -> tuple[Forecasts, dict[str, tuple[tuple[Cell, float, float, float], ...]]]:
+    """The untried candidates predicted from a tune's own records, per cell (low, value, high) of output tok/s, None
+    for one the prediction cannot place (no measured base for its draft); and the same as rows for an event."""
+    evidence = Evidence.from_records(records)
+    predictors: dict[str, Predictor] = {}
+    for workload in dict.fromkeys(cell.workload for cell in cells):
+        keys = [workload_key(r.workload) for r in records if r.workload.get("name") == workload]
+        if keys:
+            with contextlib.suppress(Unknown):
+                predictors[workload] = Predictor(evidence, keys[-1])
+    forecasts: Forecasts = {}
+    shown: dict[str, tuple[tuple[Cell, float, float, float], ...]] = {}
+    for candidate in candidates:
+        if candidate.key in tried:
+            continue
+        setup, overlap = candidate.setup, overlap_of(candidate.config, candidate.spec_mode)
+        per_cell: dict[Cell, tuple[float, float, float]] = {}
+        placed = bool(predictors)
+        for workload, predictor in predictors.items():
+            levels = [c.concurrency for c in cells if c.workload == workload]
+            forecast = predictor.forecast(setup, overlap, levels)
+            if not forecast.levels:
+                placed = False
+                break
+            for level in forecast.levels:
+                figure = level.output_tok_s
+                per_cell[Cell(workload, level.concurrency)] = (figure.low, figure.value, figure.high)
+        forecasts[candidate.key] = per_cell if placed else None
+        if placed:
+            shown[candidate.key] = tuple((cell, *values) for cell, values in per_cell.items())
+    return forecasts, shown

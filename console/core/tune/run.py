@@ -55,6 +55,7 @@ from console.core.bench import bench_host
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
 from console.core.rollout import ApplyState, EditRequest
 from console.core.session import Session
+from console.core.tune.predict import predict_untried
 from console.core.tune.report import (
     OBJECTIVES,
     Crossover,
@@ -246,6 +247,19 @@ class LevelProgress:
 
 
 @dataclass(frozen=True)
+class SetupsPredicted:
+    """Strategy predict, after a stage: each untried setup's predicted output tok/s per cell (low, value, high; none
+    for a setup the prediction cannot place), and which of them can still win (the next trial is the likeliest)."""
+
+    stage: int
+    forecasts: tuple[tuple[str, tuple[tuple[Cell, float, float, float], ...]], ...]  # (name, per cell)
+    can_win: tuple[str, ...]
+    cannot_win: tuple[str, ...]
+    unplaced: tuple[str, ...]  # names the prediction cannot place (a draft never measured): they count as able to win
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Restoring:
     target: FinalUnit
     name: str  # "the original unit" or the best candidate's name
@@ -271,6 +285,7 @@ TuneEvent = (
     | TrialFailed
     | TrialSkipped
     | LevelProgress
+    | SetupsPredicted
     | Restoring
     | TuneFinished
     | Reconnecting
@@ -543,6 +558,7 @@ class _TuneRun:
         self.level_times: list[float] = []  # wall seconds per benchmarked level of a full run
         self.running: str | None = pending.running
         self.host_broken = False
+        self.records: list[BenchRecord] = []  # every clean level this tune measured (strategy predict refits on them)
 
     def emit(self, event: TuneEvent) -> None:
         self.p._emit(event)
@@ -619,6 +635,8 @@ class _TuneRun:
             self.search.finish_stage()
             if self.search.stop_reason == "budget":
                 return
+            if self.request.strategy == "predict":
+                self._refit(stage.index)
 
     def _trial_ref(self, candidate: str, stage: Stage, cells: tuple[Cell, ...]) -> TrialRef:
         self.trial_number += 1
@@ -795,6 +813,7 @@ class _TuneRun:
                     self.search.drop_cell(candidate.key, cell)
                     self.emit(Notice(f"{candidate.name}: no clean benchmark at {cell.label}; left out there"))
                     continue
+                self.records.extend(good)
                 for r in good:
                     self.search.record(candidate.key, cell, stage.kind, score_of(r, self.request.objective))
                     self.metrics.setdefault((candidate.key, cell, stage.kind), []).append(r.model_dump())
@@ -864,6 +883,24 @@ class _TuneRun:
                 if not await self._wait_healthy():
                     return records
         return records
+
+    def _refit(self, stage: int) -> None:
+        """Strategy predict: the untried setups predicted again from every level this tune measured (console.core
+        .predict: the same model as `opsconsole predict`), for the search to pick the next trial or stop."""
+        forecasts, shown = predict_untried(self.records, self.space.candidates, self.search.cells, self.search.tried())
+        self.search.predicted(forecasts)
+        can = self.search.can_win()
+        names = {c.key: c.name for c in self.space.candidates}
+        self.emit(
+            SetupsPredicted(
+                stage,
+                tuple((names[key], cells) for key, cells in shown.items()),
+                tuple(names[k] for k in can),
+                tuple(names[k] for k in forecasts if k not in can and forecasts[k] is not None),
+                tuple(names[k] for k, f in forecasts.items() if f is None),
+                _now(),
+            )
+        )
 
     def _progress(self, cell: Cell) -> None:
         decision = self.search.decision(cell)
@@ -1075,6 +1112,11 @@ def checked_request(request: TuneRequest, profile_slo: tuple[tuple[str, float], 
         raise UsageError(
             f"--objective {request.objective} needs an SLO to count good requests against: give --slo "
             "(e.g. ttft_p95=800ms,tpot_p95=60ms) or put [slo] in the host's profile"
+        )
+    if request.strategy == "predict" and request.objective != "throughput":
+        raise UsageError(
+            "--strategy predict ranks setups by the output tok/s it predicts: use --objective throughput, or "
+            "--strategy halving for goodput or capacity"
         )
     if ("dataset" in request.workloads) != (request.dataset is not None):
         raise UsageError("the dataset workload needs --dataset FILE, and --dataset runs as the `dataset` workload")

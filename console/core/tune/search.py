@@ -17,6 +17,11 @@ one per candidate (one restart each), each benchmarking the cells where that can
   noise). Otherwise the candidates whose range reaches the leader's get more repeats, up to `max_full_stages`.
 - `strategy="grid"`: one stage, every candidate × every cell at the full duration with repeats (the
   baseline the search is measured against, benchmarks/tune_search_vs_grid.py).
+- `strategy="predict"`: stage 0 measures the setup the host runs (no restart), full length with repeats; then each
+  stage restarts into one setup only, the untried one the prediction (console.core.predict, refitted by the runner
+  after every stage from the tune's own records: `predicted()`) gives the best chance to win: its band's upper edge
+  reaches past the best measured setup's lower edge in some cell (setups the prediction cannot place, a draft never
+  measured, count as able to win). It stops when no untried setup can win anywhere.
 
 Ordering saves restarts: a stage starts with the candidate the host already runs.
 
@@ -35,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-Strategy = Literal["halving", "grid"]
+Strategy = Literal["halving", "grid", "predict"]
 StageKind = Literal["screen", "full"]
 
 
@@ -171,6 +176,9 @@ class Search:
     _dropped: dict[str, str] = field(default_factory=dict)  # candidate -> why it is out everywhere
     _left_out: set[tuple[str, Cell]] = field(default_factory=set)  # no clean benchmark there: out of that cell
     _decided: set[Cell] = field(default_factory=set)
+    # strategy "predict": per untried candidate its predicted (low, value, high) per cell; None: cannot be placed
+    _forecasts: dict[str, dict[Cell, tuple[float, float, float]] | None] = field(default_factory=dict)
+    _tried: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.candidates or not self.cells:
@@ -207,6 +215,8 @@ class Search:
         if self.stop_reason is not None:
             return None
         p = self.policy
+        if p.strategy == "predict":
+            return self._predicted_stage(running)
         if self.stages_done == 0:
             if p.strategy == "grid":
                 return self._stage("full", 1.0, p.repeats, {c: list(self._alive[c]) for c in self.cells}, running)
@@ -231,6 +241,60 @@ class Search:
 
     def finish_stage(self) -> None:
         self.stages_done += 1
+
+    # -- strategy "predict" ---------------------------------------------------------------------------------
+
+    def predicted(self, forecasts: dict[str, dict[Cell, tuple[float, float, float]] | None]) -> None:
+        """The prediction of the untried candidates, refitted after a stage: (low, value, high) of the figure
+        per cell, or None for a candidate the prediction cannot place."""
+        self._forecasts = dict(forecasts)
+
+    def can_win(self) -> dict[str, list[Cell]]:
+        """Every untried candidate that can still win, with the cells where its band reaches past the best measured
+        lower edge (all cells for one the prediction cannot place)."""
+        out: dict[str, list[Cell]] = {}
+        for candidate in self.candidates:
+            if candidate in self._tried or candidate in self._dropped:
+                continue
+            forecast = self._forecasts.get(candidate)
+            if forecast is None:
+                out[candidate] = list(self.cells)
+                continue
+            cells = []
+            for cell in self.cells:
+                measured = [s.low for s in self.standings(cell) if s.kind == "full"]
+                if cell in forecast and (not measured or forecast[cell][2] > max(measured)):
+                    cells.append(cell)
+            if cells:
+                out[candidate] = cells
+        return out
+
+    def _predicted_stage(self, running: str | None) -> Stage | None:
+        p = self.policy
+        if self.stages_done == 0:
+            first = running if running is not None and running in self.candidates else self.candidates[0]
+            return self._one(first, p.repeats)
+        contenders = self.can_win()
+        if not contenders:
+            self.stop("no untried setup can win by the prediction")
+            return None
+
+        def promise(candidate: str) -> tuple[int, float]:
+            forecast = self._forecasts.get(candidate)
+            if forecast is None:
+                return (0, 0.0)  # placed by nothing: after every setup the prediction likes
+            best = [max((s.low for s in self.standings(c) if s.kind == "full"), default=0.0) for c in self.cells]
+            gains = [forecast[c][1] / b for c, b in zip(self.cells, best, strict=True) if c in forecast and b > 0]
+            return (1, max(gains, default=0.0))
+
+        return self._one(max(contenders, key=promise), p.repeats)
+
+    def _one(self, candidate: str, repeats: int) -> Stage:
+        self._tried.append(candidate)
+        return Stage(self.stages_done, "full", 1.0, repeats, (Run(candidate, tuple(self.cells)),))
+
+    def tried(self) -> list[str]:
+        return list(self._tried)
 
     def _stage(
         self, kind: StageKind, fraction: float, repeats: int, wanted: dict[Cell, list[str]], running: str | None

@@ -75,7 +75,8 @@ def tune_seconds(
     runs for the two best of each level, each of them started again (at most every setup; which of them the host
     runs then is not known, so each is counted a start), with the full duration and the repeats; it stops there
     when the levels' winners are outside the noise (a second full stage, for levels still within it, is not
-    counted). Then the original unit goes back: a start, unless the host never left it."""
+    counted). A predicted search is priced at its most: every setup after the running one, each a start and its full
+    runs. Then the original unit goes back: a start, unless the host never left it."""
     search = Search(list(candidates), list(cells), policy)
     first = search.next_stage(running)
     assert first is not None  # a fresh search always has its first stage
@@ -86,5 +87,12 @@ def tune_seconds(
         starts += min(len(candidates), kept * len(cells))
         full = sum(level_seconds(duration_s, cell.concurrency, warmup=warmup, request_s=request_s) for cell in cells)
         bench += kept * policy.repeats * full
+    if policy.strategy == "predict":
+        # The running setup first, then one setup a stage while the prediction says one can win: at most every other
+        # setup (counted as such: how many it will try is what it finds out).
+        others = len(candidates) - (1 if running in candidates else 0)
+        starts += others
+        full = sum(level_seconds(duration_s, cell.concurrency, warmup=warmup, request_s=request_s) for cell in cells)
+        bench += others * policy.repeats * full
     restore = 1 if starts else 0  # no start at all: the host ran the original unit throughout
     return bench + (starts + restore) * restart_s
