@@ -24,10 +24,12 @@ from console.core.tune.form import (
     space_from_axes,
 )
 from console.core.tune.predict import (
+    Foresight,
     PredictPlan,
     PredictRequest,
     PredictResult,
     bench_running,
+    foresight,
     plan_predict,
     predict,
 )
@@ -69,6 +71,7 @@ __all__ = [
     "FIELDS",
     "Cell",
     "Estimate",
+    "Foresight",
     "FormError",
     "LevelProgress",
     "PendingTune",
@@ -100,6 +103,7 @@ __all__ = [
     "build_space",
     "dataset_sampling",
     "estimate",
+    "foresight",
     "form_defaults",
     "meaning",
     "plan_predict",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,7 +32,7 @@ from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.errors import UsageError
 from console.sglang.setup import SpecSetup
 from console.sglang.slo import Slo
-from console.sglang.specmode import spec_mode
+from console.sglang.specmode import SpecMode, spec_mode
 
 DEFAULT_LEVELS = (1, 8, 32)
 # The running setup's own benchmark: repeats measure the noise every band carries.
@@ -305,3 +305,53 @@ def predict_untried(
         if placed:
             shown[candidate.key] = tuple((cell, *values) for cell, values in per_cell.items())
     return forecasts, shown
+
+
+# --- the console: predictions as the operator types ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Foresight:
+    """One host's prediction for the console: fitted once from its records (in a worker: `foresight`), then asked
+    for any setup as the editor's fields change (`of`: microseconds to milliseconds, pure)."""
+
+    running: SpecSetup
+    running_overlap: bool
+    levels: tuple[int, ...]
+    workload: str | None
+    predictor: Predictor | None
+    why_not: str | None = None  # what is missing for a prediction (and what would give it), when predictor is None
+
+    def of(self, server_args: Mapping[str, Any], mode: SpecMode | None) -> SetupForecast | None:
+        """The forecast of the setup these resolved values run (the rules' resolved args and their spec-v2 verdict,
+        as the editor's check gives them); None without a predictor."""
+        if self.predictor is None:
+            return None
+        setup = SpecSetup.from_server_args(server_args, mode)
+        return self.predictor.forecast(setup, overlap_of(server_args, mode), self.levels)
+
+    def running_forecast(self) -> SetupForecast | None:
+        if self.predictor is None:
+            return None
+        return self.predictor.forecast(self.running, self.running_overlap, self.levels)
+
+
+async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_days: float = 14.0) -> Foresight:
+    """The host's prediction from the workspace's records: the running setup's traffic (its newest records) at the
+    levels it was measured at (or `levels`). Never raises for missing records: `why_not` says what is missing."""
+    version, _source = await session.sglang_version()
+    info = await (await session.sglang()).server_info()
+    mode = spec_mode(version, info)
+    running, overlap = SpecSetup.from_server_args(info, mode), overlap_of(info, mode)
+    records = host_records(session, version, max_age_days)
+    mine = [r for r in records if SpecSetup.from_server_args(r.server_args, r.spec_mode) == running]
+    if not mine:
+        why = f"no benchmark of the running setup ({running.name()}) in logs/: benchmark it (b) to predict"
+        return Foresight(running, overlap, tuple(levels), None, None, why)
+    workload = workload_key(max(mine, key=lambda r: r.started_at).workload)
+    chosen = tuple(levels) or tuple(_levels(records, running, workload))
+    try:
+        predictor = Predictor(Evidence.from_records(records), workload, incumbent=running, incumbent_overlap=overlap)
+    except Unknown as exc:
+        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}")
+    return Foresight(running, overlap, chosen, workload, predictor)
