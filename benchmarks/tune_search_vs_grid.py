@@ -1,11 +1,13 @@
-"""`opsconsole tune`'s search against the full grid, on the simulator with the seeds' profiles.
+"""`opsconsole tune`'s searches against the full grid, on the simulator with the seeds' profiles.
 
 For each profile a demo host (tests/support/demo.py: the unit supervisor and the SGLang stand-in, real
-processes) is set up as the seeds' host (tests/tune/simhost.py), then the same space is tuned twice through
-console.core.tune: `--strategy grid` (every setup × every level, full runs with repeats) and the default search
-(screening, then full runs with repeats only for setups that can still win a level, stopping once each level's
-winner is outside the noise). Printed: setups, levels, wall time of each, the ratio, restarts, and whether the
-winners agree (at a level where the grid's own winner is within its noise, any setup tied with it counts).
+processes) is set up as the seeds' host (tests/tune/simhost.py), then the same space is tuned three times through
+console.core.tune: `--strategy grid` (every setup × every level, full runs with repeats), the default search
+(`halving`: screening, then full runs with repeats only for setups that can still win a level, stopping once each
+level's winner is outside the noise) and `predict` (the running setup measured, then a restart only for the setup
+the prediction gives the best chance to win, refitted after each, until none can). Each tune starts from the
+seeds' unit. Printed: setups, levels, wall time of each, the ratios, restarts, and whether the winners agree with
+the grid's (at a level where the grid's own winner is within its noise, any setup tied with it counts).
 
 Time is uniform: the stand-in runs --sim-speedup S times faster than the profile and starts in 1/S of a real
 start (--sim-time-scale 1/S), so wall-clock ratios are the real hardware's ratios (the one thing not scaled is
@@ -81,7 +83,7 @@ def tied_with_winner(result: TuneResult, cell: Cell) -> set[str]:
 
 def compare(name: str, grid: TuneResult, grid_s: float, search: TuneResult, search_s: float) -> bool:
     names = {c.key: c.name for c in grid.space.candidates}
-    print(f"\n{name}: {len(grid.space.candidates)} setups ({len(grid.space.pruned)} pruned, "
+    print(f"\n{name} ({search.strategy}): {len(grid.space.candidates)} setups ({len(grid.space.pruned)} pruned, "
           f"{len(grid.space.merged)} merged) x {len(grid.cells)} levels")  # fmt: skip
     same = True
     for cell in grid.cells:
@@ -93,10 +95,10 @@ def compare(name: str, grid: TuneResult, grid_s: float, search: TuneResult, sear
         gw = names[g.winner.candidate] if g.winner else "-"
         sw = names[s.winner.candidate] if s.winner else "-"
         noise = " (grid: within noise)" if g.within_noise else ""
-        print(f"  {cell.label:<14} grid {gw:<28} search {sw:<28} {'same' if ok else 'DIFFERENT'}{noise}")
+        print(f"  {cell.label:<14} grid {gw:<28} {search.strategy} {sw:<28} {'same' if ok else 'DIFFERENT'}{noise}")
     print(f"  grid:   {grid_s:7.1f} s wall, {grid.restarts} restarts")
-    print(f"  search: {search_s:7.1f} s wall, {search.restarts} restarts")
-    print(f"  search / grid time: {search_s / grid_s:.2f}   winners: {'same' if same else 'DIFFERENT'}")
+    print(f"  {search.strategy}: {search_s:7.1f} s wall, {search.restarts} restarts")
+    print(f"  {search.strategy} / grid time: {search_s / grid_s:.2f}   winners: {'same' if same else 'DIFFERENT'}")
     return same
 
 
@@ -115,7 +117,7 @@ def main() -> int:
                 text, profile=p, version="0.5.9", speculative=s, spec_v2=v, speedup=speedup,
                 time_scale=1 / speedup)))  # fmt: skip
             results = {}
-            for strategy in ("grid", "halving"):
+            for strategy in ("grid", "halving", "predict"):
                 request = TuneRequest(
                     space=space,
                     concurrencies=levels,
@@ -130,6 +132,10 @@ def main() -> int:
                 results[strategy] = asyncio.run(tune_once(demo.workspace, request))
             (grid, grid_s), (search, search_s) = results["grid"], results["halving"]
             all_same = compare(key, grid, grid_s, search, search_s) and all_same
+            predicted, predicted_s = results["predict"]
+            all_same = compare(key, grid, grid_s, predicted, predicted_s) and all_same
+            print(f"  predict / halving: time {predicted_s / search_s:.2f}, restarts {predicted.restarts} / "
+                  f"{search.restarts}")  # fmt: skip
     print(f"\nspeedup {speedup:g} (time scale 1/{speedup:g}), full run {args.duration:g} real s per level, 2 repeats")
     return 0 if all_same else 1
 

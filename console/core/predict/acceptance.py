@@ -25,12 +25,14 @@ Assumptions, said where a prediction rests on them (console.core.predict.forecas
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-# A fitted chance's grid: fine enough that the grid adds less than 0.1 % to a prediction.
-_GRID = 60
+# The fit's grids: a coarse one over both chances, then finer ones around the best (the chances to ~0.001).
+_COARSE = 17
+_FINE = 9
 _ZOOMS = 4
 _EPS = 1e-6
 # Half of chi-square(2 degrees of freedom) at 68 %: the log-likelihood drop that bounds a two-parameter fit's band.
@@ -143,49 +145,57 @@ def _log_likelihood(runs: Runs, histograms: Sequence[Histogram]) -> float:
     return total
 
 
-def _grid(low: float, high: float) -> list[float]:
-    step = (high - low) / _GRID
-    return [low + step * (i + 0.5) for i in range(_GRID)]
+def _grid(center: float, half_span: float, points: int) -> list[float]:
+    low, high = max(_EPS, center - half_span), min(1 - _EPS, center + half_span)
+    step = (high - low) / (points - 1)
+    return [low + step * i for i in range(points)]
 
 
-def _search(
-    score: Callable[[Runs], float], corner: tuple[float, float, float, float]
-) -> tuple[float, Runs, list[tuple[float, Runs]]]:
-    """The best-scoring chain on a grid zoomed in `_ZOOMS` times, and every point scored on the last grid."""
-    h_low, h_high, m_low, m_high = corner
-    best: tuple[float, Runs] = (-math.inf, Runs(0.5, 0.5))
+def _search(score: Callable[[Runs], float]) -> tuple[float, Runs, list[tuple[float, Runs]]]:
+    """The best-scoring chain: a coarse grid over both chances, then `_ZOOMS` finer grids around the best so far
+    (each to a quarter of the step before: the chances to ~0.001); and every point scored."""
     scored: list[tuple[float, Runs]] = []
-    for _ in range(_ZOOMS):
-        scored = [(score(Runs(h, m)), Runs(h, m)) for h in _grid(h_low, h_high) for m in _grid(m_low, m_high)]
-        top = max(scored, key=lambda item: item[0])
-        if top[0] > best[0]:
-            best = top
-        h_span, m_span = (h_high - h_low) / 4, (m_high - m_low) / 4
-        h_low, h_high = max(_EPS, best[1].after_hit - h_span), min(1 - _EPS, best[1].after_hit + h_span)
-        m_low, m_high = max(_EPS, best[1].after_miss - m_span), min(1 - _EPS, best[1].after_miss + m_span)
+    center, half, points = Runs(0.5, 0.5), 0.5, _COARSE
+    for _ in range(_ZOOMS + 1):
+        grid = [
+            (Runs(h, m)) for h in _grid(center.after_hit, half, points) for m in _grid(center.after_miss, half, points)
+        ]
+        scored.extend((score(r), r) for r in grid)
+        center = max(scored, key=lambda item: item[0])[1]
+        half, points = 2 * half / (points - 1), _FINE
+    best = max(scored, key=lambda item: item[0])
     return best[0], best[1], scored
+
+
+def _pooled(histograms: Iterable[Histogram]) -> tuple[Histogram, ...]:
+    """One histogram per depth (the likelihood adds over rounds, so levels of the same depth pool)."""
+    by_depth: dict[int, list[int]] = {}
+    for h in histograms:
+        if not h.rounds or h.depth <= 0:
+            continue
+        counts = by_depth.setdefault(h.depth, [])
+        counts.extend([0] * (len(h.counts) - len(counts)))
+        for i, n in enumerate(h.counts):
+            counts[i] += n
+    return tuple(Histogram(depth, tuple(counts)) for depth, counts in sorted(by_depth.items()))
 
 
 def fit_histograms(histograms: Iterable[Histogram]) -> Fit | None:
     """The chain that makes the pooled histograms most likely (maximum likelihood), with the chains within
     LIKELIHOOD_DROP of it; None without a round."""
-    data = [h for h in histograms if h.rounds and h.depth > 0]
-    if not data:
-        return None
+    data = _pooled(histograms)
+    return _fit_histograms(data) if data else None
 
+
+@functools.lru_cache(maxsize=256)
+def _fit_histograms(data: tuple[Histogram, ...]) -> Fit:
     def score(runs: Runs) -> float:
         return _log_likelihood(runs, data)
 
-    best, runs, _ = _search(score, (_EPS, 1 - _EPS, _EPS, 1 - _EPS))
+    best, runs, _ = _search(score)
     # The band: scan a window around the optimum wide enough for the likelihood to fall by the drop.
     span = 6.0 / math.sqrt(sum(h.rounds for h in data))
-    window = [
-        Runs(
-            min(max(runs.after_hit + dh * span, _EPS), 1 - _EPS), min(max(runs.after_miss + dm * span, _EPS), 1 - _EPS)
-        )
-        for dh in (x / 10 for x in range(-10, 11))
-        for dm in (x / 10 for x in range(-10, 11))
-    ]
+    window = [Runs(h, m) for h in _grid(runs.after_hit, span, 15) for m in _grid(runs.after_miss, span, 15)]
     band = tuple(r for r in window if score(r) >= best - LIKELIHOOD_DROP)
     return Fit(runs, band, "histograms", sum(h.rounds for h in data), max(h.depth for h in data))
 
@@ -194,28 +204,35 @@ def fit_means(points: Iterable[tuple[int, float, int]]) -> Fit | None:
     """A chain from mean drafts accepted per round at one or more depths ((depth, mean, rounds) each; the accept
     length is 1 + the mean). Two depths or more: least squares, the band every chain within 1.5 % of each mean (the
     means' own noise). One depth: every chain that gives that mean, from no runs to the strongest runs seen."""
-    data = [(d, m, n) for d, m, n in points if d > 0 and n > 0]
-    if not data:
+    by_depth: dict[int, tuple[float, int]] = {}
+    for depth, mean, rounds in points:
+        if depth > 0 and rounds > 0:
+            total, n = by_depth.get(depth, (0.0, 0))
+            by_depth[depth] = (total + mean * rounds, n + rounds)
+    if not by_depth:
         return None
-    depths = {d for d, _, _ in data}
+    return _fit_means(tuple((d, total / n, n) for d, (total, n) in sorted(by_depth.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _fit_means(data: tuple[tuple[int, float, int], ...]) -> Fit:
     total = sum(n for _, _, n in data)
-
-    def error(runs: Runs) -> float:
-        return sum(n * (mean_accepted(runs, d) - m) ** 2 for d, m, n in data) / total
-
-    if len(depths) == 1:
-        depth = depths.pop()
-        target = sum(m * n for _, m, n in data) / total
+    if len(data) == 1:
+        depth, target, _ = data[0]
         # Along no runs (after_miss == after_hit) and strong runs: the chains with this mean, one per gap.
         band = tuple(
             r for gap in (0.0, STRONGEST_RUNS_GAP / 2, STRONGEST_RUNS_GAP) if (r := _with_mean(target, depth, gap))
         )
         central = band[len(band) // 2] if band else Runs(0.5, 0.5)
         return Fit(central, band, "means", total, depth)
-    _, runs, scored = _search(lambda r: -error(r), (_EPS, 1 - _EPS, _EPS, 1 - _EPS))
+
+    def error(runs: Runs) -> float:
+        return sum(n * (mean_accepted(runs, d) - m) ** 2 for d, m, n in data) / total
+
+    _, runs, scored = _search(lambda r: -error(r))
     tolerance = 0.015**2 * max(m for _, m, _ in data) ** 2
     band = tuple(r for s, r in scored if -s <= tolerance)
-    return Fit(runs, band, "means", total, max(depths))
+    return Fit(runs, band, "means", total, max(d for d, _, _ in data))
 
 
 def _with_mean(target: float, depth: int, gap: float) -> Runs | None:

@@ -175,6 +175,7 @@ class Predictor:
         assert cost is not None  # every Measured has a positive round and batch
         self.cost: RoundCost = cost
         self._acceptance_fits: dict[tuple[str | None, str | None], Fit | None] = {}
+        self._catches: dict[tuple[str | None, str | None], tuple[float, float, float, str | None]] = {}
         self.calibration = 1.0
         self.model_error, self.calibration = self._calibrate(cross_check)
 
@@ -248,24 +249,35 @@ class Predictor:
 
     def _tree_catch(self, setup: SpecSetup, chain: Fit) -> tuple[float, float, float, str | None]:
         """The share of misses a further branch catches: fitted to the measured trees of this draft (their mean
-        accepted per round), else the assumption's range."""
+        accepted per round, pooled per tree shape), else the assumption's range. Once per draft."""
+        if setup.draft not in self._catches:
+            self._catches[setup.draft] = self._fit_catch(setup, chain)
+        return self._catches[setup.draft]
+
+    def _fit_catch(self, setup: SpecSetup, chain: Fit) -> tuple[float, float, float, str | None]:
         trees = [m for m in self._same_draft(setup) if m.setup.topk > 1 and m.mean_accepted is not None]
         if not trees:
             return TREE_CATCH_MID, 0.0, TREE_CATCH_HIGH, None
+        shapes: dict[tuple[float, int], list[float]] = {}
+        for m in trees:
+            s = m.setup
+            branches = max(1.0, min(float(s.topk), (s.draft_tokens - 1) / max(s.steps, 1)))
+            shapes.setdefault((branches, s.depth), []).append(m.mean_accepted or 0.0)
+        measured = {shape: statistics.mean(values) for shape, values in shapes.items()}
 
         def error(catch: float) -> float:
-            total = 0.0
-            for m in trees:
-                s = m.setup
-                branches = max(1.0, min(float(s.topk), (s.draft_tokens - 1) / max(s.steps, 1)))
-                total += (mean_accepted(tree_runs(chain.runs, branches, catch), s.depth) - (m.mean_accepted or 0)) ** 2
-            return total
+            return sum(
+                len(shapes[(branches, depth)])
+                * (mean_accepted(tree_runs(chain.runs, branches, catch), depth) - mean) ** 2
+                for (branches, depth), mean in measured.items()
+            )
 
-        grid = [i / 200 for i in range(200)]
-        best = min(grid, key=error)
+        grid = [i / 100 for i in range(91)]
+        errors = {c: error(c) for c in grid}
+        best = min(grid, key=errors.__getitem__)
         spread = self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE
-        tolerance = error(best) + len(trees) * (spread * 0.5) ** 2
-        near = [c for c in grid if error(c) <= tolerance]
+        tolerance = errors[best] + len(trees) * (spread * 0.5) ** 2
+        near = [c for c in grid if errors[c] <= tolerance]
         return best, min(near), max(near), f"{len(trees)} levels of measured trees"
 
     # ---- a level ---------------------------------------------------------------------------------------------
