@@ -10,6 +10,9 @@
 # Issue 23 (one server, no speculation; traffic_session.py):
 #   bash scripts/real_sglang/run.sh traffic .sgc2 .sgc3    # last parts, install, tiny models, the pair and the shape
 #   (env: DRAFT=sa-p90 WORKLOADS=random,chat DURATION=2 BUDGET_S=1500 PHASES=... pass through to tune_session.py)
+# Issue 37 (predict from one benchmark at steps 3, then restarts; predict_session.py, detached like tune):
+#   bash scripts/real_sglang/run.sh predict .sgc2 .sgc3    # then `run.sh wait`; tune.tgz holds predict.json, bench-*
+#   (predict_report.py OUTDIR prints the comparison)
 # /opt survives between calls only while the machine stays warm (about 30 s idle), so the calls follow each other.
 set -u
 O=${O:-/opt}  # /opt on the GPU machine (SIM=1 O=/tmp/x for issue 20's dry run here, see below)
@@ -54,9 +57,10 @@ launch() {  # tune_session.py in its own process session, from a copy of the rep
   ( cd $REPO_COPY && PYTHONPATH=$SG $PY -c 'import subprocess, sys
 p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=open(sys.argv[1], "ab"), stderr=subprocess.STDOUT,
                      start_new_session=True, close_fds=True)
-print(p.pid)' $RT/session.log $PY scripts/real_sglang/tune_session.py $RT --models $M $sim \
-      --draft $draft --budget-s "${BUDGET_S:-1500}" ${WORKLOADS:+--workloads $WORKLOADS} ${TOPK:+--topk $TOPK} \
-      ${DURATION:+--duration $DURATION} ${PHASES:+--phases $PHASES} > $O/rt.pid )
+print(p.pid)' $RT/session.log $PY scripts/real_sglang/${SESSION:-tune_session.py} $RT --models $M $sim \
+      $([ "${SESSION:-tune_session.py}" = tune_session.py ] && echo --draft $draft ${WORKLOADS:+--workloads $WORKLOADS} \
+        ${TOPK:+--topk $TOPK}) --budget-s "${BUDGET_S:-1500}" ${DURATION:+--duration $DURATION} \
+      ${PHASES:+--phases $PHASES} > $O/rt.pid )
   log "session started (pid $(cat $O/rt.pid)): draft $draft, budget ${BUDGET_S:-1500} s"
 }
 snapshot() {  # what the session has so far, as at most 8 files in $OUT (each under 16 MiB: the journal and the
@@ -112,6 +116,14 @@ traffic)  # issue 23: bench --dataset next to bench_serving's sharegpt mode, and
   $PY scripts/real_sglang/traffic_session.py $O/tr --models $M ${ROUNDS:+--rounds $ROUNDS} 2>&1 | tee -a "$OUT/driver.log"
   cp $O/tr/summary.json $O/tr/pair.json $O/tr/pair.log "$OUT/" 2>/dev/null
   tail -c 200000 $O/tr/server.log > "$OUT/server-tail.log" 2>/dev/null; ls -la "$OUT"
+  ;;
+predict)  # issue 37: one benchmark at steps 3 predicts steps 2 and 1, then restarts measure them (predict_session.py)
+  shift
+  if [ "${SIM:-0}" = 1 ]; then SG=""; SESSION=predict_session.py launch; wait_session; exit; fi
+  stage "$@"
+  install || exit 1
+  export PYTHONPATH=$SG
+  prep; SESSION=predict_session.py launch; wait_session
   ;;
 wait) wait_session ;;
 *) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait" >&2; exit 2 ;;
