@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from console.core.predict import Evidence, Predictor, SetupForecast
+from console.sglang.slo import parse_slo
 from console.sim.profiles import EAGLE_REPEAT_DRAFT, get_profile
 from tests.support.virtual_bench import resolved_args, virtual_records, without_prediction_figures
 
@@ -189,3 +190,17 @@ def test_the_eagle_repeat_draft_steps_3_predicts_steps_2_and_1_within_3_percent(
             here = [1 + (m.mean_accepted or 0) for m in measured.levels if m.concurrency == level.concurrency]
             assert level.accept_length is not None
             assert level.accept_length.value == pytest.approx(statistics.mean(here), rel=0.03)
+
+
+def test_an_slo_is_held_to_the_predicted_figures_and_gives_a_capacity(qwen: Predictor) -> None:
+    """The SLO's percentiles from the predicted means, scaled as this workload's records scale them."""
+    setup = Evidence.from_records(virtual_records(QWEN, mtp(2), [1], label="x", **LENGTHS)).levels[0].setup
+    loose = qwen.forecast(setup, False, QWEN_LEVELS, slo=parse_slo("tpot_p95=1000ms"))
+    assert all(level.slo_met for level in loose.levels) and loose.capacity() == 32
+    assert all(level.goodput_req_s and level.goodput_req_s > 0 for level in loose.levels)
+    tpot = {level.concurrency: level.tpot_ms.value for level in loose.levels}
+    limit = (tpot[1] + tpot[8]) / 2  # between C = 1's and C = 8's: only C = 1 meets it
+    tight = qwen.forecast(setup, False, QWEN_LEVELS, slo=parse_slo(f"tpot_p50={limit:.3f}ms"))
+    assert [level.slo_met for level in tight.levels] == [True, False, False]
+    assert tight.capacity() == 1 and tight.levels[1].goodput_req_s == 0.0
+    assert qwen.forecast(setup, False, QWEN_LEVELS).capacity() is None  # no SLO, no capacity
