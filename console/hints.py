@@ -21,7 +21,7 @@ from dataclasses import dataclass
 PROGRAM = "opsconsole"
 # The CLI's verbs (console.cli.HANDLERS; tests/test_hints.py holds the two equal).
 VERBS = ("connect", "demo", "status", "check-args", "apply", "bench", "compare", "freeze", "snapshots", "diff",
-         "restore", "restart", "logs", "trust", "tune")  # fmt: skip
+         "restore", "restart", "logs", "trust", "tune", "predict")  # fmt: skip
 _PLACEHOLDER = re.compile(r"^\{([A-Z][A-Z_]*)\}$")
 
 

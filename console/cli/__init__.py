@@ -320,7 +320,7 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         choices=["halving", "grid", "predict"],
         default="halving",
         help="grid: every setup fully; predict: the running setup measured, then a restart only for setups the "
-        "prediction says can win (opsconsole predict), until none can",
+        "prediction says can win (as the predict verb predicts), until none can",
     )
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds each start may take")
     p.add_argument(

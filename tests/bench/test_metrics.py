@@ -138,9 +138,10 @@ def test_chat_parser_uses_continuous_usage_for_per_token_itl() -> None:
 def test_a_level_keeps_what_a_prediction_rests_on() -> None:
     """The pooled accept histogram (each request's as long as the most it saw + 1), the verify rounds, the decode
     batch (requests between their first and last token, time-weighted) and the mean round."""
+    three = RequestResult(success=True, output_len=9, ttft=0.1, latency=1.1, spec_verify_ct=5)
+    three.spec_accept_histogram = [3, 0, 2]
     results = [
-        RequestResult(success=True, output_len=9, ttft=0.1, latency=1.1, spec_verify_ct=5,
-                      spec_accept_histogram=[3, 0, 2]),  # fmt: skip
+        three,
         RequestResult(success=True, output_len=5, ttft=0.1, latency=0.6, spec_verify_ct=4, spec_accept_histogram=[4]),
         RequestResult(success=False, error="HTTP 500", spec_accept_histogram=[9, 9]),  # failed: not counted
     ]

@@ -27,7 +27,7 @@ import pytest
 
 from console.bench.records import BenchRecord, read_records
 from console.cli import build_parser
-from console.cli.tune import _space_from_args, request_from_args
+from console.cli.tune import request_from_args, space_from_args
 from console.core.exits import STOPPED_BY_SIGKILL
 from console.core.tune import Cell, PendingTune, build_space, estimate, unit_speculation
 from console.core.tune.report import recommend
@@ -88,7 +88,7 @@ def planned(summary: dict[str, Any], name: str, work: Path) -> PendingTune:
     argv = list(summary["steps"][name]["cli"]["argv"][3:])  # after `console --workspace DIR`
     argv[argv.index("--space") + 1] = str(space_file)
     args = build_parser().parse_args(argv)
-    request = request_from_args(args, _space_from_args(args, unit_speculation(unit, "0.5.17")))
+    request = request_from_args(args, space_from_args(args, unit_speculation(unit, "0.5.17")))
     space = build_space(request.space, unit, unit_name="sglang.service", version="0.5.17",
                         architecture="LlamaForCausalLM")  # fmt: skip
     return PendingTune(None, request, space, unit, AsyncExitStack(), None, "replay")  # type: ignore[arg-type]

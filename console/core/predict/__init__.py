@@ -8,7 +8,7 @@
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
 from console.core.predict.acceptance import Fit, Histogram, Runs, fit_histograms, fit_means, mean_accepted
-from console.core.predict.evidence import Evidence, Measured, workload_key
+from console.core.predict.evidence import Evidence, Measured, overlap_of, workload_key
 from console.core.predict.forecast import Figure, LevelForecast, Predictor, SetupForecast, Unknown, Verdict
 
 __all__ = [
@@ -26,5 +26,6 @@ __all__ = [
     "fit_histograms",
     "fit_means",
     "mean_accepted",
+    "overlap_of",
     "workload_key",
 ]

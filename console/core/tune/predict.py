@@ -24,8 +24,7 @@ from console.bench.records import BenchRecord, load_run
 from console.bench.runs import list_runs
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host
-from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, workload_key
-from console.core.predict.evidence import overlap_of
+from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, overlap_of, workload_key
 from console.core.session import Session
 from console.core.tune.search import Cell
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
