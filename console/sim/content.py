@@ -24,7 +24,7 @@ It reads a bounded prefix (MAX_CONTENT_CHARS characters) and the first and last 
 costs the same on any prompt (it runs once per request in the stand-in).
 
 The published ratios are turned into a scale of the *odds* of a rejection (1 − p) / p per task (TaskScales), fitted
-at the published setting (tests/sim/test_task_acceptance.py re-derives each ratio from these constants). Scaling the
+at the published setting (tests/sim/test_content_acceptance.py re-derives each ratio from these constants). Scaling the
 odds rather than the rejection probability itself keeps a weak draft's acceptance a probability: Spec-Bench's
 translation asks for rejections ×2.2 on a draft that accepts 0.7 per position, which would leave a draft that
 accepts 0.16 nothing at all; where rejections are rare the two are the same.

@@ -55,16 +55,13 @@ bonus position (the target's own token), so the next round starts after a miss; 
 position's guess was never checked, and it was right with probability h. The per-round chance of a hit therefore
 depends on where the round starts, which is what makes a short chain more than a cut long one.
 
-Both rejection probabilities 1 − h and 1 − m are scaled alike by:
+Both rejection probabilities 1 − h and 1 − m are scaled alike, in this order, by:
 
 * temperature t > 0: the hit probability × (1 − temperature_accept_drop · min(t, 1)) (the target samples, so greedy
   drafts match less often);
 * ignore_eos: forced continuation past the natural end is repetitive and easy to predict, so the rejection
   probability is multiplied by `ignore_eos_rejection_scale` (why temperature 0 + ignore_eos benchmarks inflate
   acceptance);
-* topk k > 1: the target token may match any of the branches: the rejection probability is divided by
-  1 + topk_rejection_gain · (k_eff − 1), with k_eff = min(k, (n − 1) / s) the branching the draft-token budget n
-  actually keeps;
 * the task: real drafts accept more on code and math than on chat, and less on summarising a given text and on
   translation (the EAGLE-3 and Spec-Bench tables, docs/demo.md). The stand-in cannot read its own output (its
   tokens are drawn at random), so it reads the request's prompt and sorts it into code, math, chat, summarisation
@@ -73,6 +70,9 @@ Both rejection probabilities 1 − h and 1 − m are scaled alike by:
   the odds of a rejection, (1 − p) / p, by the task's factor (chat: 1). Random token ids, random words and the
   bundled chat prompts are chat: the synthetic workloads and the calibration below are unchanged. A prompt of token
   ids (`input_ids`) is chat too: the stand-in cannot read another tokenizer's ids.
+* topk k > 1: the target token may match any of the branches: the rejection probability is divided by
+  1 + topk_rejection_gain · (k_eff − 1), with k_eff = min(k, (n − 1) / s) the branching the draft-token budget n
+  actually keeps.
 
 The request emits 1 + A tokens a round (the bonus token included), as SGLang counts them: accept length = (accepted
 drafts + 1) / verifies, and its `spec_accept_histogram` counts the rounds by A. `expected_accept_length` is the
