@@ -9,7 +9,8 @@ Scheduling follows SGLang's default policy: new requests are prefilled first (as
 chunked-prefill budget, the running-request limit and the KV cache), each gets its first token from the
 prefill; otherwise every running request advances by one decode round, emitting 1 + accepted drafts tokens
 with speculation (drawn per request by `PerfModel.draw_round` from its hit chances, which depend on the request's
-temperature, ignore_eos and its prompt's repetition, and from where its last round ended: accepts come in runs).
+temperature, ignore_eos and what its prompt asks for (code, math, chat ...), and from where its last round ended:
+accepts come in runs).
 Requests past the running limit wait in a
 FIFO queue. A request stops at `max_new_tokens` ("length") or, without `ignore_eos`, at a natural end of
 sequence drawn deterministically from the seed and the request id ("stop").
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.sim.content import Task
 from console.sim.perf import GpuLoad, Hits, PerfModel
 from console.sim.profiles import SimProfile
 
@@ -169,9 +171,9 @@ class Engine:
         max_new_tokens: int,
         temperature: float = 0.0,
         ignore_eos: bool = False,
-        repetition: float = 0.0,
+        task: Task = Task.CHAT,
     ) -> None:
-        """Queue a request (`repetition`: its prompt's, console.sim.perf.ngram_repetition). Raises ValueError for a
+        """Queue a request (`task`: its prompt's, console.sim.content.classify_prompt). Raises ValueError for a
         duplicate id or impossible sizes."""
         if self.has_request(rid):
             raise ValueError(f"request id {rid!r} is already in flight; use a unique rid")
@@ -182,7 +184,7 @@ class Engine:
         if temperature < 0:
             raise ValueError("temperature must be >= 0")
         limit = max_new_tokens if ignore_eos else min(max_new_tokens, self._natural_length(rid))
-        hits = self.perf.hit_probs(temperature, ignore_eos, repetition)
+        hits = self.perf.hit_probs(temperature, ignore_eos, task)
         request = _Request(rid, prompt_tokens, max_new_tokens, limit, hits)
         self._waiting.append(request)
         self._waiting_ids[rid] = request
@@ -401,7 +403,7 @@ def simulate_closed_loop(
     temperature: float = 0.0,
     ignore_eos: bool = True,
     seed: int = 0,
-    repetition: float = 0.0,
+    task: Task = Task.CHAT,
 ) -> ClosedLoopResult:
     """Run `n_requests` through an Engine with `concurrency` clients that each send the next request as soon
     as their previous one finishes (bench_serving --max-concurrency with request rate inf), on the virtual
@@ -422,7 +424,7 @@ def simulate_closed_loop(
         nonlocal sent
         rid = f"r{sent}"
         sent += 1
-        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos, repetition=repetition)
+        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos, task=task)
         start[rid] = engine.clock_s
         produced[rid] = 0
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from console.secrets import redact_argv
 from console.sim import shapes
-from console.sim.perf import ngram_repetition
+from console.sim.content import Task, classify_prompt
 from console.sim.server import Live, SimServer
 from console.sim.tokenizer import chat_prompt_text
 
@@ -51,9 +51,8 @@ def _finish_name(finish: str | None) -> str:
     return "length" if finish == "length" else "stop"
 
 
-def _text_repetition(text: str) -> float:
-    """A text prompt's repetition (console.sim.perf.ngram_repetition) over its tokens: the stand-in's are words."""
-    return ngram_repetition(text.split())
+# A prompt of token ids is chat to the stand-in's acceptance: they are another tokenizer's, which it cannot read.
+IDS_TASK = Task.CHAT
 
 
 class BadParameter(ValueError):
@@ -302,7 +301,7 @@ class Api:
         max_new: int,
         sampling: dict[str, Any],
         stream: bool,
-        repetition: float = 0.0,
+        task: Task = Task.CHAT,
         prompt: Sequence[Hashable] | None = None,
     ) -> Live:
         temperature = sampling.get("temperature")
@@ -314,7 +313,7 @@ class Api:
             1.0 if temperature is None else _number(temperature, "temperature", float),
             bool(sampling.get("ignore_eos", False)),
             stream_interval=max(1, interval) if stream else None,
-            repetition=repetition,
+            task=task,
             prompt=prompt,
         )
 
@@ -333,20 +332,20 @@ class Api:
         if "input_ids" in body and body["input_ids"] is not None:
             ids = body["input_ids"]
             if ids and isinstance(ids[0], list):
-                return await self._generate_batch(request, [(len(x), ngram_repetition(x)) for x in ids], sampling, body)
-            prompt, repetition = len(ids), ngram_repetition(ids)
+                return await self._generate_batch(request, [(len(x), IDS_TASK) for x in ids], sampling, body)
+            prompt, task = len(ids), IDS_TASK
             tokens: Sequence[Hashable] = ids
         else:
             text = body.get("text")
             if isinstance(text, list):
-                prompts = [(self.sim.tokenizer.count(t), _text_repetition(t)) for t in text]
+                prompts = [(self.sim.tokenizer.count(t), classify_prompt(t)) for t in text]
                 return await self._generate_batch(request, prompts, sampling, body)
             if not isinstance(text, str):
                 return _error(400, "Either text or input_ids should be provided.")
-            prompt, repetition = self.sim.tokenizer.count(text), _text_repetition(text)
+            prompt, task = self.sim.tokenizer.count(text), classify_prompt(text)
             tokens = text.split()  # the stand-in's tokens are words
         stream = bool(body.get("stream"))
-        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, repetition, tokens)
+        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, task, tokens)
         rid = str(body.get("rid") or req.rid)
         if stream:
             return await self._stream_generate(request, req, rid)
@@ -357,11 +356,11 @@ class Api:
         return web.json_response(self._generate_result(req, rid))
 
     async def _generate_batch(
-        self, request: web.Request, prompts: list[tuple[int, float]], sampling: dict[str, Any], body: dict[str, Any]
+        self, request: web.Request, prompts: list[tuple[int, Task]], sampling: dict[str, Any], body: dict[str, Any]
     ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         max_new = self._max_new_tokens(sampling)
-        reqs = [self._start(p, max_new, sampling, stream, repetition) for p, repetition in prompts]
+        reqs = [self._start(p, max_new, sampling, stream, task) for p, task in prompts]
         if stream:
             return await self._stream_batch(request, reqs)
         try:
@@ -527,7 +526,7 @@ class Api:
             body,
             self.sim.tokenizer.count(text),
             chat=True,
-            repetition=_text_repetition(text),
+            task=classify_prompt(text),
             tokens=text.split(),
         )
 
@@ -538,14 +537,14 @@ class Api:
         p = body.get("prompt")
         tokens: Sequence[Hashable]
         if isinstance(p, list) and p and isinstance(p[0], int):
-            prompt, repetition, tokens = len(p), ngram_repetition(p), p
+            prompt, task, tokens = len(p), IDS_TASK, p
         elif isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
-            prompt, repetition, tokens = self.sim.tokenizer.count(p[0]), _text_repetition(p[0]), p[0].split()
+            prompt, task, tokens = self.sim.tokenizer.count(p[0]), classify_prompt(p[0]), p[0].split()
         elif isinstance(p, str):
-            prompt, repetition, tokens = self.sim.tokenizer.count(p), _text_repetition(p), p.split()
+            prompt, task, tokens = self.sim.tokenizer.count(p), classify_prompt(p), p.split()
         else:
             return _error(400, "prompt must be a string or a list of token ids.")
-        return await self._openai(request, body, prompt, chat=False, repetition=repetition, tokens=tokens)
+        return await self._openai(request, body, prompt, chat=False, task=task, tokens=tokens)
 
     async def _openai(
         self,
@@ -553,12 +552,12 @@ class Api:
         body: dict[str, Any],
         prompt: int,
         chat: bool,
-        repetition: float = 0.0,
+        task: Task = Task.CHAT,
         tokens: Sequence[Hashable] | None = None,
     ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         sampling = self._openai_sampling(body)
-        req = self._start(prompt, self._openai_max_tokens(body, prompt), sampling, stream, repetition, tokens)
+        req = self._start(prompt, self._openai_max_tokens(body, prompt), sampling, stream, task, tokens)
         model = str(body.get("model") or self.cfg.served_model_name)
         cid = uuid.uuid4().hex
         created = int(time.time())

@@ -55,24 +55,24 @@ bonus position (the target's own token), so the next round starts after a miss; 
 position's guess was never checked, and it was right with probability h. The per-round chance of a hit therefore
 depends on where the round starts, which is what makes a short chain more than a cut long one.
 
-Both rejection probabilities 1 − h and 1 − m are scaled alike by:
+Both rejection probabilities 1 − h and 1 − m are scaled alike, in this order, by:
 
 * temperature t > 0: the hit probability × (1 − temperature_accept_drop · min(t, 1)) (the target samples, so greedy
   drafts match less often);
 * ignore_eos: forced continuation past the natural end is repetitive and easy to predict, so the rejection
   probability is multiplied by `ignore_eos_rejection_scale` (why temperature 0 + ignore_eos benchmarks inflate
   acceptance);
+* the task: real drafts accept more on code and math than on chat, and less on summarising a given text and on
+  translation (the EAGLE-3 and Spec-Bench tables, docs/demo.md). The stand-in cannot read its own output (its
+  tokens are drawn at random), so it reads the request's prompt and sorts it into code, math, chat, summarisation
+  or translation (console.sim.content.classify_prompt: indentation and operators, equations and math questions, an
+  instruction to summarise a long given text or to translate another language); the draft's `task_scales` multiply
+  the odds of a rejection, (1 − p) / p, by the task's factor (chat: 1). Random token ids, random words and the
+  bundled chat prompts are chat: the synthetic workloads and the calibration below are unchanged. A prompt of token
+  ids (`input_ids`) is chat too: the stand-in cannot read another tokenizer's ids.
 * topk k > 1: the target token may match any of the branches: the rejection probability is divided by
   1 + topk_rejection_gain · (k_eff − 1), with k_eff = min(k, (n − 1) / s) the branching the draft-token budget n
-  actually keeps;
-* content: a draft guesses the continuation of text that repeats itself (code: keywords, identifiers,
-  indentation; templated and structured output) far better than open chat. The stand-in cannot read its own
-  output (its tokens are drawn at random), so it reads the request's prompt: its *repetition* r is the share of
-  the prompt's token 3-grams that already occurred earlier in it (`ngram_repetition`, whitespace words of a text
-  prompt or the ids of `input_ids`, the first MAX_CONTENT_TOKENS). Open chat repeats little (r = 0 to 0.06 on
-  scripts/make_datasets.py's chat set, console.sim.datasets), random token ids and the bundled chat prompts not
-  at all (r = 0: the synthetic workloads and the calibration below are unchanged), code a lot (median 0.5 on
-  its code set). The rejection probability is divided by 1 + CONTENT_REJECTION_GAIN · max(0, r − REPETITION_FLOOR).
+  actually keeps.
 
 The request emits 1 + A tokens a round (the bonus token included), as SGLang counts them: accept length = (accepted
 drafts + 1) / verifies, and its `spec_accept_histogram` counts the rounds by A. `expected_accept_length` is the
@@ -122,36 +122,17 @@ tests/sim/test_perf_calibration.py checks each figure within 10 %.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from console.sim.content import Task, odds_scaled_rejection
 from console.sim.profiles import DraftCosts, SimProfile
 
 MIB = 1024 * 1024
 _ATTENTION_SHARE = 0.5  # share of per_request that is KV reading (scales with context)
 _EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 _SPEC_DEFAULT_MAX_RUNNING = 48  # SGLang resets an unset --max-running-requests to this with speculation
-# Content dependence of acceptance (module doc, "content"): 3-gram repetition of the prompt.
-NGRAM = 3
-MAX_CONTENT_TOKENS = 8192
-REPETITION_FLOOR = 0.10  # open chat repeats less than this: no gain
-CONTENT_REJECTION_GAIN = 4.0
-
-
-def ngram_repetition(tokens: Sequence[Hashable]) -> float:
-    """The share of the token 3-grams that already occurred earlier in the sequence, in [0, 1) (0 when shorter
-    than two 3-grams), rounded to 2 decimals (the acceptance is cached per value)."""
-    head = list(tokens[:MAX_CONTENT_TOKENS])
-    if len(head) < NGRAM + 1:
-        return 0.0
-    grams = list(zip(head, head[1:], head[2:], strict=False))
-    return round(1.0 - len(set(grams)) / len(grams), 2)
-
-
-def content_rejection_scale(repetition: float) -> float:
-    """What a prompt's repetition multiplies a draft token's rejection probability by (1.0 at or below the floor)."""
-    return 1.0 / (1.0 + CONTENT_REJECTION_GAIN * max(0.0, repetition - REPETITION_FLOOR))
 
 
 class Hits(NamedTuple):
@@ -219,7 +200,7 @@ class PerfModel:
         )
         self._resolved_max_running = resolved.get("max_running_requests")
         self._compute_capacity()
-        self._hits_cache: dict[tuple[float, bool, float], Hits] = {}
+        self._hits_cache: dict[tuple[float, bool, Task], Hits] = {}
 
     # ---- capacity -------------------------------------------------------------------------------------------
 
@@ -294,18 +275,18 @@ class PerfModel:
             return 0
         return self.num_steps if self.topk == 1 else min(self.num_steps, self.num_draft_tokens - 1)
 
-    def hit_probs(self, temperature: float = 0.0, ignore_eos: bool = False, repetition: float = 0.0) -> Hits:
+    def hit_probs(self, temperature: float = 0.0, ignore_eos: bool = False, task: Task = Task.CHAT) -> Hits:
         """(P(right guess | right guess before), P(right guess | wrong guess before)) at one output position, for
-        this setup and a request's temperature, ignore_eos and prompt repetition (ngram_repetition); cached (the
-        engine draws against it every round). (0, 0) without speculation."""
-        key = (round(temperature, 3), ignore_eos, round(repetition, 2))
+        this setup and a request's temperature, ignore_eos and task (console.sim.content.classify_prompt); cached
+        (the engine draws against it every round). (0, 0) without speculation."""
+        key = (round(temperature, 3), ignore_eos, Task(task))
         cached = self._hits_cache.get(key)
         if cached is None:
             cached = self._hits(*key)
             self._hits_cache[key] = cached
         return cached
 
-    def _hits(self, temperature: float, ignore_eos: bool, repetition: float) -> Hits:
+    def _hits(self, temperature: float, ignore_eos: bool, task: Task) -> Hits:
         d = self._draft
         if d is None or not self.speculative:
             return Hits(0.0, 0.0)
@@ -314,6 +295,7 @@ class PerfModel:
         forced_scale = d.ignore_eos_rejection_scale
         if forced_scale is None:
             forced_scale = p.ignore_eos_rejection_scale
+        task_scale = d.task_scales.for_task(task)
 
         def adjusted(q: float) -> float:
             if temperature > 0:
@@ -321,20 +303,20 @@ class PerfModel:
             reject = 1.0 - q
             if ignore_eos:
                 reject *= forced_scale
-            reject *= content_rejection_scale(repetition)
+            reject = odds_scaled_rejection(reject, task_scale)
             reject /= 1.0 + p.topk_rejection_gain * (k_eff - 1.0)
             return min(max(1.0 - reject, 0.0), 1.0)
 
         return Hits(adjusted(d.hit_after_hit), adjusted(d.hit_after_miss))
 
     def expected_accept_length(
-        self, temperature: float = 0.0, ignore_eos: bool = False, repetition: float = 0.0
+        self, temperature: float = 0.0, ignore_eos: bool = False, task: Task = Task.CHAT
     ) -> float:
         """Mean tokens emitted per request per round over a long output, bonus token included (SGLang's accept
         length): the rounds' mean accepted drafts from either starting state, mixed by how often rounds start there."""
         if not self.speculative:
             return 1.0
-        hits = self.hit_probs(temperature, ignore_eos, repetition)
+        hits = self.hit_probs(temperature, ignore_eos, task)
         depth = self.max_accepted_drafts
         # From a start after a right (after_hit) or a wrong guess: P(all depth accepted), then E[accepted drafts].
         run = [hits.after_hit**j for j in range(depth)]  # P(positions 2..j+1 right | position 1 right)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from console.sim.content import EAGLE_TASK_SCALES, NO_TASK_EFFECT, TaskScales
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -71,6 +73,9 @@ class DraftCosts:
     # A draft whose forced (ignore_eos) continuation is no easier to guess than its natural one sets this to 1.0; None:
     # the profile's ignore_eos_rejection_scale
     ignore_eos_rejection_scale: float | None = None
+    # What each task (code, math, summarisation, translation; console.sim.content) multiplies the odds of a rejection
+    # by: EAGLE-style drafts' published ratios, or none for a draft that accepts alike on every task
+    task_scales: TaskScales = EAGLE_TASK_SCALES
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,8 @@ _QWEN = SimProfile(
         prefill_per_token_ms=0.03,
     ),
     drafts={
+        # Qwen drafts accept alike on every task: the one published per-task table of Qwen drafts (AngelSlim's Qwen3
+        # EAGLE3 heads, 1.7B to 32B and 30B-A3B) has GSM8K, Alpaca, HumanEval and MT-bench within ±0.05 of one another.
         "EAGLE": DraftCosts(  # MTP (NEXTN resolves to EAGLE): one extra decoder layer from the checkpoint
             hit_after_hit=0.90,
             hit_after_miss=0.68,
@@ -203,6 +210,7 @@ _QWEN = SimProfile(
             overlap_hidden=0.5,
             tree_per_token_ms=0.03,
             cpu_per_request_ms=1.4,
+            task_scales=NO_TASK_EFFECT,
         ),
         "EAGLE3": DraftCosts(
             hit_after_hit=0.83,
@@ -213,6 +221,7 @@ _QWEN = SimProfile(
             overlap_hidden=0.5,
             tree_per_token_ms=0.03,
             cpu_per_request_ms=1.4,
+            task_scales=NO_TASK_EFFECT,
         ),
     },
     startup=StartupPhases(
@@ -407,6 +416,7 @@ _TINY = SimProfile(
             tree_per_token_ms=0.0005,
             cpu_per_request_ms=0.0005,
             ignore_eos_rejection_scale=1.0,
+            task_scales=NO_TASK_EFFECT,  # it proposes the last token again, over random weights: there is no task
         ),
     },
 )

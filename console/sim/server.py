@@ -23,6 +23,7 @@ from console.sglang.flags import server_fields
 from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
 from console.sim import shapes
+from console.sim.content import Task
 from console.sim.metrics import SimMetrics, metrics_for
 from console.sim.prefix_cache import PrefixCache
 from console.sim.tokenizer import SimTokenizer, output_token_ids, write_model_dir
@@ -219,12 +220,12 @@ class SimServer:
         *,
         stream_interval: int | None = None,
         log_metrics: bool = True,
-        repetition: float = 0.0,
+        task: Task = Task.CHAT,
         prompt: Sequence[Hashable] | None = None,
     ) -> Live:
-        """A request into the batch; `repetition` is its prompt's (console.sim.perf.ngram_repetition): repetitive
-        prompts accept more draft tokens. `prompt` (its token ids, or words) is matched against the prefix cache:
-        the tokens found there are the request's cached_tokens."""
+        """A request into the batch; `task` is what its prompt asks for (console.sim.content.classify_prompt): code
+        accepts more draft tokens than chat, translation fewer. `prompt` (its token ids, or words) is matched against
+        the prefix cache: the tokens found there are the request's cached_tokens."""
         self._seq += 1
         rid = uuid.uuid4().hex
         seed = self.config.seed * 1_000_003 + self._seq
@@ -232,9 +233,7 @@ class SimServer:
         if prompt is not None and log_metrics:
             req.cached_tokens = self.prefix_cache.admit(prompt)
         self.live[rid] = req
-        self.engine.add(
-            rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, repetition=repetition
-        )
+        self.engine.add(rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, task=task)
         if self.metrics and log_metrics:
             self.metrics.on_request(prompt_tokens, cached_tokens=req.cached_tokens)
         self._wake.set()

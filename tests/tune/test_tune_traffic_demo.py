@@ -1,6 +1,8 @@
 """`tune` on the operator's own traffic, judged against an SLO, on the Kimi demo (console.core.tune in-process, the
 demo host's supervisor and stand-in as real processes): on open chat no speculation is best at every level and the
-report says speculation loses there; on code EAGLE3 (topk 1 + spec v2) is best, accepting far more draft tokens.
+report says speculation loses there; on code EAGLE3 (topk 1 + spec v2) accepts more draft tokens (×1.12, within the
+published code ÷ chat range of 1.0-1.31: console.sim.content) and wins back most of what it loses on chat: level
+with no speculation there (+3.5 % and +0.9 % measured, within the noise), where it trails by 17-21 % on chat.
 
 The two datasets are generated (console.sim.datasets, scripts/make_datasets.py). The stand-in runs 10× faster than
 the profile (tests/tune/simhost.py), so the SLO is in its wall-clock time: at 10× a TPOT of 20 ms is loose; every
@@ -68,6 +70,15 @@ def best(result: TuneResult) -> dict[int, str]:
     return {r.cell.concurrency: r.name for r in result.recommendations}
 
 
+def score(result: TuneResult, name: str, concurrency: int) -> float:
+    """The level's goodput (the objective's figure) of one setup."""
+    key = next(c.key for c in result.space.candidates if c.name == name)
+    cell = next(c for c in result.cells if c.concurrency == concurrency)
+    metrics = result.level_metrics(key, cell)
+    assert metrics is not None and metrics["score"] is not None
+    return float(metrics["score"])
+
+
 def accept_length(result: TuneResult, name: str, concurrency: int) -> float:
     key = next(c.key for c in result.space.candidates if c.name == name)
     cell = next(c for c in result.cells if c.concurrency == concurrency)
@@ -77,7 +88,7 @@ def accept_length(result: TuneResult, name: str, concurrency: int) -> float:
 
 
 @pytest.mark.long(43)  # its measured seconds: started first (tests/tiers.py)
-async def test_tune_with_an_slo_recommends_differently_on_chat_and_on_code(kimi: Demo) -> None:
+async def test_tune_with_an_slo_on_chat_and_on_code(kimi: Demo) -> None:
     original = await asyncio.to_thread(kimi.host().unit)
     chat, code = write_datasets(kimi.workspace / "datasets", count=60, seed=1)
     on_chat, unit_after_chat = await tune_on(kimi, chat)
@@ -87,14 +98,17 @@ async def test_tune_with_an_slo_recommends_differently_on_chat_and_on_code(kimi:
     assert names == ["no speculation", eagle3], names
 
     assert best(on_chat) == {1: "no speculation", 8: "no speculation"}
-    assert best(on_code) == {1: eagle3, 8: eagle3}
     assert (
         on_chat.verdicts[0]
         == "on dataset speculation loses at every level: no speculation is best by goodput at C=1, 8"
     )
-    assert not any("loses" in v for v in on_code.verdicts)
-    # why: EAGLE3 accepts far more draft tokens on code than on open chat
-    assert accept_length(on_code, eagle3, 1) >= 1.45 * accept_length(on_chat, eagle3, 1)
+    for concurrency in (1, 8):
+        # EAGLE3 ÷ no speculation: 0.85 / 0.83 on chat, 1.04 / 1.01 on code (virtual clock: 0.92 / 0.77, 1.04 / 0.90)
+        on_chat_ratio = score(on_chat, eagle3, concurrency) / score(on_chat, "no speculation", concurrency)
+        on_code_ratio = score(on_code, eagle3, concurrency) / score(on_code, "no speculation", concurrency)
+        assert on_chat_ratio < 0.92 and on_code_ratio > on_chat_ratio + 0.1, (concurrency, on_chat_ratio, on_code_ratio)
+    # why: EAGLE3 accepts more draft tokens on code than on open chat, as published (code ÷ chat 1.0-1.31)
+    assert 1.06 < accept_length(on_code, eagle3, 1) / accept_length(on_chat, eagle3, 1) <= 1.31
 
     for result in (on_chat, on_code):
         assert result.objective == "goodput" and result.slo is not None and result.slo.to_json() == SLO
