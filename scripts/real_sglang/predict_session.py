@@ -55,7 +55,7 @@ class PredictSession(TuneSession):
         a = self.args
         return self.console(
             f"bench {label}", "bench", "gpu", "--concurrency", "1,16", "--duration", str(a.duration), "--repeat", "2",
-            "--input-len", "128", "--output-len", "64", "--temperature", "0", "--warmup", "2", "--label", label,
+            "--input-len", "128", "--output-len", "64", "--temperature", "0", "--warmup", "8", "--label", label,
             "--json", timeout=600, save=f"bench-{label}.json",
         )  # fmt: skip
 

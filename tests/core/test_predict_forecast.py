@@ -204,3 +204,23 @@ def test_an_slo_is_held_to_the_predicted_figures_and_gives_a_capacity(qwen: Pred
     assert [level.slo_met for level in tight.levels] == [True, False, False]
     assert tight.capacity() == 1 and tight.levels[1].goodput_req_s == 0.0
     assert qwen.forecast(setup, False, QWEN_LEVELS).capacity() is None  # no SLO, no capacity
+
+
+def test_a_level_whose_prompts_accept_otherwise_gets_its_own_chain_others_the_pooled_one() -> None:
+    """Two levels of one setup whose prompts accept very differently (here: the C = 16 records are another draft's,
+    labelled as this one): the pooled chain explains neither, so each level's own fit predicts it; where the levels
+    agree, they pool (a short level's own fit is noisier)."""
+    mine = tiny_records(3)
+    other = virtual_records(TINY, resolved_args("EAGLE", 3, 1), [16], repeat=2, input_len=128, output_len=64,
+                            label="steps 3")  # fmt: skip
+    relabelled = [r.model_copy(update={"server_args": mine[0].server_args}) for r in other]
+    mixed = [r for r in mine if r.max_concurrency == 1] + relabelled
+    evidence = Evidence.from_records(mixed)
+    p = Predictor(evidence, evidence.workloads()[0])
+    setup = evidence.levels[0].setup
+    for c in (1, 16):
+        here = [m for m in evidence.levels if m.concurrency == c]
+        measured = 1 + sum((m.mean_accepted or 0) * m.rounds for m in here) / sum(m.rounds for m in here)
+        assert p.acceptance(setup, c).tokens == pytest.approx(measured, rel=0.02), c
+    pooled = Predictor(Evidence.from_records(mine), evidence.workloads()[0])
+    assert pooled.acceptance(setup, 1).tokens == pooled.acceptance(setup, 16).tokens == pooled.acceptance(setup).tokens

@@ -135,7 +135,8 @@ class Fit:
         return central, low, high
 
 
-def _log_likelihood(runs: Runs, histograms: Sequence[Histogram]) -> float:
+def log_likelihood(runs: Runs, histograms: Sequence[Histogram]) -> float:
+    """How likely these histograms are under the chain (log, up to a constant)."""
     total = 0.0
     for h in histograms:
         dist = round_distribution(runs, h.depth)
@@ -190,7 +191,7 @@ def fit_histograms(histograms: Iterable[Histogram]) -> Fit | None:
 @functools.lru_cache(maxsize=256)
 def _fit_histograms(data: tuple[Histogram, ...]) -> Fit:
     def score(runs: Runs) -> float:
-        return _log_likelihood(runs, data)
+        return log_likelihood(runs, data)
 
     best, runs, _ = _search(score)
     # The band: scan a window around the optimum wide enough for the likelihood to fall by the drop.

@@ -39,6 +39,7 @@ from console.core.predict.acceptance import (
     Histogram,
     fit_histograms,
     fit_means,
+    log_likelihood,
     mean_accepted,
     tree_runs,
 )
@@ -53,6 +54,9 @@ SPEC_MAX_RUNNING = 48
 UNMEASURED_WEIGHT_NOISE = 0.05
 # The fit's band: two standard deviations.
 FIT_SIGMAS = 2.0
+# A level's own acceptance replaces the pooled one when the pooled chain explains its histograms worse than the level's
+# own fit by this much (twice the log-likelihood: chi-square with 2 degrees of freedom at 95 %).
+LEVEL_TEST = 5.99
 
 LevelVerdict = Literal["better", "slower", "within"]
 VerdictKind = Literal["running", "worth", "not-worth", "unknown", "unrated"]
@@ -130,6 +134,14 @@ class _Acceptance:
     assumptions: tuple[str, ...]
 
 
+def _fit_chains(chains: Sequence[Measured]) -> Fit | None:
+    """The chain from these levels' histograms, else from their mean accept lengths."""
+    with_histograms = [m for m in chains if m.histogram]
+    if with_histograms:
+        return fit_histograms(Histogram(m.setup.depth, m.histogram or ()) for m in with_histograms)
+    return fit_means((m.setup.depth, m.mean_accepted, m.rounds) for m in chains if m.mean_accepted is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class _Edges:
     value: float
@@ -174,7 +186,7 @@ class Predictor:
         cost = fit_round_cost(points, self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE)
         assert cost is not None  # every Measured has a positive round and batch
         self.cost: RoundCost = cost
-        self._acceptance_fits: dict[tuple[str | None, str | None], Fit | None] = {}
+        self._acceptance_fits: dict[tuple[tuple[str | None, str | None], int | None], Fit | None] = {}
         self._catches: dict[tuple[str | None, str | None], tuple[float, float, float, str | None]] = {}
         self.calibration = 1.0
         self.model_error, self.calibration = self._calibrate(cross_check)
@@ -189,25 +201,35 @@ class Predictor:
 
         return [m for m in self.levels_measured if m.setup.speculative and match(m)]
 
-    def _chain_fit(self, setup: SpecSetup) -> Fit | None:
-        key = setup.draft
-        if key not in self._acceptance_fits:
-            chains = [m for m in self._same_draft(setup) if m.setup.topk == 1]
-            with_histograms = [m for m in chains if m.histogram]
-            if with_histograms:
-                fit = fit_histograms(Histogram(m.setup.depth, m.histogram or ()) for m in with_histograms)
-            else:
-                fit = fit_means(
-                    (m.setup.depth, m.mean_accepted, m.rounds) for m in chains if m.mean_accepted is not None
-                )
-            self._acceptance_fits[key] = fit
-        return self._acceptance_fits[key]
+    def _chain_fit(self, setup: SpecSetup, concurrency: int | None) -> Fit | None:
+        """The chain fitted to this draft's chain setups, every level pooled; at a level whose own histograms the
+        pooled chain does not explain (a likelihood-ratio test at 95 %), the level's own. A benchmark sends every setup
+        the same prompts at a level and other prompts at another, and acceptance can differ between them (the H200:
+        1.61 at C = 1, 1.57 at C = 16, from 2,149 and 15,308 rounds), where pooling would miss both; where it does
+        not, pooling halves the noise of a short level."""
+        key = (setup.draft, concurrency)
+        if key in self._acceptance_fits:
+            return self._acceptance_fits[key]
+        chains = [m for m in self._same_draft(setup) if m.setup.topk == 1]
+        pooled = _fit_chains(chains)
+        fit = pooled
+        here = [Histogram(m.setup.depth, m.histogram) for m in chains if m.concurrency == concurrency and m.histogram]
+        if pooled is not None and here:
+            own = fit_histograms(here)
+            if (
+                own is not None
+                and 2 * (log_likelihood(own.runs, here) - log_likelihood(pooled.runs, here)) > LEVEL_TEST
+            ):
+                fit = own
+        self._acceptance_fits[key] = fit
+        return fit
 
-    def acceptance(self, setup: SpecSetup) -> _Acceptance:
-        """Tokens per round (bonus included) for a setup, with its range; Unknown where its draft has no record."""
+    def acceptance(self, setup: SpecSetup, concurrency: int | None = None) -> _Acceptance:
+        """Tokens per round (bonus included) for a setup at a level (None: every level pooled), with its range;
+        Unknown where its draft has no record."""
         if not setup.speculative:
             return _Acceptance(1.0, 1.0, 1.0, "no draft", ())
-        fit = self._chain_fit(setup)
+        fit = self._chain_fit(setup, concurrency)
         if fit is None:
             raise Unknown(
                 f"no measured base for {setup.algorithm}"
@@ -371,8 +393,8 @@ class Predictor:
         scores: list[float] = []
         for (setup, overlap), levels in cells.items():
             with contextlib.suppress(Unknown):
-                tokens = self.acceptance(setup).tokens
                 for c, measured in levels.items():
+                    tokens = self.acceptance(setup, c).tokens
                     predicted = self._closed_loop(setup, overlap, c, tokens, 0.0)[0]
                     in_sample.append((predicted - measured) / measured)
             others = [m for m in self.levels_measured if (m.setup, m.overlap) != (setup, overlap)]
@@ -380,9 +402,8 @@ class Predictor:
                 continue
             with contextlib.suppress(Unknown):
                 predictor = Predictor(Evidence(others), self.workload, cross_check=False)
-                acceptance = predictor.acceptance(setup)
                 for c, measured in levels.items():
-                    edges = predictor._fit_edges(setup, overlap, c, acceptance)
+                    edges = predictor._fit_edges(setup, overlap, c, predictor.acceptance(setup, c))
                     half = (edges.high - edges.low) / 2 or 1e-9
                     scores.append((edges.value - measured) / half * FIT_SIGMAS / 2)
         error = math.sqrt(sum(e * e for e in in_sample) / len(in_sample)) if in_sample else 0.0
@@ -395,21 +416,22 @@ class Predictor:
     def forecast(self, setup: SpecSetup, overlap: bool, levels: Sequence[int], slo: Slo | None = None) -> SetupForecast:
         """The setup at each level (closed-loop concurrency), with its bands, what they rest on and the verdict."""
         try:
-            acceptance = self.acceptance(setup)
+            acceptances = {c: self.acceptance(setup, c) for c in levels}
+            acceptance = self.acceptance(setup)  # pooled: what the prediction says it rests on
         except Unknown as exc:
             return SetupForecast(setup, overlap, [], [], [], Verdict("unknown", f"unknown: {exc}", {}, exc.settle),
                                  self.noise)  # fmt: skip
         noise_band = math.hypot(2.0 * self.noise if self.noise is not None else 0.0, 2.0 * self.model_error)
         out: list[LevelForecast] = []
         for c in levels:
-            edges = self._fit_edges(setup, overlap, c, acceptance)
+            edges = self._fit_edges(setup, overlap, c, acceptances[c])
             value = edges.value
             low, high = _widen(value, edges.low, edges.high, noise_band)
             own = [m for m in self.levels_measured if m.setup == setup and m.overlap == overlap and m.concurrency == c]
             measured = _measured(own, 2.0 * self.noise if self.noise is not None else 0.0)
             accept = None
             if setup.speculative:
-                accept = Figure(acceptance.tokens, acceptance.low, acceptance.high)
+                accept = Figure(acceptances[c].tokens, acceptances[c].low, acceptances[c].high)
             level = LevelForecast(
                 c, Figure(value, low, high), Figure(edges.tpot, edges.tpot_low, edges.tpot_high), edges.ttft, accept,
                 edges.batch, measured,
@@ -465,7 +487,7 @@ class Predictor:
             measured = _measured(own, noise_band)
             if measured is None:
                 try:
-                    tokens = self.acceptance(self.incumbent)
+                    tokens = self.acceptance(self.incumbent, c)
                 except Unknown:
                     continue
                 value, _, _, _ = self._closed_loop(self.incumbent, self.incumbent_overlap, c, tokens.tokens, 0.0)
