@@ -46,6 +46,16 @@ COMPARED_METRICS: tuple[MetricSpec, ...] = (
 )
 # Relative differences below this are "same" when no noise was measured (float and timer noise).
 SAME_BELOW_PCT = 0.5
+# A crossing of two setups is named at a level (C ≈ 30) only when the measured levels around it are at most this
+# factor apart. Further apart a straight line between them says nothing about where in between they cross: at
+# C = 1 and 48 the line put the Kimi seeds' crossing at C ≈ 6, and they measured it near 30.
+PLACED_WITHIN = 2.0
+
+
+def bracketed(low: float, high: float) -> bool:
+    """Whether two measured levels (either order) are close enough to place a crossing between them by a line."""
+    low, high = min(low, high), max(low, high)
+    return low > 0 and high <= PLACED_WITHIN * low
 
 
 @dataclass

@@ -4,8 +4,10 @@ concurrency axis, and the comparison as Markdown (the table a production documen
 
 Crossovers: for every pair of runs and each plotted metric, the difference between them at each level both ran,
 oriented so that positive means the first is ahead (more tokens/s, fewer ms). Where it changes sign between two
-consecutive levels the crossing is interpolated linearly between them ("A ahead below C ≈ 30, B ahead above").
-A crossing where either side's difference is inside the run-to-run spread of the repeats is marked as noise.
+consecutive levels the crossing is interpolated linearly between them ("A ahead below C ≈ 30, B ahead above"), but
+named there only when the two levels are at most PLACED_WITHIN apart (console.bench.comparison); further apart it
+is said to be between them ("A ahead below, B ahead above: they cross between C = 1 and 48"). A crossing where
+either side's difference is inside the run-to-run spread of the repeats is marked as noise.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from console.bench.comparison import COMPARED_METRICS, SAME_BELOW_PCT, Cell, Comparison, MetricSpec, compare_runs
+from console.bench.comparison import (
+    COMPARED_METRICS,
+    SAME_BELOW_PCT,
+    Cell,
+    Comparison,
+    MetricSpec,
+    bracketed,
+    compare_runs,
+)
 from console.bench.records import BenchRecord
 from console.bench.runs import level_order, level_value, setup_of, workload_text
 from console.sglang.vocabulary import View, dests
@@ -95,10 +105,24 @@ class Crossover:
     axis: str  # "C" or "rate"
     noise: bool  # either side's difference is inside the repeats' spread (or under SAME_BELOW_PCT)
 
+    @property
+    def placed(self) -> bool:
+        """The two measured levels are close enough (PLACED_WITHIN) for the interpolated level to be named."""
+        x1, x2 = (level_value(level) for level in self.between)
+        return x1 is not None and x2 is not None and bracketed(x1, x2)
+
     def text(self) -> str:
-        where = f"C ≈ {self.at:.0f}" if self.axis == "C" else f"rate ≈ {self.at:.3g}/s"
-        line = f"{self.below} ahead below {where}, {self.above} ahead above"
+        if self.placed:
+            where = f"C ≈ {self.at:.0f}" if self.axis == "C" else f"rate ≈ {self.at:.3g}/s"
+            line = f"{self.below} ahead below {where}, {self.above} ahead above"
+        else:
+            line = f"{self.below} ahead below, {self.above} ahead above: they cross between {self._span()}"
         return line + (" (within noise)" if self.noise else "")
+
+    def _span(self) -> str:
+        """The two measured levels: "C = 1 and 48", "rate 0.5/s and 4/s"."""
+        x1, x2 = sorted(level_value(level) or 0.0 for level in self.between)
+        return f"C = {x1:g} and {x2:g}" if self.axis == "C" else f"rate {x1:.3g}/s and {x2:.3g}/s"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,7 +130,7 @@ class Crossover:
             "below": self.below,
             "above": self.above,
             "between": list(self.between),
-            "at": round(self.at, 2),
+            "at": round(self.at, 2) if self.placed else None,  # None: somewhere between, not placed
             "axis": self.axis,
             "within_noise": self.noise,
         }

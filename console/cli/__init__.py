@@ -324,6 +324,13 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds each start may take")
     p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds a benchmark request may take before it counts as failed (default 600)",
+    )
+    p.add_argument(
         "--restore-after",
         type=float,
         default=30.0,

@@ -220,6 +220,7 @@ def check_args(args: argparse.Namespace) -> None:
     for value, what in (
         (args.duration, "--duration"),
         (args.timeout, "--timeout"),
+        (args.request_timeout, "--request-timeout"),
         (args.restore_after, "--restore-after"),
     ):
         if not value > 0:
@@ -306,6 +307,7 @@ def request_from_args(
         best_at=args.best_at,
         strategy=args.strategy,
         timeout_s=args.timeout,
+        request_timeout_s=args.request_timeout,
         label=args.label,
         restore_after_s=args.restore_after,
     )

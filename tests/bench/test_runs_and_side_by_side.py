@@ -54,11 +54,34 @@ def test_no_speculation_ahead_at_low_concurrency_eagle3_above_the_crossing() -> 
     assert len(crossings) == 1
     c = crossings[0]
     assert (c.below, c.above, c.between, c.axis) == ("no spec", "eagle3", ("C=1", "C=8"), "C")
-    # difference +5.9 at C=1, -30 at C=8: linearly zero at 1 + 7 × 5.9 / 35.9
+    # difference +5.9 at C=1, -30 at C=8: linearly zero at 1 + 7 × 5.9 / 35.9; but C=1 and C=8 are 8× apart, too far
+    # for a line to say where (issue 36: such a line put a crossing measured near C = 30 at C ≈ 6)
     assert c.at == pytest.approx(1 + 7 * 5.9 / 35.9)
-    assert c.text() == "no spec ahead below C ≈ 2, eagle3 ahead above"
+    assert c.text() == "no spec ahead below, eagle3 ahead above: they cross between C = 1 and 8"
+    assert not c.placed and c.to_json()["at"] is None
     cell = next(r for r in sbs.comparison.levels[2].runs if r.label == "eagle3").cells["output_throughput"]
     assert cell.verdict == "better" and cell.delta_pct == pytest.approx(119.5, abs=0.1)
+
+
+def test_a_crossing_between_levels_at_most_twice_apart_is_placed_between_them() -> None:
+    a = run("no spec", {16: 300.0, 32: 400.0}, args=NO_SPEC)
+    b = run("eagle3", {16: 280.0, 32: 460.0}, args=EAGLE)
+    (c,) = find_crossovers(side_by_side([a, b]).comparison)
+    assert c.at == pytest.approx(16 + 16 * 20 / 80) and c.placed
+    assert c.text() == "no spec ahead below C ≈ 20, eagle3 ahead above" and c.to_json()["at"] == 20.0
+
+
+def test_a_crossing_between_levels_far_apart_is_only_said_to_lie_between_them() -> None:
+    """The Kimi seeds at C = 1 and 48 (issue 36): the line between them crosses at C ≈ 5, where they measured ~30."""
+    a = run("no spec", {1: 92.0, 48: 671.0}, args=NO_SPEC)
+    b = run("eagle3", {1: 86.0, 48: 742.0}, args=EAGLE)
+    sbs = side_by_side([a, b])
+    (c,) = find_crossovers(sbs.comparison)
+    assert c.text() == "no spec ahead below, eagle3 ahead above: they cross between C = 1 and 48"
+    assert c.between == ("C=1", "C=48") and c.to_json()["at"] is None
+    assert "output tok/s: no spec ahead below, eagle3 ahead above: they cross between C = 1 and 48" in crossover_lines(
+        sbs
+    )
 
 
 def test_tpot_crossing_is_found_in_its_own_direction() -> None:
@@ -96,7 +119,7 @@ def test_markdown_and_json_export(tmp_path: Path) -> None:
     assert "| eagle3 \\| v2 | gpu-a | eagle3 s2 k1 d3 v2 | 0.5.9 | sha256:0123456789abcdef | random 1024/1024 |" in md
     assert "## output tok/s (tok/s)" in md
     assert "| C=64 | 353 | 775 (+119.5% ▲) |" in md
-    assert "- output tok/s: no spec ahead below C ≈ 2, eagle3 \\| v2 ahead above" in md
+    assert "- output tok/s: no spec ahead below, eagle3 \\| v2 ahead above: they cross between C = 1 and 8" in md
     md_path, json_path = export_comparison(sbs, "kimi/c1-vs-c64", tmp_path)
     assert (md_path, json_path) == (tmp_path / "kimi/c1-vs-c64.md", tmp_path / "kimi/c1-vs-c64.json")
     assert md_path.read_text() == md

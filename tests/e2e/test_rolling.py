@@ -2,6 +2,11 @@
 systemd + sshd, the stand-in as sglang.service listening on the host's address) with the `sglang-router` wheel's
 router in front of them, while a load generator sends requests through the router the whole time.
 
+The router runs with its retries off (`--disable-retries`). With them on (its default) it sends a request that
+failed on one worker to another, and three plain `systemctl restart`s of one worker lost 0 of 266 requests: zero
+failed requests would then hold for any roll, router-aware or not. So first the control: plain restarts of a worker
+under the same load, the router left alone, lose requests; then the rolls must lose none.
+
 - A speculative change rolls over the three: zero failed requests, each host verified (its own /server_info), the
   router's worker list whole at the end.
 - A second roll whose second host fails to start (its draft model is missing on that host only): that host rolled
@@ -75,6 +80,18 @@ class Fleet:
         assert isinstance(listed, list)
         return listed
 
+    def all_healthy(self) -> bool:
+        """The router lists every host's worker healthy (and it still runs)."""
+        if self.router.poll() is not None:
+            raise AssertionError(
+                f"the router exited ({self.router.returncode}):\n{self.router_log.read_text()[-3000:]}"
+            )
+        try:
+            listed = self.workers()
+        except (OSError, ValueError):
+            return False
+        return sorted(w["url"] for w in listed if w["is_healthy"]) == sorted(worker_url(h) for h in self.hosts)
+
 
 def worker_url(host: GpuHost) -> str:
     return f"http://{host.address}:{host.sglang_port}"
@@ -110,21 +127,12 @@ def fleet(testbed_ready: None) -> Iterator[Fleet]:
             router = subprocess.Popen(
                 [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
                  "--prometheus-port", str(free_port()), "--policy", "round_robin", "--log-level", "warn",
+                 "--disable-retries",  # a request sent to a restarting worker fails, as it would without a router
                  "--worker-urls", *(worker_url(h) for h in hosts)],
                 stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             )  # fmt: skip
         fleet = Fleet(hosts, home, workspace, router_url, router, router_log)
-
-        def all_healthy() -> bool:
-            if router is not None and router.poll() is not None:
-                raise AssertionError(f"the router exited ({router.returncode}):\n{router_log.read_text()[-3000:]}")
-            try:
-                listed = fleet.workers()
-            except (OSError, ValueError):
-                return False
-            return sorted(w["url"] for w in listed if w["is_healthy"]) == sorted(worker_url(h) for h in hosts)
-
-        poll_until(all_healthy, timeout=60, what="the router to list the three workers healthy", interval=0.2)
+        poll_until(fleet.all_healthy, timeout=60, what="the router to list the three workers healthy", interval=0.2)
         yield fleet
     finally:
         if router is not None:
@@ -193,9 +201,33 @@ def outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {h["host"]: h["outcome"] for h in report["hosts"]}
 
 
-@pytest.mark.long(52)  # its measured seconds, the three hosts' boot with it: started first (tests/tiers.py)
+def plain_restarts_until_a_request_fails(fleet: Fleet, host: GpuHost, load: Load, at_most: int) -> int:
+    """`systemctl restart` of the host's unit, the router left alone, until a request through the router has failed
+    (or `at_most` restarts); each waits for the worker to be healthy in the router again. Returns the restarts."""
+    for restarts in range(1, at_most + 1):
+        before = load.ok
+        host.root_run(["systemctl", "restart", host.unit])
+        host.wait_healthy()
+        poll_until(fleet.all_healthy, timeout=60, what="the router to list the restarted worker healthy again")
+        load.wait_for(before + 10)  # the load reached the restarted worker's turn again
+        if load.failed:
+            return restarts
+    return at_most
+
+
+@pytest.mark.long(90)  # its measured seconds, the hosts' boot with it (busy core: 125): started first (tests/tiers.py)
 def test_rolling_changes_behind_the_router_drop_no_request(fleet: Fleet) -> None:
     hosts = fleet.hosts
+
+    # 0. The control: plain restarts of one worker under the same load, the router not told, do fail requests (the
+    # router's retries are off). So the zeros below are the rolling apply's doing.
+    with Load(fleet.router_url) as load:
+        load.wait_for(20)
+        restarts = plain_restarts_until_a_request_fails(fleet, hosts[0], load, at_most=5)
+    print(f"\ncontrol: {restarts} plain restarts of {hosts[0].alias} behind the router (retries off) failed "
+          f"{len(load.failed)} of {load.ok + len(load.failed)} requests; first: {load.failed[:1]}")  # fmt: skip
+    assert load.failed, f"{restarts} plain restarts behind the router failed no request of {load.ok}"
+    poll_until(fleet.all_healthy, timeout=60, what="the router to list the three workers healthy", interval=0.2)
     pids = {h.alias: h.service_properties("MainPID")["MainPID"] for h in hosts}
 
     # 1. A speculative change over the three, under load.
@@ -208,6 +240,7 @@ def test_rolling_changes_behind_the_router_drop_no_request(fleet: Fleet) -> None
         load.wait_for(during + 20)  # the router still serves once the roll is over
     report = json_output(done)
     assert done.returncode == 0, done.stderr
+    print(f"rolling apply behind the router (retries off): {len(load.failed)} of {load.ok} requests failed")
     assert load.failed == [], load.failed[:5]
     assert during > 20
     assert outcomes(report) == dict.fromkeys(ALIASES, "done"), report

@@ -239,7 +239,10 @@ async def test_runs_table_filters_picks_and_shows_the_runs_side_by_side_with_the
         await pilot.press("enter")
         await wait_until(pilot, lambda: "Side by side: 2 runs" in _text(app), "the panes")
         text = _text(app)
-        assert "crossover output tok/s: no spec ahead below C ≈ 2, eagle3 k1 v2 ahead above" in text
+        assert (
+            "crossover output tok/s: no spec ahead below, eagle3 k1 v2 ahead above: they cross between C = 1 and 8"
+            in text
+        )
         assert "A no spec  (baseline)" in text and "B eagle3 k1 v2" in text
         assert "▲119.5%" in text  # 775 vs 353 tok/s at C=64
         assert "▼6.4%" in text  # 86.8 vs 92.7 at C=1

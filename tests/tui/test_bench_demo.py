@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,9 +92,10 @@ async def test_two_setups_benchmarked_from_the_console_cross_where_the_profile_p
         await pilot.press("down", "space", "up", "space", "enter")  # the older (no spec) first: the baseline
         await wait_until(pilot, lambda: "Side by side: 2 runs" in _text(app), "the panes")
         text = _text(app)
-        found = re.search(r"output tok/s: no spec ahead below C ≈ (\d+), eagle3 s2 k1 d3 v2 ahead above", text)
-        assert found, text
-        assert 1 < int(found.group(1)) < 48
+        # The profile puts the crossing near C = 30 (docs/demo.md); levels 48x apart say only that it is between them
+        # (a line between them put it at C ≈ 14).
+        crossed = "output tok/s: no spec ahead below, eagle3 s2 k1 d3 v2 ahead above: they cross between C = 1 and 48"
+        assert crossed in text, text
         assert "A no spec  (baseline)" in text and "B eagle3 s2 k1 d3 v2" in text
         assert "eagle_topk 1" in text and "spec v2 on" in text and "SGLang 0.5.9" in text
         await pilot.press("x")

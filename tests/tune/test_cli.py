@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from console.cli import build_parser
+from console.cli.tune import request_from_args, space_from_args
 from tests.support.cli_run import finish_cli, start_cli
 from tests.support.demo import OPSCONSOLE, Demo, running_demo
 from tests.tune.simhost import QWEN, install, seed_unit
@@ -42,6 +44,7 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         (("--slo", "ttft_p96=800ms"), "--slo: 'ttft_p96' is not an SLO key"),
         (("--dataset", "/nonexistent/traffic.jsonl"), "--dataset /nonexistent/traffic.jsonl: cannot be read"),
         (("--objective", "latency"), "invalid choice: 'latency'"),
+        (("--request-timeout", "0"), "--request-timeout must be a positive number of seconds"),
     ],
 )
 @pytest.mark.system
@@ -51,6 +54,13 @@ def test_bad_options_are_usage_errors_before_anything_is_touched(tmp_path: Path,
     done = demo.run("tune", "nowhere", *args, "--yes")
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr
+
+
+def test_request_timeout_bounds_each_benchmark_request_of_the_tune() -> None:
+    args = build_parser().parse_args(["tune", "gpu-a", "--steps", "1,3", "--request-timeout", "30"])
+    assert request_from_args(args, space_from_args(args, None)).request_timeout_s == 30.0
+    default = build_parser().parse_args(["tune", "gpu-a", "--steps", "1,3"])
+    assert request_from_args(default, space_from_args(default, None)).request_timeout_s == 600.0  # as `bench`
 
 
 def test_without_yes_and_without_a_terminal_it_refuses_and_changes_nothing(demo: Demo) -> None:

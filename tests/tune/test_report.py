@@ -12,6 +12,7 @@ from console.bench.slo import capacity
 from console.core.tune import SpaceRequest
 from console.core.tune.report import (
     OBJECTIVES,
+    Crossover,
     compare_workloads,
     crossing,
     crossover_summary,
@@ -67,26 +68,59 @@ def test_crossing_is_where_the_difference_reaches_zero() -> None:
 
 
 def test_a_crossover_is_named_like_the_operators_say_it() -> None:
-    c8, c64 = Cell("random", 8), Cell("random", 64)
+    c16, c32 = Cell("random", 16), Cell("random", 32)
     search = measured(
         {
-            ("k1v2", c8): (400.0, 401.0),
-            ("nospec", c8): (360.0, 361.0),
-            ("k1v2", c64): (600.0, 601.0),
-            ("nospec", c64): (720.0, 721.0),
-            ("k4", c8): (200.0, 201.0),
-            ("k4", c64): (300.0, 301.0),
+            ("k1v2", c16): (400.0, 401.0),
+            ("nospec", c16): (360.0, 361.0),
+            ("k1v2", c32): (600.0, 601.0),
+            ("nospec", c32): (720.0, 721.0),
+            ("k4", c16): (200.0, 201.0),
+            ("k4", c32): (300.0, 301.0),
         }
     )
     recs = recommend(search, NAMES, CONFIGS)
     crossovers = find_crossovers(search, recs)
     assert len(crossovers) == 1
     found = crossovers[0]
-    assert (found.below, found.above, found.between) == ("EAGLE3 topk 1 + spec v2", "no speculation", (8, 64))
-    assert found.at == pytest.approx(8 + 56 * 40 / (40 + 120))  # medians 400.5 - 360.5 and 600.5 - 720.5
+    assert (found.below, found.above, found.between) == ("EAGLE3 topk 1 + spec v2", "no speculation", (16, 32))
+    assert found.at == pytest.approx(16 + 16 * 40 / (40 + 120))  # medians 400.5 - 360.5 and 600.5 - 720.5
+    assert found.placed and found.to_json()["concurrency"] == round(found.at, 1) == 20.0
     summary = crossover_summary(recs, crossovers, "random")
-    assert summary == f"EAGLE3 topk 1 + spec v2 best up to C ≈ {found.at:.0f}, no speculation beyond"
+    assert summary == "EAGLE3 topk 1 + spec v2 best up to C ≈ 20, no speculation beyond"
     assert crossover_summary(recs[:1], [], "random") == "EAGLE3 topk 1 + spec v2 best at every level"
+
+
+def test_a_crossover_between_levels_far_apart_is_said_to_be_between_them() -> None:
+    """The Kimi demo's tune at C = 1 and 48 (issue 36): a straight line between the two put the crossing at C ≈ 6;
+    the seeds measured it near 30. Levels more than 2x apart bracket it, and the report says no more than that."""
+    c1, c48 = Cell("random", 1), Cell("random", 48)
+    search = measured(
+        {
+            ("nospec", c1): (92.0, 93.0),
+            ("k1v2", c1): (86.0, 87.0),
+            ("nospec", c48): (671.0, 672.0),
+            ("k1v2", c48): (742.0, 743.0),
+        }
+    )
+    recs = recommend(search, NAMES, CONFIGS)
+    (found,) = find_crossovers(search, recs)
+    assert found.between == (1, 48) and found.at == pytest.approx(1 + 47 * 6 / (6 + 71))  # the line's 4.7
+    summary = crossover_summary(recs, [found], "random")
+    assert summary == "no speculation best up to a crossing between C = 1 and 48, EAGLE3 topk 1 + spec v2 beyond"
+    assert found.to_json()["concurrency"] is None and found.to_json()["between"] == [1, 48]
+    assert not found.placed
+
+
+@pytest.mark.parametrize(
+    ("between", "placed"), [((16, 32), True), ((16, 33), False), ((1, 2), True), ((1, 3), False), ((8, 8), True)]
+)
+def test_a_crossing_is_placed_only_between_levels_at_most_twice_apart(between: tuple[int, int], placed: bool) -> None:
+    crossover = Crossover("random", "a", "b", between, float(between[0]))
+    assert crossover.placed is placed
+    assert crossover.where == (
+        f"C ≈ {between[0]}" if placed else f"a crossing between C = {between[0]} and {between[1]}"
+    )
 
 
 def test_the_optimistic_and_realistic_winners_side_by_side_warn_when_temperature_0_inflates_acceptance() -> None:

@@ -8,7 +8,10 @@
   tokens/s, its margin over the next best and whether that margin is within the noise.
 - `find_crossovers()`: where along the concurrency levels the best setup changes, and at about which
   concurrency the two cross (linear interpolation of their figures between the two measured levels):
-  "EAGLE3 topk 1 + spec v2 best up to C ≈ 30, no speculation beyond".
+  "EAGLE3 topk 1 + spec v2 best up to C ≈ 30, no speculation beyond". A straight line says where only between
+  levels close together: levels further apart than PLACED_WITHIN (console.bench.comparison; at C = 1 and 48 the
+  line put the Kimi seeds' crossing at C ≈ 6, they measured it near 30) give the bracket instead: "no speculation
+  best up to a crossing between C = 1 and 48, ...".
 - `speculation_verdicts()`: where speculation loses on this traffic: the levels (and the capacity) at which
   the setup without speculation is the best, when one was measured.
 - `compare_workloads()`: the optimistic result (random prompts, forced output lengths, temperature 0) next
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from console.bench.records import BenchRecord
 
+from console.bench.comparison import bracketed
 from console.bench.slo import Capacity
 from console.core.tune.search import Cell, Search, StageKind, Standing
 
@@ -171,7 +175,19 @@ class Crossover:
     below: str  # name of the setup that is best up to the crossing
     above: str  # name of the one best beyond it
     between: tuple[int, int]  # the two measured levels it lies between
-    at: float  # estimated concurrency where the two are equal
+    at: float  # estimated concurrency where the two are equal (meaningful only when `placed`)
+
+    @property
+    def placed(self) -> bool:
+        """The measured levels bracket the crossing within PLACED_WITHIN (console.bench.comparison): `at` may be
+        named."""
+        return bracketed(*self.between)
+
+    @property
+    def where(self) -> str:
+        """ "C ≈ 30" when placed, else "a crossing between C = 1 and 48"."""
+        low, high = self.between
+        return f"C ≈ {self.at:.0f}" if self.placed else f"a crossing between C = {low} and {high}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,7 +195,7 @@ class Crossover:
             "below": self.below,
             "above": self.above,
             "between": list(self.between),
-            "concurrency": round(self.at, 1),
+            "concurrency": round(self.at, 1) if self.placed else None,  # None: somewhere between, not placed
         }
 
 
@@ -224,7 +240,8 @@ def find_crossovers(search: Search, recommendations: Sequence[Recommendation]) -
 
 
 def crossover_summary(recommendations: Sequence[Recommendation], crossovers: Sequence[Crossover], workload: str) -> str:
-    """One line per workload: "A best up to C ≈ 30, B beyond" (or "A best at every level")."""
+    """One line per workload: "A best up to C ≈ 30, B beyond" (or "A best at every level"; a crossing between levels
+    more than PLACED_WITHIN apart, not placed: "A best up to a crossing between C = 1 and 48, B beyond")."""
     recs = sorted((r for r in recommendations if r.cell.workload == workload), key=lambda r: r.cell.concurrency)
     if not recs:
         return ""
@@ -232,8 +249,7 @@ def crossover_summary(recommendations: Sequence[Recommendation], crossovers: Seq
     if not crossings:
         return f"{recs[0].name} best at every level"
     parts = [
-        f"{c.below} best up to C ≈ {c.at:.0f}" if i == 0 else f"{c.below} up to C ≈ {c.at:.0f}"
-        for i, c in enumerate(crossings)
+        f"{c.below} best up to {c.where}" if i == 0 else f"{c.below} up to {c.where}" for i, c in enumerate(crossings)
     ]
     return ", ".join(parts) + f", {crossings[-1].above} beyond"
 
