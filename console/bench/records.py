@@ -73,6 +73,9 @@ class BenchRecord(BaseModel):
     gpus: list[dict[str, Any]] = Field(default_factory=list)
     driver_version: str | None = None
     workload: dict[str, Any] = Field(default_factory=dict)
+    # what a dataset's or trace's lengths were counted in: "tokens" (the model's tokenizer) or "words" (none could be
+    # had); None for synthetic workloads and for records written before it (docs/traffic.md)
+    length_unit: str | None = None
     # the level
     max_concurrency: int | None = None
     request_rate: float | None = None
@@ -189,6 +192,7 @@ def records_from_sweep(
         record = _record(level, sweep, run_id, label, target, client_location, unit_hash, workload or {})
         record.link_round_trip_ms = link_round_trip_ms
         record.spec_v2 = spec_v2
+        record.length_unit = (workload or {}).get("dataset", {}).get("length_unit")
         out.append(record)
     return out
 

@@ -54,9 +54,9 @@ _WORDS = tuple(_WORD_LIST.split())
 
 @dataclass(frozen=True)
 class DatasetRequest:
-    """One request of a dataset: a prompt (ShareGPT, prompt JSONL) or chat messages (chat JSONL), its length in
-    words (console.bench.datasets.count_words: the client's estimate, the server's count replaces it in the
-    metrics) and the dataset's own output length, if it has one."""
+    """One request of a dataset: a prompt (ShareGPT, prompt JSONL) or chat messages (chat JSONL), its length (in
+    the model's tokens, or words where no tokenizer could be had: DatasetSample.length_unit; the server's own count
+    replaces it in the metrics) and the dataset's own output length, if it has one."""
 
     prompt: str = ""
     messages: tuple[dict[str, Any], ...] = ()
@@ -81,6 +81,8 @@ class DatasetSample:
     source: str = ""  # the path as given (for the caller that hashes it later; not in the description)
     file_bytes: int = 0
     entries_estimated: bool = False  # sampled by position: `entries` is the file's size / the mean line's
+    length_unit: str = "words"  # what prompt_len and the ShareGPT output lengths count: "tokens" or "words"
+    length_counter: str = ""  # what counted them (the server's /tokenize, the host's tokenizer files, ...)
 
     def output_len(self, request: DatasetRequest) -> int:
         own = request.output_len
@@ -122,7 +124,9 @@ class DatasetSample:
             "skipped": dict(self.skipped),
             "too_long_for_context": self.too_long,
             "output_len_source": self.output_len_source(),
-            "lengths_in": "words",
+            "length_unit": self.length_unit,
+            "lengths_in": self.length_unit,  # the name records had before length_unit (kept for their readers)
+            "length_counter": self.length_counter or ("words" if self.length_unit == "words" else ""),
             "prompt_len": length_stats(prompts),
             "output_len": length_stats(outputs),
         }
