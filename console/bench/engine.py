@@ -211,8 +211,8 @@ def fit_dataset(workload: WorkloadSpec, server: ServerInfo, long_prompts: LongPr
     if dropped and long_prompts == "error":
         raise SweepRefused(
             f"{dropped} of the {len(sample.requests)} requests sampled from {sample.file} have a prompt longer than "
-            f"the server's context length ({server.context_length} tokens, counted in words); nothing was sent "
-            "(leave out --long-prompts error to skip them)"
+            f"the server's context length ({server.context_length} tokens, counted in {sample.length_unit}); nothing "
+            "was sent (leave out --long-prompts error to skip them)"
         )
     if not fitted.requests:
         raise SweepRefused(
