@@ -56,18 +56,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from console.bench import traces
 from console.bench.workloads import DatasetRequest, DatasetSample
 
-DatasetFormat = Literal["sharegpt", "prompt-jsonl", "chat-jsonl"]
+DatasetFormat = Literal["sharegpt", "prompt-jsonl", "chat-jsonl", "mooncake-trace"]
 FORMAT_NAMES: dict[str, str] = {
     "sharegpt": "ShareGPT JSON",
     "prompt-jsonl": "prompt JSONL",
     "chat-jsonl": "OpenAI chat JSONL",
+    "mooncake-trace": "Mooncake trace JSONL",
 }
 EXPECTED = {
     "sharegpt": '[{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}, ...]',
     "prompt-jsonl": '{"prompt": "...", "output_len": 128} (output_len optional)',
     "chat-jsonl": '{"messages": [{"role": "user", "content": "..."}], "max_tokens": 128} (max_tokens optional)',
+    "mooncake-trace": traces.EXPECTED,
 }
 ANY_FORMAT = 'a ShareGPT JSON list, or JSONL with {"prompt": ...} or {"messages": [...]} on every line'
 DEFAULT_SAMPLE = 1000  # bench_serving's --num-prompts default
@@ -129,6 +132,8 @@ def format_of(record: Any) -> DatasetFormat | None:
     """The format a JSONL line's object belongs to, None when it is none of them."""
     if not isinstance(record, dict):
         return None
+    if traces.is_trace_record(record):
+        return "mooncake-trace"
     if "messages" in record:
         return "chat-jsonl"
     if "prompt" in record:
@@ -214,7 +219,17 @@ def _measured(prompt: str, answer: str, prompt_len: int, output_len: int, unit: 
     return DatasetRequest(prompt=prompt, prompt_len=prompt_len, output_len=output_len)
 
 
+def trace_request(record: Any) -> DatasetRequest:
+    try:
+        stamp, length, output, ids = traces.trace_entry(record)
+    except traces.TraceProblem as problem:
+        raise _Problem(problem.path, problem.problem) from None
+    return DatasetRequest(prompt_len=length, output_len=output, at_ms=stamp, hash_ids=ids)
+
+
 def request_of(fmt: DatasetFormat, record: Any) -> DatasetRequest | str:
+    if fmt == "mooncake-trace":
+        return trace_request(record)
     if fmt == "prompt-jsonl":
         return prompt_request(record)
     if fmt == "chat-jsonl":
@@ -273,8 +288,39 @@ def _jsonl_format(path: Path, where: str, record: Any) -> DatasetFormat:
     return fmt
 
 
+def _trace(
+    path: Path,
+    requests: list[DatasetRequest],
+    numbered: int,
+    blank: int,
+    digest: str,
+    size: int,
+    cap: int | None,
+    window: tuple[float, float | None] | None,
+    file_bytes: int,
+) -> DatasetSample:
+    """A trace's requests in arrival order (stable: equal timestamps keep the file's order), the window's, its first
+    `size` (console.bench.traces)."""
+    ordered = sorted(requests, key=lambda r: r.at_ms or 0.0)
+    kept = [ordered[i] for i in traces.in_window([r.at_ms or 0.0 for r in ordered], window)][:size]
+    skipped: tuple[tuple[str, int], ...] = (("blank lines", blank),) if blank else ()
+    if len(kept) < len(ordered):
+        skipped += (("requests outside the window or past the sample", len(ordered) - len(kept)),)
+    return DatasetSample(
+        file=path.name, sha256=digest, format="mooncake-trace", seed=0, sample=size, entries=numbered,
+        requests=tuple(kept), skipped=skipped, output_len_cap=cap, source=str(path), file_bytes=file_bytes,
+        length_unit="tokens", length_counter="the trace's own (Mooncake's lengths are tokens)", trace_window=window,
+    )  # fmt: skip
+
+
 def _jsonl_whole(
-    path: Path, data: bytes, size: int, seed: int, cap: int | None, count: LengthCounter | None
+    path: Path,
+    data: bytes,
+    size: int,
+    seed: int,
+    cap: int | None,
+    count: LengthCounter | None,
+    trace: tuple[tuple[float, float | None] | None, int | None] = (None, None),
 ) -> DatasetSample:
     """A file small enough to read at once: every line checked, a uniform sample of its records."""
     lines = data.split(b"\n")
@@ -292,9 +338,13 @@ def _jsonl_whole(
         _jsonl_request(path, fmt, f"line {n + 1}", _parse_line(path, f"line {n + 1}", raw, n == last_number))
         for n, raw in numbered
     ]
+    blank = len(lines) - len(numbered)
+    if fmt == "mooncake-trace":
+        digest = hashlib.sha256(data).hexdigest()
+        window, limit = trace
+        return _trace(path, requests, len(numbered), blank, digest, limit or len(requests), cap, window, len(data))
     if len(requests) > size:
         requests = [requests[i] for i in random.Random(seed).sample(range(len(requests)), size)]
-    blank = len(lines) - len(numbered)
     return DatasetSample(
         file=path.name,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -667,6 +717,8 @@ def sample_dataset(
     output_len_cap: int | None = None,
     hash_large: bool = True,
     count: LengthCounter | None = None,
+    trace_window: tuple[float, float | None] | None = None,
+    trace_limit: int | None = None,
 ) -> DatasetSample:
     """`size` requests from the dataset file (all of them when it holds no more), the same for the same file, size
     and seed. DatasetError says what is wrong with the file (nothing has been sent anywhere). `count`: the model's
@@ -690,8 +742,8 @@ def sample_dataset(
             raise DatasetError(path, "", "the file is empty", ANY_FORMAT)
         if head.startswith(b"["):
             sample = _sample_sharegpt(path, handle, file_size, size, seed, output_len_cap, count)
-        elif file_size <= WHOLE_FILE_BYTES:
-            sample = _jsonl_whole(path, handle.read(), size, seed, output_len_cap, count)
+        elif file_size <= WHOLE_FILE_BYTES or _starts_a_trace(handle):
+            sample = _jsonl_whole(path, handle.read(), size, seed, output_len_cap, count, (trace_window, trace_limit))
         else:
             sample = _jsonl_by_position(path, handle, file_size, size, seed, output_len_cap, count)
     if not sample.requests:
@@ -702,10 +754,27 @@ def sample_dataset(
     return sample
 
 
+def _starts_a_trace(handle: BinaryIO) -> bool:
+    """Whether a large JSONL file's first line is a trace's (a trace is read whole: its window needs every line)."""
+    first = handle.readline(MAX_RECORD_BYTES)
+    handle.seek(0)
+    try:
+        return traces.is_trace_record(json.loads(first))
+    except ValueError:
+        return False
+
+
 def describe_line(sample: DatasetSample) -> str:
     """One line for the operator before the run: format, sample, hash, lengths and what was left out."""
     d = sample.describe()
-    if sample.entries_estimated:
+    if sample.is_trace:
+        start, end = sample.trace_window or (0.0, None)
+        window = f"{start:g}-{end:g} s" if end is not None else (f"from {start:g} s" if start else "whole")
+        taken = (
+            f"{len(sample.requests):,} of {sample.entries:,} requests (window {window}) over {d['trace_span_s']:,.1f} s"
+            + (f", {d['trace_rate']:g} req/s" if d["trace_rate"] else "")
+        )
+    elif sample.entries_estimated:
         taken = (
             f"{len(sample.requests):,} requests sampled by position with seed {sample.seed} from "
             f"{sample.file_bytes / 2**30:.2f} GiB (about {sample.entries:,} lines)"
@@ -718,7 +787,8 @@ def describe_line(sample: DatasetSample) -> str:
     prompt, output = d["prompt_len"], d["output_len"]
     text = (
         f"{sample.file}: {FORMAT_NAMES[sample.format]}, {taken}, {digest}; "
-        f"prompt p50 {prompt.get('p50', 0):,} / p99 {prompt.get('p99', 0):,} {sample.length_unit}, "
+        f"{'input' if sample.is_trace else 'prompt'} p50 {prompt.get('p50', 0):,} / p99 {prompt.get('p99', 0):,} "
+        f"{sample.length_unit}, "
         f"output p50 {output.get('p50', 0):,} / p99 {output.get('p99', 0):,} ({d['output_len_source']})"
     )
     left = [f"{n:,} {why}" for why, n in sample.skipped]

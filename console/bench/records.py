@@ -79,6 +79,7 @@ class BenchRecord(BaseModel):
     # the level
     max_concurrency: int | None = None
     request_rate: float | None = None
+    trace_speed: float | None = None  # a trace replayed on its own clock, this many times its pace
     cache_flushed: bool = False
     stopped: str | None = None
     # metrics, bench_serving's names
@@ -161,6 +162,8 @@ class BenchRecord(BaseModel):
     @property
     def level_key(self) -> str:
         """What compare lines up across runs."""
+        if self.trace_speed is not None:
+            return f"trace={self.trace_speed:g}"
         if self.request_rate is not None:
             return f"rate={self.request_rate:g}"
         return f"C={self.max_concurrency}"
@@ -225,6 +228,7 @@ def _record(
         workload=workload,
         max_concurrency=level.level.concurrency,
         request_rate=level.level.request_rate,
+        trace_speed=level.level.trace_speed,
         cache_flushed=level.cache_flushed,
         stopped=level.stopped,
         accept_length_source=level.accept_length_source,

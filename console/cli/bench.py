@@ -57,6 +57,7 @@ OPTIONS: dict[SweepField, str] = {
     "input_len": "--input-len",
     "output_len": "--output-len",
     "temperature": "--temperature",
+    "trace_speeds": "--trace-speed",
 }
 
 

@@ -289,7 +289,12 @@ async def count_lengths(
     """The sweep with its dataset's lengths in the model's tokens (see the module's doc); the sweep as given when
     it has no dataset or its sample was already counted. LengthsCounted goes to `on_event` before the sweep."""
     sample = config.workload.dataset
-    if sample is None or not sample.source or sample.length_counter:
+    if sample is None:
+        return config
+    if not sample.source or sample.length_counter:  # counted already (a trace's lengths are its own tokens)
+        if on_event is not None:
+            unit: Literal["tokens", "words"] = "tokens" if sample.length_unit == "tokens" else "words"
+            on_event(LengthsCounted(unit, sample.length_counter or "words", sample))
         return config
     async with BenchClient(base_url, api_key=api_key) as client:
         server = await fetch_server_info(client)
