@@ -72,7 +72,6 @@ SweepField = Literal[
     "input_len",
     "output_len",
     "temperature",
-    "trace_speeds",
 ]
 SWEEP_FIELDS: tuple[SweepField, ...] = get_args(SweepField)
 
@@ -157,8 +156,6 @@ class SweepConfig:
             found["temperature"] = "{temperature} must be ≥ 0"
         if self.request_rates and any(r <= 0 for r in self.request_rates):
             found["request_rates"] = "{request_rates} must be positive (requests per second)"
-        if any(s <= 0 for s in self.trace_speeds):
-            found["trace_speeds"] = "{trace_speeds} must be positive (2: twice as fast)"
         if not self.request_rates and (not self.concurrencies or any(c < 1 for c in self.concurrencies)):
             found["concurrencies"] = "{concurrencies} must be whole numbers ≥ 1, e.g. 1,8,32"
         if self.requests is not None and self.duration is not None:
@@ -181,6 +178,8 @@ class SweepConfig:
         found = self.problems()
         if found:
             raise ValueError("; ".join(say_problems(found, {f: f for f in SWEEP_FIELDS})))
+        if any(speed <= 0 for speed in self.trace_speeds):  # the CLI's --trace-speed parser refuses them first
+            raise ValueError(f"trace_speeds must be positive (2: twice as fast), got {self.trace_speeds}")
 
 
 def say_problems(found: Mapping[SweepField, str], names: Mapping[SweepField, str]) -> list[str]:

@@ -88,23 +88,6 @@ def in_window(stamps: Sequence[float], window: tuple[float, float | None] | None
     ]
 
 
-def parse_window(text: str) -> tuple[float, float | None]:
-    """`10m` -> (0, 600): the trace's first 10 minutes; `20m-30m` -> (1200, 1800); `90s`, `1h`, bare seconds.
-    ValueError says what was expected."""
-    from console.sglang.traffic_shape import parse_window as seconds
-
-    start_text, dash, end_text = text.strip().partition("-")
-    try:
-        if not dash:
-            return 0.0, seconds(start_text)
-        start, end = seconds(start_text), seconds(end_text)
-    except ValueError:
-        raise ValueError(f"--trace-window takes LENGTH or START-END, e.g. 10m or 20m-30m (got {text!r})") from None
-    if end <= start:
-        raise ValueError(f"--trace-window {text}: the end must come after the start")
-    return start, end
-
-
 # --- prompts from hash ids ------------------------------------------------------------------------------------
 
 

@@ -57,7 +57,6 @@ OPTIONS: dict[SweepField, str] = {
     "input_len": "--input-len",
     "output_len": "--output-len",
     "temperature": "--temperature",
-    "trace_speeds": "--trace-speed",
 }
 
 

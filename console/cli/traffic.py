@@ -143,7 +143,6 @@ def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> Datase
             args.api = "generate"
         return None
     from console.bench.datasets import DatasetError, sample_dataset
-    from console.bench.traces import parse_window
 
     given = getattr(args, "dataset_sample", None)
     if given is not None and given < 1:
@@ -151,7 +150,7 @@ def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> Datase
     window = None
     if getattr(args, "trace_window", None):
         try:
-            window = parse_window(args.trace_window)
+            window = parse_trace_window(args.trace_window)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     try:
@@ -178,6 +177,23 @@ def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> Datase
     elif args.api == "generate" and sample.format == "chat-jsonl":
         raise UsageError(f"--dataset {args.dataset} holds chat messages: they go to the chat API (drop --api generate)")
     return sample
+
+
+def parse_trace_window(text: str) -> tuple[float, float | None]:
+    """`10m` -> (0, 600): the trace's first 10 minutes; `20m-30m` -> (1200, 1800); `90s`, `1h`, bare seconds.
+    ValueError says what was expected."""
+    from console.sglang.traffic_shape import parse_window as seconds
+
+    start_text, dash, end_text = text.strip().partition("-")
+    try:
+        if not dash:
+            return 0.0, seconds(start_text)
+        start, end = seconds(start_text), seconds(end_text)
+    except ValueError:
+        raise ValueError(f"--trace-window takes LENGTH or START-END, e.g. 10m or 20m-30m (got {text!r})") from None
+    if end <= start:
+        raise ValueError(f"--trace-window {text}: the end must come after the start")
+    return start, end
 
 
 def _check_trace_options(args: argparse.Namespace, sample: DatasetSample) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from console.bench.datasets import DatasetError, describe_line, sample_dataset
-from console.bench.traces import BLOCK_TOKENS, bench_serving_text, parse_window, trace_prompt_ids
+from console.bench.traces import BLOCK_TOKENS, bench_serving_text, trace_prompt_ids
 from console.bench.workloads import WorkloadSpec, build_requests
 from console.cli import build_parser
 from console.cli.bench import config_from_args
-from console.cli.traffic import read_dataset, resolve_lengths, with_traffic
+from console.cli.traffic import parse_trace_window, read_dataset, resolve_lengths, with_traffic
 from console.errors import UsageError
 from console.sim.datasets import mooncake_trace
 
@@ -101,6 +101,6 @@ def test_the_trace_options_make_the_levels_and_are_refused_without_a_trace(tmp_p
     with pytest.raises(UsageError, match=r"replayed on its own clock .* drop --request-rate"):
         read_dataset(bench_args("--dataset", str(trace), "--request-rate", "3"), None)
     with pytest.raises(ValueError, match="LENGTH or START-END"):
-        parse_window("ten minutes")
-    assert parse_window("10m") == (0.0, 600.0) and parse_window("20m-30m") == (1200.0, 1800.0)
+        parse_trace_window("ten minutes")
+    assert parse_trace_window("10m") == (0.0, 600.0) and parse_trace_window("20m-30m") == (1200.0, 1800.0)
     assert WorkloadSpec().trace_prompts == "tokens"
