@@ -194,3 +194,42 @@ def test_lengths_are_the_server_s_tokens_kept_for_the_next_run_or_words_said_as_
     assert "lengths in words: words (the server has no /tokenize (SGLang before 0.5.4))" in said
     (record,) = json.loads(words.stdout)
     assert record["length_unit"] == "words" and record["workload"]["dataset"]["length_counter"].startswith("words (")
+
+
+async def test_a_server_without_tokenize_hands_over_to_the_tokenizer_on_the_host(
+    schedule_server: Callable[..., ScheduleServer], tmp_path: Path
+) -> None:
+    from console.bench.engine import SweepConfig as Sweep
+    from console.core.bench.tokens import HostTokenizer, LengthsCounted, count_lengths
+    from console.host.local import LocalTransport
+    from console.sim.tokenizer import write_model_dir
+
+    path = tmp_path / "chat.json"
+    rows = chat_conversations(20, seed=8)
+    path.write_text(json.dumps(rows))
+    folder = write_model_dir(
+        tmp_path / "tiny", architecture="LlamaForCausalLM", context_length=4096, served_model_name="t"
+    )
+    unit = f"[Service]\nExecStart={sys.executable} -m sglang.launch_server --model-path {folder} --port 30000\n"
+    words = sample_dataset(path, size=8, seed=1)
+    said: list[LengthsCounted] = []
+    transport = LocalTransport()
+    try:
+        config = await count_lengths(
+            Sweep(WorkloadSpec(name="dataset", dataset=words)),
+            schedule_server().url,  # no /tokenize: SGLang before 0.5.4 answers 404 there too
+            host=HostTokenizer(transport, unit),
+            on_event=said.append,
+        )
+    finally:
+        await transport.close()
+    assert (
+        said[0].unit == "tokens"
+        and said[0].counter == f"the tokenizer at {folder} on the host ({Path(sys.executable).name})"
+    )
+    answers = {r["conversations"][0]["value"]: r["conversations"][1]["value"] for r in rows}
+    counted = config.workload.dataset
+    assert counted is not None and counted.describe()["length_unit"] == "tokens"
+    assert [r.output_len for r in counted.requests] == [
+        SimTokenizer().count(answers[r.prompt]) for r in counted.requests
+    ]
