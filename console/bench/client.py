@@ -155,6 +155,17 @@ class BenchClient:
             status, body = await self._raw.request("GET", path)
         return status, body.decode("utf-8", "replace")
 
+    async def post_json(self, path: str, payload: Any, timeout: float = 60.0) -> tuple[int, Any]:
+        """POST a JSON body -> (status, the answer's JSON, or its text when it is not JSON); raises HttpError/OSError,
+        TimeoutError."""
+        async with _timeout(timeout):
+            status, body = await self._raw.request("POST", path, json.dumps(payload).encode())
+        text = body.decode("utf-8", "replace")
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
     async def flush_cache(self, timeout: float = 30.0) -> bool:
         """POST /flush_cache; False when the server refused (requests still running) or has no such route."""
         try:

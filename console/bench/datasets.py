@@ -14,9 +14,12 @@ Formats, told apart by the first record (named in the output as `format`):
   "max_tokens"?: N}` (or `max_completion_tokens`); sent to the chat API.
 Blank lines of a JSONL file are skipped and counted.
 
-Lengths are counted in whitespace-separated words (`count_words`): the client's estimate, like the chat workload's.
-The server's own prompt count replaces it in every figure; it sets the ShareGPT output lengths, as bench_serving's
-tokenizer does (on the stand-in, whose tokens are words, the two agree; on a real model a word is about 1.3 tokens).
+Lengths are counted by `count`, a LengthCounter (a batch of texts -> their lengths): the model's tokenizer where the
+caller has one (console.core.bench.tokens: the server's /tokenize, else the tokenizer files on the host), counting
+as bench_serving's tokenizer.encode(text) does (special tokens included); without one, whitespace-separated words
+(`count_words`), said as the sample's `length_unit`. The lengths set the ShareGPT output lengths and its length
+filter (bench_serving's, in tokens), and the prompt lengths checked against the context length; the server's own
+prompt count replaces them in every figure.
 
 Sampling (`size` requests, `seed`): the same file, size and seed give the same requests in the same order. A JSONL
 file with at most `size` usable records is used whole, in its own order.
@@ -31,7 +34,9 @@ file with at most `size` usable records is used whole, in its own order.
   (console.core.bench). A 1 GB file: benchmarks/bench_dataset_sample.py.
 - ShareGPT JSON: bench_serving's own selection, so that both send the same requests in the same order for the same
   file and --seed: the records with two turns, in file order, shuffled with random.Random(seed) (bench_serving:
-  random.seed(--seed), then random.shuffle), then the first `size` that pass its length filter. Parsed as a
+  random.seed(--seed), then random.shuffle), then the first `size` that pass its length filter. In words every
+  record is measured as it is read; with a counter only the records taken in the shuffled order are (in batches of
+  the requests still wanted and an eighth more), as bench_serving tokenizes only until it has its `size`. Parsed as a
   stream, record by record (json.JSONDecoder.raw_decode on a growing buffer, at most MAX_RECORD_BYTES a record),
   hashed as it is read, every record checked; a file over WHOLE_FILE_BYTES is parsed twice rather than held (the
   second pass keeps only the chosen records' text). Its time grows with the file (about 1 s a pass for 300 MB).
@@ -46,23 +51,26 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from console.bench import traces
 from console.bench.workloads import DatasetRequest, DatasetSample
 
-DatasetFormat = Literal["sharegpt", "prompt-jsonl", "chat-jsonl"]
+DatasetFormat = Literal["sharegpt", "prompt-jsonl", "chat-jsonl", "mooncake-trace"]
 FORMAT_NAMES: dict[str, str] = {
     "sharegpt": "ShareGPT JSON",
     "prompt-jsonl": "prompt JSONL",
     "chat-jsonl": "OpenAI chat JSONL",
+    "mooncake-trace": "Mooncake trace JSONL",
 }
 EXPECTED = {
     "sharegpt": '[{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}, ...]',
     "prompt-jsonl": '{"prompt": "...", "output_len": 128} (output_len optional)',
     "chat-jsonl": '{"messages": [{"role": "user", "content": "..."}], "max_tokens": 128} (max_tokens optional)',
+    "mooncake-trace": traces.EXPECTED,
 }
 ANY_FORMAT = 'a ShareGPT JSON list, or JSONL with {"prompt": ...} or {"messages": [...]} on every line'
 DEFAULT_SAMPLE = 1000  # bench_serving's --num-prompts default
@@ -88,6 +96,10 @@ class DatasetError(ValueError):
 
 def count_words(text: str) -> int:
     return len(text.split())
+
+
+# A batch of texts -> their lengths, in order (the model's tokenizer; console.core.bench.tokens makes them).
+LengthCounter = Callable[[Sequence[str]], list[int]]
 
 
 def _text(value: Any) -> str | None:
@@ -120,6 +132,8 @@ def format_of(record: Any) -> DatasetFormat | None:
     """The format a JSONL line's object belongs to, None when it is none of them."""
     if not isinstance(record, dict):
         return None
+    if traces.is_trace_record(record):
+        return "mooncake-trace"
     if "messages" in record:
         return "chat-jsonl"
     if "prompt" in record:
@@ -166,6 +180,19 @@ def chat_request(record: Any) -> DatasetRequest:
     return DatasetRequest(messages=tuple(kept), prompt_len=words, output_len=output_len)
 
 
+def chat_text(messages: Sequence[dict[str, Any]]) -> str:
+    """The text a token counter measures for a chat request: each message's role word and its text, as a chat
+    template lays them out (the template's own markers are not counted: an estimate, as the words are)."""
+    return " ".join(f"{m['role']} {_text(m['content']) or ''}" for m in messages)
+
+
+def _counted_prompts(requests: Sequence[DatasetRequest], count: LengthCounter) -> tuple[DatasetRequest, ...]:
+    """JSONL requests with their prompt lengths in the counter's unit (their output lengths are the file's own)."""
+    texts = [chat_text(r.messages) if r.messages else r.prompt for r in requests]
+    lengths = count(texts) if texts else []
+    return tuple(replace(r, prompt_len=n) for r, n in zip(requests, lengths, strict=True))
+
+
 def sharegpt_request(record: Any) -> DatasetRequest | str:
     """The request a ShareGPT record makes, or why it is skipped (bench_serving's filters)."""
     if not isinstance(record, dict):
@@ -182,13 +209,27 @@ def sharegpt_request(record: Any) -> DatasetRequest | str:
     if len(turns) < 2:
         return FEWER_THAN_2_TURNS
     prompt, answer = turns[0]["value"], turns[1]["value"]
-    prompt_len, output_len = count_words(prompt), count_words(answer)
+    return _measured(prompt, answer, count_words(prompt), count_words(answer), "words")
+
+
+def _measured(prompt: str, answer: str, prompt_len: int, output_len: int, unit: str) -> DatasetRequest | str:
+    """bench_serving's length filter on a ShareGPT pair: the request, or why it is left out."""
     if prompt_len < MIN_WORDS or output_len < MIN_WORDS:
-        return "records with a prompt or answer under 2 words"
+        return f"records with a prompt or answer under 2 {unit}"
     return DatasetRequest(prompt=prompt, prompt_len=prompt_len, output_len=output_len)
 
 
+def trace_request(record: Any) -> DatasetRequest:
+    try:
+        stamp, length, output, ids = traces.trace_entry(record)
+    except traces.TraceProblem as problem:
+        raise _Problem(problem.path, problem.problem) from None
+    return DatasetRequest(prompt_len=length, output_len=output, at_ms=stamp, hash_ids=ids)
+
+
 def request_of(fmt: DatasetFormat, record: Any) -> DatasetRequest | str:
+    if fmt == "mooncake-trace":
+        return trace_request(record)
     if fmt == "prompt-jsonl":
         return prompt_request(record)
     if fmt == "chat-jsonl":
@@ -247,7 +288,40 @@ def _jsonl_format(path: Path, where: str, record: Any) -> DatasetFormat:
     return fmt
 
 
-def _jsonl_whole(path: Path, data: bytes, size: int, seed: int, cap: int | None) -> DatasetSample:
+def _trace(
+    path: Path,
+    requests: list[DatasetRequest],
+    numbered: int,
+    blank: int,
+    digest: str,
+    size: int,
+    cap: int | None,
+    window: tuple[float, float | None] | None,
+    file_bytes: int,
+) -> DatasetSample:
+    """A trace's requests in arrival order (stable: equal timestamps keep the file's order), the window's, its first
+    `size` (console.bench.traces)."""
+    ordered = sorted(requests, key=lambda r: r.at_ms or 0.0)
+    kept = [ordered[i] for i in traces.in_window([r.at_ms or 0.0 for r in ordered], window)][:size]
+    skipped: tuple[tuple[str, int], ...] = (("blank lines", blank),) if blank else ()
+    if len(kept) < len(ordered):
+        skipped += (("requests outside the window or past the sample", len(ordered) - len(kept)),)
+    return DatasetSample(
+        file=path.name, sha256=digest, format="mooncake-trace", seed=0, sample=size, entries=numbered,
+        requests=tuple(kept), skipped=skipped, output_len_cap=cap, source=str(path), file_bytes=file_bytes,
+        length_unit="tokens", length_counter="the trace's own (Mooncake's lengths are tokens)", trace_window=window,
+    )  # fmt: skip
+
+
+def _jsonl_whole(
+    path: Path,
+    data: bytes,
+    size: int,
+    seed: int,
+    cap: int | None,
+    count: LengthCounter | None,
+    trace: tuple[tuple[float, float | None] | None, int | None] = (None, None),
+) -> DatasetSample:
     """A file small enough to read at once: every line checked, a uniform sample of its records."""
     lines = data.split(b"\n")
     if data.endswith(b"\n"):
@@ -264,9 +338,13 @@ def _jsonl_whole(path: Path, data: bytes, size: int, seed: int, cap: int | None)
         _jsonl_request(path, fmt, f"line {n + 1}", _parse_line(path, f"line {n + 1}", raw, n == last_number))
         for n, raw in numbered
     ]
+    blank = len(lines) - len(numbered)
+    if fmt == "mooncake-trace":
+        digest = hashlib.sha256(data).hexdigest()
+        window, limit = trace
+        return _trace(path, requests, len(numbered), blank, digest, limit or len(requests), cap, window, len(data))
     if len(requests) > size:
         requests = [requests[i] for i in random.Random(seed).sample(range(len(requests)), size)]
-    blank = len(lines) - len(numbered)
     return DatasetSample(
         file=path.name,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -274,7 +352,8 @@ def _jsonl_whole(path: Path, data: bytes, size: int, seed: int, cap: int | None)
         seed=seed,
         sample=size,
         entries=len(numbered),
-        requests=tuple(requests),
+        requests=_counted_prompts(requests, count) if count is not None else tuple(requests),
+        length_unit="tokens" if count is not None else "words",
         skipped=(("blank lines", blank),) if blank else (),
         output_len_cap=cap,
         source=str(path),
@@ -328,7 +407,7 @@ class _TooLong(Exception):
 
 
 def _jsonl_by_position(
-    path: Path, handle: BinaryIO, file_size: int, size: int, seed: int, cap: int | None
+    path: Path, handle: BinaryIO, file_size: int, size: int, seed: int, cap: int | None, count: LengthCounter | None
 ) -> DatasetSample:
     """A large file: lines picked at random byte positions (see the module's doc), only those lines read."""
 
@@ -375,7 +454,8 @@ def _jsonl_by_position(
         seed=seed,
         sample=size,
         entries=round(file_size / (sum(sizes) / len(sizes))) if sizes else 0,
-        requests=tuple(chosen.values()),
+        requests=_counted_prompts(list(chosen.values()), count) if count is not None else tuple(chosen.values()),
+        length_unit="tokens" if count is not None else "words",
         skipped=(("blank lines met", len(blank_starts)),) if blank_starts else (),
         output_len_cap=cap,
         source=str(path),
@@ -520,9 +600,12 @@ class _JsonListReader:
 FEWER_THAN_2_TURNS = "records with fewer than 2 turns"
 
 
-def _sharegpt_rows(path: Path, reader: _JsonListReader, keep: set[int] | None) -> tuple[list[Any], dict[str, int]]:
-    """One pass: per record with two turns (bench_serving's list before its shuffle) its request, or None when too
-    short, or True when `keep` is given and does not hold its position (only the chosen rows' text is kept)."""
+def _sharegpt_rows(
+    path: Path, reader: _JsonListReader, keep: set[int] | None, measure: bool = True
+) -> tuple[list[Any], dict[str, int]]:
+    """One pass: per record with two turns (bench_serving's list before its shuffle) its request in words, or None
+    when too short; with `measure` false its (prompt, answer) texts unmeasured; True in place of either when `keep`
+    is given and does not hold its position (only those rows' text is kept)."""
     rows: list[Any] = []
     skipped: dict[str, int] = {}
     for index, line, record in reader.elements():
@@ -531,43 +614,95 @@ def _sharegpt_rows(path: Path, reader: _JsonListReader, keep: set[int] | None) -
         except _Problem as problem:
             where = f"line {line} ([{index}]{problem.path})"
             raise DatasetError(path, where, problem.problem, EXPECTED["sharegpt"]) from None
-        if isinstance(request, str):
+        if request == FEWER_THAN_2_TURNS:
             skipped[request] = skipped.get(request, 0) + 1
-            if request != FEWER_THAN_2_TURNS:
-                rows.append(None)  # in bench_serving's shuffled list, dropped by its length filter
             continue
-        rows.append(request if keep is None or len(rows) in keep else True)
+        if measure and isinstance(request, str):
+            skipped[request] = skipped.get(request, 0) + 1
+            rows.append(None)  # in bench_serving's shuffled list, dropped by its length filter
+        elif keep is not None and len(rows) not in keep:
+            rows.append(True)
+        elif measure:
+            rows.append(request)
+        else:
+            key = "conversations" if "conversations" in record else "conversation"
+            rows.append((record[key][0]["value"], record[key][1]["value"]))
     return rows, skipped
 
 
+def _take_counted(
+    order: list[int], texts: Callable[[list[int]], dict[int, tuple[str, str]]], count: LengthCounter, size: int
+) -> tuple[list[DatasetRequest], int]:
+    """bench_serving's loop over its shuffled list, with the model's tokenizer: each record measured in turn, too
+    short ones left out, until `size` are taken. Measured in batches (one counter call each): the requests still
+    wanted and an eighth more. Returns the requests and how many were left out as too short."""
+    chosen: list[DatasetRequest] = []
+    short = 0
+    at = 0
+    while len(chosen) < size and at < len(order):
+        wanted = size - len(chosen)
+        batch = order[at : at + wanted + wanted // 8 + 8]
+        at += len(batch)
+        pairs = texts(batch)
+        lengths = count([text for i in batch for text in pairs[i]])
+        for n, i in enumerate(batch):
+            prompt, answer = pairs[i]
+            request = _measured(prompt, answer, lengths[2 * n], lengths[2 * n + 1], "tokens")
+            if isinstance(request, str):
+                short += 1
+                continue
+            chosen.append(request)
+            if len(chosen) == size:
+                break
+    return chosen, short
+
+
 def _sample_sharegpt(
-    path: Path, handle: BinaryIO, file_size: int, size: int, seed: int, cap: int | None
+    path: Path, handle: BinaryIO, file_size: int, size: int, seed: int, cap: int | None, count: LengthCounter | None
 ) -> DatasetSample:
     """bench_serving's own selection (see the module's doc): a file small enough is parsed once and kept; a larger
-    one is parsed twice, the second time keeping only the chosen records' text."""
+    one is parsed again, keeping only the chosen records' text (with a counter: the records to measure)."""
     whole = file_size <= WHOLE_FILE_BYTES
     reader = _JsonListReader(path, handle)
-    rows, skipped = _sharegpt_rows(path, reader, None if whole else set())
+    measure = count is None
+    rows, skipped = _sharegpt_rows(path, reader, None if whole else set(), measure)
     if not rows and not skipped:
         raise DatasetError(path, "", "the list is empty", EXPECTED["sharegpt"])
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)  # bench_serving: random.seed(--seed), then random.shuffle(its list)
-    chosen = [i for i in order if rows[i] is not None][:size]
-    if not whole:
-        handle.seek(0)
-        rows, _ = _sharegpt_rows(path, _JsonListReader(path, handle), set(chosen))
+    if count is not None:
+
+        def texts(indices: list[int]) -> dict[int, tuple[str, str]]:
+            if whole:
+                return {i: rows[i] for i in indices}
+            handle.seek(0)
+            again, _ = _sharegpt_rows(path, _JsonListReader(path, handle), set(indices), measure=False)
+            return {i: again[i] for i in indices}
+
+        requests, short = _take_counted(order, texts, count, size)
+        if short:
+            skipped["records with a prompt or answer under 2 tokens"] = short
+        entries = len(rows)
+    else:
+        chosen = [i for i in order if rows[i] is not None][:size]
+        if not whole:
+            handle.seek(0)
+            rows, _ = _sharegpt_rows(path, _JsonListReader(path, handle), set(chosen))
+        requests = [rows[i] for i in chosen]
+        entries = sum(1 for row in rows if row is not None)
     return DatasetSample(
         file=path.name,
         sha256=reader.digest.hexdigest(),
         format="sharegpt",
         seed=seed,
         sample=size,
-        entries=sum(1 for row in rows if row is not None),
-        requests=tuple(rows[i] for i in chosen),
+        entries=entries,
+        requests=tuple(requests),
         skipped=tuple(sorted(skipped.items())),
         output_len_cap=cap,
         source=str(path),
         file_bytes=reader.bytes_read,
+        length_unit="tokens" if count is not None else "words",
     )
 
 
@@ -581,9 +716,13 @@ def sample_dataset(
     seed: int = 1,
     output_len_cap: int | None = None,
     hash_large: bool = True,
+    count: LengthCounter | None = None,
+    trace_window: tuple[float, float | None] | None = None,
+    trace_limit: int | None = None,
 ) -> DatasetSample:
     """`size` requests from the dataset file (all of them when it holds no more), the same for the same file, size
-    and seed. DatasetError says what is wrong with the file (nothing has been sent anywhere).
+    and seed. DatasetError says what is wrong with the file (nothing has been sent anywhere). `count`: the model's
+    tokenizer as a LengthCounter (lengths in tokens); without it, whitespace words.
 
     A JSONL file over WHOLE_FILE_BYTES is sampled by position; its sha256 then needs one more read of the whole
     file: done here unless `hash_large` is false (the caller hashes it meanwhile: file_sha256, sample.source)."""
@@ -602,11 +741,11 @@ def sample_dataset(
         if not head:
             raise DatasetError(path, "", "the file is empty", ANY_FORMAT)
         if head.startswith(b"["):
-            sample = _sample_sharegpt(path, handle, file_size, size, seed, output_len_cap)
-        elif file_size <= WHOLE_FILE_BYTES:
-            sample = _jsonl_whole(path, handle.read(), size, seed, output_len_cap)
+            sample = _sample_sharegpt(path, handle, file_size, size, seed, output_len_cap, count)
+        elif file_size <= WHOLE_FILE_BYTES or _starts_a_trace(handle):
+            sample = _jsonl_whole(path, handle.read(), size, seed, output_len_cap, count, (trace_window, trace_limit))
         else:
-            sample = _jsonl_by_position(path, handle, file_size, size, seed, output_len_cap)
+            sample = _jsonl_by_position(path, handle, file_size, size, seed, output_len_cap, count)
     if not sample.requests:
         reasons = ", ".join(f"{n} {why}" for why, n in sample.skipped) or "none"
         raise DatasetError(path, "", f"no usable request (skipped: {reasons})", EXPECTED[sample.format])
@@ -615,10 +754,27 @@ def sample_dataset(
     return sample
 
 
+def _starts_a_trace(handle: BinaryIO) -> bool:
+    """Whether a large JSONL file's first line is a trace's (a trace is read whole: its window needs every line)."""
+    first = handle.readline(MAX_RECORD_BYTES)
+    handle.seek(0)
+    try:
+        return traces.is_trace_record(json.loads(first))
+    except ValueError:
+        return False
+
+
 def describe_line(sample: DatasetSample) -> str:
     """One line for the operator before the run: format, sample, hash, lengths and what was left out."""
     d = sample.describe()
-    if sample.entries_estimated:
+    if sample.is_trace:
+        start, end = sample.trace_window or (0.0, None)
+        window = f"{start:g}-{end:g} s" if end is not None else (f"from {start:g} s" if start else "whole")
+        taken = (
+            f"{len(sample.requests):,} of {sample.entries:,} requests (window {window}) over {d['trace_span_s']:,.1f} s"
+            + (f", {d['trace_rate']:g} req/s" if d["trace_rate"] else "")
+        )
+    elif sample.entries_estimated:
         taken = (
             f"{len(sample.requests):,} requests sampled by position with seed {sample.seed} from "
             f"{sample.file_bytes / 2**30:.2f} GiB (about {sample.entries:,} lines)"
@@ -631,7 +787,8 @@ def describe_line(sample: DatasetSample) -> str:
     prompt, output = d["prompt_len"], d["output_len"]
     text = (
         f"{sample.file}: {FORMAT_NAMES[sample.format]}, {taken}, {digest}; "
-        f"prompt p50 {prompt.get('p50', 0):,} / p99 {prompt.get('p99', 0):,} words, "
+        f"{'input' if sample.is_trace else 'prompt'} p50 {prompt.get('p50', 0):,} / p99 {prompt.get('p99', 0):,} "
+        f"{sample.length_unit}, "
         f"output p50 {output.get('p50', 0):,} / p99 {output.get('p99', 0):,} ({d['output_len_source']})"
     )
     left = [f"{n:,} {why}" for why, n in sample.skipped]

@@ -24,7 +24,7 @@ import contextlib
 import gc
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
@@ -114,6 +114,8 @@ class SweepConfig:
     workload: WorkloadSpec
     concurrencies: list[int] = field(default_factory=lambda: [1, 8, 32])
     request_rates: list[float] = field(default_factory=list)  # non-empty: open loop at these rates
+    # non-empty (a trace dataset): replayed on the trace's own clock, at these multiples of its pace
+    trace_speeds: list[float] = field(default_factory=list)
     requests: int | None = None  # per level; default a dataset's whole sample, else max(16, 4 × concurrency)
     duration: float | None = None  # seconds per level instead of a request count
     warmup: int = 2
@@ -133,6 +135,8 @@ class SweepConfig:
     capacity_max_levels: int = 12
 
     def levels(self) -> list[Level]:
+        if self.trace_speeds:
+            return [Level(trace_speed=s) for s in self.trace_speeds]
         if self.request_rates:
             cap = self.concurrencies[0] if len(self.concurrencies) == 1 else None
             return [Level(concurrency=cap, request_rate=r) for r in self.request_rates]
@@ -174,6 +178,8 @@ class SweepConfig:
         found = self.problems()
         if found:
             raise ValueError("; ".join(say_problems(found, {f: f for f in SWEEP_FIELDS})))
+        if any(speed <= 0 for speed in self.trace_speeds):  # the CLI's --trace-speed parser refuses them first
+            raise ValueError(f"trace_speeds must be positive (2: twice as fast), got {self.trace_speeds}")
 
 
 def say_problems(found: Mapping[SweepField, str], names: Mapping[SweepField, str]) -> list[str]:
@@ -211,8 +217,8 @@ def fit_dataset(workload: WorkloadSpec, server: ServerInfo, long_prompts: LongPr
     if dropped and long_prompts == "error":
         raise SweepRefused(
             f"{dropped} of the {len(sample.requests)} requests sampled from {sample.file} have a prompt longer than "
-            f"the server's context length ({server.context_length} tokens, counted in words); nothing was sent "
-            "(leave out --long-prompts error to skip them)"
+            f"the server's context length ({server.context_length} tokens, counted in {sample.length_unit}); nothing "
+            "was sent (leave out --long-prompts error to skip them)"
         )
     if not fitted.requests:
         raise SweepRefused(
@@ -530,7 +536,7 @@ class BenchEngine:
         self,
         workload: WorkloadSpec,
         level: Level,
-        pool: list[PreparedRequest],
+        pool: Sequence[PreparedRequest],
         planned: int | None,
         results: list[RequestResult],
         level_start: float,
@@ -601,7 +607,10 @@ class BenchEngine:
                 state.in_flight -= 1
             record(result)
 
-        if level.request_rate is None:
+        if level.trace_speed is not None:
+            assert workload.dataset is not None
+            await self._trace_loop(level.trace_speed, workload.dataset.arrivals_s(), take, one)
+        elif level.request_rate is None:
 
             async def worker() -> None:
                 while (req := take()) is not None:
@@ -611,6 +620,33 @@ class BenchEngine:
         else:
             await self._open_loop(level, take, one)
         return stop_reason[0] if stop_reason else None
+
+    async def _trace_loop(
+        self,
+        speed: float,
+        arrivals: list[float],
+        take: Callable[[], PreparedRequest | None],
+        one: Callable[[PreparedRequest], Any],
+    ) -> None:
+        """A trace on its own clock: request i sent at its arrival time / speed from the level's start (past the
+        trace's last request, it goes round again one mean gap later), however many are in flight, as bench_serving's
+        mooncake replay sends them."""
+        span = max(arrivals, default=0.0)
+        period = span + (span / (len(arrivals) - 1) if len(arrivals) > 1 else 1.0)
+        tasks: set[asyncio.Task[None]] = set()
+        start = time.perf_counter()
+        sent = 0
+        while (req := take()) is not None:  # the body made before the wait: the send is on time
+            due = start + (arrivals[sent % len(arrivals)] + (sent // len(arrivals)) * period) / speed
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.create_task(one(req))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            sent += 1
+        if tasks:
+            await asyncio.gather(*tasks)
 
     async def _open_loop(
         self,

@@ -14,13 +14,17 @@ from console.bench.metrics import RequestResult
 @dataclass(frozen=True)
 class Level:
     """One point of a sweep: closed loop at `concurrency`, or open loop at `request_rate` (requests/s),
-    optionally capped at `concurrency` requests in flight."""
+    optionally capped at `concurrency` requests in flight, or a trace replayed on its own clock at `trace_speed`
+    times its pace (console.bench.traces)."""
 
     concurrency: int | None = None
     request_rate: float | None = None
+    trace_speed: float | None = None
 
     @property
     def label(self) -> str:
+        if self.trace_speed is not None:
+            return f"trace ×{self.trace_speed:g}"
         if self.request_rate is not None:
             cap = f", max C={self.concurrency}" if self.concurrency else ""
             return f"rate={self.request_rate:g}/s{cap}"

@@ -73,9 +73,13 @@ class BenchRecord(BaseModel):
     gpus: list[dict[str, Any]] = Field(default_factory=list)
     driver_version: str | None = None
     workload: dict[str, Any] = Field(default_factory=dict)
+    # what a dataset's or trace's lengths were counted in: "tokens" (the model's tokenizer) or "words" (none could be
+    # had); None for synthetic workloads and for records written before it (docs/traffic.md)
+    length_unit: str | None = None
     # the level
     max_concurrency: int | None = None
     request_rate: float | None = None
+    trace_speed: float | None = None  # a trace replayed on its own clock, this many times its pace
     cache_flushed: bool = False
     stopped: str | None = None
     # metrics, bench_serving's names
@@ -158,6 +162,8 @@ class BenchRecord(BaseModel):
     @property
     def level_key(self) -> str:
         """What compare lines up across runs."""
+        if self.trace_speed is not None:
+            return f"trace={self.trace_speed:g}"
         if self.request_rate is not None:
             return f"rate={self.request_rate:g}"
         return f"C={self.max_concurrency}"
@@ -189,6 +195,7 @@ def records_from_sweep(
         record = _record(level, sweep, run_id, label, target, client_location, unit_hash, workload or {})
         record.link_round_trip_ms = link_round_trip_ms
         record.spec_v2 = spec_v2
+        record.length_unit = (workload or {}).get("dataset", {}).get("length_unit")
         out.append(record)
     return out
 
@@ -221,6 +228,7 @@ def _record(
         workload=workload,
         max_concurrency=level.level.concurrency,
         request_rate=level.level.request_rate,
+        trace_speed=level.level.trace_speed,
         cache_flushed=level.cache_flushed,
         stopped=level.stopped,
         accept_length_source=level.accept_length_source,

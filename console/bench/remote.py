@@ -64,6 +64,7 @@ AGENT_FILES = (
     "console/bench/slo.py",
     "console/bench/sse.py",
     "console/bench/telemetry.py",
+    "console/bench/traces.py",
     "console/bench/wire.py",
     "console/bench/workloads.py",
     "console/bench/chat_prompts.json",

@@ -39,7 +39,8 @@ def level_value(key: str) -> float | None:
 def level_order(key: str) -> tuple[int, float]:
     kind, _, _ = key.partition("=")
     value = level_value(key)
-    return (0 if kind == "C" else 1 if kind == "rate" else 2, value if value is not None else 0.0)
+    order = {"C": 0, "rate": 1, "trace": 2}.get(kind, 3)
+    return (order, value if value is not None else 0.0)
 
 
 @dataclass(frozen=True)

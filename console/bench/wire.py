@@ -70,8 +70,11 @@ def _buckets(rows: Any) -> tuple[tuple[float, float], ...]:
 def _dataset_from_json(data: dict[str, Any]) -> DatasetSample:
     fields = dict(data)
     fields["requests"] = tuple(
-        DatasetRequest(**{**r, "messages": tuple(r.get("messages") or ())}) for r in fields.get("requests", ())
+        DatasetRequest(**{**r, "messages": tuple(r.get("messages") or ()), "hash_ids": tuple(r.get("hash_ids") or ())})
+        for r in fields.get("requests", ())
     )
+    if fields.get("trace_window") is not None:
+        fields["trace_window"] = tuple(fields["trace_window"])
     fields["skipped"] = tuple((str(why), int(n)) for why, n in fields.get("skipped", ()))
     return DatasetSample(**fields)
 
@@ -80,7 +83,9 @@ def _dataset_from_json(data: dict[str, Any]) -> DatasetSample:
 
 
 def _level(data: dict[str, Any]) -> Level:
-    return Level(concurrency=data.get("concurrency"), request_rate=data.get("request_rate"))
+    return Level(
+        concurrency=data.get("concurrency"), request_rate=data.get("request_rate"), trace_speed=data.get("trace_speed")
+    )
 
 
 def _slim_result(result: RequestResult) -> dict[str, Any]:

@@ -24,11 +24,13 @@ import json
 import math
 import pkgutil
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
 from console.bench.shape import ShapeSpec, shaped_requests, shared_ids
+from console.bench.traces import bench_serving_text, trace_prompt_ids
 
 WorkloadName = Literal["random", "chat", "dataset", "shape"]
 ApiName = Literal["generate", "chat"]
@@ -54,14 +56,17 @@ _WORDS = tuple(_WORD_LIST.split())
 
 @dataclass(frozen=True)
 class DatasetRequest:
-    """One request of a dataset: a prompt (ShareGPT, prompt JSONL) or chat messages (chat JSONL), its length in
-    words (console.bench.datasets.count_words: the client's estimate, the server's count replaces it in the
-    metrics) and the dataset's own output length, if it has one."""
+    """One request of a dataset: a prompt (ShareGPT, prompt JSONL) or chat messages (chat JSONL), its length (in
+    the model's tokens, or words where no tokenizer could be had: DatasetSample.length_unit; the server's own count
+    replaces it in the metrics) and the dataset's own output length, if it has one."""
 
     prompt: str = ""
     messages: tuple[dict[str, Any], ...] = ()
     prompt_len: int = 0
     output_len: int | None = None
+    # a trace's request (console.bench.traces): when it arrives (ms from the trace's start) and its prompt's blocks
+    at_ms: float | None = None
+    hash_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ class DatasetSample:
     source: str = ""  # the path as given (for the caller that hashes it later; not in the description)
     file_bytes: int = 0
     entries_estimated: bool = False  # sampled by position: `entries` is the file's size / the mean line's
+    length_unit: str = "words"  # what prompt_len and the ShareGPT output lengths count: "tokens" or "words"
+    length_counter: str = ""  # what counted them (the server's /tokenize, the host's tokenizer files, ...)
+    trace_window: tuple[float, float | None] | None = None  # a trace: the slice replayed (s from its start)
 
     def output_len(self, request: DatasetRequest) -> int:
         own = request.output_len
@@ -105,10 +113,31 @@ class DatasetSample:
         kept = tuple(r for r in self.requests if r.prompt_len <= context_length)
         return replace(self, requests=kept, too_long=self.too_long + len(self.requests) - len(kept))
 
+    @property
+    def is_trace(self) -> bool:
+        return self.format == "mooncake-trace"
+
+    def arrivals_s(self) -> list[float]:
+        """A trace's arrival times in seconds from its first request's (at speed 1)."""
+        stamps = [r.at_ms or 0.0 for r in self.requests]
+        first = min(stamps, default=0.0)
+        return [(t - first) / 1000 for t in stamps]
+
     def describe(self) -> dict[str, Any]:
         """For the records: provenance, counts and length statistics, never a prompt's text."""
         prompts = [r.prompt_len for r in self.requests]
         outputs = [self.output_len(r) for r in self.requests]
+        trace: dict[str, Any] = {}
+        if self.is_trace:
+            arrivals = self.arrivals_s()
+            start, end = self.trace_window or (0.0, None)
+            span = max(arrivals, default=0.0)
+            trace = {
+                "trace_window": {"start_s": start, "end_s": end},
+                "trace_span_s": round(span, 3),
+                "trace_rate": round((len(arrivals) - 1) / span, 3) if span > 0 else None,
+                "hash_blocks": sum(len(r.hash_ids) for r in self.requests),
+            }
         return {
             "file": self.file,
             "sha256": self.sha256,
@@ -122,9 +151,12 @@ class DatasetSample:
             "skipped": dict(self.skipped),
             "too_long_for_context": self.too_long,
             "output_len_source": self.output_len_source(),
-            "lengths_in": "words",
+            "length_unit": self.length_unit,
+            "lengths_in": self.length_unit,  # the name records had before length_unit (kept for their readers)
+            "length_counter": self.length_counter or ("words" if self.length_unit == "words" else ""),
             "prompt_len": length_stats(prompts),
             "output_len": length_stats(outputs),
+            **trace,
         }
 
 
@@ -158,6 +190,9 @@ class WorkloadSpec:
     model: str = "default"  # the served model name, for the OpenAI API
     dataset: DatasetSample | None = None  # name "dataset": the sampled requests
     shape: ShapeSpec | None = None  # name "shape": the server's measured traffic shape (console.bench.shape)
+    # a trace dataset's prompts (console.bench.traces): "tokens" (its lengths and blocks, token ids on /generate) or
+    # "bench-serving" (the text bench_serving's mooncake mode builds, on the chat API)
+    trace_prompts: str = "tokens"
 
     @property
     def effective_temperature(self) -> float:
@@ -180,7 +215,10 @@ class WorkloadSpec:
         }
         if self.dataset is not None:
             out["output_len"] = self.dataset.output_len_cap
-            out["dataset"] = self.dataset.describe()
+            described = self.dataset.describe()
+            if self.dataset.is_trace:
+                described["trace_prompts"] = self.trace_prompts
+            out["dataset"] = described
         if self.shape is not None:
             out["input_len"] = out["output_len"] = None
             out["shape"] = self.shape.to_json()
@@ -231,11 +269,46 @@ def _chat_body(
     return body
 
 
-def _dataset_requests(spec: WorkloadSpec, count: int) -> list[PreparedRequest]:
+class TraceRequests(Sequence[PreparedRequest]):
+    """A trace's requests 0..count-1 (cycled), each body made when it is taken: a long trace's prompts (thousands of
+    token ids each) are never all held at once. The blocks made are kept for the next requests that share them."""
+
+    def __init__(self, spec: WorkloadSpec, count: int) -> None:
+        assert spec.dataset is not None
+        self.spec = spec
+        self.requests = spec.dataset.requests
+        self.size = count
+        self._blocks: dict[int, list[int]] = {}
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> PreparedRequest:  # type: ignore[override]
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        spec, sample = self.spec, self.spec.dataset
+        assert sample is not None
+        request = self.requests[index % len(self.requests)]
+        output_len = sample.output_len(request)
+        if spec.trace_prompts == "bench-serving":
+            text = bench_serving_text(request.hash_ids)
+            payload = _chat_body(spec, text, output_len)
+            return PreparedRequest(json.dumps(payload).encode(), prompt_len=len(text.split()))
+        if spec.api != "generate":
+            raise ValueError("a trace's token prompts go to the generate API (or use --trace-prompts bench-serving)")
+        own = spec.seed * 1_000_003 + index % len(self.requests) + 700_000_000
+        ids = trace_prompt_ids(request.hash_ids, request.prompt_len, own, RANDOM_TOKEN_ID_RANGE, self._blocks)
+        payload = {"input_ids": ids, "sampling_params": _sampling(spec, output_len), "stream": True}
+        return PreparedRequest(json.dumps(payload).encode(), prompt_len=len(ids))
+
+
+def _dataset_requests(spec: WorkloadSpec, count: int) -> Sequence[PreparedRequest]:
     """Requests 0..count-1 of the dataset's sample, cycled (see the module's doc)."""
     sample = spec.dataset
     if sample is None or not sample.requests:
         raise ValueError("the dataset workload has no requests (none sampled, or none fits the context length)")
+    if sample.is_trace:
+        return TraceRequests(spec, count)
     out = []
     for i in range(count):
         request = sample.requests[i % len(sample.requests)]
@@ -274,7 +347,7 @@ def _shape_requests(spec: WorkloadSpec, count: int, offset: int) -> list[Prepare
     return out
 
 
-def build_requests(spec: WorkloadSpec, count: int, offset: int = 0) -> list[PreparedRequest]:
+def build_requests(spec: WorkloadSpec, count: int, offset: int = 0) -> Sequence[PreparedRequest]:
     """`count` request bodies; request i is the same for a given (spec, offset + i) on every run (a dataset's:
     the same for every offset)."""
     if spec.name == "dataset":

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from console import __version__, hints
 from console.cli.rolling_options import add_rolling_options
-from console.cli.traffic import add_dataset_options, add_shape_options, add_slo_option
+from console.cli.traffic import add_dataset_options, add_shape_options, add_slo_option, add_trace_options
 from console.errors import ExitCode, UsageError
 
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
     add_dataset_options(p)
+    add_trace_options(p)
     add_shape_options(p)
     add_slo_option(p)
     p.add_argument(

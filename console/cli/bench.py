@@ -31,7 +31,15 @@ from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
 from console.cli.common import workspace_of
 from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_shape, read_slo, resolve_lengths, with_traffic
-from console.core.bench import API_KEY_ENV, bench_host, bench_url, default_label, parse_float_list, parse_int_list
+from console.core.bench import (
+    API_KEY_ENV,
+    LengthsCounted,
+    bench_host,
+    bench_url,
+    default_label,
+    parse_float_list,
+    parse_int_list,
+)
 from console.core.session import open_session
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError
@@ -232,9 +240,11 @@ async def _shaped(
 async def _bench_target(
     args: argparse.Namespace, config: SweepConfig, label: str, renderer: Any, err: Console, shape_ask: Shape = None
 ) -> list[BenchRecord]:
-    def on_event(event: BenchEvent) -> None:
+    def on_event(event: BenchEvent | LengthsCounted) -> None:
         if isinstance(event, ClientPlaced):
             err.print(placement_line(event), highlight=False, markup=False, soft_wrap=True)
+        elif isinstance(event, LengthsCounted):
+            say_lengths(err, event)
         elif renderer is not None:
             renderer(event)
 
@@ -244,11 +254,26 @@ async def _bench_target(
         return await bench_host(session, config, label=label, on_event=on_event, client=args.client)
 
 
+def say_lengths(err: Console, event: LengthsCounted) -> None:
+    """The dataset's line once its lengths are counted: how (tokens, or words and why), then the sample."""
+    err.print(f"dataset {describe_line(event.sample)}", highlight=False, markup=False, soft_wrap=True)
+    style = "" if event.unit == "tokens" else "[yellow]"
+    err.print(f"{style}{event.text()}", highlight=False, markup=bool(style), soft_wrap=True)
+
+
 async def _bench_url(
     base_url: str, config: SweepConfig, shape_ask: Shape, err: Console, **options: Any
 ) -> list[BenchRecord]:
     config = await _shaped(config, shape_ask, base_url, options.get("api_key"), err)
-    return await bench_url(base_url, config, **options)
+    renderer = options.pop("on_event", None)
+
+    def on_event(event: BenchEvent | LengthsCounted) -> None:
+        if isinstance(event, LengthsCounted):
+            say_lengths(err, event)
+        elif renderer is not None:
+            renderer(event)
+
+    return await bench_url(base_url, config, on_event=on_event, **options)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -258,8 +283,6 @@ def run(args: argparse.Namespace) -> int:
         sample = read_dataset(args, cap)
         config = with_traffic(config_from_args(args), args, sample, read_slo(args))
         shape_ask = read_shape(args)
-        if sample is not None:
-            err.print(f"dataset {describe_line(sample)}", highlight=False, markup=False, soft_wrap=True)
         if args.url:
             base_url = check_url(args.url)
             target = args.target or base_url

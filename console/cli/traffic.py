@@ -27,14 +27,15 @@ def add_dataset_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='benchmark with your own prompts: ShareGPT JSON (bench_serving\'s file), JSONL {"prompt", "output_len"?} '
         'or JSONL OpenAI chat {"messages", "max_tokens"?}; output lengths are the dataset\'s own (forced, as '
-        "bench_serving does), capped by --output-len when given",
+        "bench_serving does), capped by --output-len when given, counted in the model's tokens; or a Mooncake "
+        'trace (JSONL {"timestamp", "input_length", "output_length", "hash_ids"}), replayed on its own clock',
     )
     parser.add_argument(
         "--dataset-sample",
         type=int,
-        default=DEFAULT_DATASET_SAMPLE,
         metavar="N",
-        help=f"requests drawn from --dataset with --seed, the same for every run (default {DEFAULT_DATASET_SAMPLE})",
+        help=f"requests drawn from --dataset with --seed, the same for every run (default {DEFAULT_DATASET_SAMPLE}; "
+        "a trace: at most its first N, default all of its window)",
     )
     parser.add_argument(
         "--long-prompts",
@@ -42,6 +43,26 @@ def add_dataset_options(parser: argparse.ArgumentParser) -> None:
         default="skip",
         help="dataset prompts longer than the server's context length: left out and counted (skip, the default), "
         "or refused before anything is sent (error)",
+    )
+
+
+def add_trace_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace-speed",
+        metavar="X,Y",
+        help="a trace --dataset: replay it at these multiples of its own pace, one level each (default 1; 2: twice as "
+        "fast)",
+    )
+    parser.add_argument(
+        "--trace-window",
+        metavar="WINDOW",
+        help="a trace --dataset: replay this slice of it, e.g. 10m (its first 10 minutes) or 20m-30m (default all)",
+    )
+    parser.add_argument(
+        "--trace-prompts",
+        choices=["tokens", "bench-serving"],
+        help="a trace's prompts: tokens (default: its input lengths, hash_ids as shared 512-token blocks, token ids "
+        "on /generate) or bench-serving (the text bench_serving's mooncake mode builds, on the chat API)",
     )
 
 
@@ -123,23 +144,69 @@ def read_dataset(args: argparse.Namespace, output_len_cap: int | None) -> Datase
         return None
     from console.bench.datasets import DatasetError, sample_dataset
 
-    if args.dataset_sample < 1:
+    given = getattr(args, "dataset_sample", None)
+    if given is not None and given < 1:
         raise UsageError("--dataset-sample must be at least 1")
+    window = None
+    if getattr(args, "trace_window", None):
+        try:
+            window = parse_trace_window(args.trace_window)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     try:
         sample = sample_dataset(
             dataset_path(args),
-            size=args.dataset_sample,
+            size=given or DEFAULT_DATASET_SAMPLE,
             seed=args.seed,
             output_len_cap=output_len_cap,
             hash_large=False,  # a large file's sha256 is read beside the run (console.core.bench)
+            trace_window=window,
+            trace_limit=given,
         )
     except DatasetError as exc:
         raise UsageError(f"--dataset {exc}; nothing was sent") from None
+    _check_trace_options(args, sample)
+    if sample.is_trace:
+        if args.api == "chat" and getattr(args, "trace_prompts", None) != "bench-serving":
+            raise UsageError("a trace's token prompts go to the generate API: drop --api chat, or --trace-prompts "
+                             "bench-serving")  # fmt: skip
+        args.api = "chat" if getattr(args, "trace_prompts", None) == "bench-serving" else "generate"
+        return sample
     if args.api is None:
         args.api = "chat" if sample.format == "chat-jsonl" else "generate"
     elif args.api == "generate" and sample.format == "chat-jsonl":
         raise UsageError(f"--dataset {args.dataset} holds chat messages: they go to the chat API (drop --api generate)")
     return sample
+
+
+def parse_trace_window(text: str) -> tuple[float, float | None]:
+    """`10m` -> (0, 600): the trace's first 10 minutes; `20m-30m` -> (1200, 1800); `90s`, `1h`, bare seconds.
+    ValueError says what was expected."""
+    from console.sglang.traffic_shape import parse_window as seconds
+
+    start_text, dash, end_text = text.strip().partition("-")
+    try:
+        if not dash:
+            return 0.0, seconds(start_text)
+        start, end = seconds(start_text), seconds(end_text)
+    except ValueError:
+        raise ValueError(f"--trace-window takes LENGTH or START-END, e.g. 10m or 20m-30m (got {text!r})") from None
+    if end <= start:
+        raise ValueError(f"--trace-window {text}: the end must come after the start")
+    return start, end
+
+
+def _check_trace_options(args: argparse.Namespace, sample: DatasetSample) -> None:
+    """The trace options need a trace, and a trace needs its own clock (no request rates, no capacity search)."""
+    given = [o for o in ("trace_speed", "trace_window", "trace_prompts") if getattr(args, o, None)]
+    if given and not sample.is_trace:
+        names = ", ".join("--" + o.replace("_", "-") for o in given)
+        raise UsageError(f'{names}: only for a trace --dataset; {sample.file} is not one (it has no "timestamp")')
+    if sample.is_trace:
+        clash = [o for o, on in (("--request-rate", getattr(args, "request_rate", None)),
+                                 ("--find-capacity", getattr(args, "find_capacity", False))) if on]  # fmt: skip
+        if clash:
+            raise UsageError(f"a trace is replayed on its own clock (--trace-speed scales it): drop {', '.join(clash)}")
 
 
 def dataset_path(args: argparse.Namespace) -> Path:
@@ -170,11 +237,18 @@ def with_traffic(
 ) -> SweepConfig:
     """The sweep the other options made, with the dataset (its workload), the SLO and the capacity search."""
     workload = config.workload
+    speeds: list[float] = []
     if sample is not None:
-        workload = replace(workload, name="dataset", dataset=sample)
+        workload = replace(workload, name="dataset", dataset=sample, api=args.api or workload.api)
+        if sample.is_trace:
+            from console.core.bench import parse_float_list
+
+            workload = replace(workload, trace_prompts=getattr(args, "trace_prompts", None) or "tokens")
+            speeds = parse_float_list(getattr(args, "trace_speed", None) or "1", "--trace-speed")
     return replace(
         config,
         workload=workload,
+        trace_speeds=speeds,
         long_prompts=args.long_prompts,
         slo=slo.to_json() if slo is not None else None,
         find_capacity=bool(getattr(args, "find_capacity", False)),

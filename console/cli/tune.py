@@ -322,6 +322,8 @@ async def tune_main(verb: HostVerb) -> int:
     args = verb.args
     workspace = workspace_of(args).ensure()
     dataset = read_dataset(args, args.output_len)  # before connecting: a bad file changes nothing
+    if dataset is not None and dataset.is_trace:
+        raise UsageError(f"--dataset {dataset.file} is a trace: replay it with `bench --dataset` (tune sends a sample)")
     if dataset is not None:
         print(f"dataset {describe_line(dataset)}", file=verb.stderr)
     async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:

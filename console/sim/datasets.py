@@ -1,4 +1,4 @@
-"""Two made-up traffic datasets for the demo and the tests, generated here (no download): open chat and code.
+"""Made-up traffic for the demo and the tests, generated here (no download): open chat, code, and a production trace.
 
     write_datasets(Path("datasets"), count=200, seed=1)   # -> datasets/chat.json, datasets/code.jsonl
 
@@ -9,6 +9,10 @@
   classes whose properties, setters and checks follow one template, as generated and templated code does. The
   stand-in reads every prompt as code, and an EAGLE-style draft accepts more on it, as published (Kimi's EAGLE3
   chain of 2: 1.57 against 1.38 on the chat set).
+- `trace.jsonl` (`mooncake_trace`): a trace in Mooncake's published format (console.bench.traces): Poisson arrivals
+  (`timestamp` ms), each request a conversation of one of a few documents, its prompt the document's first blocks
+  (`hash_ids` shared with every request that read as far) and blocks of its own, `input_length` within its last block,
+  `output_length` its answer's.
 Deterministic for a seed. scripts/make_datasets.py writes them from the command line.
 """
 
@@ -163,3 +167,45 @@ def write_datasets(folder: Path, *, count: int = 200, seed: int = 1) -> tuple[Pa
     chat.write_text(json.dumps(chat_conversations(count, seed), indent=1) + "\n", encoding="utf-8")
     code.write_text("".join(json.dumps(r) + "\n" for r in code_prompts(count, seed)), encoding="utf-8")
     return chat, code
+
+
+def mooncake_trace(
+    count: int,
+    seed: int = 1,
+    *,
+    rate: float = 2.0,
+    documents: int = 4,
+    shared_blocks: tuple[int, int] = (1, 12),
+    own_blocks: tuple[int, int] = (0, 3),
+    output_len: tuple[int, int] = (16, 256),
+    block_tokens: int = 512,
+) -> list[dict[str, Any]]:
+    """Mooncake trace records (see the module's doc): `count` requests arriving at `rate` per second (Poisson), each
+    reading the first 1-12 blocks of one of `documents` documents (the first documents more often), then 0-3 blocks
+    of its own."""
+    rng = random.Random(f"trace:{seed}")
+    next_id = documents * 1000
+    out = []
+    at = 0.0
+    for _ in range(count):
+        document = min(int(rng.expovariate(1.0)), documents - 1)
+        shared = [document * 1000 + b for b in range(rng.randint(*shared_blocks))]
+        own = list(range(next_id, next_id + rng.randint(*own_blocks)))
+        next_id += len(own)
+        ids = shared + own
+        out.append(
+            {
+                "timestamp": int(at * 1000),
+                "input_length": block_tokens * (len(ids) - 1) + rng.randint(1, block_tokens),
+                "output_length": rng.randint(*output_len),
+                "hash_ids": ids,
+            }
+        )
+        at += rng.expovariate(rate)
+    return out
+
+
+def write_trace(path: Path, *, count: int = 200, seed: int = 1, rate: float = 2.0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in mooncake_trace(count, seed, rate=rate)), encoding="utf-8")
+    return path

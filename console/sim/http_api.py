@@ -21,7 +21,7 @@ from console.secrets import redact_argv
 from console.sim import shapes
 from console.sim.content import Task, classify_prompt
 from console.sim.server import Live, SimServer
-from console.sim.tokenizer import chat_prompt_text
+from console.sim.tokenizer import EOS_ID, UNK_ID, chat_prompt_text, pieces
 
 SECRET_DESTS = ("api_key", "admin_api_key")
 # Old routes 0.5.17 still serves, logging that they are deprecated (measured).
@@ -94,6 +94,11 @@ class Api:
             r.add_get("/get_load", self.get_load)
         if shapes.has_v1_loads(self.cfg.version):
             r.add_get("/v1/loads", self.v1_loads)
+        if shapes.has_tokenize(self.cfg.version):
+            for path in ("/tokenize", "/v1/tokenize"):
+                r.add_post(path, self.tokenize)
+            for path in ("/detokenize", "/v1/detokenize"):
+                r.add_post(path, self.detokenize)
         r.add_post("/generate", self.generate)
         r.add_post("/v1/chat/completions", self.chat)
         r.add_post("/v1/completions", self.completions)
@@ -324,6 +329,64 @@ class Api:
             raise BadParameter(f"max_new_tokens must be at least 0, got {count}.")  # 0.5.17's text (measured)
         return int(count)
 
+    async def _json_only(self, request: web.Request) -> dict[str, Any] | web.Response:
+        """SGLang's OpenAI-style routes first check the media type (validate_json_request), then parse the body."""
+        media = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            return _error(400, "Unsupported Media Type: Only 'application/json' is allowed", "Bad Request")
+        return await self._body(request)
+
+    async def tokenize(self, request: web.Request) -> web.StreamResponse:
+        """SGLang's /tokenize (serving_tokenize.py, 0.5.4 on): `prompt` a string or a list of strings (0.5.12 on:
+        or chat `messages`, the template applied), `add_special_tokens` (default true; the stand-in has none) ->
+        {"tokens", "count", "max_model_len"}, a list of each for a list of prompts."""
+        body = await self._json_only(request)
+        if isinstance(body, web.Response):
+            return body
+        prompt, messages = body.get("prompt"), body.get("messages")
+        if shapes.tokenize_takes_messages(self.cfg.version):
+            if (prompt is None) == (messages is None):
+                return _error(400, "Value error, Exactly one of 'prompt' or 'messages' must be provided.")
+        elif prompt is None:
+            return _error(400, "[{'type': 'missing', 'loc': ('body', 'prompt'), 'msg': 'Field required'}]")
+        tok = self.sim.tokenizer
+        max_len = self.cfg.context_length
+        if messages is not None:
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                return _error(400, "messages must be a list of chat messages.")
+            ids = tok.encode(chat_prompt_text(messages))
+            return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": max_len})
+        if isinstance(prompt, str):
+            ids = tok.encode(prompt)
+            return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": max_len})
+        if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+            lists = [tok.encode(p) for p in prompt]
+            return web.json_response({"tokens": lists, "count": [len(ids) for ids in lists], "max_model_len": max_len})
+        return _error(400, f"Invalid prompt type: {type(prompt)}. Expected str or List[str].")
+
+    async def detokenize(self, request: web.Request) -> web.StreamResponse:
+        """SGLang's /detokenize: `tokens` a list of ids or of id lists -> {"text"}, special tokens skipped unless
+        `skip_special_tokens` is false."""
+        body = await self._json_only(request)
+        if isinstance(body, web.Response):
+            return body
+        tokens = body.get("tokens")
+        skip = body.get("skip_special_tokens", True) is not False
+
+        def text(ids: list[Any]) -> str:
+            kept = [int(t) for t in ids if not (skip and t in (UNK_ID, EOS_ID))]
+            return self.sim.tokenizer.decode(kept)
+
+        if isinstance(tokens, list) and not tokens:
+            return web.json_response({"text": ""})
+        if isinstance(tokens, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            return web.json_response({"text": text(tokens)})
+        if isinstance(tokens, list) and all(isinstance(t, list) for t in tokens):
+            if not all(isinstance(t, int) for ids in tokens for t in ids):
+                return _error(400, "Invalid input: Sublist in 'tokens' must contain only integers.")
+            return web.json_response({"text": [text(ids) for ids in tokens]})
+        return _error(400, f"Invalid tokens type: {type(tokens)}. Expected List[int] or List[List[int]].")
+
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
         if isinstance(body, web.Response):
@@ -343,7 +406,7 @@ class Api:
             if not isinstance(text, str):
                 return _error(400, "Either text or input_ids should be provided.")
             prompt, task = self.sim.tokenizer.count(text), classify_prompt(text)
-            tokens = text.split()  # the stand-in's tokens are words
+            tokens = pieces(text)  # the stand-in's tokens as strings (console.sim.tokenizer)
         stream = bool(body.get("stream"))
         req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, task, tokens)
         rid = str(body.get("rid") or req.rid)
@@ -527,7 +590,7 @@ class Api:
             self.sim.tokenizer.count(text),
             chat=True,
             task=classify_prompt(text),
-            tokens=text.split(),
+            tokens=pieces(text),
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -539,9 +602,9 @@ class Api:
         if isinstance(p, list) and p and isinstance(p[0], int):
             prompt, task, tokens = len(p), IDS_TASK, p
         elif isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
-            prompt, task, tokens = self.sim.tokenizer.count(p[0]), classify_prompt(p[0]), p[0].split()
+            prompt, task, tokens = self.sim.tokenizer.count(p[0]), classify_prompt(p[0]), pieces(p[0])
         elif isinstance(p, str):
-            prompt, task, tokens = self.sim.tokenizer.count(p), classify_prompt(p), p.split()
+            prompt, task, tokens = self.sim.tokenizer.count(p), classify_prompt(p), pieces(p)
         else:
             return _error(400, "prompt must be a string or a list of token ids.")
         return await self._openai(request, body, prompt, chat=False, task=task, tokens=tokens)

@@ -45,6 +45,18 @@ def new_spec_names(version: str) -> bool:
     return at_least(version, "0.5.17")
 
 
+def has_tokenize(version: str) -> bool:
+    """/tokenize and /detokenize (and their /v1/ aliases): first served by 0.5.4 (not in 0.5.3's http_server.py; PR
+    sgl-project/sglang#9545), in every release since that this stand-in emulates (docs/traffic.md)."""
+    return at_least(version, "0.5.4")
+
+
+def tokenize_takes_messages(version: str) -> bool:
+    """/tokenize's `messages` (the chat template applied, then counted): 0.5.12 on; 0.5.6 and 0.5.9 take `prompt`
+    only."""
+    return at_least(version, "0.5.12")
+
+
 def detailed(version: str) -> bool:
     """Emulate what a real 0.5.17 server showed (more meta_info, /v1/loads, chunk and error keys, metrics, log
     lines, health timing, SIGTERM). For 0.5.17 up to the next supported release: 0.5.23 keeps the shapes read from

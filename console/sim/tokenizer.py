@@ -5,11 +5,19 @@ sequence of consonant+vowel syllables, so distinct id sequences give distinct te
 `decode(encode(text)) == text` for any text built from vocabulary words. The same vocabulary is
 written as a WordLevel `tokenizer.json`, so clients that load a tokenizer with transformers'
 AutoTokenizer (SGLang's bench_serving) count exactly the tokens the simulator counts.
+
+A text is split as Hugging Face's `Whitespace` pre-tokenizer splits it (`pieces`): runs of word characters, and
+runs of other non-space characters (punctuation) as tokens of their own. That is how the tiny Llama's WordLevel
+tokenizer on the H200 counts (scripts/real_sglang/build_tiny.py), so on prose a token is not a whitespace word: the
+repo's open-chat set has about 15 % more tokens than words, as real tokenizers have more tokens than words. A
+client that counts words is then visibly off on the stand-in too (docs/traffic.md). No special token is added
+(the tiny Llama adds a BOS; a real server's count includes it): the stand-in's prompts count what they say.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +31,15 @@ FIRST_WORD_ID = 2
 VOCAB_SIZE = 32000
 
 _CONSONANTS = "bdfgklmnprstvz"
+# Hugging Face tokenizers' `Whitespace` pre-tokenizer: \w+|[^\w\s]+ (tokenizers/src/pre_tokenizers/whitespace.rs).
+_PIECES = re.compile(r"\w+|[^\w\s]+")
+
+
+def pieces(text: str) -> list[str]:
+    """The text's tokens as strings: word runs and punctuation runs, as the `Whitespace` pre-tokenizer splits."""
+    return _PIECES.findall(text)
+
+
 _VOWELS = "aeiou"
 
 
@@ -52,7 +69,8 @@ def _index() -> dict[str, int]:
 
 
 class SimTokenizer:
-    """Whitespace word-level tokenizer over `vocabulary()`; unknown words map to <unk>."""
+    """Word-level tokenizer over `vocabulary()` (`pieces` of the text: words and punctuation runs); unknown pieces
+    map to <unk>."""
 
     vocab_size = VOCAB_SIZE
     eos_token_id = EOS_ID
@@ -63,10 +81,10 @@ class SimTokenizer:
 
     def encode(self, text: str) -> list[int]:
         ids = self._ids
-        return [ids.get(word, UNK_ID) for word in text.split()]
+        return [ids.get(piece, UNK_ID) for piece in pieces(text)]
 
     def count(self, text: str) -> int:
-        return len(text.split())
+        return len(pieces(text))
 
     def decode(self, ids: Iterable[int]) -> str:
         vocab = self._vocab
@@ -108,7 +126,7 @@ def hf_tokenizer_json() -> dict[str, Any]:
             for i, tok in ((UNK_ID, UNK_TOKEN), (EOS_ID, EOS_TOKEN))
         ],
         "normalizer": None,
-        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "pre_tokenizer": {"type": "Whitespace"},
         "post_processor": None,
         "decoder": None,
         "model": {"type": "WordLevel", "vocab": {tok: i for i, tok in enumerate(vocab)}, "unk_token": UNK_TOKEN},

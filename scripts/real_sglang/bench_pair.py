@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-KEYS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms", "median_ttft_ms", "median_itl_ms", "completed", "total_output_tokens")
+KEYS = ("output_throughput", "mean_tpot_ms", "mean_ttft_ms", "median_ttft_ms", "median_itl_ms", "completed", "total_output_tokens",
+        "length_unit")
 
 
 def ours(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -45,7 +46,8 @@ def ours(args: argparse.Namespace, label: str) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"opsconsole bench failed ({done.returncode}): {done.stderr[-2000:]}")
     record = json.loads(done.stdout)[0]
-    return {"wall_s": round(time.monotonic() - started, 2), **{k: record.get(k) for k in KEYS}}
+    said = [line for line in done.stderr.splitlines() if line.startswith(("dataset ", "lengths in "))]
+    return {"wall_s": round(time.monotonic() - started, 2), "said": said, **{k: record.get(k) for k in KEYS}}
 
 
 def theirs(args: argparse.Namespace, serving: Any, out_file: Path) -> dict[str, Any]:

@@ -9,6 +9,9 @@
 #                                                          #   then copy what it has so far to $OUT; again until DONE
 # Issue 23 (one server, no speculation; traffic_session.py):
 #   bash scripts/real_sglang/run.sh traffic .sgc2 .sgc3    # last parts, install, tiny models, the pair and the shape
+# Issue 38 (lengths in the model's tokens; traffic_session.py's `tokens` part: bench_serving's sharegpt mode beside
+# `bench --dataset`, the same requests, output tokens within 1 %, tok/s within 3 %; $OUT/tokens.json):
+#   bash scripts/real_sglang/run.sh tokens .sgc2 .sgc3     # last parts, install, tiny models, the proof (~6 min)
 #   (env: DRAFT=sa-p90 WORKLOADS=random,chat DURATION=2 BUDGET_S=1500 PHASES=... pass through to tune_session.py)
 # Issue 37 (predict from one benchmark at steps 3, then restarts; predict_session.py, detached like tune):
 #   bash scripts/real_sglang/run.sh predict .sgc2 .sgc3    # then `run.sh wait`; tune.tgz holds predict.json, bench-*
@@ -106,15 +109,17 @@ tune)
   export PYTHONPATH=$SG
   prep; launch; wait_session
   ;;
-traffic)  # issue 23: bench --dataset next to bench_serving's sharegpt mode, and --shape-from-server (traffic_session.py)
-  shift; stage "$@"
+traffic|tokens)  # issue 23: bench --dataset next to bench_serving's sharegpt mode, and --shape-from-server;
+                # issue 38 (tokens): that pair with the lengths in the model's tokens, and its verdicts (traffic_session.py)
+  mode=$1; shift; stage "$@"
   install || exit 1
   export PYTHONPATH=$SG
   if [ ! -f $M/tiny-llama/config.json ]; then
     t=$SECONDS; $PY scripts/real_sglang/build_tiny.py $M > "$OUT/build_tiny.log" 2>&1; log "tiny models rc=$? in $((SECONDS - t)) s"
   fi
-  $PY scripts/real_sglang/traffic_session.py $O/tr --models $M ${ROUNDS:+--rounds $ROUNDS} 2>&1 | tee -a "$OUT/driver.log"
-  cp $O/tr/summary.json $O/tr/pair.json $O/tr/pair.log "$OUT/" 2>/dev/null
+  only=""; [ "$mode" = tokens ] && only="--only tokens --rounds ${ROUNDS:-4}"
+  $PY scripts/real_sglang/traffic_session.py $O/tr --models $M ${ROUNDS:+--rounds $ROUNDS} $only 2>&1 | tee -a "$OUT/driver.log"
+  cp $O/tr/summary.json $O/tr/pair.json $O/tr/pair.log $O/tr/tokens.json "$OUT/" 2>/dev/null
   tail -c 200000 $O/tr/server.log > "$OUT/server-tail.log" 2>/dev/null; ls -la "$OUT"
   ;;
 predict)  # issue 37: one benchmark at steps 3 predicts steps 2 and 1, then restarts measure them (predict_session.py)
@@ -126,5 +131,5 @@ predict)  # issue 37: one benchmark at steps 3 predicts steps 2 and 1, then rest
   prep; SESSION=predict_session.py launch; wait_session
   ;;
 wait) wait_session ;;
-*) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait" >&2; exit 2 ;;
+*) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait | traffic [DIR...] | tokens [DIR...]" >&2; exit 2 ;;
 esac

@@ -9,7 +9,12 @@ tune_session.py) and stops it at the end; with --url (a stand-in here, to check 
 
 1. pair: bench_pair.py --sharegpt on an open-chat ShareGPT file made by console.sim.datasets (no download): the
    two clients alternate round by round (ABBA) on the same seeded sample; OUTDIR/pair.json.
-2. shape: the load of tests/bench/test_shape_from_server.py (prompts 100..2000 tokens, half from one shared
+2. tokens (issue 38; `run.sh tokens` runs this part alone): the same as pair with the lengths in the model's tokens
+   (`bench --dataset` now counts them with the server's /tokenize) and the issue's verdicts: the same requests (our
+   sample, counted by the server's /tokenize, against bench_serving's own sample_sharegpt_requests with the tiny
+   Llama's tokenizer, prompt by prompt), total output tokens within 1 % and output tok/s within 3 % (the median of
+   the rounds' ratios; each round ABBA); OUTDIR/tokens.json (the figures and `verdicts`), printed.
+3. shape: the load of tests/bench/test_shape_from_server.py (prompts 100..2000 tokens, half from one shared
    sequence, outputs 100..500, closed loop) runs while `bench --shape-from-server WINDOW` watches /metrics; what the
    server finished inside the window (noted per request) against the shape's rate, p50/p95 and cache hit share;
    OUTDIR/shape.json.
@@ -89,6 +94,71 @@ def pair(url: str, models: Path, out: Path, ws: Path, rounds: int, requests: int
     return json.loads((out / "pair.json").read_text())
 
 
+def same_requests(url: str, models: Path, chat: Path, requests: int) -> dict[str, Any]:
+    """Our sample in the model's tokens (the server's /tokenize, as `bench --dataset` counts) against bench_serving's
+    own sharegpt sampler with the model's tokenizer: the same prompts in the same order with the same lengths?"""
+    import asyncio
+    import random
+
+    from console.bench.datasets import sample_dataset
+    from console.bench.engine import SweepConfig
+    from console.bench.workloads import WorkloadSpec
+    from console.core.bench.tokens import count_lengths
+
+    words = sample_dataset(chat, size=requests, seed=1)
+    said: list[Any] = []
+    config = asyncio.run(count_lengths(SweepConfig(WorkloadSpec(name="dataset", dataset=words)), url,
+                                       on_event=said.append))  # fmt: skip
+    ours_rows = [(r.prompt, r.prompt_len, r.output_len) for r in config.workload.dataset.requests]  # type: ignore[union-attr]
+    from sglang.benchmark.datasets.sharegpt import sample_sharegpt_requests
+    from transformers import AutoTokenizer
+
+    random.seed(1)  # as bench_serving's run_benchmark seeds it before sampling
+    rows = sample_sharegpt_requests(str(chat), requests, AutoTokenizer.from_pretrained(str(models / "tiny-llama")))
+    theirs_rows = [(r.prompt, r.prompt_len, r.output_len) for r in rows]
+    differ = [i for i, (a, b) in enumerate(zip(ours_rows, theirs_rows)) if a != b]
+    return {
+        "counted_by": said[0].counter if said else None,
+        "requests": [len(ours_rows), len(theirs_rows)],
+        "same_prompts": [r[0] for r in ours_rows] == [r[0] for r in theirs_rows],
+        "same_lengths": not differ and len(ours_rows) == len(theirs_rows),
+        "first_differences": [{"i": i, "ours": ours_rows[i][1:], "theirs": theirs_rows[i][1:]} for i in differ[:5]],
+        "output_tokens": [sum(r[2] or 0 for r in ours_rows), sum(r[2] for r in theirs_rows)],
+        "output_words": sum(r.output_len or 0 for r in words.requests),
+    }
+
+
+def tokens(url: str, models: Path, out: Path, ws: Path, rounds: int, requests: int) -> dict[str, Any]:
+    """Issue 38's proof (see the module's doc): the verdicts and the figures behind them."""
+    from console.sim.datasets import write_datasets
+
+    chat = next(p for p in write_datasets(out / "datasets", count=max(400, requests * 2), seed=1) if p.suffix == ".json")
+    result: dict[str, Any] = {"sample": same_requests(url, models, chat, requests)}
+    result["pair"] = pair(url, models, out, ws, rounds, requests)
+    counted = [r for r in result["pair"].get("rounds", []) if r.get("counted")]
+    if counted:
+        ours_tokens = [r["ours"]["total_output_tokens"] for r in counted]
+        theirs_tokens = [r["theirs"]["total_output_tokens"] for r in counted]
+        tokens_off = max(abs(a / b - 1) for a, b in zip(ours_tokens, theirs_tokens))
+        ratio = statistics.median(r["ratio"] for r in counted)
+        result["figures"] = {
+            "total_output_tokens_ours": ours_tokens, "total_output_tokens_theirs": theirs_tokens,
+            "worst_output_tokens_gap_pct": round(tokens_off * 100, 2),
+            "output_tok_s_ratio_median": round(ratio, 4), "output_tok_s_ratios": [round(r["ratio"], 4) for r in counted],
+            "length_unit": counted[0]["ours"].get("length_unit"), "said": counted[0]["ours"].get("said"),
+        }  # fmt: skip
+        sample = result["sample"]
+        result["verdicts"] = {
+            "same_requests": bool(sample["same_prompts"] and sample["same_lengths"]),
+            "output_tokens_within_1pct": tokens_off <= 0.01,
+            "output_tok_s_within_3pct": abs(ratio - 1) <= 0.03,
+            "lengths_in_tokens": result["figures"]["length_unit"] == "tokens",
+        }
+    (out / "tokens.json").write_text(json.dumps(result, indent=1))
+    log(f"tokens: {json.dumps(result.get('verdicts'))} {json.dumps(result.get('figures', {}))}")
+    return result
+
+
 def quantile(values: list[int], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
@@ -143,7 +213,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--window", default="20s")
-    p.add_argument("--skip", default="", help="comma-separated parts to leave out: pair,shape")
+    p.add_argument("--skip", default="", help="comma-separated parts to leave out: pair,tokens,shape")
+    p.add_argument("--only", default="", help="comma-separated parts to run (default all): pair,tokens,shape")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -156,13 +227,15 @@ def main() -> int:
             server, url = launch(args.models, args.out)
         summary["healthy_after_s"] = round(wait_healthy(url, server), 1)
         log(f"server healthy after {summary['healthy_after_s']} s")
-        for part in ("pair", "shape"):
-            if part in args.skip.split(","):
+        for part in ("pair", "tokens", "shape"):
+            if part in args.skip.split(",") or (args.only and part not in args.only.split(",")):
                 continue
             began = time.monotonic()
             try:
                 if part == "pair":
                     summary[part] = pair(url, args.models, args.out, ws, args.rounds, args.requests)
+                elif part == "tokens":
+                    summary[part] = tokens(url, args.models, args.out, ws, args.rounds, args.requests)
                 else:
                     summary[part] = shape(url, ws, args.window)
             except Exception as exc:  # one part failing leaves the other its chance
@@ -178,9 +251,11 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, 9)
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    shown = {k: v for k, v in summary.items() if k != "pair"}
+    shown = {k: v for k, v in summary.items() if k not in ("pair", "tokens")}
     if isinstance(summary.get("pair"), dict):
         shown["pair"] = {k: v for k, v in summary["pair"].items() if k != "rounds"}
+    if isinstance(summary.get("tokens"), dict):
+        shown["tokens"] = {k: v for k, v in summary["tokens"].items() if k != "pair"}
     print(json.dumps(shown, indent=1), flush=True)
     return 0
 

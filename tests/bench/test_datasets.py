@@ -335,3 +335,69 @@ def test_dataset_request_bodies_for_both_apis(tmp_path: Path) -> None:
         build_requests(WorkloadSpec(name="dataset", api="generate", dataset=chat_sample), 1)
     with pytest.raises(ValueError, match="no requests"):
         build_requests(WorkloadSpec(name="dataset", dataset=sample.within_context(1)), 1)
+
+
+# --- lengths in the model's tokens (a LengthCounter; console.core.bench.tokens makes the real ones) -------------
+
+
+class Pieces:
+    """A tokenizer as the H200's tiny Llama counts: a BOS, then words and punctuation runs apart."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, texts: Any) -> list[int]:
+        import re
+
+        self.calls.append(len(texts))
+        return [1 + len(re.findall(r"\w+|[^\w\s]+", t)) for t in texts]
+
+
+def test_sharegpt_in_tokens_filters_and_sets_lengths_as_bench_serving_s_tokenizer_does(tmp_path: Path) -> None:
+    rows = sharegpt(40)
+    rows[5]["conversations"][1]["value"] = "Sure!"  # 1 word, 3 tokens: too short in words, kept in tokens
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(rows))
+    counter = Pieces()
+    tokens = sample_dataset(path, size=40, seed=1, count=counter)
+    words = sample_dataset(path, size=40, seed=1)
+    assert len(tokens.requests) == 40 and len(words.requests) == 39
+    assert tokens.length_unit == "tokens" and words.length_unit == "words"
+    for r in tokens.requests:
+        assert (r.prompt_len, r.output_len) == tuple(Pieces()([r.prompt, _answer(rows, r.prompt)]))
+    assert sum(counter.calls) == 2 * 40  # every record measured once, prompt and answer in one call
+    assert "p99" in describe_line(tokens) and " tokens, output" in describe_line(tokens)
+
+
+def _answer(rows: list[dict[str, Any]], prompt: str) -> str:
+    return next(r["conversations"][1]["value"] for r in rows if r["conversations"][0]["value"] == prompt)
+
+
+def test_tokens_measure_only_the_records_taken_in_batches(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(sharegpt(400)))
+    counter = Pieces()
+    sample = sample_dataset(path, size=16, seed=3, count=counter)
+    assert len(sample.requests) == 16
+    assert counter.calls == [2 * (16 + 16 // 8 + 8)]  # one batch: the 16 wanted and an eighth more, prompt and answer
+    assert [r.prompt for r in sample.requests] == [r.prompt for r in sample_dataset(path, size=16, seed=3).requests]
+
+
+def test_a_large_sharegpt_file_in_tokens_reads_only_the_records_it_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(sharegpt(300)))
+    small = sample_dataset(path, size=50, seed=2, count=Pieces())
+    monkeypatch.setattr(datasets, "WHOLE_FILE_BYTES", 1000)  # parsed twice, the second time keeping 66 records
+    large = sample_dataset(path, size=50, seed=2, count=Pieces())
+    assert large.requests == small.requests and large.sha256 == small.sha256
+
+
+def test_jsonl_prompts_are_counted_in_tokens_and_keep_their_own_output_lengths(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "Hello, world!", "output_len": 7}, {"prompt": "a b c"}])
+    sample = sample_dataset(path, size=10, seed=1, count=Pieces())
+    assert [(r.prompt_len, r.output_len) for r in sample.requests] == [(5, 7), (4, None)]
+    assert sample.describe()["length_unit"] == "tokens" and sample.describe()["lengths_in"] == "tokens"
+    chat = write_jsonl(tmp_path / "c.jsonl", [{"messages": [{"role": "user", "content": "Hi, there."}]}])
+    assert sample_dataset(chat, size=1, seed=1, count=Pieces()).requests[0].prompt_len == 1 + 5  # role + 4 pieces

@@ -23,6 +23,8 @@ from console.bench.remote import HostSweep
 from console.bench.slo import CapacitySearch
 from console.bench.workloads import WorkloadSpec
 from console.sglang.client import parse_metrics
+from console.sim.datasets import chat_conversations
+from console.sim.tokenizer import SimTokenizer
 from tests.bench.conftest import ScheduleServer
 from tests.support.cli_run import run_cli
 from tests.support.localproc import local_process
@@ -163,3 +165,71 @@ def test_find_capacity_searches_request_rates_until_it_brackets_the_slo(tiny: Si
     assert cap["level"] == f"rate={max(met):g}"
     if search.bracketed:
         assert cap["gap_pct"] <= 10.0, cap
+
+
+def test_lengths_are_the_server_s_tokens_kept_for_the_next_run_or_words_said_as_such(
+    schedule_server: Callable[..., ScheduleServer], tmp_path: Path
+) -> None:
+    path = tmp_path / "chat.json"
+    rows = chat_conversations(30, seed=6)
+    path.write_text(json.dumps(rows))
+    common = ("--dataset", str(path), "--dataset-sample", "6", "--concurrency", "2", "--json", "--warmup", "0")
+    answers = {r["conversations"][0]["value"]: r["conversations"][1]["value"] for r in rows}
+    with running_sim(FAST) as sim:
+        first = bench_cli(tmp_path / "ws", "--url", sim.url, *common)
+        assert first.returncode == 0, first.stderr
+        assert "lengths in tokens: the server's /tokenize\n" in first.stderr and " tokens, output p50" in first.stderr
+        (record,) = json.loads(first.stdout)
+        assert record["length_unit"] == record["workload"]["dataset"]["length_unit"] == "tokens"
+        sample = sample_dataset(path, size=6, seed=1)
+        expected = sum(SimTokenizer().count(answers[r.prompt]) for r in sample.requests)
+        assert record["total_output_tokens"] == expected != sum(r.output_len or 0 for r in sample.requests)
+        second = bench_cli(tmp_path / "ws", "--url", sim.url, *common)
+        assert "lengths in tokens: the server's /tokenize (read back from the workspace's cache)" in second.stderr
+        assert json.loads(second.stdout)[0]["total_output_tokens"] == expected
+    server = schedule_server()
+    words = bench_cli(tmp_path / "ws", "--url", server.url, *common)
+    assert words.returncode == 0, words.stderr
+    said = " ".join(words.stderr.split())
+    assert "lengths in words: words (the server has no /tokenize (SGLang before 0.5.4))" in said
+    (record,) = json.loads(words.stdout)
+    assert record["length_unit"] == "words" and record["workload"]["dataset"]["length_counter"].startswith("words (")
+
+
+async def test_a_server_without_tokenize_hands_over_to_the_tokenizer_on_the_host(
+    schedule_server: Callable[..., ScheduleServer], tmp_path: Path
+) -> None:
+    from console.bench.engine import SweepConfig as Sweep
+    from console.core.bench.tokens import HostTokenizer, LengthsCounted, count_lengths
+    from console.host.local import LocalTransport
+    from console.sim.tokenizer import write_model_dir
+
+    path = tmp_path / "chat.json"
+    rows = chat_conversations(20, seed=8)
+    path.write_text(json.dumps(rows))
+    folder = write_model_dir(
+        tmp_path / "tiny", architecture="LlamaForCausalLM", context_length=4096, served_model_name="t"
+    )
+    unit = f"[Service]\nExecStart={sys.executable} -m sglang.launch_server --model-path {folder} --port 30000\n"
+    words = sample_dataset(path, size=8, seed=1)
+    said: list[LengthsCounted] = []
+    transport = LocalTransport()
+    try:
+        config = await count_lengths(
+            Sweep(WorkloadSpec(name="dataset", dataset=words)),
+            schedule_server().url,  # no /tokenize: SGLang before 0.5.4 answers 404 there too
+            host=HostTokenizer(transport, unit),
+            on_event=said.append,
+        )
+    finally:
+        await transport.close()
+    assert (
+        said[0].unit == "tokens"
+        and said[0].counter == f"the tokenizer at {folder} on the host ({Path(sys.executable).name})"
+    )
+    answers = {r["conversations"][0]["value"]: r["conversations"][1]["value"] for r in rows}
+    counted = config.workload.dataset
+    assert counted is not None and counted.describe()["length_unit"] == "tokens"
+    assert [r.output_len for r in counted.requests] == [
+        SimTokenizer().count(answers[r.prompt]) for r in counted.requests
+    ]

@@ -34,3 +34,17 @@ def test_the_capacity_search_summary_comes_back_with_the_sweep() -> None:
     sweep = SweepResult(ServerInfo(context_length=4096), [], [], None, None, summary)
     back = sweep_from_parts(json.loads(json.dumps(sweep_summary_to_json(sweep))), None, [])
     assert back.capacity == summary and back.server.context_length == 4096
+
+
+def test_a_trace_and_its_speeds_cross_the_wire_unchanged(tmp_path: Path) -> None:
+    from console.bench.events import Level, LevelStarted
+    from console.bench.wire import event_from_json, event_to_json
+    from console.sim.datasets import write_trace
+
+    sample = sample_dataset(write_trace(tmp_path / "trace.jsonl", count=12), size=10**9, trace_window=(0.0, 4.0))
+    config = SweepConfig(WorkloadSpec(name="dataset", dataset=sample), trace_speeds=[1.0, 2.5], warmup=0)
+    back = config_from_json(json.loads(json.dumps(config_to_json(config))))
+    assert back == config and back.levels() == [Level(trace_speed=1.0), Level(trace_speed=2.5)]
+    assert [r.body for r in build_requests(back.workload, 5)] == [r.body for r in build_requests(config.workload, 5)]
+    started = LevelStarted(Level(trace_speed=2.5), 0, 12, None)
+    assert event_from_json(json.loads(json.dumps(event_to_json(started)))) == started

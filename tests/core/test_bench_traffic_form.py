@@ -21,7 +21,7 @@ from console.core.bench import (
     save_form,
     slo_text,
 )
-from console.sim.datasets import write_datasets
+from console.sim.datasets import write_datasets, write_trace
 from console.tui.presenters.bench_live import LiveBench
 from console.tui.screens.bench import running_mark, slo_summary
 
@@ -33,6 +33,7 @@ def datasets(tmp_path: Path) -> Path:
     (folder / "notes.txt").write_text("not a dataset")
     chat = [json.dumps({"messages": [{"role": "user", "content": f"help me with item {n} please"}]}) for n in range(12)]
     (folder / "support.jsonl").write_text("\n".join(chat) + "\n")
+    write_trace(folder / "trace.jsonl", count=30)
     return folder
 
 
@@ -43,7 +44,7 @@ def problems_of(form: BenchForm, **kwargs: object) -> dict[str, str]:
 
 
 def test_the_picker_lists_the_json_and_jsonl_files_of_datasets(datasets: Path, tmp_path: Path) -> None:
-    assert dataset_files(datasets) == ["chat.json", "code.jsonl", "support.jsonl"]
+    assert dataset_files(datasets) == ["chat.json", "code.jsonl", "support.jsonl", "trace.jsonl"]
     assert dataset_files(tmp_path / "nowhere") == []
 
 
@@ -154,3 +155,15 @@ def test_a_capacity_search_gets_a_row_per_searched_rate_and_the_profiles_slo_fro
     cap = live.capacity("cap")
     assert cap is not None and (cap.level, cap.first_miss) == ("rate=2.828/s", "rate=4/s")
     assert "capacity at the SLO (searched): rate=2.828/s" in slo_summary(live).plain
+
+
+def test_a_trace_picked_as_the_dataset_is_replayed_on_its_own_clock(datasets: Path) -> None:
+    form = BenchForm(label="t", workload="dataset", dataset="trace.jsonl", concurrency="1,8")
+    (sweep,) = plan_sweeps(form, datasets=datasets)
+    config = sweep.config
+    assert config.workload.dataset is not None and config.workload.dataset.is_trace
+    assert [level.label for level in config.levels()] == ["trace ×1"]
+    assert len(config.workload.dataset.requests) == 30  # the whole trace, not the form's sample size
+    form = BenchForm(label="t", workload="dataset", dataset="trace.jsonl", request_rate="2", find_capacity="yes")
+    found = problems_of(form, datasets=datasets)
+    assert "own clock" in found["request_rate"] and "own clock" in found["find_capacity"]

@@ -4,6 +4,7 @@ and comparisons written out.
     host.py     bench_host / run_bench: a sweep on an open host session (its forward, GPUs, unit) or on a URL
     queue.py    the console's benchmark form (kept in the workspace), the sweeps it makes, the queue that runs them
     export.py   a comparison of runs written out as Markdown and JSON
+    tokens.py   a dataset's lengths in the model's tokens (the server's /tokenize, the host's tokenizer files, words)
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
@@ -34,6 +35,7 @@ from console.core.bench.queue import (
     save_form,
     slo_text,
 )
+from console.core.bench.tokens import LengthsCounted
 
 __all__ = [
     "API_KEY_ENV",
@@ -41,6 +43,7 @@ __all__ = [
     "WORKLOAD_CHOICES",
     "BenchForm",
     "FormErrors",
+    "LengthsCounted",
     "PlannedSweep",
     "SweepQueued",
     "bench_host",

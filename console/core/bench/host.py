@@ -25,6 +25,7 @@ from console.bench.events import ClientPlaced
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep, unit_hash
 from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
 from console.bench.telemetry import GpuSampler
+from console.core.bench.tokens import HostTokenizer, count_lengths
 from console.errors import UsageError
 from console.host.base import HostError
 from console.sglang.specmode import SpecMode, server_answered, spec_mode
@@ -247,6 +248,7 @@ async def bench_url(
     GPUs are sampled (gpu_command: nvidia-smi or a stand-in), when one probe finds any; elsewhere, or without
     GPUs, the records carry no telemetry. A loopback URL that is an SSH tunnel to another host would be
     credited with this machine's GPUs; on a console without GPUs the probe finds none."""
+    config = await count_lengths(config, base_url, api_key=api_key, workspace=workspace, on_event=on_event)
     if not is_loopback_url(base_url):
         return await run_bench(
             base_url, config, label=label, target=target, workspace=workspace, on_event=on_event, api_key=api_key
@@ -299,6 +301,16 @@ async def bench_host(
     except Exception:
         unit_text = None  # provenance is best effort; the benchmark does not need the unit
     hashed = unit_hash(unit_text) if unit_text is not None else None
+    if config.workload.dataset is not None:  # its lengths in the model's tokens, before anything is sent
+        tokenizer = HostTokenizer(session.host.transport, unit_text) if unit_text is not None else None
+        config = await count_lengths(
+            config,
+            await session.sglang_url(),
+            api_key=await session.api_key(),
+            workspace=session.workspace,
+            host=tokenizer,
+            on_event=on_event,
+        )
     try:
         round_trip = await session.measure_round_trip(samples=3)
     except HostError:

@@ -11,7 +11,9 @@ The operator's own traffic (issue 23): the workload `dataset` sends a file of th
 dataset_files(); sampled with the form's sample size and seed, as `bench --dataset` does: the file is read when the
 form is started, and what is wrong with it is said beside the dataset field, nothing sent), the SLO field holds each
 level to a latency SLO (goodput and a verdict per level; empty: the profile's [slo], if any) and find capacity
-searches the request rate at which the SLO stops being met instead of running the levels.
+searches the request rate at which the SLO stops being met instead of running the levels. A Mooncake-format trace
+picked as the dataset is replayed whole on its own clock (one level, at its own pace; `bench --dataset` has the speed
+and window options), so it refuses request rates and find capacity beside their fields.
 
 The production shape (`bench --shape-from-server WINDOW --rate-scale X,Y`): a shape window watches the server's own
 /metrics that long when the sweep starts, then runs requests drawn from that traffic at its rate times each rate
@@ -311,6 +313,11 @@ def plan_sweeps(form: BenchForm, *, datasets: Path | None = None, profile_slo: b
         problems["slo"] = f"find capacity holds each rate to an SLO: give one, e.g. {EXAMPLE} (or [slo] in the profile)"
     cap = numbers.get("output_len") if on_dataset else None
     sample = _dataset(form, datasets, cap, problems)
+    if sample is not None and sample.is_trace:  # a trace sets its own arrivals (console.bench.traces)
+        if find_capacity:
+            problems["find_capacity"] = "a trace is replayed on its own clock: set find capacity to no"
+        if rates:
+            problems["request_rate"] = "a trace is replayed on its own clock: clear the request rates"
     shape = _shape(form, problems)
     if problems:
         raise FormErrors(problems)
@@ -342,6 +349,8 @@ def plan_sweeps(form: BenchForm, *, datasets: Path | None = None, profile_slo: b
             long_prompts=FORM_FIXED["long_prompts"],
             slo=slo.to_json() if slo is not None else None,
             find_capacity=find_capacity,
+            # a trace (console.bench.traces) is replayed whole on its own clock: its one level, at its own pace
+            trace_speeds=[1.0] if sample is not None and sample.is_trace else [],
         )
         found = config.problems()
         if found:

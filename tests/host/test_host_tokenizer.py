@@ -1,0 +1,71 @@
+"""The host's tokenizer files as a token counter (console.core.bench.tokens.host_counter), over a real sshd: the
+unit's own Python reads the tokenizer folder at the unit's --model-path and counts a batch of texts in one round
+trip; a folder without a tokenizer, or a unit that names no model, says why (the caller falls back to words)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.core.bench.tokens import HostTokenizer, TokenizerUnavailable, host_counter
+from console.host.linkmeter import SHELL
+from console.host.ssh import SshTransport
+from console.host.targets import Target
+from console.sim.datasets import chat_conversations
+from console.sim.tokenizer import SimTokenizer, write_model_dir
+from tests.host.sshd_lab import ClientSide
+
+
+def _transport(client: ClientSide) -> SshTransport:
+    return SshTransport(Target(label="lab", transport="ssh", ssh_host="lab", ssh_config=(str(client.config),)))
+
+
+@pytest.fixture
+def model_dir() -> Iterator[Path]:
+    """The stand-in's tokenizer folder where the sshd's test user can read it."""
+    with tempfile.TemporaryDirectory(prefix="opsct-tok-") as tmp:
+        os.chmod(tmp, 0o755)
+        folder = write_model_dir(
+            Path(tmp) / "tiny", architecture="LlamaForCausalLM", context_length=4096, served_model_name="tiny"
+        )
+        for path in (folder, *folder.iterdir()):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        yield folder
+
+
+def unit(model: Path | str) -> str:
+    return f"[Service]\nExecStart={sys.executable} -m sglang.launch_server --model-path {model} --port 30000\n"
+
+
+async def test_the_unit_s_python_counts_a_batch_in_one_round_trip(client: ClientSide, model_dir: Path) -> None:
+    transport = _transport(client)
+    try:
+        count, name, model = host_counter(HostTokenizer(transport, unit(model_dir)))
+        texts = [turn["value"] for row in chat_conversations(40, seed=3) for turn in row["conversations"]]
+        await transport.run(["true"])  # the connection and its command shell are up
+        before = transport.meter.reading()
+        counts = await count(texts)
+        cost = transport.meter.reading() - before
+        assert counts == [SimTokenizer().count(t) for t in texts]
+        assert counts != [len(t.split()) for t in texts]  # punctuation apart: not words
+        assert cost.depth == 1 and cost.counts == {SHELL: 1}
+        assert str(model_dir) in name and model == str(model_dir)
+    finally:
+        await transport.close()
+
+
+async def test_a_model_path_without_a_tokenizer_says_why(client: ClientSide) -> None:
+    transport = _transport(client)
+    try:
+        count, _name, _model = host_counter(HostTokenizer(transport, unit("/nonexistent/model")))
+        with pytest.raises(TokenizerUnavailable, match="could not read the tokenizer at /nonexistent/model"):
+            await count(["a b"])
+        with pytest.raises(TokenizerUnavailable, match="names no --model-path"):
+            host_counter(HostTokenizer(transport, "[Service]\nExecStart=/usr/bin/python3 -m http.server\n"))
+    finally:
+        await transport.close()
