@@ -166,3 +166,9 @@ class ConnectionDropped(HostError):
 
     Whether the command took effect on the host is unknown; streams catch this and resume.
     """
+
+
+class HostNotAnswering(ConnectionDropped):
+    """Nothing came back from the host within the bound while waiting to start a command or stream: the connection,
+    a channel, a command shell, a free channel slot. The command was not started; the message says what was waited
+    for, how long, and what to do. A ConnectionDropped, so that what retries across a reconnect retries this too."""

@@ -11,6 +11,8 @@ ways (a slow reader pauses the other side). For the round-trip count (console.ho
 opened is one exchange, and so is each request on a connection: bytes going out while nothing is awaited begin
 one, the first bytes coming back end it (an HTTP/1.1 request and its answer, or the start of a streamed one).
 One channel is kept open ahead of need (a spare), so that a new local connection does not wait for its channel.
+A channel that the host does not open within `open_wait_s` is given up (the local client sees its socket close; the
+spare is tried again with the next connection) and closed if it opens later.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from collections.abc import Awaitable, Callable
 
 import asyncssh
 
+from console.host.bounded import opened_by
 from console.host.linkmeter import CHANNEL_OPEN, HTTP, Exchange, LinkMeter
+
+OPEN_WAIT_S = 30.0
 
 ConnectionGetter = Callable[[], Awaitable[asyncssh.SSHClientConnection]]
 
@@ -88,13 +93,15 @@ class _Local(asyncio.Protocol):
             try:
                 conn = await forward.get_connection()
                 host, port = forward.remote_host, forward.remote_port
-                chan, _session = await conn.create_connection(lambda: _Remote(self, forward), host, port)
+                until = asyncio.get_running_loop().time() + forward.open_wait_s
+                chan, _ = await opened_by(conn.create_connection(lambda: _Remote(self, forward), host, port), until)
             except Exception:  # refused on the host, no connection, anything: the local client sees its socket close
                 forward.meter.end(opening)
                 if self._transport is not None:
                     self._transport.close()
                 return
             forward.meter.end(opening)
+        assert chan is not None
         forward.refill()
         if self._closed:
             chan.close()
@@ -171,8 +178,17 @@ class _Local(asyncio.Protocol):
 class PortForward:
     """127.0.0.1:PORT on this machine -> remote_host:remote_port as seen from the host."""
 
-    def __init__(self, get_connection: ConnectionGetter, remote_host: str, remote_port: int, meter: LinkMeter) -> None:
-        self.get_connection = get_connection
+    def __init__(
+        self,
+        get_connection: ConnectionGetter,
+        remote_host: str,
+        remote_port: int,
+        meter: LinkMeter,
+        *,
+        open_wait_s: float = OPEN_WAIT_S,
+    ) -> None:
+        self.get_connection = get_connection  # bounded by the transport: a connection that does not come raises
+        self.open_wait_s = open_wait_s
         self.remote_host = remote_host
         self.remote_port = remote_port
         self.meter = meter
@@ -206,7 +222,9 @@ class PortForward:
         try:
             conn = await self.get_connection()
             remote = _Remote(None, self)
-            chan, _session = await conn.create_connection(lambda: remote, self.remote_host, self.remote_port)
+            until = asyncio.get_running_loop().time() + self.open_wait_s
+            channel = conn.create_connection(lambda: remote, self.remote_host, self.remote_port)
+            chan, _session = await opened_by(channel, until)
         except Exception:  # the server is down, the connection is gone: the next local connection opens its own
             return
         finally:

@@ -15,6 +15,11 @@
   down per command. A host without the shell's tools, or a burst wider than the pool, gets fresh channels.
 - The port forward (console.host.forward) is a local listener that opens a channel per connection on whatever
   connection is current, so its port and URL survive reconnects.
+- Every wait on the host before a command or stream starts (the connection, a command shell, a free channel, the
+  channel's opening) ends within the caller's timeout and at most `peer_wait_s` (PEER_WAIT_S): a host or link that
+  stopped answering becomes HostNotAnswering, saying what was waited for and how long, not a console that waits
+  for minutes (keepalive notices a dead link in ~20 s, but a reconnect to a host that accepts TCP and never answers
+  SSH costs connect_timeout per attempt, ten attempts).
 - `meter` (console.host.linkmeter) counts every exchange the console waits for and the round trips they cost;
   `round_trip()` measures the link's round trip with a ping answered by the command shell itself.
 - Every command is written to the audit log (redacted), never its stdin.
@@ -38,7 +43,8 @@ import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
 from console.host.audit import AuditLog
-from console.host.base import AccessRefused, CommandResult, ConnectionDropped, HostError
+from console.host.base import AccessRefused, CommandResult, ConnectionDropped, HostError, HostNotAnswering
+from console.host.bounded import opened_by
 from console.host.commands import shell_command, sudo_error, sudo_wants_password
 from console.host.forward import PortForward
 from console.host.knownhosts import HostIdentity, HostKeyStatus, key_status, known_hosts_files, refusal
@@ -61,6 +67,36 @@ _CHANNEL_FAILURES = (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncss
 # OPEN_CONNECT_FAILED ("open failed", the default reason in its serverloop.c); other servers say prohibited.
 _SESSION_REFUSED = (asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED)
 _RETRIABLE = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError, TimeoutError)
+# The longest a command, a stream or a forwarded connection waits on the host before it starts (the connection, a
+# command shell, a free channel slot, the channel's opening), when its caller gives no shorter timeout.
+PEER_WAIT_S = 30.0
+_CHECK_HOST = "check that the host is up and answers `ssh HOST true`; the console reconnects by itself once it does"
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """How long a call may wait on the host before its command starts: from `since` to `until` (the loop's clock)."""
+
+    since: float
+    until: float
+
+    @classmethod
+    def within(cls, seconds: float) -> _Bound:
+        now = asyncio.get_running_loop().time()
+        return cls(now, now + seconds)
+
+    def waited(self) -> float:
+        return asyncio.get_running_loop().time() - self.since
+
+    def left_of(self, timeout: float | None) -> float | None:
+        """What is left of a call's `timeout` counted from `since` (None: no timeout)."""
+        return None if timeout is None else max(0.0, timeout - self.waited())
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A connect that failed after every caller gave up waiting: its error is in `state`, not logged by asyncio."""
+    if not task.cancelled():
+        task.exception()
 
 
 @dataclass(frozen=True)
@@ -145,6 +181,7 @@ class SshTransport:
         connect_timeout_s: float = 15.0,
         reconnect: ReconnectPolicy | None = None,
         on_state: Callable[[ConnectionState], None] | None = None,
+        peer_wait_s: float = PEER_WAIT_S,
     ) -> None:
         if target.transport != "ssh" or not target.ssh_host:
             raise HostError(f"{target.label} is not an SSH target")
@@ -153,11 +190,13 @@ class SshTransport:
         self.audit = audit
         self.reconnect_policy = reconnect or ReconnectPolicy()
         self._channels = asyncio.Semaphore(channel_budget)
+        self._channel_budget = channel_budget
+        self.peer_wait_s = peer_wait_s
         self._keepalive = keepalive_interval_s
         self._connect_timeout = connect_timeout_s
         self._on_state = on_state
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._connect_lock = asyncio.Lock()
+        self._connecting: asyncio.Task[asyncssh.SSHClientConnection] | None = None  # the attempt every caller awaits
         self._reconnect_task: asyncio.Task[Any] | None = None
         self._ever_connected = False
         self._closed = False
@@ -242,56 +281,68 @@ class SshTransport:
         )
         return conn
 
-    async def _connection(self) -> asyncssh.SSHClientConnection:
+    async def _connection(self, bound: _Bound | None = None) -> asyncssh.SSHClientConnection:
+        """The open connection, or the one being opened (one attempt, shared by every caller). With `bound`, a caller
+        stops waiting for it at the bound's end (HostNotAnswering); the attempt goes on for the others."""
         if self._closed:
             raise HostError(f"the connection to {self.label} is closed")
         conn = self._conn
         if conn is not None:
             return conn
-        async with self._connect_lock:
-            if self._conn is not None:
-                return self._conn
-            attempt = 0
-            while True:
-                if not self._ever_connected:
-                    self._set_state(ConnectionState("connecting"))
-                try:
-                    self._conn = await self._open()
-                except asyncssh.HostKeyNotVerifiable:
-                    error = await self._explain_host_key()
-                    self._set_state(ConnectionState("failed", attempt, str(error)))
-                    raise error from None
-                except asyncssh.PermissionDenied as exc:
-                    user = self.options.username
-                    message = (
-                        f"{self.label}: the server refused to log in {user} ({_describe(exc)}); load a key into "
-                        f"ssh-agent or set IdentityFile for this host in ~/.ssh/config"
-                    )
-                    self._set_state(ConnectionState("failed", attempt, message))
-                    raise AccessRefused(message) from None
-                except _RETRIABLE as exc:
-                    attempt += 1
-                    error_text = _describe(exc)
-                    if not self._ever_connected or attempt > self.reconnect_policy.max_attempts:
-                        self._set_state(ConnectionState("failed", attempt, error_text))
-                        hint = ""
-                        if isinstance(exc, socket.gaierror):  # a typo, or a profile that is not there
-                            hint = (
-                                " (no host of that name; TARGET is a profile in the workspace's profiles/, "
-                                "an ~/.ssh/config alias, or [user@]host[:port])"
-                            )
-                        raise HostError(f"cannot connect to {self.label}: {error_text}{hint}") from None
-                    self._set_state(ConnectionState("reconnecting", attempt, error_text))
-                    await asyncio.sleep(self.reconnect_policy.delay(attempt))
-                    continue
-                except asyncssh.Error as exc:  # anything else asyncssh refuses with: not worth retrying
-                    message = f"cannot connect to {self.label}: {_describe(exc)}"
-                    self._set_state(ConnectionState("failed", attempt, message))
-                    raise HostError(message) from None
-                self._ever_connected = True
-                self._set_state(ConnectionState("connected"))
-                self._fill_shells(self._conn)
-                return self._conn
+        connecting = self._connecting
+        if connecting is None or connecting.done():
+            connecting = self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            connecting.add_done_callback(_retrieve)
+        if bound is None:
+            return await asyncio.shield(connecting)
+        try:
+            async with asyncio.timeout_at(bound.until):
+                return await asyncio.shield(connecting)
+        except TimeoutError:
+            raise self._not_answering(f"waiting for the connection ({self.state.describe()})", bound) from None
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        attempt = 0
+        while True:
+            if not self._ever_connected:
+                self._set_state(ConnectionState("connecting"))
+            try:
+                self._conn = await self._open()
+            except asyncssh.HostKeyNotVerifiable:
+                error = await self._explain_host_key()
+                self._set_state(ConnectionState("failed", attempt, str(error)))
+                raise error from None
+            except asyncssh.PermissionDenied as exc:
+                user = self.options.username
+                message = (
+                    f"{self.label}: the server refused to log in {user} ({_describe(exc)}); load a key into "
+                    f"ssh-agent or set IdentityFile for this host in ~/.ssh/config"
+                )
+                self._set_state(ConnectionState("failed", attempt, message))
+                raise AccessRefused(message) from None
+            except _RETRIABLE as exc:
+                attempt += 1
+                error_text = _describe(exc)
+                if not self._ever_connected or attempt > self.reconnect_policy.max_attempts:
+                    self._set_state(ConnectionState("failed", attempt, error_text))
+                    hint = ""
+                    if isinstance(exc, socket.gaierror):  # a typo, or a profile that is not there
+                        hint = (
+                            " (no host of that name; TARGET is a profile in the workspace's profiles/, "
+                            "an ~/.ssh/config alias, or [user@]host[:port])"
+                        )
+                    raise HostError(f"cannot connect to {self.label}: {error_text}{hint}") from None
+                self._set_state(ConnectionState("reconnecting", attempt, error_text))
+                await asyncio.sleep(self.reconnect_policy.delay(attempt))
+                continue
+            except asyncssh.Error as exc:  # anything else asyncssh refuses with: not worth retrying
+                message = f"cannot connect to {self.label}: {_describe(exc)}"
+                self._set_state(ConnectionState("failed", attempt, message))
+                raise HostError(message) from None
+            self._ever_connected = True
+            self._set_state(ConnectionState("connected"))
+            self._fill_shells(self._conn)
+            return self._conn
 
     def _connection_lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> None:
         if conn is not self._conn:
@@ -323,7 +374,8 @@ class SshTransport:
 
     async def close(self) -> None:
         self._closed = True
-        ending = [*self._shell_tasks, *([self._reconnect_task] if self._reconnect_task is not None else [])]
+        background = (self._reconnect_task, self._connecting)
+        ending = [*self._shell_tasks, *(task for task in background if task is not None)]
         for task in ending:
             task.cancel()
         for forward in self._forwards.values():
@@ -332,9 +384,16 @@ class SshTransport:
             shell.close()
         self._shells.clear()
         conn, self._conn = self._conn, None
+        unfinished = None
         if conn is not None:
             conn.close()
-            await conn.wait_closed()
+            # asyncssh's close aborts the socket at once, but wait_closed also waits for a ProxyCommand to exit (and an
+            # agent's socket to close): bounded, so that a closing console never hangs on what it cannot control.
+            try:
+                async with asyncio.timeout(CLOSE_WAIT_S):
+                    await conn.wait_closed()
+            except TimeoutError:
+                unfinished = f"the connection did not finish closing within {CLOSE_WAIT_S:.0f} s (its ProxyCommand?)"
         # Waited for, not only cancelled: a reconnect cancelled while it starts a ProxyCommand must finish that
         # here. Left to asyncio.run's final sweep, which cancels the subprocess's own pipe setup as well, it
         # never ends (Python 3.11), and the CLI hangs on exit after a dropped link. Bounded: closing must not
@@ -342,12 +401,37 @@ class SshTransport:
         ending = [t for t in ending if t is not asyncio.current_task() and not t.done()]
         if ending:
             await asyncio.wait(ending, timeout=CLOSE_WAIT_S)
-        self._set_state(ConnectionState("closed"))
+        self._set_state(ConnectionState("closed", last_error=unfinished))
+
+    def _not_answering(self, what: str, bound: _Bound, hint: str = _CHECK_HOST) -> HostNotAnswering:
+        return HostNotAnswering(f"{self.label}: no answer for {bound.waited():.0f} s while {what}; {hint}")
+
+    def _bound(self, timeout: float | None = None) -> _Bound:
+        """The bound of a call's waits on the host: its own timeout, at most peer_wait_s."""
+        return _Bound.within(self.peer_wait_s if timeout is None else min(timeout, self.peer_wait_s))
+
+    @contextlib.asynccontextmanager
+    async def _channel_slot(self, bound: _Bound) -> AsyncIterator[None]:
+        """One of the channel budget's slots, held while the block runs."""
+        try:
+            async with asyncio.timeout_at(bound.until):
+                await self._channels.acquire()
+        except TimeoutError:
+            raise self._not_answering(
+                f"waiting for a free channel (all {self._channel_budget} this console opens to the host are busy "
+                "with streams and commands)",
+                bound,
+                "they end with their own timeouts, or when the link drops; try again then",
+            ) from None
+        try:
+            yield
+        finally:
+            self._channels.release()
 
     # -- channels -------------------------------------------------------------------------------------
 
     async def _start_process(
-        self, conn: asyncssh.SSHClientConnection, command: str, *, encoding: str | None = "utf-8"
+        self, conn: asyncssh.SSHClientConnection, command: str, bound: _Bound, *, encoding: str | None = "utf-8"
     ) -> asyncssh.SSHClientProcess[Any]:
         """conn.create_process(command), with its two round trips (channel open, exec request) metered."""
         meter = self.meter
@@ -364,8 +448,11 @@ class SshTransport:
         while True:
             steps[:] = [meter.begin(CHANNEL_OPEN)]
             try:
-                _chan, session = await conn.create_session(opened, command, encoding=encoding, errors="replace")
+                opening = conn.create_session(opened, command, encoding=encoding, errors="replace")
+                _chan, session = await opened_by(opening, bound.until)
                 break
+            except TimeoutError:
+                raise self._not_answering("opening a channel", bound) from None
             except asyncssh.ChannelOpenError as exc:
                 # sshd refuses a session past MaxSessions. It frees a closed channel's slot a moment after this
                 # side has seen it close, so a burst can meet that refusal on a healthy connection: wait for a
@@ -408,9 +495,10 @@ class SshTransport:
             return shell[0]
 
         command = shlex.join(["sh", "-c", SHELL_SCRIPT, "opsconsole-shell"])  # $0: what `ps` shows it as
+        until = asyncio.get_running_loop().time() + SHELL_START_TIMEOUT_S
         try:
-            await conn.create_session(opened, command, encoding=None)
-            async with asyncio.timeout(SHELL_START_TIMEOUT_S):
+            await opened_by(conn.create_session(opened, command, encoding=None), until)
+            async with asyncio.timeout_at(until):
                 await shell[0].wait_ready()
         except BaseException:
             if shell:
@@ -453,7 +541,7 @@ class SshTransport:
             return
         self._shells.append(shell)
 
-    async def _take_shell(self, conn: asyncssh.SSHClientConnection) -> CommandShell | None:
+    async def _take_shell(self, conn: asyncssh.SSHClientConnection, bound: _Bound) -> CommandShell | None:
         """An idle command shell on this connection, marked busy: one that is free, else one that is starting
         (the pool is filled when the connection opens), else None when the host cannot run one or every shell is
         busy (the caller opens a channel of its own then)."""
@@ -472,7 +560,10 @@ class SshTransport:
                     return None
                 self._waiting_for_shell += 1
                 try:
-                    await self._pool_changed.wait()
+                    async with asyncio.timeout_at(bound.until):
+                        await self._pool_changed.wait()
+                except TimeoutError:
+                    raise self._not_answering("a command shell was starting", bound) from None
                 finally:
                     self._waiting_for_shell -= 1
 
@@ -514,9 +605,10 @@ class SshTransport:
         `meter.round_trip_s`. Raises HostError when the host cannot be reached."""
         measured: list[float] = []
         for _ in range(max(1, samples)):
-            conn = await self._connection()
+            bound = self._bound()
+            conn = await self._connection(bound)
             try:
-                shell = await self._take_shell(conn)
+                shell = await self._take_shell(conn, bound)
             except _CHANNEL_FAILURES as exc:
                 self._forget(conn)
                 raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
@@ -556,12 +648,31 @@ class SshTransport:
         timeout: float | None = None,
         input: str | None = None,
     ) -> CommandResult:
+        """`timeout` bounds the whole call: the waits before the command starts (at most peer_wait_s of it:
+        HostNotAnswering past that) and the command itself (HostError past it)."""
         command = shell_command(argv, sudo=sudo)
         started = time.monotonic()
+        bound = self._bound(timeout)
+        try:
+            return await self._run(argv, command, sudo, timeout, input, started, bound)
+        except HostNotAnswering as exc:
+            self._audit(command, None, started, note=f"not started: {exc}")
+            raise
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        command: str,
+        sudo: bool,
+        timeout: float | None,
+        input: str | None,
+        started: float,
+        bound: _Bound,
+    ) -> CommandResult:
         for attempt in (1, 2):
-            conn = await self._connection()
+            conn = await self._connection(bound)
             try:
-                shell = await self._take_shell(conn)
+                shell = await self._take_shell(conn, bound)
             except _CHANNEL_FAILURES as exc:
                 # The shell's channel never opened (typically: the link died and the drop is not noticed yet),
                 # so the command did not run: retry once on a fresh connection.
@@ -572,14 +683,14 @@ class SshTransport:
                 raise HostError(f"{self.label}: could not open a channel ({_describe(exc)})") from None
             if shell is not None:
                 try:
-                    answer = await self._run_on_shell(shell, command, input, timeout)
+                    answer = await self._run_on_shell(shell, command, input, bound.left_of(timeout))
                 except TimeoutError:
                     self._audit(command, None, started, note="timeout")
                     raise HostError(f"{self.label}: `{shlex.join(argv)}` did not finish within {timeout} s") from None
                 except ShellClosed as exc:
                     raise self._dropped(argv, command, started, _describe(exc)) from None
                 return self._result(argv, command, sudo, answer.exit_status, answer.stdout, answer.stderr, started)
-            result = await self._run_on_channel(conn, argv, command, sudo, timeout, input, started, attempt)
+            result = await self._run_on_channel(conn, argv, command, sudo, timeout, input, started, attempt, bound)
             if result is not None:
                 return result
         raise AssertionError("unreachable")
@@ -610,11 +721,13 @@ class SshTransport:
         input: str | None,
         started: float,
         attempt: int,
+        bound: _Bound,
     ) -> CommandResult | None:
-        """The command on a channel of its own; None when the channel did not open on the first attempt."""
-        async with self._channels:
+        """The command on a channel of its own; None when the channel did not open on the first attempt. The command
+        gets what is left of the call's `timeout` once its channel is open."""
+        async with self._channel_slot(bound):
             try:
-                process = await self._start_process(conn, command)
+                process = await self._start_process(conn, command, bound)
             except _CHANNEL_FAILURES as exc:
                 self._forget(conn)
                 if attempt == 1:
@@ -624,7 +737,7 @@ class SshTransport:
             try:
                 if not input:
                     process.stdin.write_eof()  # communicate() closes stdin only after writing input
-                stdout, stderr = await asyncio.wait_for(process.communicate(input or None), timeout)
+                stdout, stderr = await asyncio.wait_for(process.communicate(input or None), bound.left_of(timeout))
             except TimeoutError:
                 process.close()
                 self._audit(command, None, started, note="timeout")
@@ -648,12 +761,20 @@ class SshTransport:
     async def stream(self, argv: Sequence[str], *, sudo: bool = False) -> AsyncIterator[str]:
         command = shell_command(argv, sudo=sudo)
         started = time.monotonic()
-        conn = await self._connection()
         exit_status: int | None = None
         note = ""
-        async with self._channels:
+        bound = self._bound()
+        try:
+            conn = await self._connection(bound)
+        except HostNotAnswering as exc:
+            self._audit(command, None, started, note=f"stream not started: {exc}")
+            raise
+        async with self._channel_slot(bound):
             try:
-                process = await self._start_process(conn, command)
+                process = await self._start_process(conn, command, bound)
+            except HostNotAnswering as exc:
+                self._audit(command, None, started, note=f"stream not started: {exc}")
+                raise
             except _CHANNEL_FAILURES as exc:
                 self._audit(command, None, started, note=f"stream not started: {_describe(exc)}")
                 raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
@@ -672,7 +793,14 @@ class SshTransport:
                 if self._conn is not conn and process.exit_status is None:
                     note = "connection lost"
                     raise ConnectionDropped(f"the connection to {self.label} dropped during `{shlex.join(argv)}`")
-                await process.wait_closed()
+                closing = self._bound()  # its output ended: the exit status follows unless the host stopped answering
+                try:
+                    async with asyncio.timeout_at(closing.until):
+                        await process.wait_closed()
+                except TimeoutError:
+                    note = "no exit status"
+                    what = f"waiting for the exit status of `{shlex.join(argv)}` (its output had ended)"
+                    raise self._not_answering(what, closing) from None
                 exit_status = process.exit_status
                 if sudo and exit_status not in (0, None):
                     stderr = _text(await process.stderr.read())
@@ -691,10 +819,18 @@ class SshTransport:
         and sshd closes its session. The command line is audited; what goes over stdin is not."""
         command = shell_command(argv)
         started = time.monotonic()
-        conn = await self._connection()
-        async with self._channels:
+        bound = self._bound()
+        try:
+            conn = await self._connection(bound)
+        except HostNotAnswering as exc:
+            self._audit(command, None, started, note=f"not started: {exc}")
+            raise
+        async with self._channel_slot(bound):
             try:
-                process = await self._start_process(conn, command)
+                process = await self._start_process(conn, command, bound)
+            except HostNotAnswering as exc:
+                self._audit(command, None, started, note=f"not started: {exc}")
+                raise
             except _CHANNEL_FAILURES as exc:
                 self._audit(command, None, started, note=f"not started: {_describe(exc)}")
                 raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
@@ -708,9 +844,10 @@ class SshTransport:
 
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
         key = (remote_host, remote_port)
-        await self._connection()  # a host that cannot be reached says so here, not at the first request
+        await self._connection(self._bound())  # a host that cannot be reached says so here, not at the first request
         if key not in self._forwards:
-            forward = PortForward(self._connection, remote_host, remote_port, self.meter)
+            connection = lambda: self._connection(self._bound())  # noqa: E731
+            forward = PortForward(connection, remote_host, remote_port, self.meter, open_wait_s=self.peer_wait_s)
             try:
                 await forward.start()
             except OSError as exc:

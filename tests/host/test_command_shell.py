@@ -50,7 +50,13 @@ async def test_commands_after_the_first_cost_one_round_trip_and_no_channel(clien
 async def test_commands_sent_together_share_one_round_trip(client: ClientSide) -> None:
     transport = _transport(client)
     try:
-        await asyncio.gather(*(transport.run(["true"]) for _ in range(3)))  # the pool's shells are up
+        await asyncio.gather(*(transport.run(["true"]) for _ in range(3)))
+        # every shell of the pool up: three commands can be served by two shells while the third still starts (on a
+        # loaded machine), and its start ending in the window below would count as a round before the commands
+        deadline = asyncio.get_running_loop().time() + 30
+        while transport.command_shells < 3:
+            assert asyncio.get_running_loop().time() < deadline, transport.command_shells
+            await asyncio.sleep(0.01)
         before = transport.meter.reading()
         results = await asyncio.gather(*(transport.run(["echo", str(i)]) for i in range(3)))
         cost = transport.meter.reading() - before
