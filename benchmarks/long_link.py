@@ -10,8 +10,12 @@ Figures, each for the plain link and the 300 ms one, the two runs alternating:
   own start (restart to healthy, from the apply's history) and, in-process, the round trips outside that start.
 With `--baseline DIR` (a checkout of the code before, e.g. `git worktree add --detach /tmp/base 8ba976c`), the
 one-shot status, bench through the forward and apply are also run with that code, side by side.
+`--apply-only`: only the apply, `--rounds` times for each code on each link, the codes alternating (which goes first
+changes every round), and its overhead over the long link in round trips: (wall over 300 ms − wall plain) / the
+link's round trip, the medians of each; with the in-process count of round trips outside the server's start.
 
-Needs root (the testbed). Usage: .venv/bin/python benchmarks/long_link.py [--rounds 3] [--baseline DIR] [--json]
+Needs root (the testbed). Usage: .venv/bin/python benchmarks/long_link.py [--rounds 3] [--baseline DIR] [--apply-only]
+[--json]
 """
 
 from __future__ import annotations
@@ -71,9 +75,9 @@ def apply(host: Any, code: Path, target: str) -> dict[str, float]:
 
 async def in_process_round_trips(host: Any, target: str) -> dict[str, float]:
     """Round trips of a steady refresh and of an apply (outside the server's start), counted by the meter."""
-    from console.core.apply import flag_kinds, plan_apply
+    from console.core.apply import edits_by_version, plan_apply
     from console.core.events import ApplyEvent, StepChanged
-    from console.core.rollout import ApplyState, parse_edits
+    from console.core.rollout import ApplyState
     from console.core.session import open_session
     from console.core.status import read_status
     from console.host.ssh import SshTransport
@@ -97,9 +101,7 @@ async def in_process_round_trips(host: Any, target: str) -> dict[str, float]:
                 marks[event.state.value] = meter.reading()
 
         start = meter.reading()
-        version, _ = await session.sglang_version()
-        steps_3 = ["speculative-num-steps=3", "speculative-num-draft-tokens=4"]
-        edits = parse_edits(steps_3, [], [], [], flag_kind=flag_kinds(version))
+        edits = edits_by_version(["speculative-num-steps=3", "speculative-num-draft-tokens=4"])  # as the CLI does
         async with await plan_apply(session, edits, timeout_s=120) as pending:
             result = await pending.execute(on_event=on_event)
         end = meter.reading()
@@ -114,8 +116,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="a checkout of the code before, run side by side")
+    parser.add_argument("--apply-only", action="store_true", help="only the apply, its overhead in round trips")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
+    if opts.apply_only:
+        return apply_only(opts.rounds, opts.baseline, opts.json)
     from tests.support.farlink import add_far_alias
     from tests.testbed.host import GpuHost
 
@@ -157,6 +162,50 @@ def main() -> int:
         f"(TTFT {plain['ttft_ms']:.0f} -> {far_host['ttft_ms']:.0f} / {far_console['ttft_ms']:.0f} ms)"
     )
     return 0
+
+
+def apply_only(rounds: int, baseline: Path | None, as_json: bool) -> int:
+    from tests.support.farlink import add_far_alias
+    from tests.testbed.host import GpuHost
+
+    host = GpuHost.boot("gpu1")
+    walls: dict[str, list[float]] = {}
+    try:
+        near, far = host.alias, add_far_alias(host, delay_ms=150)
+        rtt = asyncio.run(_round_trip(host, far))
+        codes = [("now", ROOT)] + ([("before", baseline.resolve())] if baseline else [])
+        for turn in range(rounds):
+            for who, code in codes if turn % 2 == 0 else codes[::-1]:
+                for link, target in (("plain", near), ("300 ms", far)):
+                    walls.setdefault(f"{who} {link}", []).append(apply(host, code, target)["wall_s"])
+        counted = asyncio.run(in_process_round_trips(host, far))["apply_outside"]
+    finally:
+        host.teardown()
+    summary: dict[str, float] = {name: statistics.median(values) for name, values in walls.items()}
+    for who, _code in codes:
+        summary[f"{who} overhead round trips"] = (summary[f"{who} 300 ms"] - summary[f"{who} plain"]) / rtt
+    summary["round trip s"] = rtt
+    summary["now: round trips outside the server's start, counted"] = counted
+    if as_json:
+        print(json.dumps({"summary": summary, "walls": walls}, indent=2))
+        return 0
+    for name, values in walls.items():
+        print(f"apply {name:<16} median {statistics.median(values):5.2f} s   ({', '.join(f'{v:.2f}' for v in values)})")
+    for who, _code in codes:
+        print(f"{who}: {summary[f'{who} overhead round trips']:.1f} round trips of overhead over {rtt * 1000:.0f} ms")
+    print(f"now: {counted:.0f} round trips outside the server's start (counted in process, + at most 2 to notice it)")
+    return 0
+
+
+async def _round_trip(host: Any, target: str) -> float:
+    """The long link's round trip as a ping of the command shell measures it (the median of 5)."""
+    from console.core.session import open_session
+    from console.workspace import Workspace
+
+    async with open_session(target, Workspace(host.workspace), ssh_config=str(host.ssh_config)) as session:
+        measured = await session.measure_round_trip(5)
+    assert measured is not None
+    return measured
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 from console import hints
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
-from console.core.apply import ApplyResult, PendingApply, default_owner, flag_kinds, plan_apply
+from console.core.apply import ApplyResult, PendingApply, default_owner, edits_by_version, plan_apply
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
 from console.core.rolling_plan import RollSpec
 from console.core.rollout import ApplyState, Plan, parse_edits
@@ -154,8 +154,7 @@ async def confirm_and_execute(pending: PendingApply, verb: HostVerb) -> ApplyRes
 async def apply_main(verb: HostVerb) -> int:
     args = verb.args
     async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
-        version, _source = await session.sglang_version()
-        edits = parse_edits(args.set, args.unset, args.env, args.unset_env, flag_kind=flag_kinds(version))
+        edits = edits_by_version(args.set, args.unset, args.env, args.unset_env)  # the version is read with the lock
         async with await plan_apply(session, edits, timeout_s=args.timeout) as pending:
             if not verb.json:
                 render_plan(pending.plan, verb.human)

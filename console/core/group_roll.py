@@ -186,12 +186,10 @@ def apply_planner(
 ) -> PlanHost:
     """Each host's apply of the same edits, parsed and checked with that host's own SGLang version (a value one
     version refuses is that host's refusal, and the roll changes nothing)."""
-    from console.core.apply import flag_kinds, plan_apply
-    from console.core.rollout import parse_edits
+    from console.core.apply import edits_by_version, plan_apply
 
     async def plan(session: Session) -> ApplyChange:
-        version, _source = await session.sglang_version()
-        edits = parse_edits(sets, unsets, envs, unset_envs, flag_kind=flag_kinds(version))
+        edits = edits_by_version(sets, unsets, envs, unset_envs)  # parsed with the version read beside the lock
         return ApplyChange(await plan_apply(session, edits, timeout_s=timeout_s, owner=owner))
 
     return plan

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from console.host.connect import HostPoll, HostSession, open_host
 from console.host.gpu import GpuSnapshot
 from console.host.ssh import ConnectionState
 from console.host.targets import Target, resolve_target
+from console.host.unit_switch import UnitSwitch
 from console.secrets import SecretMask, secrets_in_unit
 from console.sglang.client import SglangClient, SglangError
 from console.sglang.unit import unit_api_key
@@ -79,6 +80,18 @@ class MaskedService:
     async def write_unit(self, text: str) -> UnitBackup:
         self.secrets.learn(secrets_in_unit(text))
         return await self.inner.write_unit(text)
+
+    @property
+    def switches(self) -> bool:
+        """Whether the host's service manager switches to a new unit in one command (switch())."""
+        return callable(getattr(self.inner, "switch", None))
+
+    async def switch(self, text: str) -> UnitSwitch:
+        """State, journal cursor, write, daemon-reload, restart in one command (SystemdService.switch); only where
+        `switches` says so."""
+        self.secrets.learn(secrets_in_unit(text))
+        switch: Callable[[str], Awaitable[UnitSwitch]] = self.inner.switch  # type: ignore[attr-defined]
+        return await switch(text)
 
     async def restore_unit(self, backup: UnitBackup) -> None:
         await self.inner.restore_unit(backup)

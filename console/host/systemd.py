@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from console.host.base import HostError, JournalEntry, ServiceState, Transport, UnitBackup, UnitLocked
 from console.host.journal import follow_journal
 from console.host.profile import check_unit_name
+from console.host.unit_switch import MARKER, SWITCH_SCRIPT, UnitSwitch, parse_switch
 
 SHOW_PROPERTIES = (
     "Id",
@@ -338,6 +339,18 @@ class SystemdService:
                 f"{self.transport.label}: writing the unit file of {self.unit} failed: {result.stderr.strip()}"
             )
         return UnitBackup(path=result.stdout.strip())
+
+    async def switch(self, text: str) -> UnitSwitch:
+        """The state and the journal's cursor, then backup + atomic write of `text`, daemon-reload and restart, each
+        step only after the one before it succeeded: one command (console.host.unit_switch). HostError when the
+        command could not run (ConnectionDropped: how far it got is unknown)."""
+        suffix = backup_path("", datetime.now(UTC))
+        argv = ["sh", "-c", SWITCH_SCRIPT, "sh", self.unit, ",".join(SHOW_PROPERTIES), suffix]
+        result = await self.transport.run(argv, sudo=self.sudo, input=text, timeout=180)  # a write, then a restart
+        if MARKER not in result.stdout and not result.ok:  # not even the state was read: nothing ran
+            detail = (result.stderr or result.stdout).strip()
+            raise HostError(f"{self.transport.label}: switching {self.unit} to the new unit did not begin: {detail}")
+        return parse_switch(result.stdout, lambda shown: parse_show(shown, self.unit))
 
     async def restore_unit(self, backup: UnitBackup) -> None:
         if _BACKUP_SUFFIX not in backup.path:

@@ -12,7 +12,10 @@ supervisor) and its SGLang client, so the same orchestration runs on a GPU host,
 
 Order of operations (as Ansible's systemd module does it): back up + write the unit atomically, daemon-reload,
 restart, follow the journal for startup phases while polling the service state and /health, then read
-/server_info and verify.
+/server_info and verify. On systemd the state and journal position from before, the write, daemon-reload and
+restart are one command (console.host.unit_switch: each step only after the one before it succeeded), and the
+/server_info that is verified is read beside the /health that answers ready: over a long link each round trip is
+most of what an apply costs outside the server's own start.
 A start that fails (ActiveState failed, the unit restarting in a loop, the process gone) or is not healthy
 within the timeout is rolled back: restore the backup, daemon-reload, restart, wait for health.
 A dropped SSH connection (ConnectionDropped) is survived: the transport reconnects, reads are retried, and a
@@ -31,7 +34,7 @@ import dataclasses
 import getpass
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,15 +65,20 @@ from console.core.rollout import (
     is_new_start,
     lock_owner,
     mask_plan,
+    parse_edits,
     plan_for_version,
     start_failure,
     verify_resolved,
 )
 from console.core.session import Session
 from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
+from console.host.unit_switch import UnitSwitch
 from console.secrets import secrets_in_unit
 
 T = TypeVar("T")
+# What to apply: the edits, or how to make them from the SGLang version the rules check against (values are parsed by
+# that version's flag kinds), so that the version is read once, side by side with the lock.
+Edits = EditRequest | Callable[[str], EditRequest]
 
 # Between polls of systemd state and /health while a start is in progress. The client notices /health
 # turning 200 well within 0.5 s.
@@ -189,6 +197,7 @@ class Applier:
         self._emit = on_event
         self._abort_reason: str | None = None
         self._abort = asyncio.Event()
+        self._ready_info: dict[str, Any] | None = None  # /server_info read beside the /health that said ready
         self.result = ApplyResult(
             Rollout.start(_now(), restart_only=restart_only), plan, session.label, session.service.unit
         )
@@ -265,39 +274,53 @@ class Applier:
             return self.result
         if self.abort_requested:
             return self.abort(f"{self._abort_reason}; nothing was changed")
-        # The service's state and the journal's position must be read before the restart; they go out together
-        # with the write (one round trip for the three): the write changes neither.
-        reads = asyncio.ensure_future(
-            asyncio.gather(self._retrying("read the service state", self.service.state), self._journal_cursor())
-        )
         if self.restart_only:
-            before, cursor = await reads
+            before, cursor = await asyncio.gather(
+                self._retrying("read the service state", self.service.state), self._journal_cursor()
+            )
             return await self._restart_only(before, cursor)
-        # The write runs to its end even through a cancellation: only then is it known whether the unit changed.
-        write = asyncio.ensure_future(self._write())
+        # The new unit goes on the host in one command where the service manager offers it (systemd: state, cursor,
+        # write, daemon-reload, restart, each after the one before it succeeded): one round trip instead of three.
+        # Else the service's state and the journal's position, which must be read before the restart, go out
+        # together with the write (the write changes neither), then daemon-reload, then restart.
+        reads: asyncio.Future[tuple[ServiceState, str | None]] | None = None
+        if self.service.switches:
+            change: asyncio.Future[Any] = asyncio.ensure_future(self._switch())
+        else:
+            reads = asyncio.ensure_future(
+                asyncio.gather(self._retrying("read the service state", self.service.state), self._journal_cursor())
+            )
+            change = asyncio.ensure_future(self._write())
+        # The change runs to its end even through a cancellation: only then is it known whether the unit changed.
         cancelled = False
         try:
-            written = await asyncio.shield(write)
+            written = await asyncio.shield(change)
         except asyncio.CancelledError:
             self._uncancel()
             cancelled = True
-            written = await write
+            written = await change
         if not written:
-            reads.cancel()
-            await asyncio.gather(reads, return_exceptions=True)
+            if reads is not None:
+                reads.cancel()
+                await asyncio.gather(reads, return_exceptions=True)
             return self.result
         # From here on the new unit is on the host: every way out either verifies it or rolls it back.
         try:
             if cancelled:
-                reads.cancel()
+                if reads is not None:
+                    reads.cancel()
                 raise asyncio.CancelledError
-            before, cursor = await reads
-            self._check_abort()
-            await self._retrying("daemon-reload", self.service.daemon_reload)
-            self._advance(ApplyState.DAEMON_RELOADED)
-            self._check_abort()
-            self._advance(ApplyState.RESTARTING)
-            await self._restart(before)
+            if isinstance(written, _Written):
+                before, cursor = await self._switched(written.switch)
+            else:
+                assert reads is not None
+                before, cursor = await reads
+                self._check_abort()
+                await self._retrying("daemon-reload", self.service.daemon_reload)
+                self._advance(ApplyState.DAEMON_RELOADED)
+                self._check_abort()
+                self._advance(ApplyState.RESTARTING)
+                await self._restart(before)
             self._advance(ApplyState.STARTING)
             watch = await self._watch_start(cursor, before)
             self.result.start = watch
@@ -392,6 +415,69 @@ class Applier:
         self._advance(ApplyState.WRITTEN)
         return True
 
+    async def _switch(self) -> _Written | None:
+        """The switch to the new unit in one command (MaskedService.switch). None (state WRITE_FAILED) when the old
+        unit is still in place; else the unit is written (BACKED_UP, WRITTEN) and how far the switch got."""
+        new_text = self.plan.new_text
+        try:
+            switch: UnitSwitch | None = await self.service.switch(new_text)
+        except Exception as exc:
+            # How far it got is unknown (a dropped link, a timeout, sudo refusing): the write is atomic, so the unit
+            # on the host says whether it happened. Written: daemon-reload and restart are run again (_switched).
+            if not await self._new_unit_on_host(new_text):
+                self._advance(ApplyState.WRITE_FAILED, str(exc))
+                self._fail(f"could not write the unit: {exc}; the old unit is unchanged")
+                return None
+            switch = None
+        if switch is not None and not switch.written:
+            what = "read the service state" if switch.failed == "state" else "write the unit"
+            self._advance(ApplyState.WRITE_FAILED, switch.error)
+            self._fail(f"could not {what}: {switch.error}; the old unit is unchanged")
+            return None
+        backup = switch.backup if switch is not None else None
+        self.result.backup = backup
+        self._advance(ApplyState.BACKED_UP, backup.path if backup else "backup name unknown (connection dropped)")
+        self._advance(ApplyState.WRITTEN)
+        return _Written(switch)
+
+    async def _new_unit_on_host(self, new_text: str) -> bool:
+        """Whether the unit on the host is the new one; True when it cannot be read (not known to be the old one:
+        the apply goes on, and fails into its rollback if the host stays out of reach)."""
+        try:
+            return await self._retrying("read the unit back", self.service.read_unit) == new_text
+        except HostError:
+            return True
+
+    async def _switched(self, switch: UnitSwitch | None) -> tuple[ServiceState, str | None]:
+        """After a switch that wrote the unit: the state and journal cursor from before the restart, once the
+        service was restarted with the new unit. A failed daemon-reload fails the apply (it is rolled back); where
+        the connection dropped (switch None: how far it got is unknown) the rest is done as separate steps, and a
+        failed restart is judged as _restart judges it."""
+        if switch is not None and switch.failed == "daemon-reload":
+            raise HostError(f"{self.session.label}: `systemctl daemon-reload` failed: {switch.error}")
+        if switch is None or switch.before is None:
+            now, cursor = await asyncio.gather(
+                self._retrying("read the service state", self.service.state), self._journal_cursor()
+            )
+            self._check_abort()
+            await self._retrying("daemon-reload", self.service.daemon_reload)
+            self._advance(ApplyState.DAEMON_RELOADED)
+            self._check_abort()
+            self._advance(ApplyState.RESTARTING)
+            await self._restart(now)
+            return now, cursor
+        before = switch.before
+        self._advance(ApplyState.DAEMON_RELOADED)
+        self._advance(ApplyState.RESTARTING)
+        if switch.failed == "restart":
+            # systemctl restart also fails when the start job fails: then a new process was tried and the watch
+            # explains it. If nothing changed at all, the restart itself was refused.
+            self._emit(Notice(self.session.secrets.text(f"restart reported: {switch.error}")))
+            now = await self._retrying("read the service state", self.service.state)
+            if not is_new_start(before, now) and now.active_state not in ("failed", "activating"):
+                raise HostError(f"{self.session.label}: `systemctl restart {self.service.unit}` failed: {switch.error}")
+        return before, switch.cursor
+
     async def _restart(self, before: ServiceState) -> None:
         """Restart; after a dropped connection, find out whether it happened before restarting again."""
         try:
@@ -456,12 +542,18 @@ class Applier:
         last_state = "unknown"
         seen_running = False
         grace_until = loop.time() + INACTIVE_GRACE_S
+        self._ready_info = None
+        new_process_active = False
         while loop.time() < deadline:
             if abortable and self.abort_requested:
                 return False, self._abort_reason or INTERRUPTED, False
             # The state and /health are read together (one round trip per poll); /health counts only for a new
-            # process in state active.
-            state_read, healthy = await asyncio.gather(self.service.state(), self._healthy(), return_exceptions=True)
+            # process in state active. Once that process is active, /server_info is asked beside /health: read by
+            # the same server that answers ready, it is what the verification reads, without a round trip more.
+            info_read = self._server_info_once() if new_process_active else _nothing()
+            state_read, healthy, info = await asyncio.gather(
+                self.service.state(), self._healthy(), info_read, return_exceptions=True
+            )
             state: ServiceState | None = None
             if isinstance(state_read, BaseException):
                 if not isinstance(state_read, Exception):
@@ -479,7 +571,9 @@ class Applier:
                 failure = start_failure(state, baseline, seen_running=seen_running, before=before)
                 if failure:
                     return False, failure, True
-                if state.active_state == "active" and is_new_start(before, state) and healthy is True:
+                new_process_active = state.active_state == "active" and is_new_start(before, state)
+                if new_process_active and healthy is True:
+                    self._ready_info = info if isinstance(info, dict) else None
                     return True, "", False
             await self._pause(POLL_INTERVAL_S) if abortable else await asyncio.sleep(POLL_INTERVAL_S)
         return False, f"not healthy within {timeout_s:g} s (service {last_state})", False
@@ -492,6 +586,15 @@ class Applier:
                 return await client.healthy()
         except Exception:  # connection refused while uvicorn is not up yet, a forward being rebuilt, ...
             return False
+
+    async def _server_info_once(self) -> dict[str, Any] | None:
+        """One /server_info, None when it is not answered (the server is not listening yet, a forward rebuilt)."""
+        try:
+            client = await self.session.sglang()
+            async with asyncio.timeout(HEALTH_PROBE_TIMEOUT_S):
+                return await client.server_info()
+        except Exception:
+            return None
 
     async def _follow_journal(self, cursor: str | None, take: Callable[[JournalEntry], None]) -> None:
         after = cursor
@@ -532,8 +635,9 @@ class Applier:
         )
 
     async def _verify(self, *, everything: bool = False) -> None:
+        info, self._ready_info = self._ready_info, None
         try:
-            info = await self._server_info()
+            info = info or await self._server_info()
         except Exception as exc:
             self._advance(ApplyState.MISMATCH, self._fail(f"healthy, but /server_info could not be read: {exc}"))
             return
@@ -583,6 +687,18 @@ class Applier:
             self._advance(ApplyState.HEALTHY_ON_OLD)
         else:
             self._advance(ApplyState.ROLLBACK_FAILED, f"the old unit did not come back: {watch.reason}")
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The new unit is on the host after a switch (Applier._switch); `switch` says how far it got, None where the
+    connection dropped under it (the unit was read back: written; whether it was reloaded and restarted is unknown)."""
+
+    switch: UnitSwitch | None
 
 
 class _Aborted(Exception):
@@ -714,9 +830,17 @@ async def _take_lock(session: Session, owner: str) -> AsyncExitStack:
 take_unit_lock = _take_lock
 
 
+def edits_by_version(
+    sets: Sequence[str], unsets: Sequence[str] = (), envs: Sequence[str] = (), unset_envs: Sequence[str] = ()
+) -> Callable[[str], EditRequest]:
+    """`--set`/`--unset`/`--env`/`--unset-env` as plan_apply takes them: parsed once the version is known (the
+    syntax can be checked before: parse_edits without flag kinds)."""
+    return lambda version: parse_edits(sets, unsets, envs, unset_envs, flag_kind=flag_kinds(version))
+
+
 async def _planned(
     session: Session,
-    edits: EditRequest,
+    edits: Edits,
     *,
     timeout_s: float,
     owner: str,
@@ -739,7 +863,7 @@ async def _planned(
         current = await session.service.read_unit()
         plan = plan_for_version(
             current,
-            edits,
+            edits(version) if callable(edits) else edits,
             unit_name=session.service.unit,
             version=version,
             version_source=source,
@@ -757,7 +881,7 @@ async def _planned(
 
 async def plan_apply(
     session: Session,
-    edits: EditRequest,
+    edits: Edits,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     owner: str | None = None,
@@ -766,6 +890,7 @@ async def plan_apply(
 ) -> PendingApply:
     """Take the unit's lock (UnitLocked if another holds it), read the unit and the SGLang version, apply the
     edits through the unit model and check them with that version's rules. Asks nothing, changes nothing.
+    `edits` may be a function of the version (edits_by_version): the version is read once, beside the lock.
 
     lock_held: the caller already holds the unit's lock (ServiceManager.lock) and keeps it past this apply;
     none is taken or released here. unit_text: write this whole unit text instead of editing the current one
