@@ -346,11 +346,27 @@ class FixedService:
         return self.unit_text.replace("--speculative-num-steps 2", "--speculative-num-steps 1")
 
 
+class FixedClient:
+    """The SGLang client of a FixedSession: /server_info of a server that runs the unit as the rules resolve it."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info
+
+    async def server_info(self) -> dict[str, Any]:
+        return self.info
+
+
 class FixedSession:
-    """What the editor asks of a session, answered from fixed data (the snapshots need fixed screens)."""
+    """What the editor asks of a session, answered from fixed data (the snapshots need fixed screens). Without a
+    workspace it has no logs/ (no records: the editor predicts nothing); with one, the records written there."""
 
     def __init__(
-        self, unit_text: str = DEMO_UNIT, version: str = "0.5.9", slo: tuple[tuple[str, float], ...] = ()
+        self,
+        unit_text: str = DEMO_UNIT,
+        version: str = "0.5.9",
+        slo: tuple[tuple[str, float], ...] = (),
+        workspace: Workspace | None = None,
+        label: str = "gpu-a",
     ) -> None:
         from types import SimpleNamespace
 
@@ -359,11 +375,17 @@ class FixedSession:
         self.service = FixedService(unit_text)
         self.version = version
         self.target = SimpleNamespace(slo=slo)  # the profile's [slo] (console.host.targets.Target.slo)
-        self.workspace = None
+        self.workspace = workspace
+        self.label = label
         self.secrets = SecretMask()
 
     async def sglang_version(self) -> tuple[str, str]:
         return self.version, "server"
+
+    async def sglang(self) -> FixedClient:
+        from tests.support.snapshots import server_info
+
+        return FixedClient(server_info(self.service.unit_text, self.version))
 
 
 START_LINES = [

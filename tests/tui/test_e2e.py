@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -365,6 +366,40 @@ def test_in_a_real_terminal_b_benchmarks_the_demo_host_and_c_shows_it_beside_an_
         assert "A eagle s1 k1 d2 now" in screen and "B earlier no spec" in screen and "crossover" in screen
         term.keys("Escape", "Escape")
         term.wait_until(lambda s: "Side by side" not in s and "Benchmark runs" not in s, "back to the dashboard")
+        term.keys("q")
+    finally:
+        term.close()
+
+
+@pytest.mark.system
+def test_in_a_real_terminal_the_editor_predicts_from_a_benchmark_of_the_demo_host(tmp_path: Path) -> None:
+    """`opsconsole demo`, e: no benchmark yet, and the editor says what would give one; a benchmark of the running
+    setup (the CLI, beside the console, no restart); e again: the running setup measured, then steps 2 typed and
+    predicted beside it, with its verdict."""
+    workspace = tmp_path / "ws"
+    term = Terminal([OPSCONSOLE, "--workspace", str(workspace), "demo", "--time-scale", "0.005"], dict(os.environ))
+    try:
+        term.wait_for("sglang-demo.service active/running")
+        term.wait_for("SGLang 0.5.9")
+        term.keys("e")
+        screen = term.wait_for("No prediction: no benchmark of the running", timeout=30)
+        assert "esc, then b" in screen
+        term.keys("Escape")
+        term.wait_until(lambda s: "Edit sglang-demo.service" not in s, "the dashboard")
+        bench = [OPSCONSOLE, "--workspace", str(workspace), "bench", "demo", "--concurrency", "1,4", "--requests",
+                 "8", "--input-len", "64", "--output-len", "32", "--repeat", "2"]  # fmt: skip
+        done = subprocess.run(bench, capture_output=True, text=True, timeout=inner_timeout(240))
+        assert done.returncode == 0, done.stderr
+        term.keys("e")
+        screen = term.wait_for("Now: EAGLE steps 1 topk 1, measured", timeout=60)
+        assert "C=1:" in screen and "C=4:" in screen and "random 64/32" in screen
+        term.keys("BSpace", "2")  # the steps field has focus as the editor opens
+        screen = term.wait_for("Predicted: EAGLE steps 2 topk 1", timeout=30)
+        assert "→" in screen and "tok/s" in screen
+        # the verdict, whichever this benchmark gives (on a busy machine the bands can be wide)
+        assert re.search(r"(not )?worth a restart: |unknown: ", screen), screen
+        term.keys("Escape")
+        term.wait_until(lambda s: "Edit sglang-demo.service" not in s, "the dashboard")
         term.keys("q")
     finally:
         term.close()

@@ -222,6 +222,10 @@ def test_the_objective_the_slo_and_the_dataset_are_taken_and_refused_as_the_cli_
     assert request_from_form(values | {"objective": "capacity"}, unit, profile_slo=True).slo is None
     request = request_from_form(values | {"objective": "goodput", "slo": "ttft_p95=1s,tpot_p95=60ms"}, unit)
     assert (request.objective, request.slo) == ("goodput", {"ttft_p95": 1000.0, "tpot_p95": 60.0})
+    with pytest.raises(FormError) as caught:  # as the core refuses it: said beside the strategy, not on ctrl+s
+        request_from_form(values | {"objective": "goodput", "slo": "ttft_p95=1s", "strategy": "predict"}, unit)
+    assert caught.value.field == "strategy" and "predict ranks setups by the output tok/s" in str(caught.value)
+    assert request_from_form(values | {"strategy": "predict"}, unit).strategy == "predict"
     for field, text in (("objective", "latency"), ("slo", "ttft=5")):
         with pytest.raises(FormError) as caught:
             request_from_form(values | {field: text}, unit)

@@ -274,6 +274,9 @@ def request_from_form(
             raise FormError("slo", f"{exc} (e.g. {EXAMPLE})") from None
     if objective != "throughput" and slo is None and not profile_slo:
         raise FormError("slo", f"the objective {objective} counts requests against an SLO: give one, e.g. {EXAMPLE}")
+    if strategy == "predict" and objective != "throughput":  # as the core refuses it (run.checked_request)
+        raise FormError("strategy", "predict ranks setups by the output tok/s it predicts: objective throughput, "
+                                    "or the strategy halving for goodput or capacity")  # fmt: skip
     names = {"apply_best": "apply best = yes", "concurrency": "the concurrency levels"}
     problem = best_at_problem(best_at, apply_best=apply_best, concurrencies=concurrencies, names=names)
     if problem is not None:

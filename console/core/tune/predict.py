@@ -321,18 +321,32 @@ class Foresight:
     predictor: Predictor | None
     why_not: str | None = None  # what is missing for a prediction (and what would give it), when predictor is None
 
-    def of(self, server_args: Mapping[str, Any], mode: SpecMode | None) -> SetupForecast | None:
+    def of(
+        self, server_args: Mapping[str, Any], mode: SpecMode | None, levels: Sequence[int] | None = None
+    ) -> SetupForecast | None:
         """The forecast of the setup these resolved values run (the rules' resolved args and their spec-v2 verdict,
-        as the editor's check gives them); None without a predictor."""
+        as the editor's check gives them; a tune candidate's config and spec mode) at `levels` (None: the levels
+        the running setup was measured at); None without a predictor."""
         if self.predictor is None:
             return None
         setup = SpecSetup.from_server_args(server_args, mode)
-        return self.predictor.forecast(setup, overlap_of(server_args, mode), self.levels)
+        return self.predictor.forecast(setup, overlap_of(server_args, mode), self.levels if levels is None else levels)
 
-    def running_forecast(self) -> SetupForecast | None:
+    def running_forecast(self, levels: Sequence[int] | None = None) -> SetupForecast | None:
         if self.predictor is None:
             return None
-        return self.predictor.forecast(self.running, self.running_overlap, self.levels)
+        return self.predictor.forecast(self.running, self.running_overlap, self.levels if levels is None else levels)
+
+    def of_candidates(
+        self, candidates: Sequence[Candidate], levels: Sequence[int] | None = None
+    ) -> list[tuple[str, SetupForecast]]:
+        """Each candidate of a tune's space, by its name, as `predict` forecasts it ([] without a predictor)."""
+        if self.predictor is None:
+            return []
+        chosen = self.levels if levels is None else levels
+        return [
+            (c.name, self.predictor.forecast(c.setup, overlap_of(c.config, c.spec_mode), chosen)) for c in candidates
+        ]
 
 
 async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_days: float = 14.0) -> Foresight:

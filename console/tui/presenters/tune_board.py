@@ -9,6 +9,11 @@ the console's Tune screen renders it, the time comes from the events' own `at`.
 
 Under the goodput or capacity objective (TuneStarted says which) the rows' figures are the objective's (req/s) and
 `rankings()` orders each level's setups by it, as the search ranks them.
+
+Under the strategy predict each stage after the first is one setup, the untried one the prediction likes best; after
+each stage (SetupsPredicted) every untried row holds its predicted figures per level and its chance: it can still
+win (it may be restarted), it cannot (it will not be), or nothing places it (a draft never measured: it counts as able
+to win). A row once tried has its measured figures instead.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from console.core.tune import (
     Cell,
     LevelProgress,
     Restoring,
+    SetupsPredicted,
     Space,
     StageStarted,
     TrialApplied,
@@ -40,6 +46,8 @@ from console.core.tune import (
 )
 
 RowState = Literal["pending", "starting", "benchmarking", "done", "failed", "skipped", "pruned", "merged"]
+# Strategy predict: what the latest prediction says of an untried setup ("" once tried, or before any prediction).
+Chance = Literal["", "can win", "cannot win", "unplaced"]
 NOTES_KEPT = 50
 # Apply states worth naming on the current trial's line (the rest is the phase of the start).
 _APPLY_WORDS = {
@@ -68,9 +76,15 @@ class BoardRow:
     scores: dict[Cell, float] = field(default_factory=dict)  # the objective's figure per level (goodput, capacity)
     trials: int = 0
     out: bool = False  # the search left it behind at every level (not among those that can still win)
+    predicted: dict[Cell, tuple[float, float, float]] = field(default_factory=dict)  # (low, value, high) tok/s
+    chance: Chance = ""
 
     @property
     def state_text(self) -> str:
+        if self.state == "pending" and self.chance:
+            return {"can win": "pending: can win", "cannot win": "predicted out", "unplaced": "pending: no base"}[
+                self.chance
+            ]
         if self.state == "benchmarking":
             return f"benchmarking {self.detail}".rstrip()
         if self.state == "failed":
@@ -110,6 +124,8 @@ class TuneBoard:
     finished: TuneFinished | None = None
     trials_run: int = 0
     objective: str = "throughput"  # what ranks a level's setups: output tok/s, goodput or capacity (req/s)
+    strategy: str = "halving"
+    prediction: SetupsPredicted | None = None  # strategy predict: the latest, after a stage
 
     @classmethod
     def planned(cls, space: Space) -> TuneBoard:
@@ -149,11 +165,16 @@ class TuneBoard:
     def feed(self, event: TuneEvent) -> None:
         if isinstance(event, TuneStarted):
             self.started_at, self.guarded, self.cells = event.at, event.guarded, list(event.cells)
-            self.objective = event.objective
+            self.objective, self.strategy = event.objective, event.strategy
         elif isinstance(event, StageStarted):
             kind = "screening (short runs)" if event.kind == "screen" else "full runs with repeats"
             self.stage = f"stage {event.stage}: {kind}, {len(event.runs)} setups"
+            if self.strategy == "predict" and event.runs:
+                why = "measured first" if event.stage == 0 else "the likeliest winner by the prediction"
+                self.stage = f"stage {event.stage}: {event.runs[0]}, {why} (full runs with repeats)"
             self.stage_estimate_s = event.estimate_s
+        elif isinstance(event, SetupsPredicted):
+            self._predicted(event)
         elif isinstance(event, TrialStarted):
             self.trials_run += 1
             self.current = Current(event.trial, event.at)
@@ -198,6 +219,20 @@ class TuneBoard:
             self._note(event.message)
         elif isinstance(event, Reconnecting):
             self._note(f"connection lost during {event.operation}; reconnecting ({event.error})")
+
+    def _predicted(self, event: SetupsPredicted) -> None:
+        self.prediction = event
+        figures = dict(event.forecasts)
+        for row in self.rows:
+            if not row.key:
+                continue
+            row.predicted = {cell: (low, value, high) for cell, low, value, high in figures.get(row.name, ())}
+            row.chance = (  # one nothing places is among those that can win too: its own word says why
+                "unplaced" if row.name in event.unplaced
+                else "can win" if row.name in event.can_win
+                else "cannot win" if row.name in event.cannot_win
+                else ""
+            )  # fmt: skip
 
     def _set(self, trial: TrialRef, state: RowState, detail: str) -> None:
         row = self.row(trial.candidate)

@@ -2,15 +2,23 @@
 the SGLang version the host runs at every keystroke, then applied: the unit diff and a confirmation naming
 host and unit, then the restart watched phase by phase (screens/progress.py).
 
+Beside the rules' verdict, the prediction of the form's setup on this host's traffic (console.core.tune.Foresight:
+the workspace's benchmark records of the host fitted once as the editor opens, in a worker: 10 ms for a handful of
+records, 230 ms for a month of them), at the levels the running setup was measured at: the running setup's figure,
+the form's predicted one with its band, whether it is worth a restart, what would settle it. It is asked again, at
+once, whenever the setup the rules resolve changes: a forecast takes 0.7 ms (benchmarks/editor_prediction.py; in a
+thread the keys waited as long).
+
 The model is console/core/apply/edit.py (fields from the version's flag table, the edit, the rules' verdict, the
 silent changes); this screen only shows it and sends the intents."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -32,10 +40,15 @@ from console.core.apply import (
     record_applied,
     running_values,
 )
+from console.core.predict import SetupForecast
 from console.core.rollout import ApplyState
 from console.core.session import Session
 from console.core.snapshot import load_snapshots
+from console.core.tune import Foresight, foresight
 from console.host.base import HostError, UnitBackup, UnitLocked
+from console.sglang.client import SglangError
+from console.sglang.specmode import SpecMode
+from console.tui.presenters.prediction import Line, editor_lines
 from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
 from console.tui.screens.confirm import ConfirmScreen, diff_text
 from console.tui.screens.progress import apply_progress
@@ -44,6 +57,16 @@ from console.tui.widgets.inputs import OrderedInput
 
 UNIT_PRESET = "unit"
 RUNNING_PRESET = "running"
+# How the prediction's lines look (console.tui.presenters.prediction.LineKind).
+PREDICTION_STYLES = {
+    "head": "bold",
+    "figures": "",
+    "worth": "bold green",
+    "not-worth": "yellow",
+    "unknown": "yellow",
+    "note": "dim",
+    "waiting": "dim",
+}
 
 
 class NumberInput(OrderedInput):
@@ -106,6 +129,14 @@ class EditScreen(Screen[None]):
         self._applied: dict[str, dict[str, str]] = {}
         self._snapshots: dict[str, str] = {}  # preset key -> the snapshot's (masked) unit text
         self._preset_filled = UNIT_PRESET  # the preset the fields were last filled from (built from the unit)
+        # The prediction: the host's, once read (None meanwhile); the form's setup's and the running one's forecasts.
+        # Without a workspace there are no records to read, and nothing is said of a prediction.
+        self.predicts = session.workspace is not None
+        self.foresight: Foresight | None = None
+        self.foresight_error = ""  # why the running server could not be read for it
+        self.forecast: SetupForecast | None = None
+        self.running_forecast: SetupForecast | None = None
+        self._forecast_of: tuple[Mapping[str, Any], SpecMode | None] | None = None  # what `forecast` is asked of
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Edit {self.label}: reading the unit ...", style="bold"), id="editor-title")
@@ -116,6 +147,8 @@ class EditScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._load()
+        if self.predicts:
+            self._load_foresight()
 
     # -- loading -------------------------------------------------------------------------------------------
 
@@ -200,6 +233,33 @@ class EditScreen(Screen[None]):
                 return Checkbox(spec.flag, value=on, id=ident, disabled=disabled, compact=True)
             return Switch(value=on, id=ident, disabled=disabled)
         return OrderedInput(value=value, id=ident, placeholder=_placeholder(spec), disabled=disabled, compact=True)
+
+    @work(exclusive=True, group="editor-foresight")
+    async def _load_foresight(self) -> None:
+        """The host's prediction, fitted from the workspace's records."""
+        try:
+            found = await foresight(self.session)
+        except (HostError, SglangError) as exc:  # a server down: what its records would say needs its setup
+            self.foresight_error = f"the running server cannot be read ({exc})"
+        else:
+            self.foresight, self.running_forecast = found, found.running_forecast()
+        with unless_closing(self):
+            if self.preview is not None:
+                self._ask_forecast(self.preview, again=True)
+                self._show_report()
+
+    def _ask_forecast(self, preview: Preview, *, again: bool = False) -> None:
+        """The form's setup forecast again when what the rules resolve for it changed (see the module's docstring
+        for why at once); none for a form the rules refuse."""
+        if self.foresight is None or self.foresight.predictor is None:
+            return
+        plan = preview.plan
+        if plan is None or not preview.ok:
+            self._forecast_of, self.forecast = None, None
+            return
+        asked = (plan.report.resolved, plan.report.spec_mode)
+        if asked != self._forecast_of or again:
+            self._forecast_of, self.forecast = asked, self.foresight.of(*asked)
 
     @work(exclusive=True, group="editor-presets")
     async def _load_presets(self) -> None:
@@ -327,13 +387,18 @@ class EditScreen(Screen[None]):
         if self.form is None:
             return
         self.preview = self.form.preview(self.values())
-        self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
+        self._ask_forecast(self.preview)
+        self._show_report()
         values = self.values()
         for spec in self.form.fields:  # changed fields are marked beside their label
             row = self.query_one(f"#{_field_id(spec.dest)}").parent
             changed = values.get(spec.dest, "").strip() != self.form.values.get(spec.dest, "").strip()
             if isinstance(row, Widget) and row.has_class("-changed") != changed:
                 row.set_class(changed, "-changed")
+
+    def _show_report(self) -> None:
+        if self.preview is not None:
+            self.query_one("#editor-report", Static).update(self._report(self.preview), layout=False)
 
     def _report(self, preview: Preview) -> RenderableType:
         parts: list[RenderableType] = []
@@ -352,7 +417,18 @@ class EditScreen(Screen[None]):
             parts.append(Text(self.error, style="bold red"))
         parts.append(Text(""))
         parts.append(self._verdict(preview))
+        prediction = self._prediction(preview)  # under the verdict: on a small terminal ctrl+s stays in sight
+        if prediction:
+            parts.append(Text(""))
+            parts.extend(prediction)
         return Group(*parts)
+
+    def _prediction(self, preview: Preview) -> list[RenderableType]:
+        if not self.predicts:
+            return []
+        forecast = self.forecast if preview.ok else None
+        lines = editor_lines(self.foresight, forecast, self.running_forecast, unreadable=self.foresight_error)
+        return _rendered(lines)
 
     def _verdict(self, preview: Preview) -> Text:
         if self.read_only:
@@ -441,3 +517,24 @@ class EditScreen(Screen[None]):
             apply_progress(pending, title=f"Applying to {self.label} ({unit})", on_done=done)
         )
         self.dismiss(None)
+
+
+def _rendered(lines: list[Line]) -> list[RenderableType]:
+    """The prediction's lines, each level's figures in aligned columns (a narrow report wraps a band in its own
+    column, not under the level)."""
+    out: list[RenderableType] = []
+    table: Table | None = None
+    for line in lines:
+        if line.kind != "figures":
+            table = None
+            out.append(Text(line.text, style=PREDICTION_STYLES[line.kind]))
+            continue
+        if table is None:
+            table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 0, 0, 1))
+            table.add_column(no_wrap=True)  # C=48:
+            table.add_column(justify="right", no_wrap=True)  # the running setup's figure →
+            table.add_column(justify="right", no_wrap=True)  # the form's
+            table.add_column()  # the band
+            out.append(table)  # not indented: at 80 columns the band keeps the width of "-22% /"
+        table.add_row(*line.cells)
+    return out

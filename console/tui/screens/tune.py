@@ -16,6 +16,11 @@ a level's setups), the SLO (prefilled with the profile's [slo]) and a dataset pi
 (read in a thread once picked, as `tune --dataset` reads it); the board shows its figures by the objective and each
 level's ranking, the result each setup's capacity at the SLO and where speculation loses on this traffic.
 
+Before anything restarts, the confirmation ranks the planned setups by what this host's benchmark records predict
+for them at the form's levels (console.core.tune.Foresight, fitted once as the form opens, in a worker; each figure
+with its band, and whether it is worth a restart against the running setup). The strategy predict restarts only for
+setups the prediction says can still win: the board shows, after each of its stages, which those are.
+
 The TUI holds no logic: the form is console/core/tune/form.py, the board console/tui/presenters/tune_board.py, the
 space console/core/tune/space.py, the tune console/core/tune/run.py."""
 
@@ -38,6 +43,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Select, Static
+from textual.worker import Worker
 
 from console.bench.datasets import DatasetError, describe_line, sample_dataset
 from console.bench.workloads import DatasetSample
@@ -46,6 +52,7 @@ from console.core.session import Session
 from console.core.tune import (
     FIELDS,
     Estimate,
+    Foresight,
     FormError,
     PendingTune,
     Space,
@@ -57,6 +64,7 @@ from console.core.tune import (
     build_space,
     dataset_sampling,
     estimate,
+    foresight,
     form_defaults,
     meaning,
     request_from_form,
@@ -64,7 +72,9 @@ from console.core.tune import (
 )
 from console.errors import UsageError
 from console.host.base import HostError, UnitLocked
+from console.sglang.client import SglangError
 from console.tui.context import ConsoleContext
+from console.tui.presenters.prediction import Ranked, predicted_ranking
 from console.tui.presenters.tune_board import TuneBoard
 from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
@@ -184,6 +194,11 @@ class TuneFormScreen(Screen[None]):
         self._space_timer: Timer | None = None
         self.busy = False
         self.started: TuneProgress | None = None
+        # This host's prediction (its records in the workspace's logs/, fitted once), for the confirmation's ranking;
+        # None until read, or without a workspace (nothing to read: the confirmation says nothing of a prediction).
+        self.foresight: Foresight | None = None
+        self.foresight_error = ""  # the server could not be read for it
+        self._foresight_worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Tune {self.label}: reading the unit ...", style="bold"), id="tune-form-title")
@@ -194,6 +209,30 @@ class TuneFormScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._load()
+        if self.session.workspace is not None:
+            self._foresight_worker = self._load_foresight()
+
+    @work(exclusive=True, group="tune-foresight")
+    async def _load_foresight(self) -> None:
+        try:
+            self.foresight = await foresight(self.session)
+        except (HostError, SglangError) as exc:
+            self.foresight_error = f"the running server cannot be read ({exc})"
+
+    async def _predicted(self, pending: PendingTune) -> RenderableType | None:
+        """The planned setups best first by their prediction at the form's levels (None without a workspace)."""
+        if self.session.workspace is None:
+            return None
+        if self._foresight_worker is not None:  # the fit may be under way still: the confirmation waits for it
+            await self._foresight_worker.wait()
+        found = self.foresight
+        if found is None:
+            return Text(f"No prediction: {self.foresight_error}", style="dim")
+        if found.predictor is None:
+            return Text(f"No prediction: {found.why_not}", style="dim")
+        levels = pending.request.concurrencies
+        named = found.of_candidates(pending.space.candidates, levels)  # under a millisecond a setup
+        return prediction_view(predicted_ranking(named, levels), levels, found.workload)
 
     @work(exclusive=True, group="tune-load")
     async def _load(self) -> None:
@@ -455,20 +494,33 @@ class TuneFormScreen(Screen[None]):
             "left it (the original is in the unit's backups)."
         )
         budget = f"; the budget stops it after {request.budget_s / 60:g} min" if request.budget_s else ""
+        try:
+            predicted = await self._predicted(pending)
+        except asyncio.CancelledError:  # the console closing meanwhile: let go of the lock, change nothing
+            await pending.abort("the console closed before the tune was confirmed; nothing was changed")
+            raise
+        at_most = "At most" if request.strategy == "predict" else "About"
         body = Group(
             space_text(pending.space),
+            *([Text(""), predicted] if predicted is not None else []),
             Text(""),
             Text(
-                f"About {parts.bench_s / 60:.0f} min of benchmarks and {_count(parts.starts, 'start')} of {unit} "
+                f"{at_most} {parts.bench_s / 60:.0f} min of benchmarks and {_count(parts.starts, 'start')} of {unit} "
                 f"({_count(len(request.cells()), 'level')}{budget})",
                 style="bold",
             ),
             Text(guard, style="dim"),
         )
-        question = (
-            f"Restart {unit} on {self.label} with each of these setups and benchmark them "
-            f"({afterwards(request)} afterwards)?"
-        )
+        if request.strategy == "predict":
+            question = (
+                f"Benchmark the setup {self.label} runs, then restart {unit} only for the setups predicted to be "
+                f"able to win and benchmark them ({afterwards(request)} afterwards)?"
+            )
+        else:
+            question = (
+                f"Restart {unit} on {self.label} with each of these setups and benchmark them "
+                f"({afterwards(request)} afterwards)?"
+            )
         try:
             confirmed = await self.app.push_screen_wait(ConfirmScreen(question, body, danger=True))
         except asyncio.CancelledError:  # the console closing while it asks: let go of the lock, change nothing
@@ -481,6 +533,32 @@ class TuneFormScreen(Screen[None]):
         screen = tune_progress(pending, label=self.label, clock=self.clock)
         self.started = screen
         self.dismiss(None)  # the caller pushes the running tune in its place
+
+
+def prediction_view(ranked: list[Ranked], levels: tuple[int, ...], workload: str | None) -> RenderableType:
+    """The planned setups best first by what this host's records predict, a figure and its band per level (★ the
+    best there), each with its verdict against the running setup; what would settle the unknown ones."""
+    head = Text("Predicted from this host's records, best first", style="bold")
+    if workload:  # not necessarily the tune's: the running setup's newest benchmark is what the prediction rests on
+        head.append(f" (on {workload}, the running setup's newest benchmark)", style="dim")
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+    table.add_column("setup", no_wrap=True, overflow="ellipsis", min_width=12, ratio=1)
+    for c in levels:
+        table.add_column(f"C={c} tok/s", justify="right", no_wrap=True)
+    table.add_column("verdict", overflow="fold", min_width=10, ratio=1)
+    settle: list[Text] = []
+    for row in ranked:
+        cells = [Text(("★ " if c in row.best_at else "") + text) for c, text in zip(levels, row.cells, strict=True)]
+        style = _VERDICT_STYLE.get(row.kind, "")
+        table.add_row(Text(row.name, style="bold" if row.kind == "running" else ""), *cells, Text(row.verdict, style))
+        if row.kind == "unknown":
+            verdict = row.forecast.verdict
+            then = f"; {verdict.settle}" if verdict.settle else ""
+            settle.append(Text(f"  {row.name}: {verdict.text.removeprefix('unknown: ')}{then}", style="dim"))
+    return Group(head, table, *settle)
+
+
+_VERDICT_STYLE = {"running": "bold", "worth": "bold green", "not-worth": "yellow", "unknown": "yellow"}
 
 
 # --- the running tune and its result ---------------------------------------------------------------------------
@@ -527,7 +605,9 @@ class TuneView:
     def draw(self, screen: TuneProgress) -> None:
         self.tick(screen)
         ranked = rankings_text(self.board)  # nothing under throughput (the ★ says it)
-        rows = Group(rows_table(self.board), *([ranked] if ranked else []), Text(""), excluded_text(self.board))
+        predicted = board_prediction_text(self.board)  # strategy predict: which setups can still win
+        rows = Group(rows_table(self.board), *([predicted] if predicted else []), *([ranked] if ranked else []),
+                     Text(""), excluded_text(self.board))  # fmt: skip
         screen.query_one("#tune-rows", Static).update(rows)
         result = screen.query_one("#tune-result", Static)
         result.display = screen.done
@@ -622,12 +702,42 @@ def rows_table(board: TuneBoard) -> Table:
         if row.out:
             style = "dim green"
         shown = [board.figure(row, c) for c in cells]
-        figures = ["" if f is None else f"{f:,.0f}" if board.objective == "throughput" else f"{f:,.2f}" for f in shown]
+        figures: list[str | Text] = [
+            "" if f is None else f"{f:,.0f}" if board.objective == "throughput" else f"{f:,.2f}" for f in shown
+        ]
+        for i, cell in enumerate(cells):  # strategy predict: an untried setup's predicted figure, marked ~
+            if shown[i] is None and cell in row.predicted:
+                figures[i] = Text(f"~{row.predicted[cell][1]:,.0f}", style="dim italic")
         leader = any(board.levels.get(c) is not None and board.levels[c].leader == row.name for c in cells)
         name = Text(("★ " if leader else "  ") + row.name, style="bold" if leader else "")
         detail = "" if row.state == "benchmarking" else row.detail
         table.add_row(name, Text(row.state_text, style=style), *figures, Text(detail, style="dim"))
     return table
+
+
+_CHANCE_STYLE = {"can win": "cyan", "cannot win": "dim", "unplaced": "yellow"}
+
+
+def board_prediction_text(board: TuneBoard) -> Text:
+    """Strategy predict: after which stage the untried setups were last predicted, which of them can still win (the
+    next restart is the likeliest of them), which cannot (no restart for them), which nothing places."""
+    out = Text()
+    event = board.prediction
+    if event is None:
+        return out
+    out.append(f"\npredicted after stage {event.stage}", style="bold")
+    out.append(" (~ figures: predicted tok/s of the setups not run yet)\n", style="dim")
+    placed = [name for name in event.can_win if name not in event.unplaced]
+    if placed:
+        out.append(f"can still win: {', '.join(placed)}\n", style=_CHANCE_STYLE["can win"])
+    if event.cannot_win:
+        out.append(f"cannot win, no restart: {', '.join(event.cannot_win)}\n", style=_CHANCE_STYLE["cannot win"])
+    if event.unplaced:
+        out.append(f"no measured base, run to find out: {', '.join(event.unplaced)}\n", style=_CHANCE_STYLE["unplaced"])
+    if not event.can_win:
+        end = "no untried setup can win" if event.cannot_win else "every setup measured"
+        out.append(f"{end}: the tune ends here\n", style="bold")
+    return out
 
 
 def rankings_text(board: TuneBoard) -> Text:
