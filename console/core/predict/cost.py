@@ -22,8 +22,9 @@ the batch, g = ms per request):
   request's KV cache is read each round while a verify token's own compute is small (what makes a chain of draft
   tokens nearly free to verify at a small batch); where records of two verify widths (a chain and no speculation,
   two chains) tell them apart, the records decide;
-- a draft step: 0.05 t_min +- 0.05 t_min (one decoder layer and its head against the target's dozens, launched from a
-  CUDA graph), a draft token: 0 +- 0.03 g;
+- a draft step: 0.05 t_min +- 0.1 t_min (one decoder layer and its head against the target's dozens, launched from a
+  CUDA graph; wide, because a real server's round need not follow the steps: on the H200's tiny, host-bound model a
+  round of steps 1 took 40 % longer than one of steps 3), a draft token: 0 +- 0.03 g;
 - a tree's verify token: as much as a chain's verify token (the first fit's), +- twice that: measured, a tree costs
   from nothing to 2.2x a chain at high load (the seeds: Kimi topk 4 at C = 64 ran 353 tok/s where topk 1 + spec v2 ran
   775; the H200's tiny Llama: topk 2 15-36 % behind topk 1 at C = 32);
@@ -175,7 +176,7 @@ def fit_round_cost(points: Sequence[Point], noise: float) -> RoundCost | None:
         "per_request": (0.0, growth),
         "per_verify_token": (0.0, 0.1 * growth),
         "spec_round": (0.1 * shortest, 0.1 * shortest),
-        "draft_step": (0.05 * shortest, 0.05 * shortest),
+        "draft_step": (0.05 * shortest, 0.1 * shortest),
         "draft_token": (0.0, 0.03 * growth),
         "tree_token": (0.0, 1e-6 * growth),  # priced after the first fit, against a chain's verify token
         "host_round": (0.2 * shortest, 0.2 * shortest),
