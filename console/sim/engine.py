@@ -392,6 +392,74 @@ class ClosedLoopResult:
     peak_running: int
 
 
+@dataclass(slots=True)
+class RequestTrace:
+    """One request of a closed loop on the virtual clock: when it was sent, got its first token and ended, and what
+    its decode rounds accepted (drafts per round, as SGLang's spec_accept_histogram counts them)."""
+
+    start: float
+    first: float | None = None
+    end: float | None = None
+    tokens: int = 0
+    verify_ct: int = 0
+    accept_histogram: list[int] = field(default_factory=list)
+
+
+def run_closed_loop(
+    profile: SimProfile,
+    resolved: Mapping[str, Any],
+    concurrency: int,
+    input_len: int,
+    output_len: int,
+    n_requests: int,
+    *,
+    temperature: float = 0.0,
+    ignore_eos: bool = True,
+    seed: int = 0,
+    task: Task = Task.CHAT,
+) -> tuple[list[RequestTrace], Engine, int]:
+    """Run `n_requests` through an Engine with `concurrency` clients that each send the next request as soon
+    as their previous one finishes (bench_serving --max-concurrency with request rate inf), on the virtual
+    clock: every finished request's trace, in the order they finished, the engine, and the peak running batch."""
+    if concurrency < 1 or n_requests < 1:
+        raise ValueError("concurrency and n_requests must be at least 1")
+    engine = Engine(profile, resolved, seed=seed)
+    live: dict[str, RequestTrace] = {}
+    done: list[RequestTrace] = []
+    sent = peak = 0
+
+    def send() -> None:
+        nonlocal sent
+        rid = f"r{sent}"
+        sent += 1
+        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos, task=task)
+        live[rid] = RequestTrace(start=engine.clock_s)
+
+    for _ in range(min(concurrency, n_requests)):
+        send()
+    while (step := engine.next_step()) is not None:
+        now = engine.clock_s
+        peak = max(peak, engine.num_running)
+        for rid, count in step.emitted.items():
+            trace = live[rid]
+            if trace.first is None:
+                trace.first = now
+            trace.tokens += count
+            drafts = step.accepted.get(rid)
+            if drafts is not None:
+                trace.verify_ct += 1
+                histogram = trace.accept_histogram
+                histogram.extend([0] * (drafts + 1 - len(histogram)))
+                histogram[drafts] += 1
+        for rid in step.finished:
+            trace = live.pop(rid)
+            trace.end = now
+            done.append(trace)
+            if sent < n_requests:
+                send()
+    return done, engine, peak
+
+
 def simulate_closed_loop(
     profile: SimProfile,
     resolved: Mapping[str, Any],
@@ -405,55 +473,23 @@ def simulate_closed_loop(
     seed: int = 0,
     task: Task = Task.CHAT,
 ) -> ClosedLoopResult:
-    """Run `n_requests` through an Engine with `concurrency` clients that each send the next request as soon
-    as their previous one finishes (bench_serving --max-concurrency with request rate inf), on the virtual
-    clock. Used by the calibration tests and to predict a configuration's throughput without a server."""
-    if concurrency < 1 or n_requests < 1:
-        raise ValueError("concurrency and n_requests must be at least 1")
-    engine = Engine(profile, resolved, seed=seed)
-    sent = 0
-    start: dict[str, float] = {}
-    first: dict[str, float] = {}
-    produced: dict[str, int] = {}
-    speeds: list[float] = []
-    ttfts: list[float] = []
-    output_tokens = 0
-    peak = 0
-
-    def send() -> None:
-        nonlocal sent
-        rid = f"r{sent}"
-        sent += 1
-        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=ignore_eos, task=task)
-        start[rid] = engine.clock_s
-        produced[rid] = 0
-
-    for _ in range(min(concurrency, n_requests)):
-        send()
-    while True:
-        step = engine.next_step()
-        if step is None:
-            break
-        now = engine.clock_s
-        peak = max(peak, engine.num_running)
-        for rid, count in step.emitted.items():
-            if produced[rid] == 0:
-                first[rid] = now
-            produced[rid] += count
-        for rid in step.finished:
-            n = produced.pop(rid)
-            output_tokens += n
-            ttft = first.pop(rid) - start[rid]
-            latency = now - start.pop(rid)
-            ttfts.append(ttft)
-            if n > 1 and latency > ttft:
-                speeds.append((n - 1) / (latency - ttft))
-            if sent < n_requests:
-                send()
+    """run_closed_loop's figures with bench_serving's definitions. Used by the calibration tests and to predict a
+    configuration's throughput without a server."""
+    traces, engine, peak = run_closed_loop(
+        profile, resolved, concurrency, input_len, output_len, n_requests,
+        temperature=temperature, ignore_eos=ignore_eos, seed=seed, task=task,
+    )  # fmt: skip
+    ttfts = [(t.first or t.start) - t.start for t in traces]
+    speeds = [
+        (t.tokens - 1) / ((t.end or 0.0) - (t.first or 0.0))
+        for t in traces
+        if t.tokens > 1 and (t.end or 0.0) > (t.first or 0.0)
+    ]
+    output_tokens = sum(t.tokens for t in traces)
     duration = engine.clock_s
     return ClosedLoopResult(
         duration_s=duration,
-        completed=len(ttfts),
+        completed=len(traces),
         output_tokens=output_tokens,
         output_throughput=output_tokens / duration if duration > 0 else 0.0,
         mean_request_tok_s=sum(speeds) / len(speeds) if speeds else 0.0,

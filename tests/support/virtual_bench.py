@@ -17,7 +17,7 @@ from typing import Any
 from console.bench.metrics import RequestResult, compute_metrics
 from console.bench.records import BenchRecord, order_server_args
 from console.sglang.specmode import spec_mode
-from console.sim.engine import Engine
+from console.sim.engine import Engine, run_closed_loop
 from console.sim.profiles import SimProfile
 
 EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
@@ -34,45 +34,19 @@ def level_results(
     seed: int = 0,
     temperature: float = 0.0,
 ) -> tuple[list[RequestResult], float]:
-    """Each request's result and the level's duration (virtual seconds)."""
-    engine = Engine(profile, resolved, seed=seed)
-    sent = 0
-    live: dict[str, RequestResult] = {}
-    histograms: dict[str, list[int]] = {}
-    done: list[RequestResult] = []
-
-    def send() -> None:
-        nonlocal sent
-        rid = f"r{seed}-{sent}"
-        sent += 1
-        engine.add(rid, input_len, output_len, temperature=temperature, ignore_eos=True)
-        live[rid] = RequestResult(start=engine.clock_s, prompt_len=input_len)
-        histograms[rid] = []
-
-    for _ in range(min(concurrency, n_requests)):
-        send()
-    while (step := engine.next_step()) is not None:
-        now = engine.clock_s
-        for rid, count in step.emitted.items():
-            result = live[rid]
-            if result.output_len == 0:
-                result.ttft = now - result.start
-            result.output_len += count
-            if step.kind == "decode" and engine.perf.speculative:
-                result.spec_verify_ct = (result.spec_verify_ct or 0) + 1
-                accepted = step.accepted[rid]
-                histogram = histograms[rid]
-                histogram.extend([0] * (accepted + 1 - len(histogram)))
-                histogram[accepted] += 1
-        for rid in step.finished:
-            result = live.pop(rid)
-            result.latency = now - result.start
-            result.success = True
-            result.spec_accept_histogram = histograms.pop(rid) or None
-            done.append(result)
-            if sent < n_requests:
-                send()
-    return done, engine.clock_s
+    """Each request's result, as the bench engine would have measured it, and the level's duration (virtual s)."""
+    traces, engine, _peak = run_closed_loop(
+        profile, resolved, concurrency, input_len, output_len, n_requests, temperature=temperature, seed=seed
+    )
+    results = [
+        RequestResult(
+            success=True, prompt_len=input_len, output_len=t.tokens, start=t.start,
+            ttft=(t.first or t.start) - t.start, latency=(t.end or t.start) - t.start,
+            spec_verify_ct=t.verify_ct or None, spec_accept_histogram=t.accept_histogram or None,
+        )
+        for t in traces
+    ]  # fmt: skip
+    return results, engine.clock_s
 
 
 def virtual_records(
