@@ -206,6 +206,44 @@ def test_the_surface_and_cycle_checks_would_notice(tmp_path: Path) -> None:
         TopologicalSorter(core_graph(fake)).prepare()
 
 
+def module_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Which modules of console.PACKAGE each of its modules imports, anywhere in it (a lazy import or one under
+    TYPE_CHECKING counts: either is a cycle the next refactor trips on). `from console.tui.screens import bench`
+    is an arrow to the module console.tui.screens.bench."""
+    modules = {module_of(path, root) for path in (root / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        me = module_of(path, root)
+        targets: set[str] = set()
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        graph[me] = (targets & modules) - {me}
+    return graph
+
+
+@pytest.mark.parametrize("package", ["tui"])
+def test_the_modules_of_a_package_make_no_import_cycle(package: str) -> None:
+    try:
+        TopologicalSorter(module_graph(ROOT / "console", package)).prepare()
+    except CycleError as exc:
+        raise AssertionError(f"the modules of console/{package} make an import cycle: {exc.args[1]}") from None
+
+
+def test_the_module_cycle_check_would_notice(tmp_path: Path) -> None:
+    fake = tmp_path / "console"
+    (fake / "tui" / "screens").mkdir(parents=True)
+    (fake / "tui" / "context.py").write_text("if TYPE_CHECKING:\n    from console.tui.screens.bench import Run\n")
+    (fake / "tui" / "screens" / "__init__.py").write_text("")
+    (fake / "tui" / "screens" / "bench.py").write_text("from console.tui.screens import runs\n")
+    (fake / "tui" / "screens" / "runs.py").write_text("from console.tui.context import Context\n")
+    with pytest.raises(CycleError):
+        TopologicalSorter(module_graph(fake, "tui")).prepare()
+
+
 PROBE = """
 import importlib, importlib.abc, pkgutil, sys
 

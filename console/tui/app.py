@@ -26,8 +26,9 @@ from console.core.monitor import HostView
 from console.core.session import Session
 from console.fleet.telemetry import FleetView
 from console.host.base import HostError, JournalEntry, UnitLocked
+from console.tui.bench_run import BenchRun
 from console.tui.context import ConsoleOptions
-from console.tui.screens.bench import BenchRun, open_bench, running_mark
+from console.tui.screens.bench import open_bench, running_mark
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import EditScreen
 from console.tui.screens.freeze import open_freeze

@@ -16,14 +16,13 @@ from textual.screen import Screen, ScreenResultCallbackType, ScreenResultType
 
 from console.core.monitor import HostView
 from console.core.session import Session
+from console.tui.bench_run import BenchRun
 from console.tui.config import ConsoleConfig
 from console.tui.runners import Runners
 from console.workspace import Workspace
 
-if TYPE_CHECKING:  # the bench screen takes a ConsoleContext itself
+if TYPE_CHECKING:
     from textual.worker import Worker, WorkType
-
-    from console.tui.screens.bench import BenchRun
 
 
 @dataclass(frozen=True)

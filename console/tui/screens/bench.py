@@ -17,12 +17,11 @@ refresh.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -35,7 +34,6 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from console.bench.records import BenchRecord
 from console.bench.slo import Slo
 from console.core.bench import (
     CAPACITY_CHOICES,
@@ -49,14 +47,13 @@ from console.core.bench import (
     slo_text,
 )
 from console.host.base import HostError
+from console.tui.bench_run import BenchRun, Runner
 from console.tui.context import ConsoleContext
 from console.tui.presenters.bench_live import LiveBench, LiveLevel
 from console.tui.screens import FORM_FOCUS_BINDINGS
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.inputs import OrderedInput
 
-# (sweeps, on_event) -> each sweep's records: console.tui.runners.BenchRunner, its session_of and host bound
-Runner = Callable[[list[PlannedSweep], Callable[[Any], None]], Awaitable[list[list[BenchRecord]]]]
 REPAINT_S = 0.25
 # (field, title, hint) in the form's order; those in SELECTS are picked from a list, the rest typed
 FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -108,47 +105,6 @@ def _widget_id(name: str) -> str:
 
 
 STATE_STYLE = {"done": "green", "running": "bold", "warm-up": "yellow", "stopped": "bold red", "not run": "dim red"}
-
-
-class BenchRun:
-    """One host's benchmark queue, held by the app so it outlives its screen: the live model, the worker, the
-    records. Listeners are told when the model changed (the screen repaints on its own timer)."""
-
-    def __init__(self, host: str, sweeps: list[PlannedSweep], runner: Runner) -> None:
-        self.host = host
-        self.sweeps = sweeps
-        self.runner = runner
-        self.live = LiveBench(host, sweeps)
-        self.records: list[list[BenchRecord]] = []
-        self.worker: Any = None
-        self.dirty = True
-        self.on_finished: Callable[[BenchRun], None] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.live.state == "running"
-
-    def feed(self, event: Any) -> None:
-        self.live.feed(event)
-        self.dirty = True
-
-    async def run(self) -> None:
-        try:
-            self.records = await self.runner(self.sweeps, self.feed)
-            self.live.finish()
-        except asyncio.CancelledError:
-            self.live.cancel("cancelled: the levels that finished are kept in logs/")
-            raise
-        except Exception as exc:  # the host, the link, the server: said on the rows, the finished levels kept
-            self.live.fail(str(exc) or exc.__class__.__name__)
-        finally:
-            self.dirty = True
-            if self.on_finished is not None:
-                self.on_finished(self)
-
-    def cancel(self) -> None:
-        if self.worker is not None and self.running:
-            self.worker.cancel()
 
 
 def live_table(live: LiveBench) -> Table:
