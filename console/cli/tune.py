@@ -238,7 +238,7 @@ def check_args(args: argparse.Namespace) -> None:
     space_from_args(args, None)
 
 
-# The space's axes (console.core.tune.form.AXES) as the command line names them.
+# The space's axes (console.sglang.setup.AXES) as the command line names them.
 AXIS_OPTIONS = {
     "algorithm": "--algorithm",
     "steps": "--steps",

@@ -3,7 +3,14 @@
     SpecSetup.from_server_args(record.server_args, record.spec_mode)   # what a benchmark measured
     SpecSetup.from_config(candidate.config, candidate.spec_mode)       # a tune's candidate (the same keys)
     setup.name()         -> "EAGLE3 steps 2 topk 1 + spec v2", "no speculation"
+    setup.name({"topk", "spec_v2"}) -> "topk 1 + spec v2" (only the axes that tell a tune's setups apart)
+    setup.describe()     -> "EAGLE3 steps 2 topk 1 draft tokens 3 spec v2 on" (every axis)
+    setup.details()      -> (("steps", "2"), ("topk", "1"), ("draft tokens", "3"), ("draft model", "/m/eagle3"))
     setup.key            -> "eagle3-s2-k1-n3-v2", "nospec"
+    setup.server_args()  -> {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2, ...}
+    setup.edits("0.5.9") -> the unit's flags and environment that make that version run it
+
+AXES names its fields: the tune's axes (`tune --steps`, the Tune form's fields, a --space file's keys) are these.
 
 The algorithm is SGLang's resolved one (NEXTN runs as EAGLE: the same draft, the checkpoint's MTP layers), the draft
 tokens are the resolved ones (a chain's steps + 1), and spec v2 means the overlap path (the spec-v2 worker with the
@@ -12,11 +19,46 @@ overlap scheduler on), as tune's axis and the demo say it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
 
+from console.sglang.flags import version_at_least
 from console.sglang.specmode import SpecMode, is_speculative
+from console.sglang.vocabulary import SPEC_V2_ENV, flag_of, term
+
+# The setup's own values and the server arguments that hold them (SGLang's names); spec v2 is the rules' verdict on
+# the worker and the overlap (console.sglang.specmode), no one argument.
+_DESTS = {
+    "algorithm": "speculative_algorithm",
+    "steps": "speculative_num_steps",
+    "topk": "speculative_eagle_topk",
+    "draft_tokens": "speculative_num_draft_tokens",
+}
+_DRAFT_MODEL = "speculative_draft_model_path"
+_OVERLAP = "disable_overlap_schedule"
+# How a name says the numbers, when they tell setups apart ("EAGLE3 steps 2 topk 4 draft 8").
+_NAMED_NUMBERS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft"))
+
+
+class SetupEdits(NamedTuple):
+    """Edits of a unit, in console.core.rollout.EditRequest's order (flag names with their leading "--")."""
+
+    set_flags: tuple[tuple[str, str | bool], ...] = ()  # True: a switch
+    unset_flags: tuple[str, ...] = ()
+    set_env: tuple[tuple[str, str], ...] = ()
+    unset_env: tuple[str, ...] = ()
+
+
+def spec_v2_edits(version: str, on: bool) -> SetupEdits:
+    """What asks `version` for spec v2 on or off: up to 0.5.12 the variable SGLANG_ENABLE_SPEC_V2; from 0.5.14 the
+    variable is gone and the V2 worker always runs, so off is `--disable-overlap-schedule` (the synchronous path)."""
+    overlap = flag_of(_OVERLAP)
+    if version_at_least(version, "0.5.14"):  # 0.5.14 logs a removal notice for the variable
+        if on:
+            return SetupEdits(unset_flags=(overlap,), unset_env=(SPEC_V2_ENV,))
+        return SetupEdits(set_flags=((overlap, True),), unset_env=(SPEC_V2_ENV,))
+    return SetupEdits(unset_flags=(overlap,), set_env=((SPEC_V2_ENV, "True" if on else "False"),))
 
 
 def _int(value: Any, default: int) -> int:
@@ -57,6 +99,12 @@ class SpecSetup:
 
     from_config = from_server_args  # a tune candidate's config holds the same keys
 
+    @staticmethod
+    def auto_draft_tokens(steps: int, topk: int) -> int:
+        """The draft tokens the steps and topk already say: a chain's steps + 1 (what SGLang sets anyway), a tree's
+        steps × topk (its width at every depth; at most steps × topk + 1 fit)."""
+        return steps + 1 if topk == 1 else steps * topk
+
     @property
     def speculative(self) -> bool:
         return self.algorithm is not None
@@ -85,11 +133,63 @@ class SpecSetup:
         v2 = "v2" if self.spec_v2 else "v1"
         return f"{self.algorithm}-s{self.steps}-k{self.topk}-n{self.draft_tokens}-{v2}".lower()
 
-    def name(self) -> str:
-        """Every axis, for people: "EAGLE3 steps 2 topk 1 + spec v2" (draft tokens when a tree sets them)."""
+    @property
+    def draft_implied(self) -> bool:
+        """Its draft tokens are those its steps and topk already say (auto_draft_tokens)."""
+        return self.draft_tokens == self.auto_draft_tokens(self.steps, self.topk)
+
+    def name(self, axes: Collection[str] | None = None) -> str:
+        """For people: "EAGLE3 steps 2 topk 1 + spec v2" (the draft tokens when a tree sets them). `axes`: only those
+        of AXES, what tells a tune's setups apart ("topk 1 + spec v2", "steps 3"); the algorithm is said when among
+        them, or when none of the numbers is."""
         if not self.speculative:
             return "no speculation"
-        text = f"{self.algorithm} steps {self.steps} topk {self.topk}"
-        if self.topk > 1:
-            text += f" draft {self.draft_tokens}"
-        return text + (" + spec v2" if self.spec_v2 else "")
+        if axes is None:
+            axes = {"algorithm", "steps", "topk", "spec_v2"} | ({"draft_tokens"} if self.topk > 1 else set())
+        numbers = [(axis, title) for axis, title in _NAMED_NUMBERS if axis in axes]
+        parts = [str(self.algorithm)] if "algorithm" in axes or not numbers else []
+        parts += [f"{title} {getattr(self, axis)}" for axis, title in numbers]
+        return " ".join(parts) + (" + spec v2" if "spec_v2" in axes and self.spec_v2 else "")
+
+    @property
+    def draft_said(self) -> str:
+        """The draft tokens as describe() says them."""
+        return str(self.draft_tokens)
+
+    def describe(self) -> str:
+        """Every axis, in words: "EAGLE3 steps 2 topk 4 draft tokens 8 spec v2 on"."""
+        if not self.speculative:
+            return "no speculation"
+        v2 = "on" if self.spec_v2 else "off"
+        return f"{self.algorithm} steps {self.steps} topk {self.topk} draft tokens {self.draft_said} spec v2 {v2}"
+
+    def details(self) -> tuple[tuple[str, str], ...]:
+        """Its numbers and its draft model, one (name, value) each in the vocabulary's words (nothing without
+        speculation)."""
+        if not self.speculative:
+            return ()
+        numbers = tuple((term(_DESTS[a]).name, str(getattr(self, a))) for a in ("steps", "topk", "draft_tokens"))
+        model = ((term(_DRAFT_MODEL).name, self.draft_model_path),) if self.draft_model_path else ()
+        return numbers + model
+
+    def server_args(self) -> dict[str, Any]:
+        """Its own values under SGLang's names (algorithm, steps, topk, draft tokens; None each without speculation)."""
+        return {dest: getattr(self, axis) if self.speculative else None for axis, dest in _DESTS.items()}
+
+    def edits(self, version: str) -> SetupEdits:
+        """The edits that make a unit of SGLang `version` run this setup, every axis set or removed explicitly.
+        Without speculation the spec-v2 variable means nothing and the overlap scheduler is SGLang's default."""
+        if not self.speculative:
+            unset = (*(flag_of(dest) for dest in _DESTS.values()), flag_of(_DRAFT_MODEL), flag_of(_OVERLAP))
+            return SetupEdits(unset_flags=unset, unset_env=(SPEC_V2_ENV,))
+        sets: list[tuple[str, str | bool]] = [
+            (flag_of(dest), str(getattr(self, axis))) for axis, dest in _DESTS.items()
+        ]
+        if self.draft_model_path:
+            sets.append((flag_of(_DRAFT_MODEL), self.draft_model_path))
+        v2 = spec_v2_edits(version, self.spec_v2)
+        return v2._replace(set_flags=(*sets, *v2.set_flags))
+
+
+# The setup's fields, in order: the names of tune's axes everywhere they are typed or read.
+AXES: tuple[str, ...] = tuple(f.name for f in fields(SpecSetup))

@@ -150,6 +150,15 @@ def test_names_and_keys_are_unique_and_say_what_varies() -> None:
     assert len({c.key for c in result.candidates}) == 3
 
 
+def test_when_only_spec_v2_varies_the_names_say_the_algorithm() -> None:
+    """Not " + spec v2" and "" (as on main before SpecSetup.name took the axes): a name is never empty."""
+    result = space(SpaceRequest(algorithms=("NEXTN",), steps=(2,), spec_v2=(True, False)))
+    assert [(c.key, c.name) for c in result.candidates] == [
+        ("eagle-s2-k1-n3-v2", "EAGLE + spec v2"),
+        ("eagle-s2-k1-n3-v1", "EAGLE"),
+    ]
+
+
 def test_the_units_own_speculation_is_read_as_written() -> None:
     found = unit_speculation(QWEN_MTP, "0.5.9")
     assert (found.algorithm, found.steps, found.topk, found.draft_tokens, found.spec_v2) == ("NEXTN", 1, 1, 2, False)
@@ -167,7 +176,7 @@ def test_a_space_file_gives_axes_and_single_candidates() -> None:
     }
     request = space_from_file(data, "space.toml")
     assert request.algorithms == ("EAGLE3", None) and request.topks == (1, 4) and request.spec_v2 == (True, False)
-    assert request.explicit == (Setting("EAGLE", 3, 1, None, False, None),)
+    assert request.explicit == (Setting.asked("EAGLE", 3, 1, None, False, None),)
     only = space_from_file({"candidate": [{"algorithm": "none"}]}, "space.toml")
     assert only.settings() == [Setting(None)]
 

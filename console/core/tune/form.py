@@ -34,6 +34,7 @@ from console.core.tune.space import (
     parse_switches,
 )
 from console.errors import UsageError
+from console.sglang.setup import AXES  # the space's axes, as space_from_axes takes them as text
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,6 @@ FIELDS: tuple[FormField, ...] = (
 )
 FIELD_LABELS = {f.key: f.label for f in FIELDS}
 FIELDS_BY_KEY = {f.key: f for f in FIELDS}
-# The axes of the space as text, as space_from_axes takes them (each caller names them its way).
-AXES = ("algorithm", "steps", "topk", "draft_tokens", "spec_v2", "draft_model_path")
 
 
 class FormError(UsageError):

@@ -23,73 +23,57 @@ gone and the V2 worker always runs, so "off" means `--disable-overlap-schedule` 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.core.rollout import EditRequest, FlagValue, plan_for_version
+from console.core.rollout import EditRequest, plan_for_version
 from console.errors import UsageError
-from console.sglang.flags import version_at_least
 from console.sglang.rules import CheckReport, check_launch
-from console.sglang.setup import SpecSetup
+from console.sglang.setup import AXES, SpecSetup
 from console.sglang.specmode import SpecMode
-from console.sglang.vocabulary import SPEC_V2_ENV, View, dests, flag_of
+from console.sglang.vocabulary import View, dests
 
 NO_SPECULATION = "none"
 # The server arguments a setup is described by (SGLang's ServerArgs names), in this order.
 CONFIG_KEYS = dests(View.TUNE_CONFIG)
-_OVERLAP_FLAG = flag_of("disable_overlap_schedule")
-_DRAFT_FLAG = flag_of("speculative_draft_model_path")
-# The flags of the setup's own values (algorithm, steps, topk, draft tokens); the overlap is spec v2's business.
-_SPEC_FLAGS = tuple(flag_of(dest) for dest in CONFIG_KEYS if flag_of(dest) != _OVERLAP_FLAG)
 # Algorithms that always run a separate draft model (EAGLE/NEXTN may use the checkpoint's own MTP layers).
 NEEDS_DRAFT_MODEL = ("EAGLE3", "STANDALONE")
 # Warnings that mean the point should not be run although SGLang would start it.
 _PRUNING_WARNINGS = ("draft-tokens-exceed-tree",)
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One point of the space, as asked for. algorithm None = no speculation; draft_tokens None = auto."""
+@dataclass(frozen=True, slots=True)
+class Setting(SpecSetup):
+    """One point of the space, as asked for: the setup it asks SGLang to run (algorithm None = no speculation), and
+    whether its draft tokens were left to auto (then they are SpecSetup.auto_draft_tokens)."""
 
-    algorithm: str | None
-    steps: int | None = None
-    topk: int | None = None
-    draft_tokens: int | None = None
-    spec_v2: bool | None = None
-    draft_model_path: str | None = None
+    auto_draft: bool = False
+
+    @classmethod
+    def asked(
+        cls,
+        algorithm: str | None,
+        steps: int = 1,
+        topk: int = 1,
+        draft_tokens: int | None = None,
+        spec_v2: bool = False,
+        draft_model_path: str | None = None,
+    ) -> Setting:
+        """The point the operator asked for; draft_tokens None = auto."""
+        if algorithm is None:
+            return cls(None)
+        auto = draft_tokens is None
+        draft = cls.auto_draft_tokens(steps, topk) if draft_tokens is None else draft_tokens
+        return cls(algorithm, steps, topk, draft, spec_v2, draft_model_path, auto_draft=auto)
 
     @property
-    def speculative(self) -> bool:
-        return self.algorithm is not None
-
-    def draft_tokens_for_run(self) -> int | None:
-        if not self.speculative or self.steps is None or self.topk is None:
-            return None
-        if self.draft_tokens is not None:
-            return self.draft_tokens
-        return self.steps + 1 if self.topk == 1 else self.steps * self.topk
+    def draft_said(self) -> str:
+        return "auto" if self.auto_draft else str(self.draft_tokens)
 
     def requested_config(self) -> dict[str, Any]:
         """What this point asks for, in SGLang's server-argument names (before SGLang resolves anything)."""
-        if not self.speculative:
-            return {key: None for key in CONFIG_KEYS[:-1]} | {"disable_overlap_schedule": False}
-        return {
-            "speculative_algorithm": self.algorithm,
-            "speculative_num_steps": self.steps,
-            "speculative_eagle_topk": self.topk,
-            "speculative_num_draft_tokens": self.draft_tokens_for_run(),
-            "disable_overlap_schedule": not self.spec_v2,
-        }
-
-    def describe(self) -> str:
-        """Every axis, for lists of pruned and merged points."""
-        if not self.speculative:
-            return "no speculation"
-        draft = "auto" if self.draft_tokens is None else str(self.draft_tokens)
-        v2 = "on" if self.spec_v2 else "off"
-        return f"{self.algorithm} steps {self.steps} topk {self.topk} draft tokens {draft} spec v2 {v2}"
+        return {**self.server_args(), "disable_overlap_schedule": self.speculative and not self.spec_v2}
 
 
 @dataclass(frozen=True)
@@ -111,13 +95,13 @@ class SpaceRequest:
         if self.include_grid:
             for algorithm in self.algorithms:
                 if algorithm is None:
-                    out.append(Setting(None))
+                    out.append(Setting.asked(None))
                     continue
                 path = self.draft_model_path if algorithm in NEEDS_DRAFT_MODEL else None
                 for steps, topk, draft, v2 in itertools.product(
                     self.steps, self.topks, self.draft_tokens, self.spec_v2
                 ):
-                    out.append(Setting(algorithm, steps, topk, draft, v2, path))
+                    out.append(Setting.asked(algorithm, steps, topk, draft, v2, path))
         out.extend(self.explicit)
         unique: list[Setting] = []
         for setting in out:
@@ -191,32 +175,9 @@ class Space:
         return next(c for c in self.candidates if c.key == key)
 
 
-def spec_v2_edits(
-    version: str, on: bool
-) -> tuple[list[tuple[str, FlagValue]], list[str], list[tuple[str, str]], list[str]]:
-    """(set flags, unset flags, set env, unset env) that ask `version` for spec v2 on or off."""
-    if version_at_least(version, "0.5.14"):
-        # The variable is gone (0.5.14 logs a removal notice): the V2 worker always runs; off = synchronous path.
-        if on:
-            return [], [_OVERLAP_FLAG], [], [SPEC_V2_ENV]
-        return [(_OVERLAP_FLAG, True)], [], [], [SPEC_V2_ENV]
-    return [], [_OVERLAP_FLAG], [(SPEC_V2_ENV, "True" if on else "False")], []
-
-
 def edits_for(setting: Setting, version: str) -> EditRequest:
     """The edits that turn the original unit into this setup (every axis set or removed explicitly)."""
-    if not setting.speculative:
-        # Without speculation the spec-v2 variable means nothing and the overlap scheduler is SGLang's default.
-        return EditRequest(
-            unset_flags=(*_SPEC_FLAGS, _DRAFT_FLAG, _OVERLAP_FLAG),
-            unset_env=(SPEC_V2_ENV,),
-        )
-    values = (setting.algorithm, setting.steps, setting.topk, setting.draft_tokens_for_run())
-    sets: list[tuple[str, FlagValue]] = [(flag, str(value)) for flag, value in zip(_SPEC_FLAGS, values, strict=True)]
-    if setting.draft_model_path:
-        sets.append((_DRAFT_FLAG, setting.draft_model_path))
-    v2_sets, unsets, env_sets, env_unsets = spec_v2_edits(version, bool(setting.spec_v2))
-    return EditRequest(tuple(sets + v2_sets), tuple(unsets), tuple(env_sets), tuple(env_unsets))
+    return EditRequest(*setting.edits(version))
 
 
 def _draft_path(report: CheckReport) -> str | None:
@@ -340,67 +301,30 @@ def build_space(
 # --- names ---------------------------------------------------------------------------------------------------
 
 
-def _axes(config: Mapping[str, Any], mode: SpecMode | None) -> dict[str, Any]:
-    return {
-        "algorithm": config["speculative_algorithm"],
-        "steps": config["speculative_num_steps"],
-        "topk": config["speculative_eagle_topk"],
-        "draft": config["speculative_num_draft_tokens"],
-        "v2": mode is not None and mode.overlap_path,  # "spec v2" as the axis asks: the V2 worker, overlapped
-    }
-
-
-def _name(axes: Mapping[str, Any], varying: set[str], *, with_algorithm: bool) -> str:
-    if axes["algorithm"] is None:
-        return "no speculation"
-    parts: list[str] = []
-    if with_algorithm or "algorithm" in varying or not varying:
-        parts.append(str(axes["algorithm"]))
-    for axis, title in (("steps", "steps"), ("topk", "topk"), ("draft", "draft")):
-        if axis in varying:
-            parts.append(f"{title} {axes[axis]}")
-    name = " ".join(parts)
-    if "v2" in varying and axes["v2"]:
-        name += " + spec v2"
-    return name
-
-
-def _implied_draft(axes: Mapping[str, Any]) -> bool:
-    """Draft tokens the steps and topk already say (the chain's steps + 1, the tree's steps × topk)."""
-    steps, topk, draft = axes["steps"], axes["topk"], axes["draft"]
-    return draft == (steps + 1 if topk == 1 else steps * topk)
-
-
 def _named(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Keys and names from the axes that vary between the speculative candidates (what tells them apart); the
     algorithm is named whenever "no speculation" is among them."""
-    all_axes = [_axes(c.config, c.spec_mode) for c in candidates]
-    spec_axes = [a for a in all_axes if a["algorithm"] is not None]
-    varying = {k for k in ("algorithm", "steps", "topk", "v2") if len({repr(a[k]) for a in spec_axes}) > 1}
-    if any(not _implied_draft(a) for a in spec_axes) and len({repr(a["draft"]) for a in spec_axes}) > 1:
-        varying.add("draft")
-    with_algorithm = len(spec_axes) < len(all_axes)
+    setups = [c.setup for c in candidates]
+    speculative = [s for s in setups if s.speculative]
+    varying = {a for a in ("algorithm", "steps", "topk", "spec_v2") if len({getattr(s, a) for s in speculative}) > 1}
+    if any(not s.draft_implied for s in speculative) and len({s.draft_tokens for s in speculative}) > 1:
+        varying.add("draft_tokens")
+    if len(speculative) < len(setups):
+        varying.add("algorithm")
     out: list[Candidate] = []
     names: set[str] = set()
     keys: set[str] = set()
-    for candidate, axes in zip(candidates, all_axes, strict=True):
-        name = _name(axes, varying, with_algorithm=with_algorithm)
+    for candidate, setup in zip(candidates, setups, strict=True):
+        name = setup.name(varying)
         if name in names:  # two setups the varying axes cannot tell apart: say everything
-            name = _name(axes, {"steps", "topk", "draft", "v2"}, with_algorithm=True)
-        key = _key(axes)
+            name = setup.name(AXES)
+        key = setup.key
         while key in keys or name in names:
             key, name = key + "-b", name + "'"
         names.add(name)
         keys.add(key)
         out.append(replace(candidate, key=key, name=name))
     return out
-
-
-def _key(axes: Mapping[str, Any]) -> str:
-    if axes["algorithm"] is None:
-        return "nospec"
-    raw = f"{axes['algorithm']}-s{axes['steps']}-k{axes['topk']}-n{axes['draft']}-{'v2' if axes['v2'] else 'v1'}"
-    return re.sub(r"[^a-z0-9-]+", "", raw.lower())
 
 
 # --- what the unit runs now, and the operator's axes ------------------------------------------------------------
@@ -447,7 +371,7 @@ def unit_speculation(unit_text: str, version: str) -> UnitSpeculation:
 def space_from_file(data: Mapping[str, Any], where: str) -> SpaceRequest:
     """A --space file (TOML, already parsed): axes as lists (or comma-separated strings) and/or [[candidate]]
     tables, one setup each. UsageError says what is wrong and where."""
-    known = {"algorithm", "steps", "topk", "draft_tokens", "spec_v2", "draft_model_path", "candidate"}
+    known = {*AXES, "candidate"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}; use {', '.join(sorted(known))}")
@@ -463,7 +387,7 @@ def space_from_file(data: Mapping[str, Any], where: str) -> SpaceRequest:
     explicit = tuple(
         _candidate_from(table, f"{where} [[candidate]] #{n}") for n, table in enumerate(data.get("candidate", []), 1)
     )
-    axes = {k: axis(k) for k in ("algorithm", "steps", "topk", "draft_tokens", "spec_v2")}
+    axes = {k: axis(k) for k in AXES if k != "draft_model_path"}
     path = data.get("draft_model_path")
     return SpaceRequest(
         algorithms=parse_algorithms(axes["algorithm"]) if axes["algorithm"] else (),
@@ -491,7 +415,7 @@ def _candidate_from(table: Any, where: str) -> Setting:
     algorithms = parse_algorithms(str(table.get("algorithm", "")) or NO_SPECULATION)
     algorithm = algorithms[0]
     if algorithm is None:
-        return Setting(None)
+        return Setting.asked(None)
     missing = [k for k in ("steps", "topk") if k not in table]
     if missing:
         raise UsageError(f"{where}: {algorithm} needs {' and '.join(missing)}")
@@ -500,7 +424,7 @@ def _candidate_from(table: Any, where: str) -> Setting:
     draft = parse_counts(str(table.get("draft_tokens", "auto")), f"{where} draft_tokens", allow_auto=True)[0]
     v2 = parse_switches(_switch_text(table.get("spec_v2", "on")), f"{where} spec_v2")[0]
     path = table.get("draft_model_path")
-    return Setting(algorithm, steps, topk, draft, v2, str(path) if path else None)
+    return Setting.asked(algorithm, steps, topk, draft, v2, str(path) if path else None)
 
 
 # --- parsing the operator's axes --------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""One speculative setup, typed (console/sglang/setup.py): from the server's resolved values, to a unit's edits for
+a version, a name, a description. Pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.core.tune.form import FIELDS
+from console.sglang.rules import check_launch
+from console.sglang.setup import AXES, SetupEdits, SpecSetup
+from console.sglang.unit import UnitFile
+
+KIMI = SpecSetup("EAGLE3", 2, 1, 3, True, "/m/eagle3")
+TREE = SpecSetup("EAGLE3", 2, 4, 8, False, "/m/eagle3")
+UNIT = (
+    "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp-size 8 "
+    "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 2 --disable-overlap-schedule --host 127.0.0.1 --port 30000\n"
+)
+
+
+def test_the_axes_are_its_fields_and_the_tune_forms_first_fields() -> None:
+    assert AXES == ("algorithm", "steps", "topk", "draft_tokens", "spec_v2", "draft_model_path")
+    assert tuple(f.key for f in FIELDS[: len(AXES)]) == AXES
+
+
+def test_names_say_every_axis_or_only_those_asked_for() -> None:
+    assert KIMI.name() == "EAGLE3 steps 2 topk 1 + spec v2"
+    assert TREE.name() == "EAGLE3 steps 2 topk 4 draft 8"
+    assert KIMI.name({"topk", "spec_v2"}) == "topk 1 + spec v2"
+    assert KIMI.name({"algorithm", "steps"}) == "EAGLE3 steps 2"
+    # only spec v2 tells them apart: the algorithm is said, never an empty name
+    assert KIMI.name({"spec_v2"}) == "EAGLE3 + spec v2" and TREE.name({"spec_v2"}) == "EAGLE3"
+    assert SpecSetup(None).name(AXES) == "no speculation"
+
+
+def test_a_description_says_every_axis_and_details_the_numbers_and_the_draft_model() -> None:
+    assert TREE.describe() == "EAGLE3 steps 2 topk 4 draft tokens 8 spec v2 off"
+    assert KIMI.details() == (("steps", "2"), ("topk", "1"), ("draft tokens", "3"), ("draft model", "/m/eagle3"))
+    assert SpecSetup(None).describe() == "no speculation" and SpecSetup(None).details() == ()
+    assert SpecSetup("EAGLE", 3, 1, 4).key == "eagle-s3-k1-n4-v1" and SpecSetup(None).key == "nospec"
+
+
+def test_server_args_are_sglangs_names_for_its_own_values() -> None:
+    assert TREE.server_args() == {
+        "speculative_algorithm": "EAGLE3",
+        "speculative_num_steps": 2,
+        "speculative_eagle_topk": 4,
+        "speculative_num_draft_tokens": 8,
+    }
+    assert set(SpecSetup(None).server_args().values()) == {None}
+
+
+def test_draft_tokens_implied_by_the_steps_and_topk() -> None:
+    assert SpecSetup.auto_draft_tokens(3, 1) == 4 and SpecSetup.auto_draft_tokens(2, 4) == 8
+    assert KIMI.draft_implied and TREE.draft_implied and not SpecSetup("EAGLE3", 2, 4, 5).draft_implied
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.12", "0.5.14", "0.5.17"])
+@pytest.mark.parametrize("setup", [KIMI, TREE, SpecSetup("EAGLE", 3, 1, 4, False)], ids=lambda s: s.key)
+def test_its_edits_make_the_version_run_it(version: str, setup: SpecSetup) -> None:
+    """The round trip: the unit with the setup's edits, resolved by the version's rules, is the setup again."""
+    edits = setup.edits(version)
+    unit = UnitFile.parse(UNIT, version)
+    for flag, value in edits.set_flags:
+        unit.set_flag(flag, value)
+    for flag in edits.unset_flags:
+        unit.unset_flag(flag)
+    for name, text in edits.set_env:
+        unit.set_env(name, text)
+    for name in edits.unset_env:
+        unit.unset_env(name)
+    report = check_launch(unit.flags(), unit.environment(), version)
+    assert not report.errors
+    assert SpecSetup.from_server_args(report.resolved, report.spec_mode) == setup
+
+
+def test_no_speculation_unsets_every_speculative_flag_and_the_variable() -> None:
+    edits = SpecSetup(None).edits("0.5.9")
+    assert edits == SetupEdits(
+        unset_flags=(
+            "--speculative-algorithm",
+            "--speculative-num-steps",
+            "--speculative-eagle-topk",
+            "--speculative-num-draft-tokens",
+            "--speculative-draft-model-path",
+            "--disable-overlap-schedule",
+        ),
+        unset_env=("SGLANG_ENABLE_SPEC_V2",),
+    )
+
+
+def test_spec_v2_is_the_variable_up_to_0_5_12_and_the_overlap_from_0_5_14() -> None:
+    assert KIMI.edits("0.5.12").set_env == (("SGLANG_ENABLE_SPEC_V2", "True"),)
+    assert TREE.edits("0.5.12").set_env == (("SGLANG_ENABLE_SPEC_V2", "False"),)
+    assert KIMI.edits("0.5.14").set_env == () and "--disable-overlap-schedule" in KIMI.edits("0.5.14").unset_flags
+    assert ("--disable-overlap-schedule", True) in TREE.edits("0.5.14").set_flags
