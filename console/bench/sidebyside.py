@@ -29,6 +29,7 @@ from console.bench.comparison import (
 )
 from console.bench.records import BenchRecord
 from console.bench.runs import level_order, level_value, setup_of, workload_text
+from console.sglang.setup import SpecSetup
 from console.sglang.vocabulary import View, dests
 
 MAX_RUNS = 4
@@ -49,6 +50,7 @@ class RunSetup:
     run_id: str
     host: str
     setup: str
+    spec: SpecSetup  # the same, typed (console.sglang.setup): what the panes detail
     speculative: tuple[tuple[str, Any], ...]  # the speculative server args as the server resolved them
     spec_v2: bool | None  # the spec-v2 worker (console.sglang.specmode.spec_mode; None: not known)
     version: str
@@ -84,6 +86,7 @@ def run_setup(records: Sequence[BenchRecord]) -> RunSetup:
         run_id=first.run_id,
         host=first.target,
         setup=setup_of(args, first.spec_v2, first.sglang_version),
+        spec=SpecSetup.from_server_args(args, first.spec_mode),
         speculative=speculative,
         spec_v2=mode.spec_v2 if (mode := first.spec_mode) is not None else None,
         version=first.sglang_version or "?",

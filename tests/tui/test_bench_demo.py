@@ -97,7 +97,7 @@ async def test_two_setups_benchmarked_from_the_console_cross_where_the_profile_p
         crossed = "output tok/s: no spec ahead below, eagle3 s2 k1 d3 v2 ahead above: they cross between C = 1 and 48"
         assert crossed in text, text
         assert "A no spec  (baseline)" in text and "B eagle3 s2 k1 d3 v2" in text
-        assert "eagle_topk 1" in text and "spec v2 on" in text and "SGLang 0.5.9" in text
+        assert "  topk 1" in text and "spec v2 on" in text and "SGLang 0.5.9" in text
         await pilot.press("x")
         await wait_until(pilot, lambda: "write NAME.md" in _text(app), "the export field")
         app.screen.query_one("#runs-export-path", Input).value = "kimi-spec"

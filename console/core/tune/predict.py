@@ -103,10 +103,7 @@ def _forecast_json(name: str, forecast: SetupForecast) -> dict[str, Any]:
     return {
         "key": setup.key,
         "name": name,
-        "speculative_algorithm": setup.algorithm,
-        "speculative_num_steps": setup.steps if setup.speculative else None,
-        "speculative_eagle_topk": setup.topk if setup.speculative else None,
-        "speculative_num_draft_tokens": setup.draft_tokens if setup.speculative else None,
+        **setup.server_args(),
         "spec_v2": setup.spec_v2,
         "verdict": forecast.verdict.kind,
         "verdict_text": forecast.verdict.text,

@@ -88,9 +88,8 @@ def pane(sbs: SideBySide, index: int) -> Group:
     head.append("  (baseline)\n" if index == 0 else "\n", style="dim")
     head.append(f"{setup.host} · SGLang {setup.version}\n")
     head.append(f"{setup.setup}\n")
-    for key, value in setup.speculative:
-        if key.startswith("speculative_") and key not in ("speculative_algorithm",) and value is not None:
-            head.append(f"  {key.removeprefix('speculative_')} {value}\n", style="dim")
+    for name, value in setup.spec.details():
+        head.append(f"  {name} {value}\n", style="dim")
     if setup.spec_v2 is not None:
         head.append(f"  spec v2 {'on' if setup.spec_v2 else 'off'}\n", style="dim")
     head.append(f"unit {setup.unit_hash or '-'}\n", style="dim")

@@ -118,16 +118,9 @@ def space_text(space: Space, limit: int | None = None) -> RenderableType:
     parts: list[RenderableType] = [
         Text(f"SGLang {space.sglang_version}: {_count(len(space.candidates), 'setup')} to run", style="bold")
     ]
-    for candidate in space.candidates:
-        config = candidate.config
-        steps = config["speculative_num_steps"]
-        details = (
-            ""
-            if config["speculative_algorithm"] is None
-            else f"  {config['speculative_algorithm']} steps {steps} topk {config['speculative_eagle_topk']} "
-            f"draft {config['speculative_num_draft_tokens']}"
-            f"{'' if config['disable_overlap_schedule'] else ' overlap'}"
-        )
+    for candidate in space.candidates:  # beside the name that tells it apart, its full name (as SGLang resolves it)
+        setup = candidate.setup
+        details = f"  {setup.name()}" if setup.speculative else ""
         parts.append(Text.assemble(("  ✔ ", "green"), (candidate.name, "bold"), (details, "dim")))
     if space.pruned:
         parts.append(Text(f"pruned ({len(space.pruned)}): SGLang {space.sglang_version} would refuse them", "bold"))

@@ -17,6 +17,7 @@ from textual.message import Message
 
 from console.core.monitor import HostView, SetupValue
 from console.core.snapshot import ProductionStatus
+from console.sglang.specmode import is_speculative
 from console.tui.config import Thresholds
 from console.tui.format import DASH, LOAD, age, gib, level_style, num, sparkline, uptime
 from console.tui.widgets.lines import LinePanel
@@ -244,8 +245,7 @@ def render_server(
     else:
         health = Text("● unhealthy (/health is not 200)", style="bold red")
     rows.append(("health", health))
-    algorithm = sg.speculative_algorithm
-    if algorithm and str(algorithm).upper() != "NONE":
+    if is_speculative(sg.speculative_algorithm):
         rows.append(("speculative", _setup_cell(setup.get("speculative_algorithm"))))
         row = Text("steps ")
         row.append_text(_setup_cell(setup.get("speculative_num_steps")))
