@@ -54,6 +54,7 @@ from console.core.tune import (
     unit_speculation,
 )
 from console.errors import ExitCode, UsageError
+from console.sglang.setup import AXES
 
 
 class TuneProgress(HumanProgress[TuneEvent]):
@@ -238,15 +239,8 @@ def check_args(args: argparse.Namespace) -> None:
     space_from_args(args, None)
 
 
-# The space's axes (console.sglang.setup.AXES) as the command line names them.
-AXIS_OPTIONS = {
-    "algorithm": "--algorithm",
-    "steps": "--steps",
-    "topk": "--topk",
-    "draft_tokens": "--draft-tokens",
-    "spec_v2": "--spec-v2",
-    "draft_model_path": "--draft-model-path",
-}
+# The space's axes (console.sglang.setup.AXES) as the command line names them: --steps, --draft-tokens, ...
+AXIS_OPTIONS = {axis: "--" + axis.replace("_", "-") for axis in AXES}
 
 
 def _workloads(args: argparse.Namespace) -> tuple[str, ...]:
@@ -269,17 +263,7 @@ def space_from_args(args: argparse.Namespace, unit: Any) -> SpaceRequest:
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"--space {args.space}: not TOML ({exc})") from None
         base = space_from_file(data, args.space)
-    return space_from_axes(
-        base,
-        unit,
-        algorithm=args.algorithm,
-        steps=args.steps,
-        topk=args.topk,
-        draft_tokens=args.draft_tokens,
-        spec_v2=args.spec_v2,
-        draft_model_path=args.draft_model_path,
-        names=AXIS_OPTIONS,
-    )
+    return space_from_axes(base, unit, {axis: getattr(args, axis) for axis in AXES}, names=AXIS_OPTIONS)
 
 
 def request_from_args(

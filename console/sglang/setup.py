@@ -37,8 +37,8 @@ _DESTS = {
 }
 _DRAFT_MODEL = "speculative_draft_model_path"
 _OVERLAP = "disable_overlap_schedule"
-# How a name says the numbers, when they tell setups apart ("EAGLE3 steps 2 topk 4 draft 8").
-_NAMED_NUMBERS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft"))
+_NUMBERS = tuple(_DESTS)[1:]  # steps, topk, draft tokens
+_SHORT = {"draft_tokens": "draft"}  # how a name says them ("EAGLE3 steps 2 topk 4 draft 8"); the rest as the axis
 
 
 class SetupEdits(NamedTuple):
@@ -144,11 +144,11 @@ class SpecSetup:
         them, or when none of the numbers is."""
         if not self.speculative:
             return "no speculation"
-        if axes is None:
-            axes = {"algorithm", "steps", "topk", "spec_v2"} | ({"draft_tokens"} if self.topk > 1 else set())
-        numbers = [(axis, title) for axis, title in _NAMED_NUMBERS if axis in axes]
+        if axes is None:  # a chain's draft tokens go without saying
+            axes = set(AXES) - ({"draft_tokens"} if self.topk == 1 else set())
+        numbers = [axis for axis in _NUMBERS if axis in axes]
         parts = [str(self.algorithm)] if "algorithm" in axes or not numbers else []
-        parts += [f"{title} {getattr(self, axis)}" for axis, title in numbers]
+        parts += [f"{_SHORT.get(axis, axis)} {getattr(self, axis)}" for axis in numbers]
         return " ".join(parts) + (" + spec v2" if "spec_v2" in axes and self.spec_v2 else "")
 
     @property
@@ -168,7 +168,7 @@ class SpecSetup:
         speculation)."""
         if not self.speculative:
             return ()
-        numbers = tuple((term(_DESTS[a]).name, str(getattr(self, a))) for a in ("steps", "topk", "draft_tokens"))
+        numbers = tuple((term(_DESTS[axis]).name, str(getattr(self, axis))) for axis in _NUMBERS)
         model = ((term(_DRAFT_MODEL).name, self.draft_model_path),) if self.draft_model_path else ()
         return numbers + model
 

@@ -16,7 +16,7 @@ axes asked for, with the missing ones taken from the unit as it is: its algorith
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from console.bench.datasets import DEFAULT_SAMPLE as DEFAULT_DATASET_SAMPLE
@@ -26,13 +26,7 @@ from console.core.bench import parse_int_list
 from console.core.tune.report import Objective
 from console.core.tune.run import TuneRequest
 from console.core.tune.search import Strategy
-from console.core.tune.space import (
-    SpaceRequest,
-    UnitSpeculation,
-    parse_algorithms,
-    parse_counts,
-    parse_switches,
-)
+from console.core.tune.space import SpaceRequest, UnitSpeculation, parse_axis
 from console.errors import UsageError
 from console.sglang.setup import AXES  # the space's axes, as space_from_axes takes them as text
 
@@ -141,23 +135,16 @@ def form_defaults(unit: UnitSpeculation) -> dict[str, str]:
 
 
 def space_from_axes(
-    base: SpaceRequest,
-    unit: UnitSpeculation | None,
-    *,
-    algorithm: str | None = None,
-    steps: str | None = None,
-    topk: str | None = None,
-    draft_tokens: str | None = None,
-    spec_v2: str | None = None,
-    draft_model_path: str | None = None,
-    names: Mapping[str, str],
+    base: SpaceRequest, unit: UnitSpeculation | None, texts: Mapping[str, str | None], *, names: Mapping[str, str]
 ) -> SpaceRequest:
-    """The space from the axes given as text (they win over `base`, a --space file's); the missing axes from the
-    unit as it is. `names` says how each axis (AXES) is called where it was typed: the CLI's --steps, the form's
-    steps. UsageError on bad input, and when the unit runs no speculation and no algorithm was asked for."""
+    """The space from the axes given as text (AXES -> text; they win over `base`, a --space file's); the missing
+    axes from the unit as it is. `names` says how each axis (AXES) is called where it was typed: the CLI's --steps,
+    the form's steps. UsageError on bad input, and when the unit runs no speculation and no algorithm was asked for."""
     what = {key: names[key] for key in AXES}
-    algorithms = parse_algorithms(algorithm) if algorithm else base.algorithms
-    switches = parse_switches(spec_v2, what["spec_v2"]) if spec_v2 else base.spec_v2
+    given = {axis: text for axis, text in texts.items() if text and axis != "draft_model_path"}
+    values = {axis: parse_axis(axis, text, what[axis]) for axis, text in given.items()}
+    algorithms = values.get("algorithm", base.algorithms)
+    switches = values.get("spec_v2", base.spec_v2)
     if unit is not None:
         if not algorithms and base.include_grid:
             if unit.algorithm is None:
@@ -168,17 +155,11 @@ def space_from_axes(
             algorithms = (unit.algorithm.upper(),)
         if not switches:
             switches = (bool(unit.spec_v2),)
-    return SpaceRequest(
-        algorithms=algorithms,
-        steps=parse_counts(steps, what["steps"]) if steps else base.steps,
-        topks=parse_counts(topk, what["topk"]) if topk else base.topks,
-        draft_tokens=parse_counts(draft_tokens, what["draft_tokens"], allow_auto=True)
-        if draft_tokens
-        else base.draft_tokens,
-        spec_v2=switches or (True,),
-        draft_model_path=draft_model_path or base.draft_model_path,
-        explicit=base.explicit,
-        include_grid=base.include_grid or bool(algorithm),
+    request = base.with_axes({**values, "algorithm": algorithms, "spec_v2": switches or (True,)})
+    return replace(
+        request,
+        draft_model_path=texts.get("draft_model_path") or base.draft_model_path,
+        include_grid=base.include_grid or "algorithm" in given,
     )
 
 
@@ -230,17 +211,11 @@ def request_from_form(
         if not text(key):
             continue
         try:
-            space_from_axes(SpaceRequest(), None, **{key: text(key)}, names=FIELD_LABELS)
+            space_from_axes(SpaceRequest(), None, {key: text(key)}, names=FIELD_LABELS)
         except UsageError as exc:
             raise FormError(key, _without_field(str(exc), key)) from None
     try:
-        space = space_from_axes(
-            SpaceRequest(),
-            unit,
-            **{key: text(key) or None for key in axes},
-            draft_model_path=text("draft_model_path") or None,
-            names=FIELD_LABELS,
-        )
+        space = space_from_axes(SpaceRequest(), unit, {key: text(key) or None for key in AXES}, names=FIELD_LABELS)
     except UsageError as exc:
         raise FormError("algorithm", str(exc)) from None
     try:

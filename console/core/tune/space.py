@@ -76,6 +76,10 @@ class Setting(SpecSetup):
         return {**self.server_args(), "disable_overlap_schedule": self.speculative and not self.spec_v2}
 
 
+# SpaceRequest's field for an axis whose name it puts in the plural (the rest are called as the axis).
+_REQUEST_FIELDS = {"algorithm": "algorithms", "topk": "topks"}
+
+
 @dataclass(frozen=True)
 class SpaceRequest:
     """What the operator asked to try: the product of the axes, plus explicitly listed setups."""
@@ -88,6 +92,11 @@ class SpaceRequest:
     draft_model_path: str | None = None  # for EAGLE3/STANDALONE points (and any point, if the unit has none)
     explicit: tuple[Setting, ...] = ()  # setups listed one by one (a --space file's [[candidate]] tables)
     include_grid: bool = True  # False when only the explicit setups are wanted
+
+    def with_axes(self, values: Mapping[str, tuple[Any, ...]]) -> SpaceRequest:
+        """This request with the axes in `values` (AXES -> parse_axis's values) instead of its own."""
+        fields: dict[str, Any] = {_REQUEST_FIELDS.get(axis, axis): v for axis, v in values.items()}
+        return replace(self, **fields)
 
     def settings(self) -> list[Setting]:
         """Every point, no speculation at most once (the other axes mean nothing without it), in order."""
@@ -387,20 +396,14 @@ def space_from_file(data: Mapping[str, Any], where: str) -> SpaceRequest:
     explicit = tuple(
         _candidate_from(table, f"{where} [[candidate]] #{n}") for n, table in enumerate(data.get("candidate", []), 1)
     )
-    axes = {k: axis(k) for k in AXES if k != "draft_model_path"}
+    texts = {k: axis(k) for k in AXES if k != "draft_model_path"}
     path = data.get("draft_model_path")
-    return SpaceRequest(
-        algorithms=parse_algorithms(axes["algorithm"]) if axes["algorithm"] else (),
-        steps=parse_counts(axes["steps"], f"{where} steps") if axes["steps"] else (1, 2, 3),
-        topks=parse_counts(axes["topk"], f"{where} topk") if axes["topk"] else (1,),
-        draft_tokens=parse_counts(axes["draft_tokens"], f"{where} draft_tokens", allow_auto=True)
-        if axes["draft_tokens"]
-        else (None,),
-        spec_v2=parse_switches(axes["spec_v2"], f"{where} spec_v2") if axes["spec_v2"] else (),
+    base = SpaceRequest(
         draft_model_path=str(path) if path else None,
         explicit=explicit,
-        include_grid=axes["algorithm"] is not None or not explicit,
+        include_grid=texts["algorithm"] is not None or not explicit,
     )
+    return base.with_axes({k: parse_axis(k, text, f"{where} {k}") for k, text in texts.items() if text})
 
 
 def _switch_text(value: Any) -> str:
@@ -419,15 +422,26 @@ def _candidate_from(table: Any, where: str) -> Setting:
     missing = [k for k in ("steps", "topk") if k not in table]
     if missing:
         raise UsageError(f"{where}: {algorithm} needs {' and '.join(missing)}")
-    steps = parse_counts(str(table["steps"]), f"{where} steps")[0]
-    topk = parse_counts(str(table["topk"]), f"{where} topk")[0]
-    draft = parse_counts(str(table.get("draft_tokens", "auto")), f"{where} draft_tokens", allow_auto=True)[0]
-    v2 = parse_switches(_switch_text(table.get("spec_v2", "on")), f"{where} spec_v2")[0]
+    texts = {"draft_tokens": "auto", "spec_v2": "on"} | {k: _switch_text(v) for k, v in table.items() if k in AXES}
+    values = {k: parse_axis(k, text, f"{where} {k}")[0] for k, text in texts.items() if k not in _NOT_NUMBERS}
     path = table.get("draft_model_path")
-    return Setting.asked(algorithm, steps, topk, draft, v2, str(path) if path else None)
+    return Setting.asked(algorithm, **values, draft_model_path=str(path) if path else None)
 
 
 # --- parsing the operator's axes --------------------------------------------------------------------------------
+
+
+_NOT_NUMBERS = ("algorithm", "draft_model_path")  # the axes of a [[candidate]] table that are not parsed one by one
+
+
+def parse_axis(axis: str, text: str, what: str) -> tuple[Any, ...]:
+    """The values of one axis of AXES but the draft model path, as the CLI's options, the Tune form's fields and a
+    --space file give them (comma-separated); UsageError naming `what`."""
+    if axis == "algorithm":
+        return parse_algorithms(text)
+    if axis == "spec_v2":
+        return parse_switches(text, what)
+    return parse_counts(text, what, allow_auto=axis == "draft_tokens")
 
 
 def parse_algorithms(text: str) -> tuple[str | None, ...]:
