@@ -59,7 +59,7 @@ def main() -> None:
                 )
                 records = asyncio.run(run_bench(sim.url, config, label=label, target=label, workspace=workspace))
             runs.append(records)
-            print(f"{label}: " + ", ".join(f"{r.level_key} {r.output_throughput:,.0f} tok/s" for r in records))
+            print(f"{label}: " + ", ".join(f"{r.level} {r.output_throughput:,.0f} tok/s" for r in records))
         Console(width=140).print(render(compare_runs(runs)))
 
 

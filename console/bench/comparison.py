@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from console.bench.levels import LevelKey
 from console.bench.metrics import percentile
 from console.bench.records import BenchRecord
 from console.bench.slo import Capacity, Slo, capacity
@@ -86,7 +87,7 @@ class RunAtLevel:
 
 @dataclass
 class LevelComparison:
-    level: str
+    level: LevelKey
     runs: list[RunAtLevel]  # baseline first; a run without this level is absent
 
 
@@ -105,9 +106,8 @@ class Comparison:
         points = []
         for lv in self.levels:
             run = next((r for r in lv.runs if r.label == label), None)
-            x = _level_sort_key(lv.level)[1]
             if run is not None and run.slo_met is not None:
-                points.append((lv.level, x, run.slo_met, run.request_throughput))
+                points.append((str(lv.level), lv.level.value, run.slo_met, run.request_throughput))
         return capacity(points)
 
     def as_dict(self) -> dict[str, Any]:
@@ -117,7 +117,7 @@ class Comparison:
             "notes": self.notes,
             "levels": [
                 {
-                    "level": lv.level,
+                    "level": str(lv.level),
                     "runs": [
                         {
                             "label": r.label,
@@ -137,23 +137,15 @@ class Comparison:
             out["capacity"] = {label: cap.to_json() for label in self.labels if (cap := self.capacity(label))}
         return out
 
-    def series(self, metric: str = "output_throughput") -> dict[str, list[tuple[str, float | None]]]:
+    def series(self, metric: str = "output_throughput") -> dict[str, list[tuple[LevelKey, float | None]]]:
         """Per run: (level, median) points, for the plot."""
-        out: dict[str, list[tuple[str, float | None]]] = {label: [] for label in self.labels}
+        out: dict[str, list[tuple[LevelKey, float | None]]] = {label: [] for label in self.labels}
         for lv in self.levels:
             present = {r.label: r for r in lv.runs}
             for label in self.labels:
                 run = present.get(label)
                 out[label].append((lv.level, run.cells[metric].median if run else None))
         return out
-
-
-def _level_sort_key(key: str) -> tuple[int, float]:
-    kind, _, value = key.partition("=")
-    try:
-        return (0 if kind == "C" else 1, float(value))
-    except ValueError:
-        return (2, 0.0)
 
 
 def _cell(values: Sequence[float | None]) -> Cell:
@@ -194,12 +186,12 @@ def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[Metric
     workloads = {repr(sorted((r[0].workload or {}).items())) for r in runs if r}
     if len(workloads) > 1:
         notes.append("the runs used different workloads: deltas compare different work")
-    level_keys = sorted({r.level_key for records in runs for r in records}, key=_level_sort_key)
+    keys = sorted({r.level for records in runs for r in records})
     levels = []
-    for key in level_keys:
+    for key in keys:
         present: list[RunAtLevel] = []
         for label, records in zip(labels, runs, strict=True):
-            at = [r for r in records if r.level_key == key]
+            at = [r for r in records if r.level == key]
             if not at:
                 continue
             cells = {m.key: _cell([getattr(r, m.key, None) for r in at]) for m in metrics}
@@ -229,7 +221,7 @@ def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[Metric
 
 
 def ascii_plot(
-    series: dict[str, list[tuple[str, float | None]]], height: int = 10, column_width: int = 10
+    series: dict[str, list[tuple[LevelKey, float | None]]], height: int = 10, column_width: int = 10
 ) -> list[str]:
     """A text plot of values (e.g. tokens/s) against levels: one marker per run (A, B, C...; '*' where
     runs overlap), y axis from 0 to the maximum. Returns the lines, legend included."""
@@ -255,7 +247,7 @@ def ascii_plot(
         axis = f"{y:,.0f}".rjust(label_w) if r in (0, height // 2, height - 1) else " " * label_w
         lines.append(f"{axis} |{''.join(cells).rstrip()}")
     lines.append(" " * label_w + " +" + "-" * width)
-    lines.append(" " * (label_w + 2) + "".join(name.center(column_width) for name, _ in levels))
+    lines.append(" " * (label_w + 2) + "".join(str(level).center(column_width) for level, _ in levels))
     for n, label in enumerate(series):
         lines.append(f"  {markers[n % 26]} = {label}")
     return lines

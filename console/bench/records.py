@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from console.bench.levels import LevelKey
 from console.secrets import REDACTED, is_secret_name
 from console.sglang.specmode import SpecMode, spec_mode
 from console.sglang.vocabulary import View, dests
@@ -160,13 +161,14 @@ class BenchRecord(BaseModel):
         return record_spec_mode(self.server_args, self.spec_v2, self.sglang_version)
 
     @property
+    def level(self) -> LevelKey:
+        """What compare lines up across runs (console.bench.levels)."""
+        return LevelKey.of(self.max_concurrency, self.request_rate, self.trace_speed)
+
+    @property
     def level_key(self) -> str:
-        """What compare lines up across runs."""
-        if self.trace_speed is not None:
-            return f"trace={self.trace_speed:g}"
-        if self.request_rate is not None:
-            return f"rate={self.request_rate:g}"
-        return f"C={self.max_concurrency}"
+        """The level's text, `C=8`: what the rolling gate's baseline names (console/core/bench_gate.py)."""
+        return str(self.level)
 
 
 def record_spec_mode(

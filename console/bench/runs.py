@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from console.bench.levels import LevelKey
 from console.bench.records import BenchRecord, record_spec_mode
 from console.sglang.specmode import setup_short
 
@@ -25,22 +26,6 @@ def setup_of(server_args: Mapping[str, Any], spec_v2: bool | None = None, versio
     the dashboard's short form (console.sglang.specmode.setup_short), the spec-v2 worker decided from the server
     args and `version` where the record has them, else from the record's `spec_v2`."""
     return setup_short(server_args, record_spec_mode(server_args, spec_v2, version))
-
-
-def level_value(key: str) -> float | None:
-    """The number on a level's axis: `C=32` -> 32, `rate=2.5` -> 2.5 (None for a key that is neither)."""
-    _kind, _, value = key.partition("=")
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def level_order(key: str) -> tuple[int, float]:
-    kind, _, _ = key.partition("=")
-    value = level_value(key)
-    order = {"C": 0, "rate": 1, "trace": 2}.get(kind, 3)
-    return (order, value if value is not None else 0.0)
 
 
 @dataclass(frozen=True)
@@ -53,7 +38,7 @@ class RunSummary:
     setup: str
     version: str
     started_at: datetime
-    levels: tuple[str, ...]  # level keys in axis order (C=1, C=8 ...)
+    levels: tuple[LevelKey, ...]  # in axis order (C=1, C=8 ...)
     repeats: int
     workload: str  # `random 1024/256`, `chat ≤256`
     stopped: str | None  # why a level stopped early, if one did
@@ -62,13 +47,11 @@ class RunSummary:
     @property
     def levels_text(self) -> str:
         """`C=1,8,32` (or `rate=2,4`); `×3` when the levels were repeated."""
-        kinds = {key.partition("=")[0] for key in self.levels}
+        kinds = {key.kind for key in self.levels}
         if len(kinds) == 1:
-            kind = next(iter(kinds))
-            values = ",".join(key.partition("=")[2] for key in self.levels)
-            text = f"{kind}={values}"
+            text = f"{kinds.pop()}={','.join(key.number for key in self.levels)}"
         else:
-            text = " ".join(self.levels)
+            text = " ".join(str(key) for key in self.levels)
         return text + (f" ×{self.repeats}" if self.repeats > 1 else "")
 
     def search_text(self) -> str:
@@ -90,7 +73,7 @@ def workload_text(workload: Mapping[str, Any]) -> str:
 def summarize(records: Sequence[BenchRecord]) -> RunSummary:
     """The summary of one run's records (all sharing a run_id)."""
     first = min(records, key=lambda r: r.started_at)
-    levels = tuple(sorted({r.level_key for r in records}, key=level_order))
+    levels = tuple(sorted({r.level for r in records}))
     return RunSummary(
         run_id=first.run_id,
         label=first.label,
@@ -102,7 +85,7 @@ def summarize(records: Sequence[BenchRecord]) -> RunSummary:
         repeats=max(r.repeat_index for r in records) + 1,
         workload=workload_text(first.workload),
         stopped=next((r.stopped for r in records if r.stopped), None),
-        records=tuple(sorted(records, key=lambda r: (level_order(r.level_key), r.repeat_index))),
+        records=tuple(sorted(records, key=lambda r: (r.level, r.repeat_index))),
     )
 
 

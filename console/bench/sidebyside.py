@@ -27,12 +27,14 @@ from console.bench.comparison import (
     bracketed,
     compare_runs,
 )
+from console.bench.levels import LevelKey, LevelKind
 from console.bench.records import BenchRecord
-from console.bench.runs import level_order, level_value, setup_of, workload_text
+from console.bench.runs import setup_of, workload_text
 from console.sglang.setup import SpecSetup
 from console.sglang.vocabulary import View, dests
 
 MAX_RUNS = 4
+PLOT_AXES: tuple[LevelKind, ...] = ("C", "rate")  # the level axes plotted and crossed (a trace's speed is not one)
 PLOTTED = ("output_throughput", "median_tpot_ms")  # the metrics plotted against concurrency and crossed
 GOODPUT = "request_goodput"  # crossed too when the runs were judged against an SLO
 ARROWS = {"better": "▲", "worse": "▼"}
@@ -103,16 +105,15 @@ class Crossover:
     metric: str
     below: str  # the run ahead below the crossing
     above: str  # the run ahead above it
-    between: tuple[str, str]  # the two measured levels it lies between
+    between: tuple[LevelKey, LevelKey]  # the two measured levels it lies between
     at: float  # the interpolated level value where the two are equal
-    axis: str  # "C" or "rate"
+    axis: LevelKind  # "C" or "rate"
     noise: bool  # either side's difference is inside the repeats' spread (or under SAME_BELOW_PCT)
 
     @property
     def placed(self) -> bool:
         """The two measured levels are close enough (PLACED_WITHIN) for the interpolated level to be named."""
-        x1, x2 = (level_value(level) for level in self.between)
-        return x1 is not None and x2 is not None and bracketed(x1, x2)
+        return bracketed(*(level.value for level in self.between))
 
     def text(self) -> str:
         if self.placed:
@@ -124,7 +125,7 @@ class Crossover:
 
     def _span(self) -> str:
         """The two measured levels: "C = 1 and 48", "rate 0.5/s and 4/s"."""
-        x1, x2 = sorted(level_value(level) or 0.0 for level in self.between)
+        x1, x2 = sorted(level.value for level in self.between)
         return f"C = {x1:g} and {x2:g}" if self.axis == "C" else f"rate {x1:.3g}/s and {x2:.3g}/s"
 
     def to_json(self) -> dict[str, Any]:
@@ -132,7 +133,7 @@ class Crossover:
             "metric": self.metric,
             "below": self.below,
             "above": self.above,
-            "between": list(self.between),
+            "between": [str(level) for level in self.between],
             "at": round(self.at, 2) if self.placed else None,  # None: somewhere between, not placed
             "axis": self.axis,
             "within_noise": self.noise,
@@ -160,13 +161,12 @@ def find_crossovers(comparison: Comparison, metric: str = "output_throughput") -
     spec = metric_spec(metric)
     out: list[Crossover] = []
     for a, b in itertools.combinations(comparison.labels, 2):
-        for axis in ("C", "rate"):
-            points: list[tuple[str, float, float, bool]] = []  # level, x, difference (a ahead > 0), close
+        for axis in PLOT_AXES:
+            points: list[tuple[LevelKey, float, float, bool]] = []  # level, x, difference (a ahead > 0), close
             for level in comparison.levels:
-                kind = level.level.partition("=")[0]
-                x = level_value(level.level)
+                x = level.level.value
                 runs = {r.label: r for r in level.runs}
-                if kind != axis or x is None or a not in runs or b not in runs:
+                if level.level.kind != axis or a not in runs or b not in runs:
                     continue
                 ca, cb = runs[a].cells[metric], runs[b].cells[metric]
                 if ca.median is None or cb.median is None:
@@ -195,7 +195,7 @@ class SideBySide:
     def labels(self) -> list[str]:
         return self.comparison.labels
 
-    def cells(self, label: str) -> list[tuple[str, dict[str, Cell]]]:
+    def cells(self, label: str) -> list[tuple[LevelKey, dict[str, Cell]]]:
         """One run's metrics per level it ran: (level, {metric: cell})."""
         out = []
         for level in self.comparison.levels:
@@ -204,25 +204,28 @@ class SideBySide:
                 out.append((level.level, run.cells))
         return out
 
-    def verdicts(self, label: str) -> dict[str, bool | None]:
+    def verdicts(self, label: str) -> dict[LevelKey, bool | None]:
         """One run's SLO verdict per level it ran: every repeat met the SLO (None: the run had no SLO)."""
         return {
             level.level: run.slo_met for level in self.comparison.levels for run in level.runs if run.label == label
         }
 
     def series(self, metric: str) -> dict[str, list[tuple[float, float]]]:
-        """Per run: (level value, median) points on the concurrency axis (else the rate axis), for the plots."""
-        axis = "C" if any(lv.level.startswith("C=") for lv in self.comparison.levels) else "rate"
+        """Per run: (level value, median) points on the plots' axis, for the plots."""
         out: dict[str, list[tuple[float, float]]] = {label: [] for label in self.labels}
         for level in self.comparison.levels:
-            x = level_value(level.level)
-            if not level.level.startswith(axis + "=") or x is None:
+            if level.level.kind != self.axis:
                 continue
             for run in level.runs:
                 median = run.cells[metric].median
                 if median is not None:
-                    out[run.label].append((x, median))
+                    out[run.label].append((level.level.value, median))
         return out
+
+    @property
+    def axis(self) -> LevelKind:
+        """What the plots are drawn against: the concurrency where any level has one, else the request rate."""
+        return "C" if any(lv.level.kind == "C" for lv in self.comparison.levels) else "rate"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -329,18 +332,17 @@ def slo_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
-def slo_markdown(sbs: SideBySide, level_keys: Sequence[str]) -> list[str]:
+def slo_markdown(sbs: SideBySide) -> list[str]:
     """The SLO, whether each run met it at each level (✔/✖) and each run's capacity, as Markdown."""
     if sbs.comparison.slo is None:
         return []
     lines = ["", "## SLO", ""] + [f"- {_md(line)}" for line in slo_lines(sbs.comparison)]
     lines += ["", "| level | " + " | ".join(_md(label) for label in sbs.labels) + " |"]
     lines.append("|---|" + ":---:|" * len(sbs.labels))
-    for key in level_keys:
-        level = next(lv for lv in sbs.comparison.levels if lv.level == key)
+    for level in sbs.comparison.levels:
         runs = {r.label: r for r in level.runs}
         marks = [slo_mark(runs[label].slo_met) if label in runs else "not run" for label in sbs.labels]
-        lines.append(f"| {key} | " + " | ".join(marks) + " |")
+        lines.append(f"| {level.level} | " + " | ".join(marks) + " |")
     return lines
 
 
@@ -356,14 +358,12 @@ def to_markdown(sbs: SideBySide, *, title: str = "Benchmark comparison") -> str:
     for s in sbs.setups:
         row = (s.label, s.host, s.setup, s.version, s.unit_hash or "-", s.workload, f"{s.started_at:%Y-%m-%d %H:%M}")
         lines.append("| " + " | ".join(_md(str(v)) for v in row) + " |")
-    level_keys = sorted((lv.level for lv in sbs.comparison.levels), key=level_order)
-    lines += slo_markdown(sbs, level_keys)
+    lines += slo_markdown(sbs)
     for spec in shown_metrics(sbs):
         lines += ["", f"## {spec.title}" + (f" ({spec.unit})" if spec.unit else ""), ""]
         lines.append("| level | " + " | ".join(_md(label) for label in sbs.labels) + " |")
         lines.append("|---|" + "---:|" * len(sbs.labels))
-        for key in level_keys:
-            level = next(lv for lv in sbs.comparison.levels if lv.level == key)
+        for level in sbs.comparison.levels:  # in the keys' order
             runs = {r.label: r for r in level.runs}
             cells = []
             for label in sbs.labels:
@@ -374,7 +374,7 @@ def to_markdown(sbs: SideBySide, *, title: str = "Benchmark comparison") -> str:
                 cell = run.cells[spec.key]
                 delta = delta_text(cell)
                 cells.append(value_text(cell, spec) + (f" ({delta})" if delta else ""))
-            lines.append(f"| {key} | " + " | ".join(cells) + " |")
+            lines.append(f"| {level.level} | " + " | ".join(cells) + " |")
     crossings = crossover_lines(sbs)
     if crossings:
         lines += ["", "## Crossovers", ""] + [f"- {_md(line)}" for line in crossings]

@@ -25,8 +25,8 @@ from console.bench.events import (
     RunningFigures,
     SweepDone,
 )
+from console.bench.levels import LevelKey
 from console.bench.records import BenchRecord
-from console.bench.runs import level_order
 from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
 from console.cli.common import workspace_of
@@ -160,7 +160,7 @@ def summary_table(records: list[BenchRecord]) -> Table:
     table = Table(title=f"bench {records[0].label}" if records else "bench", header_style="bold")
     table.add_column("")
     for r in records:
-        table.add_column(r.level_key + (f" #{r.repeat_index + 1}" if r.repeat_index else ""), justify="right")
+        table.add_column(f"{r.level}" + (f" #{r.repeat_index + 1}" if r.repeat_index else ""), justify="right")
     for title, key, fmt in _SUMMARY_ROWS:
         values = [getattr(r, key) for r in records]
         if all(v is None for v in values):
@@ -183,11 +183,11 @@ def capacity_json(records: list[BenchRecord]) -> dict[str, Any] | None:
 
 
 def _capacity(records: list[BenchRecord]) -> Capacity:
-    by_level: dict[str, list[BenchRecord]] = {}
+    by_level: dict[LevelKey, list[BenchRecord]] = {}
     for r in records:
-        by_level.setdefault(r.level_key, []).append(r)
+        by_level.setdefault(r.level, []).append(r)
     points = [
-        (key, level_order(key)[1], all(r.slo_met for r in rs), min(r.request_throughput for r in rs))
+        (str(key), key.value, all(r.slo_met for r in rs), min(r.request_throughput for r in rs))
         for key, rs in by_level.items()
         if all(r.slo_met is not None for r in rs)
     ]
@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
     if not records or any(r.stopped for r in records):
         for r in records:
             if r.stopped:
-                err.print(f"[red]stopped at {r.level_key}: {r.stopped}[/red]")
+                err.print(f"[red]stopped at {r.level}: {r.stopped}[/red]")
         if not records:
             err.print("[red]no level completed[/red]")
         return ExitCode.FAILED

@@ -56,7 +56,7 @@ def render(comparison: Comparison) -> Group:
         if i:
             table.add_section()
         by_label = {r.label: r for r in level.runs}
-        header = [Text(level.level, style="bold")]
+        header = [Text(str(level.level), style="bold")]
         for label in comparison.labels:
             run = by_label.get(label)
             if run is None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from console.bench.comparison import ascii_plot, compare_runs
+from console.bench.levels import LevelKey
 from console.bench.records import BenchRecord, order_server_args
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -19,7 +20,7 @@ def rec(label: str, c: int, repeat: int = 0, **metrics: Any) -> BenchRecord:
 
 
 def _cell(comparison: Any, level: str, label: str, metric: str) -> Any:
-    lv = next(lv for lv in comparison.levels if lv.level == level)
+    lv = next(lv for lv in comparison.levels if str(lv.level) == level)
     return next(r for r in lv.runs if r.label == label).cells[metric]
 
 
@@ -30,7 +31,7 @@ def test_operator_comparison_reads_at_a_glance() -> None:
     v2 = [rec("topk1-v2", 1, output_throughput=115.6), rec("topk1-v2", 64, output_throughput=775.0)]
     topk4 = [rec("topk4", 1, output_throughput=150.0), rec("topk4", 64, output_throughput=353.0)]
     comparison = compare_runs([base, v2, topk4])
-    assert [lv.level for lv in comparison.levels] == ["C=1", "C=64"]
+    assert [lv.level for lv in comparison.levels] == [LevelKey("C", 1), LevelKey("C", 64)]
     c1 = _cell(comparison, "C=1", "topk1-v2", "output_throughput")
     assert round(c1.delta_pct, 1) == -6.0 and c1.verdict == "worse" and c1.within_noise is None
     assert _cell(comparison, "C=64", "topk1-v2", "output_throughput").verdict == "better"
@@ -58,7 +59,8 @@ def test_a_level_missing_from_a_run_and_failed_requests_are_shown() -> None:
 
 
 def test_plot_places_each_run_by_value() -> None:
-    lines = ascii_plot({"a": [("C=1", 100.0), ("C=64", 700.0)], "b": [("C=1", 100.0), ("C=64", None)]}, height=8)
+    C1, C64 = LevelKey("C", 1), LevelKey("C", 64)
+    lines = ascii_plot({"a": [(C1, 100.0), (C64, 700.0)], "b": [(C1, 100.0), (C64, None)]}, height=8)
     assert lines[0].rstrip().endswith("A")  # the maximum sits on the top row
     assert "*" in "".join(lines)  # both runs at C=1 overlap
     assert "A = a" in lines[-2] and "B = b" in lines[-1]

@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from console.bench.levels import LevelKey
 from console.bench.records import append_records
 from console.bench.runs import filter_runs, list_runs, setup_of
 from console.bench.sidebyside import crossover_lines, find_crossovers, side_by_side, to_markdown
 from console.core.bench.export import export_comparison, export_paths
 from tests.support.bench_runs import EAGLE, NO_SPEC, SEEDS_EAGLE, SEEDS_NO_SPEC, T0, run
+
+
+def C(concurrency: int) -> LevelKey:
+    return LevelKey("C", concurrency)
 
 
 def test_runs_are_listed_newest_first_with_setup_levels_and_a_bad_line_named(tmp_path: Path) -> None:
@@ -25,7 +30,7 @@ def test_runs_are_listed_newest_first_with_setup_levels_and_a_bad_line_named(tmp
     runs, problems = list_runs(tmp_path)
     assert [r.label for r in runs] == ["eagle3 s2 k1 d3 v2", "no spec"]
     assert runs[0].setup == "eagle3 s2 k1 d3 v2" and runs[1].setup == "no spec"
-    assert runs[0].levels_text == "C=1,8,64 ×3" and runs[1].levels == ("C=1", "C=8", "C=64")
+    assert runs[0].levels_text == "C=1,8,64 ×3" and runs[1].levels == (C(1), C(8), C(64))
     assert runs[0].version == "0.5.9" and runs[0].workload == "random 1024/1024" and runs[0].host == "gpu-a"
     assert len(problems) == 1 and ":13: not a benchmark record" in problems[0]
 
@@ -53,7 +58,7 @@ def test_no_speculation_ahead_at_low_concurrency_eagle3_above_the_crossing() -> 
     crossings = find_crossovers(sbs.comparison, "output_throughput")
     assert len(crossings) == 1
     c = crossings[0]
-    assert (c.below, c.above, c.between, c.axis) == ("no spec", "eagle3", ("C=1", "C=8"), "C")
+    assert (c.below, c.above, c.between, c.axis) == ("no spec", "eagle3", (C(1), C(8)), "C")
     # difference +5.9 at C=1, -30 at C=8: linearly zero at 1 + 7 × 5.9 / 35.9; but C=1 and C=8 are 8× apart, too far
     # for a line to say where (issue 36: such a line put a crossing measured near C = 30 at C ≈ 6)
     assert c.at == pytest.approx(1 + 7 * 5.9 / 35.9)
@@ -78,7 +83,7 @@ def test_a_crossing_between_levels_far_apart_is_only_said_to_lie_between_them() 
     sbs = side_by_side([a, b])
     (c,) = find_crossovers(sbs.comparison)
     assert c.text() == "no spec ahead below, eagle3 ahead above: they cross between C = 1 and 48"
-    assert c.between == ("C=1", "C=48") and c.to_json()["at"] is None
+    assert c.between == (C(1), C(48)) and c.to_json()["at"] is None
     assert "output tok/s: no spec ahead below, eagle3 ahead above: they cross between C = 1 and 48" in crossover_lines(
         sbs
     )

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from console import hints
+from console.bench.levels import LevelKey
 from console.bench.records import BenchRecord
 from console.core.rollout import values_equal
 from console.errors import UsageError
@@ -234,22 +235,14 @@ def benchmarks_of_setup(
 ) -> list[BenchRecord]:
     """For each level, every repeat of the latest run of this setup at that level; ordered by level."""
     matching = [r for r in records if same_setup(r, unit_hashes=unit_hashes, resolved=resolved, version=version)]
-    latest: dict[str, str] = {}
-    started: dict[str, datetime] = {}
+    latest: dict[LevelKey, str] = {}
+    started: dict[LevelKey, datetime] = {}
     for record in matching:
-        key = record.level_key
+        key = record.level
         if key not in started or record.started_at > started[key]:
             started[key], latest[key] = record.started_at, record.run_id
-    chosen = [r for r in matching if latest.get(r.level_key) == r.run_id]
-    return sorted(chosen, key=lambda r: (_level_order(r.level_key), r.repeat_index, r.started_at))
-
-
-def _level_order(key: str) -> tuple[int, float]:
-    kind, _, value = key.partition("=")
-    try:
-        return (0 if kind == "C" else 1, float(value))
-    except ValueError:
-        return (2, 0.0)
+    chosen = [r for r in matching if latest.get(r.level) == r.run_id]
+    return sorted(chosen, key=lambda r: (r.level, r.repeat_index, r.started_at))
 
 
 def bench_entry(record: BenchRecord) -> dict[str, Any]:
@@ -278,7 +271,7 @@ def comparison_rows(previous: Snapshot, name: str, records: Sequence[BenchRecord
                 continue
             rows.append(
                 ComparisonRow(
-                    level=level.level,
+                    level=str(level.level),  # as the snapshot file keeps it
                     metric=metric,
                     previous=b.median,
                     value=c.median,

@@ -102,7 +102,7 @@ def pane(sbs: SideBySide, index: int) -> Group:
     for level, cells in sbs.cells(label):
         verdict = verdicts.get(level)
         mark = "" if verdict is None else Text("SLO ✔", "green") if verdict else Text("SLO ✖", "bold red")
-        table.add_row(Text(level, style="bold"), "", mark)
+        table.add_row(Text(str(level), style="bold"), "", mark)
         for key, short in PANE_METRICS:
             cell = cells[key]
             if cell.median is None or (key not in ("output_throughput", GOODPUT) and not cell.median):
@@ -323,9 +323,8 @@ class RunsScreen(Screen[None]):
             spec = metric_spec(metric)
             series = sbs.series(metric)
             crossings = [c.at for c in sbs.crossovers if c.metric == metric]
-            axis = "C" if any(lv.level.startswith("C=") for lv in sbs.comparison.levels) else "rate"
             self.query_one(plot_id, Plot).show(
-                series, title=f"{spec.title} ({spec.unit}) by {axis}", crossings=crossings, axis=axis
+                series, title=f"{spec.title} ({spec.unit}) by {sbs.axis}", crossings=crossings, axis=sbs.axis
             )
         self.query_one("#cmp-slo").display = judged
         capacity = Text()
