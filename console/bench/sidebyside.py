@@ -28,6 +28,7 @@ from console.bench.comparison import (
     compare_runs,
 )
 from console.bench.levels import LevelKey, LevelKind
+from console.bench.present import delta_text, value_text
 from console.bench.records import BenchRecord
 from console.bench.runs import setup_of, workload_text
 from console.sglang.setup import SpecSetup
@@ -37,7 +38,6 @@ MAX_RUNS = 4
 PLOT_AXES: tuple[LevelKind, ...] = ("C", "rate")  # the level axes plotted and crossed (a trace's speed is not one)
 PLOTTED = ("output_throughput", "median_tpot_ms")  # the metrics plotted against concurrency and crossed
 GOODPUT = "request_goodput"  # crossed too when the runs were judged against an SLO
-ARROWS = {"better": "▲", "worse": "▼"}
 
 
 def metric_spec(key: str) -> MetricSpec:
@@ -269,26 +269,6 @@ def _distinct_labels(runs: Sequence[Sequence[BenchRecord]]) -> list[list[BenchRe
 
 
 # --- text -----------------------------------------------------------------------------------------------------
-
-
-def value_text(cell: Cell, spec: MetricSpec) -> str:
-    """A cell's median (with its spread over the repeats as ±half range)."""
-    if cell.median is None:
-        return "-"
-    digits = 0 if abs(cell.median) >= 100 or spec.key == "failed" else 2 if abs(cell.median) < 10 else 1
-    text = f"{cell.median:,.{digits}f}"
-    if cell.repeats >= 2 and cell.low is not None and cell.high is not None and cell.median:
-        text += f" ±{(cell.high - cell.low) / 2 / abs(cell.median) * 100:.1f}%"
-    return text
-
-
-def delta_text(cell: Cell) -> str:
-    """`+12.3% ▲`, `-4.0% ▼ noise`, `+0.2% =` (empty for the baseline or a figure missing on either side)."""
-    if cell.delta_pct is None:
-        return ""
-    arrow = ARROWS.get(cell.verdict, "=")
-    noise = " noise" if cell.within_noise and cell.verdict != "same" else ""
-    return f"{cell.delta_pct:+.1f}% {arrow}{noise}"
 
 
 def shown_metrics(sbs: SideBySide) -> list[MetricSpec]:

@@ -26,6 +26,7 @@ from console.bench.events import (
     SweepDone,
 )
 from console.bench.levels import LevelKey
+from console.bench.present import placement_text
 from console.bench.records import BenchRecord
 from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
@@ -206,15 +207,6 @@ def capacity_lines(records: list[BenchRecord], searched: bool) -> list[str]:
     return lines
 
 
-def placement_line(event: ClientPlaced) -> str:
-    """Where the load runs and why, as said before the sweep (e.g. `load generator: on the host ...`)."""
-    where = {"host": "on the host", "console": "here, through the SSH port forward", "on-host": "here (on the host)"}
-    text = f"load generator: {where.get(event.location, event.location)}"
-    if event.python:
-        text += f" with {event.python}"
-    return f"{text} ({event.reason})"
-
-
 Shape = tuple[float, list[float]] | None  # --shape-from-server's window (s) and --rate-scale, when asked
 
 
@@ -242,7 +234,7 @@ async def _bench_target(
 ) -> list[BenchRecord]:
     def on_event(event: BenchEvent | LengthsCounted) -> None:
         if isinstance(event, ClientPlaced):
-            err.print(placement_line(event), highlight=False, markup=False, soft_wrap=True)
+            err.print(placement_text(event), highlight=False, markup=False, soft_wrap=True)
         elif isinstance(event, LengthsCounted):
             say_lengths(err, event)
         elif renderer is not None:

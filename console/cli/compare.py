@@ -13,32 +13,17 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, MetricSpec, ascii_plot, compare_runs
+from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, ascii_plot, compare_runs
+from console.bench.present import delta_style, delta_text, value_text
 from console.bench.records import load_run
 from console.bench.sidebyside import slo_lines
 from console.cli.common import workspace_of
 from console.errors import ExitCode
 
 
-def _value(cell: Cell, spec: MetricSpec) -> str:
-    if cell.median is None:
-        return "-"
-    digits = 0 if abs(cell.median) >= 100 or spec.key == "failed" else 2
-    text = f"{cell.median:,.{digits}f}"
-    if cell.repeats >= 2 and cell.low is not None and cell.high is not None and cell.median:
-        text += f" ±{(cell.high - cell.low) / 2 / abs(cell.median) * 100:.1f}%"
-    return text
-
-
 def _delta(cell: Cell) -> Text:
-    if cell.delta_pct is None:
-        return Text("")
-    arrow = {"better": "▲", "worse": "▼"}.get(cell.verdict, "=")
-    body = f" {cell.delta_pct:+.1f}% {arrow}"
-    if cell.within_noise and cell.verdict != "same":
-        return Text(body + " noise", style="yellow")
-    style = {"better": "green", "worse": "red"}.get(cell.verdict, "dim")
-    return Text(body, style=style)
+    text = delta_text(cell)
+    return Text(f" {text}", style=delta_style(cell)) if text else Text("")
 
 
 def _slo_mark(met: bool | None) -> Text:
@@ -76,7 +61,7 @@ def render(comparison: Comparison) -> Group:
                     row.append("")
                     continue
                 cell = run.cells[spec.key]
-                row.append(Text(_value(cell, spec)) + _delta(cell))
+                row.append(Text(value_text(cell, spec)) + _delta(cell))
             table.add_row(*row)
     plot_lines = ascii_plot(comparison.series("output_throughput"))
     plot = Text("output tokens/s by level\n", style="bold")

@@ -97,7 +97,7 @@ def test_the_live_view_follows_a_scripted_sweep_and_a_stop_says_why() -> None:
         pytest.approx(50.0),
     )
     live.show_power(1234.0)
-    assert row.power_w == 1234.0 and live.placement.startswith("load generator: here, through the SSH forward")
+    assert row.power_w == 1234.0 and live.placement.startswith("load generator: here, through the SSH port forward")
     metrics = {"completed": 4, "failed": 0, "output_throughput": 90.1, "mean_ttft_ms": 110.0, "median_tpot_ms": 49.0}
     live.feed(LevelDone(c1, 0, metrics, {"mean_power_w": 1100.0}, None))
     assert (row.state, row.output_tok_s, row.power_w) == ("done", 90.1, 1100.0)

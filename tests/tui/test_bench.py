@@ -112,7 +112,7 @@ async def test_the_live_view_follows_the_sweep_the_dashboard_stays_live_and_canc
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: "37/64" in _text(app), "the running level's progress")
         text = _text(app)
-        assert "load generator: here, through the SSH forward (round trip 0.4 ms" in text
+        assert "load generator: here, through the SSH port forward (round trip 0.4 ms" in text
         assert "SGLang 0.5.9 · qwen3.5-122b" in text
         rows = {line.split()[0]: line for line in text.splitlines() if line.strip().startswith("C=")}
         assert rows["C=1"].split()[1:4] == ["done", "64/64", "91.3"] and rows["C=1"].split()[-1] == "1,920"

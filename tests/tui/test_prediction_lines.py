@@ -14,7 +14,7 @@ from console.core.predict import Evidence, Figure, Predictor
 from console.core.tune import Cell, Foresight, SetupsPredicted, TuneStarted
 from console.core.tune.predict import foresight
 from console.sglang.setup import SpecSetup
-from console.tui.presenters.prediction import compact_band, editor_lines, predicted_ranking
+from console.tui.presenters.prediction import editor_lines, predicted_ranking
 from console.tui.presenters.tune_board import TuneBoard
 from tests.tui.prediction_support import DRAFT, kimi_records, kimi_request, kimi_session, kimi_space, kimi_workspace
 
@@ -31,8 +31,8 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> Foresight:
 
 
 def test_the_bands_of_a_table_cell_lose_their_spaces_not_their_edges() -> None:
-    assert compact_band(Figure(100.0, 94.0, 106.0)) == "±6%"
-    assert compact_band(Figure(100.0, 78.0, 144.0)) == "-22/+44%"
+    assert Figure(100.0, 94.0, 106.0).band_text(compact=True) == "±6%"
+    assert Figure(100.0, 78.0, 144.0).band_text(compact=True) == "-22/+44%"
 
 
 def test_the_editor_says_it_reads_the_records_then_why_there_is_no_prediction_and_how_to_get_one() -> None:

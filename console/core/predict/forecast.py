@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from console.bench.present import band_text
 from console.core.predict.acceptance import (
     TREE_CATCH_HIGH,
     TREE_CATCH_MID,
@@ -75,14 +76,10 @@ class Figure:
             return 0.0
         return max(self.high - self.value, self.value - self.low) / self.value
 
-    def band_text(self) -> str:
-        """`± 6 %`, or `-45 % / +82 %` where the edges differ by more than a third."""
-        if self.value <= 0:
-            return "± ?"
-        down, up = (self.value - self.low) / self.value, (self.high - self.value) / self.value
-        if max(down, up) > 1.33 * min(down, up) and max(down, up) >= 0.05:
-            return f"-{down:.0%} / +{up:.0%}"
-        return f"± {max(down, up):.0%}"
+    def band_text(self, *, compact: bool = False) -> str:
+        """`± 6%`, or `-45% / +82%` where the edges differ by more than a third; compact, for a table's cell: `±6%`,
+        `-45/+82%` (console.bench.present.band_text)."""
+        return band_text(self.value, self.low, self.high, compact=compact)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from console.bench.events import (
     SweepStarted,
 )
 from console.bench.metrics import percentile
+from console.bench.present import placement_text
 from console.bench.slo import Capacity, Slo, capacity, is_good, request_figures_ms
 from console.core.bench import PlannedSweep, SweepQueued
 from console.core.traffic_shape import ShapeObserved, ShapeObserving
@@ -322,11 +323,3 @@ class LiveBench:
 
 def _axis(level: Level) -> float:
     return float(level.request_rate if level.request_rate is not None else level.concurrency or 0)
-
-
-def placement_text(event: ClientPlaced) -> str:
-    where = {"host": "on the host", "console": "here, through the SSH forward", "on-host": "here (on the host)"}
-    text = f"load generator: {where.get(event.location, event.location)}"
-    if event.python:
-        text += f" with {event.python}"
-    return f"{text} ({event.reason})"

@@ -46,15 +46,6 @@ def shown(level: LevelForecast) -> Figure:
     return level.measured or level.output_tok_s
 
 
-def compact_band(figure: Figure) -> str:
-    """`±6%`, or `-42/+110%` where the edges differ (Figure.band_text without its spaces, for a table's cell)."""
-    text = figure.band_text()
-    if text.startswith("±"):
-        return "±" + text.removeprefix("±").strip()
-    down, _slash, up = text.partition(" / ")
-    return f"{down.removesuffix('%')}/{up}"
-
-
 def editor_lines(
     foresight: Foresight | None,
     forecast: SetupForecast | None,
@@ -132,7 +123,7 @@ def predicted_ranking(named: Sequence[tuple[str, SetupForecast]], levels: Sequen
         cells = []
         for c in levels:
             level = forecast.level(c)
-            cells.append("" if level is None else f"{tok_s(shown(level).value)} {compact_band(shown(level))}")
+            cells.append("" if level is None else f"{tok_s(shown(level).value)} {shown(level).band_text(compact=True)}")
         top = tuple(c for c in levels if (lv := forecast.level(c)) is not None and shown(lv).value >= best[c] > 0)
         verdict = VERDICT_WORDS.get(forecast.verdict.kind, forecast.verdict.kind)
         if forecast.verdict.kind != "running" and forecast.levels and all(lv.measured for lv in forecast.levels):

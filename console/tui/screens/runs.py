@@ -30,6 +30,7 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from console import hints
 from console.bench.comparison import Cell
+from console.bench.present import delta_style, delta_text, value_text
 from console.bench.runs import RunSummary, filter_runs, list_runs
 from console.bench.sidebyside import (
     GOODPUT,
@@ -41,7 +42,6 @@ from console.bench.sidebyside import (
     metric_spec,
     side_by_side,
     slo_lines,
-    value_text,
 )
 from console.core.bench import export_comparison
 from console.tui.context import ConsoleContext
@@ -61,20 +61,12 @@ PANE_METRICS = (
     ("failed", "failed"),
 )
 MARK_COLUMN = "mark"
-VERDICT_STYLE = {"better": "green", "worse": "red", "same": "dim"}
 
 
 def delta_cell(cell: Cell) -> Text:
-    """`▲12.0%` green, `▼6.4%` red, `=` dim, `noise` in yellow where the repeats overlap."""
-    if cell.delta_pct is None:
-        return Text("")
-    if cell.verdict == "same":
-        return Text("=", style="dim")
-    arrow = "▲" if cell.verdict == "better" else "▼"
-    text = f"{arrow}{abs(cell.delta_pct):.1f}%"
-    if cell.within_noise:
-        return Text(text + " noise", style="yellow")
-    return Text(text, style=VERDICT_STYLE.get(cell.verdict, ""))
+    """`▲12.0%` green, `▼6.4%` red, `=` dim, `noise` in yellow where the repeats overlap (console.bench.present)."""
+    text = delta_text(cell, compact=True)
+    return Text(text, style=delta_style(cell)) if text else Text("")
 
 
 def pane(sbs: SideBySide, index: int) -> Group:
