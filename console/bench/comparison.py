@@ -90,6 +90,11 @@ class LevelComparison:
     level: LevelKey
     runs: list[RunAtLevel]  # baseline first; a run without this level is absent
 
+    def cells(self, metric: str, labels: Sequence[str]) -> list[Cell | None]:
+        """The metric's cell of each run in `labels`' order; None for a run that has no such level."""
+        by_label = {r.label: r for r in self.runs}
+        return [run.cells[metric] if (run := by_label.get(label)) else None for label in labels]
+
 
 @dataclass
 class Comparison:

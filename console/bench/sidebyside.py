@@ -326,6 +326,13 @@ def slo_markdown(sbs: SideBySide) -> list[str]:
     return lines
 
 
+def _md_cell(cell: Cell | None, spec: MetricSpec) -> str:
+    if cell is None:
+        return "not run"
+    delta = delta_text(cell)
+    return value_text(cell, spec) + (f" ({delta})" if delta else "")
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -344,16 +351,7 @@ def to_markdown(sbs: SideBySide, *, title: str = "Benchmark comparison") -> str:
         lines.append("| level | " + " | ".join(_md(label) for label in sbs.labels) + " |")
         lines.append("|---|" + "---:|" * len(sbs.labels))
         for level in sbs.comparison.levels:  # in the keys' order
-            runs = {r.label: r for r in level.runs}
-            cells = []
-            for label in sbs.labels:
-                run = runs.get(label)
-                if run is None:
-                    cells.append("not run")
-                    continue
-                cell = run.cells[spec.key]
-                delta = delta_text(cell)
-                cells.append(value_text(cell, spec) + (f" ({delta})" if delta else ""))
+            cells = [_md_cell(cell, spec) for cell in level.cells(spec.key, sbs.labels)]
             lines.append(f"| {level.level} | " + " | ".join(cells) + " |")
     crossings = crossover_lines(sbs)
     if crossings:

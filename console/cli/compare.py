@@ -54,15 +54,9 @@ def render(comparison: Comparison) -> Group:
         for spec in COMPARED_METRICS:
             if all((r.cells[spec.key].median is None) for r in level.runs):
                 continue
-            row: list[Text | str] = [f"  {spec.title}" + (f" ({spec.unit})" if spec.unit else "")]
-            for label in comparison.labels:
-                run = by_label.get(label)
-                if run is None:
-                    row.append("")
-                    continue
-                cell = run.cells[spec.key]
-                row.append(Text(value_text(cell, spec)) + _delta(cell))
-            table.add_row(*row)
+            cells = level.cells(spec.key, comparison.labels)
+            figures = ["" if cell is None else Text(value_text(cell, spec)) + _delta(cell) for cell in cells]
+            table.add_row(f"  {spec.title}" + (f" ({spec.unit})" if spec.unit else ""), *figures)
     plot_lines = ascii_plot(comparison.series("output_throughput"))
     plot = Text("output tokens/s by level\n", style="bold")
     for line in plot_lines:

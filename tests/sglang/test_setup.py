@@ -1,22 +1,13 @@
-"""One speculative setup, typed (console/sglang/setup.py): from the server's resolved values, to a unit's edits for
-a version, a name, a description. Pure."""
+"""One speculative setup, typed (console/sglang/setup.py): its names, description, server args and edits. Pure. That
+its edits make each version run it: tests/tune/test_space.py."""
 
 from __future__ import annotations
 
-import pytest
-
 from console.core.tune.form import FIELDS
-from console.sglang.rules import check_launch
 from console.sglang.setup import AXES, SetupEdits, SpecSetup
-from console.sglang.unit import UnitFile
 
 KIMI = SpecSetup("EAGLE3", 2, 1, 3, True, "/m/eagle3")
 TREE = SpecSetup("EAGLE3", 2, 4, 8, False, "/m/eagle3")
-UNIT = (
-    "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp-size 8 "
-    "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1 "
-    "--speculative-num-draft-tokens 2 --disable-overlap-schedule --host 127.0.0.1 --port 30000\n"
-)
 
 
 def test_the_axes_are_its_fields_and_the_tune_forms_first_fields() -> None:
@@ -54,25 +45,6 @@ def test_server_args_are_sglangs_names_for_its_own_values() -> None:
 def test_draft_tokens_implied_by_the_steps_and_topk() -> None:
     assert SpecSetup.auto_draft_tokens(3, 1) == 4 and SpecSetup.auto_draft_tokens(2, 4) == 8
     assert KIMI.draft_implied and TREE.draft_implied and not SpecSetup("EAGLE3", 2, 4, 5).draft_implied
-
-
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.12", "0.5.14", "0.5.17"])
-@pytest.mark.parametrize("setup", [KIMI, TREE, SpecSetup("EAGLE", 3, 1, 4, False)], ids=lambda s: s.key)
-def test_its_edits_make_the_version_run_it(version: str, setup: SpecSetup) -> None:
-    """The round trip: the unit with the setup's edits, resolved by the version's rules, is the setup again."""
-    edits = setup.edits(version)
-    unit = UnitFile.parse(UNIT, version)
-    for flag, value in edits.set_flags:
-        unit.set_flag(flag, value)
-    for flag in edits.unset_flags:
-        unit.unset_flag(flag)
-    for name, text in edits.set_env:
-        unit.set_env(name, text)
-    for name in edits.unset_env:
-        unit.unset_env(name)
-    report = check_launch(unit.flags(), unit.environment(), version)
-    assert not report.errors
-    assert SpecSetup.from_server_args(report.resolved, report.spec_mode) == setup
 
 
 def test_no_speculation_unsets_every_speculative_flag_and_the_variable() -> None:

@@ -15,6 +15,7 @@ from console.core.tune.space import (
     unit_speculation,
 )
 from console.errors import UsageError
+from console.sglang.setup import SpecSetup
 from console.sglang.unit import UnitFile
 
 
@@ -148,6 +149,22 @@ def test_names_and_keys_are_unique_and_say_what_varies() -> None:
     result = space(SpaceRequest(algorithms=("NEXTN",), steps=(1, 2, 3), spec_v2=(False,)))
     assert [c.name for c in result.candidates] == ["steps 1", "steps 2", "steps 3"]
     assert len({c.key for c in result.candidates}) == 3
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.12", "0.5.14", "0.5.17"])
+@pytest.mark.parametrize(
+    "setup",
+    [SpecSetup("EAGLE3", 2, 1, 3, True, "/m/eagle3"), SpecSetup("EAGLE3", 2, 4, 8, False, "/m/eagle3"),
+     SpecSetup("EAGLE", 3, 1, 4, False), SpecSetup(None)],
+    ids=lambda s: s.key,
+)  # fmt: skip
+def test_a_setups_edits_make_each_version_run_it(version: str, setup: SpecSetup) -> None:
+    """SpecSetup.edits through the unit model and the version's rules, as a tune applies them: the server runs the
+    setup asked for (a wrong spec-v2 edit, the variable always True, fails it on 0.5.9 and 0.5.12)."""
+    asked = Setting.asked(setup.algorithm, setup.steps, setup.topk, setup.draft_tokens, setup.spec_v2,
+                          setup.draft_model_path)  # fmt: skip
+    result = space(SpaceRequest(explicit=(asked,), include_grid=False), version=version)
+    assert not result.pruned and [c.setup for c in result.candidates] == [setup]
 
 
 def test_when_only_spec_v2_varies_the_names_say_the_algorithm() -> None:
