@@ -34,7 +34,10 @@ async def test_a_0517_level_keeps_the_drawn_histogram() -> None:
         metrics = await one_level(sim.url)
     histogram = metrics["spec_accept_histogram"]
     assert isinstance(histogram, list) and len(histogram) == 4  # 0..steps accepted
-    assert sum(histogram) == metrics["spec_verify_ct"] == metrics["decode_rounds"]
+    assert sum(histogram) == metrics["spec_verify_ct"]
+    # the round time rests on the requests whose tokens came in more than one read: a client starved of CPU can read a
+    # whole stream at once (TTFT = latency: no decode time to divide), and those rounds are left out of it
+    assert isinstance(metrics["decode_rounds"], int) and 0 < metrics["decode_rounds"] <= metrics["spec_verify_ct"]
     # runs, as the H200's: a round that accepts one usually accepts all three ([2302, 39, 20, 405] there)
     assert histogram[3] > histogram[1] + histogram[2]
     assert isinstance(metrics["round_time_ms"], float) and metrics["round_time_ms"] > 0
