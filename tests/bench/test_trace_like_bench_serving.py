@@ -139,6 +139,7 @@ def predicted_share(trace: list[dict[str, object]], block: int = 512) -> float:
     return hits / total
 
 
+@pytest.mark.alone  # holds arrival times to the trace's within 10 ms (tests/tiers.py): run on its own
 async def test_token_prompts_share_exactly_the_blocks_the_trace_shares(tmp_path: Path) -> None:
     trace = mooncake_trace(24, seed=5, rate=2.0, shared_blocks=(1, 6), own_blocks=(0, 3), output_len=(4, 12))
     path = write(tmp_path / "trace.jsonl", trace)
