@@ -42,52 +42,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from console import hints
-from console.cli.common import Answer, HostVerb, HumanProgress, ignore, workspace_of
-
-
-def render_plan(plan: object, out: TextIO) -> None:
-    """What the freeze will write, for a person."""
-    from console.core.snapshot import FreezePlan, setup_text
-
-    assert isinstance(plan, FreezePlan)
-    snap = plan.snapshot
-    host = snap.host
-    print(f"Freeze {host.label} ({host.unit}) as production snapshot {snap.name}", file=out)
-    print(f"  SGLang {snap.server.version or '?'}, {snap.server.resolved.get('model_path', '?')}", file=out)
-    print(f"  {setup_text(snap.server.resolved, snap.server.version)}", file=out)
-    levels = sorted({str(e.get("max_concurrency") or e.get("request_rate")) for e in snap.benchmarks})
-    bench = f"{len(snap.benchmarks)} records at {len(levels)} levels" if snap.benchmarks else "none in logs/"
-    print(f"  benchmarks of this setup: {bench}", file=out)
-    if snap.previous:
-        print(f"  previous production: {snap.previous} ({len(snap.comparison)} compared figures)", file=out)
-    lines = plan.document.count("\n") + 1
-    print(f"  document: {host.hostname or host.label}:{plan.document_path} ({lines} lines)", file=out)
-    if plan.unit_changed:
-        print("  unit: adds [Install] WantedBy= so that it can be enabled:", file=out)
-        print(plan.unit_diff, end="", file=out)
-    else:
-        print("  unit: unchanged (it is the running setup); it will be enabled", file=out)
-    for warning in snap.warnings:
-        print(f"  note: {warning}", file=out)
-    if plan.refusals:
-        title = f"FORCED ({plan.request.force}) despite:" if plan.forced else "REFUSED: nothing will be written:"
-        print(title, file=out)
-        for refusal in plan.refusals:
-            print(f"  [{refusal.code}] {refusal.message}", file=out)
-
-
-class FreezeProgress(HumanProgress[object]):
-    """The freeze's steps as lines a terminal (or a log) can follow."""
-
-    def show(self, event: object) -> None:
-        from console.core.events import Notice
-        from console.core.snapshot import FreezeStep
-
-        if isinstance(event, FreezeStep):
-            detail = f": {event.detail}" if event.detail else ""
-            self.say(f"{event.step.replace('_', ' ')}{detail}")
-        elif isinstance(event, Notice):
-            self.say(f"{event.level}: {event.message}")
+from console.cli.common import Answer, HostVerb, ignore, workspace_of
+from console.cli.freeze_lines import FreezeProgress, render_plan
 
 
 async def freeze_main(verb: HostVerb) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from console import hints
-from console.cli.apply import confirm_and_execute, render_result
+from console.cli.apply_lines import confirm_and_execute, render_result
 from console.cli.common import HostVerb, workspace_of
 from console.cli.rolling_options import check_rolling
 from console.core.rolling_plan import RollSpec

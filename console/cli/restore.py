@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from console.cli.apply import confirm_and_execute, render_plan, render_result
+from console.cli.apply_lines import confirm_and_execute, render_plan, render_result
 from console.cli.common import HostVerb, workspace_of
 from console.core.rolling_plan import RollSpec
 from console.errors import UsageError

@@ -31,8 +31,10 @@ import argparse
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
-from console.cli.apply import ApplyProgress, render_plan
+from console.cli.apply_lines import ApplyProgress, render_plan
 from console.cli.common import Answer, HostVerb, HumanProgress, interruptibly, workspace_of
+from console.cli.freeze_lines import render_plan as render_freeze_plan
+from console.cli.freeze_lines import step_line as freeze_step_line
 from console.core.events import Notice
 from console.core.rolling import (
     BatchStarted,
@@ -101,7 +103,7 @@ class RollProgress(HumanProgress[RollEvent]):
 
     def _host_event(self, host: str, event: HostEvent) -> None:
         """One host's own event: a freeze's step as a line, an apply's through the apply's own renderer."""
-        freeze_line = _freeze_step_line(event)
+        freeze_line = freeze_step_line(event)
         if freeze_line is not None:
             self.say(f"{host}: {freeze_line}")
             return
@@ -111,17 +113,7 @@ class RollProgress(HumanProgress[RollEvent]):
         progress(event)  # type: ignore[arg-type]  # not a FreezeStep: one of the apply's events
 
 
-def _freeze_step_line(event: object) -> str | None:
-    """A freeze's step as `document written: PATH` (None for any other event)."""
-    from console.core.snapshot import FreezeStep
-
-    if not isinstance(event, FreezeStep):
-        return None
-    return event.step.replace("_", " ") + (f": {event.detail}" if event.detail else "")
-
-
 def render_roll_plan(roll: PendingRoll, operation: str, out: TextIO) -> None:
-    from console.cli.freeze import render_plan as render_freeze_plan
     from console.core.rolling import ApplyChange, FreezeChange
 
     report = roll.report
