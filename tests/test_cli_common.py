@@ -28,13 +28,9 @@ class Terminal(io.StringIO):
 
 def verb(stdin: io.StringIO, *, yes: bool = False, json_out: bool = False) -> HostVerb:
     args = argparse.Namespace(yes=yes, json=json_out, target="gpu-a")
-
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        return {"ok": False, "target": args.target, "state": state, "error": message}
-
     return HostVerb(
-        "apply", args, failure_json, lambda exc: f"{exc}; nothing was done", stdin=stdin, stdout=io.StringIO(),
-        stderr=io.StringIO(),
+        "apply", args, {"ok": False, "target": args.target}, lambda exc: f"{exc}; nothing was done", stdin=stdin,
+        stdout=io.StringIO(), stderr=io.StringIO(),
     )  # fmt: skip
 
 

@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from console import hints
 from console.cli.apply_lines import confirm_and_execute, render_plan, render_result
 from console.cli.common import HostVerb, workspace_of
+from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.core.apply import default_owner, edits_by_version, plan_apply
-from console.core.rolling_plan import RollSpec
 from console.core.rollout import parse_edits
 from console.core.session import open_session
 from console.errors import UsageError
@@ -70,35 +69,12 @@ def _nothing_done(exc: Exception) -> str:
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole apply`: exit 0 applied and verified (or nothing to change), 1 refused/failed, 2 usage."""
-
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        return {"ok": False, "target": args.target, "state": state, "rolled_back": False, "error": message}
-
-    from console.cli.rolling_options import check_rolling
-
-    def check() -> None:
-        _check_args(args)
-        spec_holder.append(check_rolling(args))
-
-    spec_holder: list[RollSpec | None] = []
-    json_for: Callable[[str, str], dict[str, Any]] = failure_json
-    if getattr(args, "rolling", False):
-        from console.cli.rolling import failure_json as roll_failure
-
-        json_for = roll_failure(args, "apply")
-    verb = HostVerb("apply", args, json_for, _nothing_done, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
-    return verb.run(lambda v: _apply_or_roll(v, spec_holder[0]), check=check)
+    verb = HostVerb("apply", args, {"ok": False, "target": args.target, "rolled_back": False}, _nothing_done,
+                    stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)  # fmt: skip
+    return run_on_host_or_group(verb, apply_main, _plan_edits, check=lambda: _check_args(args))
 
 
-async def _apply_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
-    if spec is None:
-        return await apply_main(verb)
-    from console.cli.rolling import rolling_main
-
-    return await rolling_main(verb, "apply", _plan_edits, spec)
-
-
-def _plan_edits(verb: HostVerb) -> Any:
+def _plan_edits(verb: HostVerb) -> PlanFor:
     """Each host's apply of the same edits, checked with that host's SGLang version."""
     from console.core.group_roll import apply_planner
 

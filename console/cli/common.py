@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -80,12 +80,12 @@ class Answer(Enum):
 @dataclass
 class HostVerb:
     """One run of a verb that changes a host: its name and arguments, its streams, and how it says that nothing
-    was done (failure_json: the one --json object for (state, message); nothing_done: the message for a HostError
-    or a ValueError, the unit not being an SGLang unit)."""
+    was done (failure: the one --json object of such a run but for its `state` and `error`; nothing_done: the
+    message for a HostError or a ValueError, the unit not being an SGLang unit)."""
 
     name: str
     args: argparse.Namespace
-    failure_json: Callable[[str, str], dict[str, Any]]
+    failure: Mapping[str, object]
     nothing_done: Callable[[Exception], str] = str
     stdin: TextIO = field(default_factory=lambda: sys.stdin)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
@@ -123,7 +123,7 @@ class HostVerb:
         """Nothing was changed: say why (with --json, still as the one JSON object); exit 1."""
         print(f"opsconsole {self.name}: {message}", file=self.stderr)
         if self.json:
-            print(json.dumps(self.failure_json(state, message)), file=self.stdout)
+            print(json.dumps({**self.failure, "state": state, "error": message}), file=self.stdout)
         return ExitCode.FAILED
 
     @property

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from console import hints
 from console.cli.common import Answer, HostVerb, ignore, workspace_of
 from console.cli.freeze_lines import FreezeProgress, render_plan
+from console.cli.rolling import PlanFor, run_on_host_or_group
 
 
 async def freeze_main(verb: HostVerb) -> int:
@@ -106,44 +106,19 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
     """`opsconsole freeze`: exit 0 frozen, 1 refused/failed/not confirmed, 2 usage."""
     from console.core.snapshot import FreezeRequest
 
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        return {"ok": False, "target": args.target, "name": args.name, "state": state, "error": message}
-
-    json_for: Callable[[str, str], dict[str, Any]] = failure_json
-    if args.target.startswith("@"):
-        from console.cli.rolling import failure_json as roll_failure
-
-        json_for = roll_failure(args, "freeze")
     verb = HostVerb(
         "freeze",
         args,
-        json_for,
+        {"ok": False, "target": args.target, "name": args.name},
         lambda exc: f"{exc}; nothing was written",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
-    from console.cli.rolling_options import check_rolling
-    from console.core.rolling_plan import RollSpec
-
     request = FreezeRequest(args.name, args.note or "", args.doc, args.force)
-    specs: list[RollSpec | None] = []
-
-    def check() -> None:
-        request.checked()
-        specs.append(check_rolling(args, group_needs_rolling=False))
-
-    return verb.run(lambda v: _freeze_or_set(v, specs[0]), check=check)
+    return run_on_host_or_group(verb, freeze_main, _plan_freezes, check=request.checked, group_needs_rolling=False)
 
 
-async def _freeze_or_set(verb: HostVerb, spec: Any) -> int:
-    if spec is None:
-        return await freeze_main(verb)
-    from console.cli.rolling import rolling_main
-
-    return await rolling_main(verb, "freeze", _plan_freezes, spec)
-
-
-def _plan_freezes(verb: HostVerb) -> Any:
+def _plan_freezes(verb: HostVerb) -> PlanFor:
     """Each host's freeze as NAME.HOST, the same note, document template and --force reason."""
     from console.core.apply import default_owner
     from console.core.group_roll import freeze_planner

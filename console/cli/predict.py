@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from console.bench.events import BenchEvent, LevelDone
 from console.bench.workloads import WorkloadSpec
@@ -155,8 +155,5 @@ async def predict_main(verb: HostVerb) -> int:
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole predict`: exit 0 predicted, 1 failed or not confirmed, 2 usage."""
 
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        return {"setups": [], "state": state, "error": message}
-
-    verb = HostVerb("predict", args, failure_json, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
+    verb = HostVerb("predict", args, {"setups": []}, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
     return verb.run(predict_main, check=lambda: check_args(args))

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from console import hints
 from console.cli.apply_lines import confirm_and_execute, render_result
 from console.cli.common import HostVerb, workspace_of
-from console.cli.rolling_options import check_rolling
-from console.core.rolling_plan import RollSpec
+from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.errors import UsageError
 
 
@@ -34,7 +32,7 @@ async def restart_main(verb: HostVerb) -> int:
     return result.rollout.exit_code
 
 
-def _plan_restarts(verb: HostVerb) -> Any:
+def _plan_restarts(verb: HostVerb) -> PlanFor:
     from console.core.apply import default_owner
     from console.core.group_roll import restart_planner
 
@@ -42,36 +40,17 @@ def _plan_restarts(verb: HostVerb) -> Any:
     return restart_planner(timeout_s=args.timeout, owner=default_owner(hints.RESTART_ROLLING.line(GROUP=args.target)))
 
 
-async def _restart_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
-    if spec is None:
-        return await restart_main(verb)
-    from console.cli.rolling import rolling_main
-
-    return await rolling_main(verb, "restart", _plan_restarts, spec)
-
-
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    specs: list[RollSpec | None] = []
-
     def check() -> None:
         if not args.timeout > 0:
             raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}")
-        specs.append(check_rolling(args))
 
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        return {"ok": False, "target": args.target, "state": state, "error": message}
-
-    json_for: Callable[[str, str], dict[str, Any]] = failure_json
-    if args.rolling:
-        from console.cli.rolling import failure_json as roll_failure
-
-        json_for = roll_failure(args, "restart")
     verb = HostVerb(
         "restart",
         args,
-        json_for,
+        {"ok": False, "target": args.target},
         lambda exc: f"{exc}; the service was not restarted",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
-    return verb.run(lambda v: _restart_or_roll(v, specs[0]), check=check)
+    return run_on_host_or_group(verb, restart_main, _plan_restarts, check=check)

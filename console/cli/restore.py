@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from console.cli.apply_lines import confirm_and_execute, render_plan, render_result
 from console.cli.common import HostVerb, workspace_of
-from console.core.rolling_plan import RollSpec
+from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.errors import UsageError
 
 
@@ -53,42 +52,18 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        return {"ok": False, "target": args.target, "snapshot": args.snapshot, "state": state, "error": message}
-
-    json_for: Callable[[str, str], dict[str, Any]] = failure_json
-    if getattr(args, "rolling", False):
-        from console.cli.rolling import failure_json as roll_failure
-
-        json_for = roll_failure(args, "restore")
     verb = HostVerb(
         "restore",
         args,
-        json_for,
+        {"ok": False, "target": args.target, "snapshot": args.snapshot},
         lambda exc: f"{exc}; the unit was not touched",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
-    from console.cli.rolling_options import check_rolling
-
-    specs: list[RollSpec | None] = []
-
-    def check() -> None:
-        _check_args(args)
-        specs.append(check_rolling(args))
-
-    return verb.run(lambda v: _restore_or_roll(v, specs[0]), check=check)
+    return run_on_host_or_group(verb, restore_main, _plan_restores, check=lambda: _check_args(args))
 
 
-async def _restore_or_roll(verb: HostVerb, spec: RollSpec | None) -> int:
-    if spec is None:
-        return await restore_main(verb)
-    from console.cli.rolling import rolling_main
-
-    return await rolling_main(verb, "restore", _plan_restores, spec)
-
-
-def _plan_restores(verb: HostVerb) -> Any:
+def _plan_restores(verb: HostVerb) -> PlanFor:
     """Each host's restore: the set's own snapshot of that host (SNAPSHOT.HOST, as a group freeze names them) when
     there is one, else SNAPSHOT itself on every host."""
     from console.core.rolling import ApplyChange

@@ -27,14 +27,14 @@ Exit 0 every host done, 1 a host failed / the roll stopped / refused / locked, 2
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from console.cli.apply_lines import ApplyProgress, render_plan
-from console.cli.common import Answer, HostVerb, HumanProgress, interruptibly, workspace_of
+from console.cli.common import Answer, HostVerb, HumanProgress, VerbMain, interruptibly, workspace_of
 from console.cli.freeze_lines import render_plan as render_freeze_plan
 from console.cli.freeze_lines import step_line as freeze_step_line
+from console.cli.rolling_options import check_rolling
 from console.core.events import Notice
 from console.core.rolling import (
     BatchStarted,
@@ -174,15 +174,45 @@ def render_report(report: RollReport, out: TextIO) -> None:
 
 
 PlanFor = Callable[[Session], Awaitable[HostChange]]
+# A verb's planner of one host's change, from its arguments (the same for every host of the group).
+Planner = Callable[[HostVerb], PlanFor]
 
 
-async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostVerb], PlanFor], spec: RollSpec) -> int:
+def run_on_host_or_group(
+    verb: HostVerb,
+    host_main: VerbMain,
+    planner: Planner,
+    *,
+    check: Callable[[], object] = lambda: None,
+    group_needs_rolling: bool = True,
+) -> int:
+    """One run of apply, restart, restore or freeze: check() and the roll's options (usage errors, before anything
+    is contacted), then host_main on one host, or the roll of @GROUP with each host's change from planner (its
+    --json object, also for a run that did nothing, is the roll's). group_needs_rolling=False: freeze, whose group
+    needs no --rolling (console/cli/rolling_options.py)."""
+    specs: list[RollSpec | None] = []
+
+    def checked() -> None:
+        check()
+        specs.append(check_rolling(verb.args, group_needs_rolling=group_needs_rolling))
+
+    async def main(run: HostVerb) -> int:
+        spec = specs[0]
+        if spec is None:
+            return await host_main(run)
+        run.failure = {"ok": False, "group": run.args.target.lstrip("@"), "operation": run.name, "hosts": []}
+        return await rolling_main(run, planner, spec)
+
+    return verb.run(main, check=checked)
+
+
+async def rolling_main(verb: HostVerb, plan_for: Planner, spec: RollSpec) -> int:
     from console.core.apply import default_owner
     from console.core.group_roll import RollRequest, plan_group_roll
     from console.core.session import open_session
     from console.fleet.groups import resolve_group_targets
 
-    args = verb.args
+    args, operation = verb.args, verb.name
     workspace = workspace_of(args)
     members, groups = resolve_group_targets([args.target], workspace.profiles)
     group = groups[args.target[1:]]
@@ -220,11 +250,3 @@ async def rolling_main(verb: HostVerb, operation: str, plan_for: Callable[[HostV
             report, _interrupted = await interruptibly(roll.execute(on_event=progress), roll.request_abort)
     verb.report(report.to_json, lambda out: render_report(report, out))
     return report.exit_code
-
-
-def failure_json(args: argparse.Namespace, operation: str) -> Callable[[str, str], dict[str, Any]]:
-    def make(state: str, message: str) -> dict[str, Any]:
-        return {"ok": False, "group": args.target.lstrip("@"), "operation": operation, "state": state,
-                "error": message, "hosts": []}  # fmt: skip
-
-    return make

@@ -340,11 +340,7 @@ async def tune_main(verb: HostVerb) -> int:
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """`opsconsole tune`: exit 0 tuned (host healthy on the unit it should run), 1 failed/refused, 2 usage."""
-
-    def failure_json(state: str, message: str) -> dict[str, Any]:
-        doc: dict[str, Any] = {"trials": [], "pruned": [], "recommendations": [], "final_unit": None}
-        doc.update(host_healthy=None, state=state, error=message)
-        return doc
-
-    verb = HostVerb("tune", args, failure_json, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
+    nothing: dict[str, object] = {"trials": [], "pruned": [], "recommendations": []}
+    nothing.update(final_unit=None, host_healthy=None)
+    verb = HostVerb("tune", args, nothing, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
     return verb.run(tune_main, check=lambda: check_args(args))
