@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.check_args import UsageError as CheckArgsUsageError
-from console.core.check_args import parse_env
+from console.cli.check_args import UsageError as CheckArgsUsageError
+from console.cli.check_args import parse_env
 from console.core.rollout import EditError, parse_edits
 from console.names import is_env_name
 from console.sglang.unit import UnitError, UnitFile

@@ -45,7 +45,7 @@ class View(StrEnum):
     DASHBOARD = "dashboard"  # the setup the dashboard shows beside the unit's values (core/monitor.py)
     DRIFT = "drift"  # what status compares with the production snapshot (core/drift.py)
     SNAPSHOT = "snapshot"  # the resolved values a snapshot records and shows first (core/snapshot.py)
-    CHECK_ARGS = "check-args"  # shown in check-args' report even when not set (core/check_args.py)
+    CHECK_ARGS = "check-args"  # shown in check-args' report even when not set (cli/check_args.py)
     EDITOR = "editor"  # the parameter editor's fields (core/edit.py)
     RECORD = "record"  # a benchmark record's server args, shown first (bench/records.py)
     RUN_SETUP = "run setup"  # a run's setup in the side-by-side comparison (bench/sidebyside.py)
