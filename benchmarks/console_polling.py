@@ -159,6 +159,9 @@ def main() -> None:
     parser.add_argument("--versions", default="0.5.9,0.5.17")
     parser.add_argument("--requests", type=int, default=10)
     args = parser.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, running_demo(Path(tmp) / "ws") as demo:
         workspace = Workspace.resolve(demo.workspace)

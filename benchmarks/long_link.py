@@ -119,6 +119,9 @@ def main() -> int:
     parser.add_argument("--apply-only", action="store_true", help="only the apply, its overhead in round trips")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     if opts.apply_only:
         return apply_only(opts.rounds, opts.baseline, opts.json)
     from tests.support.farlink import add_far_alias

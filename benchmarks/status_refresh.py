@@ -107,6 +107,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     with sshd_lab() as server, simulator() as sim_port, tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         client = write_client(directory, server)

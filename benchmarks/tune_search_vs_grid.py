@@ -108,6 +108,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=600.0, help="real seconds per level of a full run")
     parser.add_argument("--profiles", default="qwen,kimi")
     args = parser.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     speedup = args.speedup
     all_same = True
     for key in args.profiles.split(","):

@@ -101,6 +101,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     opts = parser.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:

@@ -20,12 +20,17 @@ from typing import Any
 
 import pytest
 
+from console.sim.plugin import register
 from tests.support import budget
 from tests.testbed import cache, resources
 from tests.testbed.host import GpuHost
 from tests.tiers import classify, forbid_processes, start_long_tests_first, timeouts_from_long_marks
 
 __all__ = ["forbid_processes"]
+
+# The suite is a composition root, as the CLI's main is: the stand-in as an SGLang launcher and the demo host as a
+# transport are registered once here for the tests that open hosts or read units in this process.
+register()
 
 log = logging.getLogger(__name__)
 

@@ -391,6 +391,15 @@ def _load_handler(command: str) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
+def _register_plugins() -> None:
+    """The composition root: the SGLang stand-in as a launcher and the demo host as a transport are the
+    simulator's own (console/sim/plugin.py), registered here so that no other package names it. Standard library
+    only: check-args' fast path pays for it too."""
+    from console.sim.plugin import register
+
+    register()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -398,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     handler = _load_handler(args.command)
+    _register_plugins()
     try:
         return int(handler(args))
     except UsageError as exc:  # a verb that does not say its own (diff's snapshot names): exit 2, not a traceback

@@ -42,9 +42,7 @@ def parse_env(pairs: Iterable[str]) -> dict[str, str]:
 
 def _load_unit(path: str, extra_env: dict[str, str]) -> tuple[list[str], dict[str, str], str | None, list[Finding]]:
     from console.sglang.unit import UnitError, UnitFile
-    from console.sim.plugin import register
 
-    register()  # units that run the SGLang stand-in (stdlib only: this path stays fast)
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()

@@ -26,7 +26,7 @@ CLOCK_SKEW_S = 2.0
 ANSWER_WITHIN_S = 10.0  # console.sglang.client's timeout: a later answer the client no longer waits for
 KEPT = 2048  # requests remembered (the console sends 1-3 a second; a journal line arrives within seconds)
 
-# uvicorn's access line as SGLang configures it (console/sim/sglang_log.py `access`), after SGLang's stamp
+# uvicorn's access line as SGLang configures it (the stand-in's sim/sglang_log.py `access`), after SGLang's stamp
 ACCESS = re.compile(r'INFO:\s+(?P<peer>\S+):\d+ - "(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[0-9.]+" \d{3}\b')
 
 

@@ -262,12 +262,9 @@ async def open_session(
     ssh_config: str | None = None,
     on_connection: Callable[[ConnectionState], None] | None = None,
 ) -> AsyncIterator[Session]:
-    """Resolve TARGET, connect (host-key problems surface here, as HostError) and close it all afterwards."""
-    from console.sim.plugin import register as register_sim
-
-    # The composition root: the demo host's transport and the stand-in's launcher are the simulator's own,
-    # registered here so that console.host and console.sglang never name it.
-    register_sim()
+    """Resolve TARGET, connect (host-key problems surface here, as HostError) and close it all afterwards. A
+    transport other than SSH and local (the demo host's) is whatever the composition root registered
+    (console.host.registry): the core names none."""
     if isinstance(target, str):
         target = resolve_target(target, profiles_dir=workspace.profiles, ssh_config=ssh_config)
     host = await open_host(target, logs_dir=workspace.logs, on_state=on_connection)

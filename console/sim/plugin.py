@@ -6,10 +6,11 @@
 - The demo host (console.host.registry): `transport = "demo"` targets are driven through the demo
   supervisor's control socket, and their GPUs read through the simulated `nvidia-smi`.
 
-console.host and console.sglang import nothing from console.sim; the composition root (the CLI verbs, the
-core session) calls `register()` before it parses a unit or opens a host. Standard library only, and cheap
-to call again: `opsconsole check-args` calls it on its fast path (the supervisor and aiohttp are imported
-only when a demo host is opened).
+console.host, console.sglang and console.core import nothing from console.sim; the composition root calls
+`register()` before it parses a unit or opens a host: the CLI's main for every verb, and whatever else drives the
+core in its own process (the test suite's conftest, the benchmarks and scripts that open hosts). Standard library
+only, and cheap to call again: `opsconsole check-args` pays for it on its fast path (the supervisor and aiohttp are
+imported only when a demo host is opened).
 """
 
 from __future__ import annotations

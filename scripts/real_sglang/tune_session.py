@@ -517,6 +517,9 @@ def main() -> int:
     )
     p.add_argument("--start-timeout", type=float, default=150.0, help="tune --timeout: seconds each start may take")
     args = p.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     args.out = args.out.resolve()
     args.models = args.models.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
