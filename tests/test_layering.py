@@ -53,7 +53,7 @@ ARROWS: Mapping[str, frozenset[str]] = {
 CORE_SUBPACKAGES = ("apply", "bench", "predict", "snapshot", "tune")
 CORE_ARROWS: Mapping[str, frozenset[str]] = {
     "apply": frozenset({"events", "exits", "phases", "rollout", "session"}),
-    "bench": frozenset({"monitor", "session", "traffic_shape"}),  # the form's shape window (bench_queue)
+    "bench": frozenset({"monitor", "session"}),
     "predict": frozenset({"bench", "events", "session"}),
     "snapshot": frozenset({"apply", "events", "rollout", "session"}),
     "tune": frozenset({"apply", "bench", "events", "predict", "rollout", "session"}),

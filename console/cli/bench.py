@@ -217,7 +217,7 @@ async def _shaped(
     the shape said before anything is sent."""
     if shape_ask is None:
         return config
-    from console.core.traffic_shape import ShapeAsk, ShapeObserved, ShapeObserving, shape_the_sweep
+    from console.core.bench import ShapeAsk, ShapeObserved, ShapeObserving, shape_the_sweep
 
     window, scales = shape_ask
 

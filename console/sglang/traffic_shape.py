@@ -4,7 +4,7 @@ share (pure: Prometheus text in, figures out).
 /metrics holds counters and histograms cumulative since the server started, so a shape "over a window" is the
 difference of two scrapes taken the window apart, divided by the time between them (Prometheus' `increase()`
 without the extrapolation). The console keeps no history of a host's /metrics, so the window is observed: the
-scrape at its start, the wait, the scrape at its end (console.core.traffic_shape). Counters are summed over their
+scrape at its start, the wait, the scrape at its end (console.core.bench). Counters are summed over their
 label sets (is_streaming, cache_source); histograms merged by adding bucket counts (console.sglang.histograms).
 
     shape = window_shape(scrape_then, scrape_now, seconds=600.0)     # ShapeUnavailable says what is missing

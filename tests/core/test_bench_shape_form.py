@@ -10,8 +10,16 @@ from datetime import datetime
 import pytest
 
 from console.bench.events import Level, LevelStarted, SweepStarted
-from console.core.bench import BenchForm, FormErrors, SweepQueued, plan_sweeps
-from console.core.traffic_shape import ShapeAsk, ShapeObserved, ShapeObserving, shaped_sweep
+from console.core.bench import (
+    BenchForm,
+    FormErrors,
+    ShapeAsk,
+    ShapeObserved,
+    ShapeObserving,
+    SweepQueued,
+    plan_sweeps,
+    shaped_sweep,
+)
 from console.sglang.histograms import Histogram
 from console.sglang.traffic_shape import TrafficShape
 from console.tui.presenters.bench_live import LiveBench

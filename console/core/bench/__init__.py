@@ -5,6 +5,8 @@ and comparisons written out.
     queue.py    the console's benchmark form (kept in the workspace), the sweeps it makes, the queue that runs them
     export.py   a comparison of runs written out as Markdown and JSON
     tokens.py   a dataset's lengths in the model's tokens (the server's /tokenize, the host's tokenizer files, words)
+    traffic_shape.py  `bench --shape-from-server`: the server's own traffic observed for a window, the sweep drawn
+                from it
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
@@ -36,6 +38,13 @@ from console.core.bench.queue import (
     slo_text,
 )
 from console.core.bench.tokens import LengthsCounted
+from console.core.bench.traffic_shape import (
+    ShapeAsk,
+    ShapeObserved,
+    ShapeObserving,
+    shape_the_sweep,
+    shaped_sweep,
+)
 
 __all__ = [
     "API_KEY_ENV",
@@ -45,6 +54,9 @@ __all__ = [
     "FormErrors",
     "LengthsCounted",
     "PlannedSweep",
+    "ShapeAsk",
+    "ShapeObserved",
+    "ShapeObserving",
     "SweepQueued",
     "bench_host",
     "bench_queue",
@@ -59,5 +71,7 @@ __all__ = [
     "proposed_label",
     "run_bench",
     "save_form",
+    "shape_the_sweep",
+    "shaped_sweep",
     "slo_text",
 ]

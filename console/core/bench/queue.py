@@ -17,7 +17,7 @@ and window options), so it refuses request rates and find capacity beside their 
 
 The production shape (`bench --shape-from-server WINDOW --rate-scale X,Y`): a shape window watches the server's own
 /metrics that long when the sweep starts, then runs requests drawn from that traffic at its rate times each rate
-scale (console.core.traffic_shape: ShapeObserving and ShapeObserved go to on_event, the shape line before anything
+scale (traffic_shape.py: ShapeObserving and ShapeObserved go to on_event, the shape line before anything
 is sent). The shape makes the workload and the rates, so it is refused beside its field with another workload than
 random or with request rates typed.
 """
@@ -36,7 +36,7 @@ from console.bench.records import BenchRecord
 from console.bench.slo import EXAMPLE, parse_slo
 from console.bench.workloads import DatasetSample, WorkloadSpec
 from console.core.bench.host import ClientChoice, bench_host, parse_float_list, parse_int_list
-from console.core.traffic_shape import ShapeAsk, shape_the_sweep
+from console.core.bench.traffic_shape import ShapeAsk, shape_the_sweep
 from console.errors import UsageError
 from console.sglang.traffic_shape import parse_window
 

@@ -30,8 +30,7 @@ from console.bench.events import (
 from console.bench.metrics import percentile
 from console.bench.present import placement_text
 from console.bench.slo import Capacity, Slo, capacity, is_good, request_figures_ms
-from console.core.bench import PlannedSweep, SweepQueued
-from console.core.traffic_shape import ShapeObserved, ShapeObserving
+from console.core.bench import PlannedSweep, ShapeObserved, ShapeObserving, SweepQueued
 
 RowState = Literal["waiting", "warm-up", "running", "done", "stopped", "not run"]
 RunState = Literal["running", "finished", "stopped", "cancelled", "failed"]
