@@ -1,5 +1,5 @@
 """What one open console writes into the server's own log, and how often it refreshes: the console's refresh loop
-(console.core.monitor.HostWatcher, 1 Hz) against the demo host for --seconds, at each SGLang version of
+(console.core.status.HostWatcher, 1 Hz) against the demo host for --seconds, at each SGLang version of
 --versions (the demo's unit is rewritten and restarted for each). SGLang logs every request it serves; 0.5.17's
 /health, a one-token generation, answers after about a second (it looks for the probe's output once a second).
 
@@ -31,11 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import console.core.monitor as monitor
-import console.core.status as status_module
+import console.core.status.host as status_module
+import console.core.status.monitor as monitor
 from console.core.console_requests import is_loopback, parse_access
-from console.core.monitor import HostView, HostWatcher
 from console.core.session import open_session
+from console.core.status import HostView, HostWatcher
 from console.workspace import Workspace
 from tests.support.demo import poll, running_demo
 

@@ -21,8 +21,7 @@ from console.host.base import HostError
 def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-untyped-def]
     """The app for these targets (textual is imported here, not by the CLI's fast path); `@group` targets are
     expanded (profiles/groups.toml), and with a Prometheus ([fleet] or --prometheus) the overview reads it."""
-    from console.core.fleet_watch import FleetWatcher, host_names
-    from console.core.monitor import HostWatcher
+    from console.core.status import FleetWatcher, HostWatcher, host_names
     from console.fleet.groups import resolve_group_targets
     from console.fleet.settings import check_prometheus_url
     from console.host.targets import resolve_target

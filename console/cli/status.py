@@ -1,9 +1,9 @@
-"""`opsconsole status TARGET [--json]`: one refresh of the host (console.core.status), printed.
+"""`opsconsole status TARGET [--json]`: one refresh of the host (console.core.status.read_status), printed.
 
 Exit status: 0 when the service could be read and SGLang answers /health with 200, else 1 (the JSON is
 still printed); 1 without output when the host cannot be reached (the reason on stderr).
 
-`status @GROUP` (console.core.group_status) prints the members in the group's order. With a Prometheus ([fleet]
+`status @GROUP` (console.core.status.group) prints the members in the group's order. With a Prometheus ([fleet]
 prometheus in console.toml, or --prometheus URL) their figures come from it, one query for the group, in a table as
 the console's overview shows them, and only a member it does not know (every member while it cannot be asked) is
 read over SSH; `--ssh`, or no Prometheus, reads every member over SSH, a few at a time. With --json one object
@@ -31,7 +31,7 @@ from console.fleet.groups import is_group_ref, resolve_group_targets
 from console.fleet.rows import DASH, FIGURE_COLUMNS, figures_cells
 
 if TYPE_CHECKING:
-    from console.core.group_status import GroupStatus, MemberStatus
+    from console.core.status import GroupStatus, MemberStatus
     from console.fleet.settings import FleetSettings
 
 
@@ -121,7 +121,7 @@ async def status_main(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def group_status_main(args: argparse.Namespace, out: TextIO) -> int:
-    from console.core.group_status import read_group_status
+    from console.core.status import read_group_status
 
     workspace = workspace_of(args)
     members, _groups = resolve_group_targets([args.target], workspace.profiles)

@@ -42,7 +42,7 @@ class View(StrEnum):
     TUNE_CONFIG = "tune config"  # what a tune's setup is described by (core/tune_space.py Candidate.config)
     SPECULATIVE = "speculative"  # the speculative setup /server_info reports (client.summarize, snapshot matching)
     RESTART_CHECK = "restart check"  # what a restart without edits checks the server still resolves (rollout.py)
-    DASHBOARD = "dashboard"  # the setup the dashboard shows beside the unit's values (core/monitor.py)
+    DASHBOARD = "dashboard"  # the setup the dashboard shows beside the unit's values (core/status/monitor.py)
     DRIFT = "drift"  # what status compares with the production snapshot (core/drift.py)
     SNAPSHOT = "snapshot"  # the resolved values a snapshot records and shows first (core/snapshot.py)
     CHECK_ARGS = "check-args"  # shown in check-args' report even when not set (cli/check_args.py)

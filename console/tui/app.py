@@ -22,8 +22,8 @@ from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
 from console.core.apply import plan_restart
-from console.core.monitor import HostView
 from console.core.session import Session
+from console.core.status import HostView
 from console.fleet.telemetry import FleetView
 from console.host.base import HostError, JournalEntry, UnitLocked
 from console.tui.bench_run import BenchRun

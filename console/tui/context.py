@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual.notifications import SeverityLevel
 from textual.screen import Screen, ScreenResultCallbackType, ScreenResultType
 
-from console.core.monitor import HostView
 from console.core.session import Session
+from console.core.status import HostView
 from console.tui.bench_run import BenchRun
 from console.tui.config import ConsoleConfig
 from console.tui.runners import Runners

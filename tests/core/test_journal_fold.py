@@ -9,8 +9,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from console.core.console_requests import CLOCK_SKEW_S, ConsoleRequest, is_loopback, parse_access
-from console.core.monitor import HostView, HostWatcher
 from console.core.session import open_session
+from console.core.status import HostView, HostWatcher
 from console.host.base import JournalEntry
 from console.workspace import Workspace
 from tests.support.demo import Demo

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.monitor import HostView, HostWatcher
+from console.core.status import HostView, HostWatcher
 from console.workspace import Workspace
 from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, running_demo
 

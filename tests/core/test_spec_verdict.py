@@ -20,8 +20,8 @@ from console.bench.sidebyside import run_setup
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import proposed_label
 from console.core.bench.host import _keep_records
-from console.core.monitor import HostView, Monitor, UnitAsk, setup_label
 from console.core.snapshot import setup_text
+from console.core.status import HostView, Monitor, UnitAsk, setup_label
 from console.core.tune import SpaceRequest, build_space
 from console.host.ssh import ConnectionState
 from console.sglang.rules import check_launch

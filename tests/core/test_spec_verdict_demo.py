@@ -26,8 +26,8 @@ from console.bench.engine import SweepConfig
 from console.bench.runs import list_runs
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host, proposed_label
-from console.core.monitor import HostView, HostWatcher
 from console.core.session import open_session
+from console.core.status import HostView, HostWatcher
 from console.sglang.unit import UnitFile
 from console.workspace import Workspace
 from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, running_demo

@@ -20,9 +20,8 @@ import pytest
 from console.bench.engine import SweepConfig
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host
-from console.core.monitor import HostView, HostWatcher
 from console.core.session import UNIT_KEY_NOTICE, open_session
-from console.core.status import read_status
+from console.core.status import HostView, HostWatcher, read_status
 from console.host.base import JournalEntry
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo

@@ -24,10 +24,9 @@ import pytest
 
 from console.core.apply import edits_by_version, plan_apply
 from console.core.events import ApplyEvent, StepChanged
-from console.core.monitor import HostView, HostWatcher
 from console.core.rollout import ApplyState
 from console.core.session import Session, open_session
-from console.core.status import read_status
+from console.core.status import HostView, HostWatcher, read_status
 from console.core.tune import SpaceRequest, TuneRequest, plan_tune
 from console.host.linkmeter import CHANNEL_OPEN, EXEC, MeterReading
 from console.host.ssh import SshTransport

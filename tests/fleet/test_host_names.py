@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.core.fleet_watch import host_names
+from console.core.status import host_names
 from console.fleet.telemetry import HostNames
 from console.host.profile import parse_profile
 from console.host.sshconfig import configured_host_name

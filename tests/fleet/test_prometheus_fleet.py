@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from console.cli.connect import build_app
-from console.core.fleet_watch import FleetWatcher, host_names
+from console.core.status import FleetWatcher, host_names
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetView, HostNames
 from console.host.targets import resolve_target

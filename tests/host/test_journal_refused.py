@@ -11,7 +11,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from console.core.monitor import HostView, HostWatcher
+from console.core.status import HostView, HostWatcher
 from console.host.base import JournalEntry
 from console.workspace import Workspace
 from tests.host.sshd_lab import ClientSide

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from console.core.monitor import ConnectionState, HostView, alerts_for
 from console.core.snapshot import (
     ProductionStatus,
     SnapshotError,
@@ -17,7 +16,9 @@ from console.core.snapshot import (
     save_snapshot_set,
     snapshot_set_of,
 )
+from console.core.status import HostView, alerts_for
 from console.errors import UsageError
+from console.host.ssh import ConnectionState
 from console.workspace import Workspace
 from tests.tui.support import status as host_status
 

@@ -10,10 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from console.core.monitor import HostView, setup_values
 from console.core.snapshot import FreezeResult, FreezeStep, Snapshot, save_snapshot
 from console.core.snapshot.drift import production_status
 from console.core.snapshot.freeze_plan import Capture, FreezePlan, FreezeRequest, build_freeze_plan
+from console.core.status import HostView, setup_values
 from console.tui.runners import Runners
 from console.workspace import Workspace
 from tests.support import snapshots as snaps

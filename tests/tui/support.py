@@ -19,8 +19,7 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 
 from console.cli.connect import build_app
-from console.core.monitor import HostView, Monitor, UnitAsk
-from console.core.status import ConnectionStatus, HostStatus, ServiceStatus, SglangStatus
+from console.core.status import ConnectionStatus, HostStatus, HostView, Monitor, ServiceStatus, SglangStatus, UnitAsk
 from console.host.base import JournalEntry
 from console.host.gpu import GpuProcess, GpuSample
 from console.host.ssh import ConnectionState

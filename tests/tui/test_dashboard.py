@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from console.core.monitor import HostView
+from console.core.status import HostView
 from console.host.ssh import ConnectionState
 from console.tui.config import ConfigError, ConsoleConfig, load_config
 from console.tui.widgets.journal import JournalView

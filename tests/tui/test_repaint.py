@@ -15,7 +15,7 @@ from rich.segment import ControlType, Segment
 from rich.style import Style
 from textual._compositor import CompositorUpdate
 
-from console.core.monitor import HostView
+from console.core.status import HostView
 from console.tui.app import OpsConsoleApp
 from console.tui.widgets.panels import GpuPanel, ServerPanel
 from tests.tui.support import NOW, screen_text, scripted_app, view, wait_until

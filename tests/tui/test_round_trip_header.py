@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from console.core.monitor import Monitor
+from console.core.status import Monitor
 from console.host.ssh import ConnectionState
 from console.tui.widgets.panels import render_header
 from tests.tui.support import NOW, status, view

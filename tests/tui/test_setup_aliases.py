@@ -4,7 +4,7 @@ worker by SGLang's design (NEXTN is MTP, an alias resolved before anything else)
 
 from __future__ import annotations
 
-from console.core.monitor import Monitor, SetupValue, UnitAsk
+from console.core.status import Monitor, SetupValue, UnitAsk
 from console.host.ssh import ConnectionState
 from console.sglang.vocabulary import runs_as
 from console.tui.widgets.panels import render_server

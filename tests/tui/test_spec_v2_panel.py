@@ -3,7 +3,7 @@ SGLang 0.5.9 running EAGLE with the overlap off, even where the unit was read as
 
 from __future__ import annotations
 
-from console.core.monitor import UnitAsk
+from console.core.status import UnitAsk
 from console.tui.widgets.panels import render_server
 from tests.core.test_spec_verdict import T0, _dashboard
 

@@ -182,7 +182,7 @@ def spec_v2_of(unit_text: str | None, version: str | None) -> bool | None:
 def _unit_rules(unit_text: str | None, version: str | None) -> SpecMode | None:
     if unit_text is None or not version:
         return None
-    from console.core.monitor import unit_ask
+    from console.core.status import unit_ask
 
     try:
         return unit_ask(unit_text, version).rules

@@ -41,8 +41,8 @@ from console.errors import UsageError
 from console.sglang.traffic_shape import parse_window
 
 if TYPE_CHECKING:
-    from console.core.monitor import HostView
     from console.core.session import Session
+    from console.core.status import HostView
 
 T = TypeVar("T")
 FORM_FILE = "console-bench-form.json"  # in logs/, beside the records (not a bench-*.jsonl: runs never read it)
@@ -152,7 +152,7 @@ def save_form(logs: Path, form: BenchForm) -> None:
 
 def proposed_label(view: HostView | None, host: str) -> str:
     """The running setup's short name (`eagle3 s2 k1 d3 v2`, `no spec`), else the host's name."""
-    from console.core.monitor import setup_label
+    from console.core.status import setup_label
 
     text = setup_label(view) if view is not None else ""
     return text or host

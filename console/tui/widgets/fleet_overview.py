@@ -24,7 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from console.core.monitor import HostView
+from console.core.status import HostView
 from console.fleet.rows import FIGURE_COLUMNS, figures_cells, host_state, ms_cell, pct_cell
 from console.fleet.telemetry import FleetView
 from console.tui.format import DASH, num

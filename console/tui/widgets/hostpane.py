@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 
-from console.core.monitor import HostView
+from console.core.status import HostView
 from console.host.base import JournalEntry
 from console.host.ssh import ConnectionState
 from console.tui.config import Thresholds

@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey
 
-from console.core.monitor import HostView, setup_label
+from console.core.status import HostView, setup_label
 from console.tui.format import DASH, age, num
 from console.tui.widgets.selection import SELECTION_BINDINGS, HostSelection
 

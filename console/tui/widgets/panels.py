@@ -15,8 +15,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 
-from console.core.monitor import HostView, SetupValue
 from console.core.snapshot import ProductionStatus
+from console.core.status import HostView, SetupValue
 from console.sglang.specmode import is_speculative
 from console.tui.config import Thresholds
 from console.tui.format import DASH, LOAD, age, gib, level_style, num, sparkline, uptime

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from console.core.session import Session, open_session
-from console.core.status import HostStatus, read_status
+from console.core.status.host import HostStatus, read_status
 from console.host.base import AccessRefused, ConnectionDropped, HostError, JournalEntry
 from console.host.profile import ProfileError
 from console.host.ssh import ConnectionState

@@ -1,7 +1,7 @@
 """`status @GROUP`: every member's status, from Prometheus where one is configured, over SSH for the rest.
 
 With a Prometheus ([fleet] prometheus, or --prometheus) the group is one PromQL query, as the console's overview asks
-it (console.core.fleet_watch): a member Prometheus has figures of is not opened over SSH at all. SSH reads only what
+it (fleet.py): a member Prometheus has figures of is not opened over SSH at all. SSH reads only what
 Prometheus cannot say: a member it does not know, every member while it cannot be asked, or every member when the
 operator asks for the unit's side (`--ssh`: systemd's state, the resolved setup, each GPU). Members read over SSH
 go a few at a time.
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from console.core.fleet_watch import fleet_view_once, host_names
 from console.core.session import open_session
-from console.core.status import HostStatus, read_status
+from console.core.status.fleet import fleet_view_once, host_names
+from console.core.status.host import HostStatus, read_status
 from console.fleet.rows import host_state
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetView, HostFigures
