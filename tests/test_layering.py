@@ -6,11 +6,11 @@ at the bottom, then sglang, host, bench, core, and the two renderers (cli, tui) 
 through its plugin's registration from the composition root (the CLI's main). Nothing points back up and there
 is no cycle.
 
-Inside core, the operations with more than one module are sub-packages (apply, bench, predict, snapshot, status,
-tune). CORE_ARROWS states what each may import of the rest of core; the rest of console/ reaches a sub-package only
-through its public surface (its __init__), and a module of a sub-package reaches its siblings by their own paths,
-never through that surface (which imports them all: a cycle waiting for the next import). The parts of core,
-sub-packages and the modules beside them, make no cycle among them.
+Inside core, the operations with more than one module are sub-packages (apply, bench, predict, roll, snapshot,
+status, tune). CORE_ARROWS states what each may import of the rest of core; the rest of console/ reaches a sub-
+package only through its public surface (its __init__), and a module of a sub-package reaches its siblings by their
+own paths, never through that surface (which imports them all: a cycle waiting for the next import). The parts of
+core, sub-packages and the modules beside them, make no cycle among them.
 
 Two proofs: every module of those packages is imported in a fresh interpreter with an import hook that refuses
 console.sim (an import at module level, direct or through another package, fails it), and their source never
@@ -50,11 +50,12 @@ ARROWS: Mapping[str, frozenset[str]] = {
 
 # What each sub-package of console/core may import of the rest of core (the modules beside them: events, session,
 # rollout, ... are the shared vocabulary the sub-packages build on).
-CORE_SUBPACKAGES = ("apply", "bench", "predict", "snapshot", "status", "tune")
+CORE_SUBPACKAGES = ("apply", "bench", "predict", "roll", "snapshot", "status", "tune")
 CORE_ARROWS: Mapping[str, frozenset[str]] = {
     "apply": frozenset({"events", "exits", "phases", "rollout", "session"}),
     "bench": frozenset({"session", "status"}),  # the form's setup label, the unit's ask
     "predict": frozenset({"bench", "events", "session"}),
+    "roll": frozenset({"apply", "bench", "events", "rollout", "session", "snapshot"}),  # the gate benchmarks
     "snapshot": frozenset({"apply", "events", "rollout", "session"}),
     "status": frozenset({"exits", "rollout", "session", "snapshot"}),  # a stop's account, production, drift
     "tune": frozenset({"apply", "bench", "events", "predict", "rollout", "session"}),

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
 
 def _plan_edits(verb: HostVerb) -> PlanFor:
     """Each host's apply of the same edits, checked with that host's SGLang version."""
-    from console.core.group_roll import apply_planner
+    from console.core.roll import apply_planner
 
     args = verb.args
     owner = default_owner(hints.APPLY_ROLLING.line(GROUP=args.target))

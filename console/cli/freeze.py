@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
 def _plan_freezes(verb: HostVerb) -> PlanFor:
     """Each host's freeze as NAME.HOST, the same note, document template and --force reason."""
     from console.core.apply import default_owner
-    from console.core.group_roll import freeze_planner
+    from console.core.roll import freeze_planner
 
     args = verb.args
     owner = default_owner(hints.FREEZE.line(HOST=args.target, NAME=args.name))

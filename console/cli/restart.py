@@ -34,7 +34,7 @@ async def restart_main(verb: HostVerb) -> int:
 
 def _plan_restarts(verb: HostVerb) -> PlanFor:
     from console.core.apply import default_owner
-    from console.core.group_roll import restart_planner
+    from console.core.roll import restart_planner
 
     args = verb.args
     return restart_planner(timeout_s=args.timeout, owner=default_owner(hints.RESTART_ROLLING.line(GROUP=args.target)))

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
 def _plan_restores(verb: HostVerb) -> PlanFor:
     """Each host's restore: the set's own snapshot of that host (SNAPSHOT.HOST, as a group freeze names them) when
     there is one, else SNAPSHOT itself on every host."""
-    from console.core.rolling import ApplyChange
+    from console.core.roll import ApplyChange
     from console.core.session import Session
     from console.core.snapshot import SnapshotError, load_snapshot, plan_restore
 

@@ -1,10 +1,10 @@
 """`opsconsole apply|restart|restore @GROUP ... --rolling [--canary N] [--wave N|P%] [--max-failures N]
 [--gate bench [--gate-concurrency N] [--gate-max-regression PCT]]` and `opsconsole freeze @GROUP --name NAME`: the
-core's rolling change (console.core.rolling), rendered.
+core's rolling change (console.core.roll), rendered.
 
 `--gate bench` (apply, restore): the canary's baseline (its newest benchmark record at the level) is found before
 anything is contacted (none: a usage error naming the bench command to run first); after the canary is verified it
-is benchmarked the same way and judged (console.core.rolling_plan.gate_verdict); a regression halts the roll and
+is benchmarked the same way and judged (console.core.roll.gate_verdict); a regression halts the roll and
 rolls the canary back. A group freeze freezes every host as NAME.HOST and keeps the set's index
 (console.core.snapshot.sets).
 
@@ -36,7 +36,7 @@ from console.cli.freeze_lines import render_plan as render_freeze_plan
 from console.cli.freeze_lines import step_line as freeze_step_line
 from console.cli.rolling_options import check_rolling
 from console.core.events import Notice
-from console.core.rolling import (
+from console.core.roll import (
     BatchStarted,
     GateJudged,
     GateStarted,
@@ -48,10 +48,10 @@ from console.core.rolling import (
     PendingRoll,
     RollEvent,
     RollReport,
+    RollSpec,
     RollStopped,
     RouterStep,
 )
-from console.core.rolling_plan import RollSpec
 from console.core.session import Session
 
 OPERATIONS = ("apply", "restart", "restore", "freeze")
@@ -114,7 +114,7 @@ class RollProgress(HumanProgress[RollEvent]):
 
 
 def render_roll_plan(roll: PendingRoll, operation: str, out: TextIO) -> None:
-    from console.core.rolling import ApplyChange, FreezeChange
+    from console.core.roll import ApplyChange, FreezeChange
 
     report = roll.report
     print(f"Rolling {operation} over @{report.group} ({len(roll.hosts)} hosts)", file=out)
@@ -208,7 +208,7 @@ def run_on_host_or_group(
 
 async def rolling_main(verb: HostVerb, plan_for: Planner, spec: RollSpec) -> int:
     from console.core.apply import default_owner
-    from console.core.group_roll import RollRequest, plan_group_roll
+    from console.core.roll import RollRequest, plan_group_roll
     from console.core.session import open_session
     from console.fleet.groups import resolve_group_targets
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.core.rolling_plan import DEFAULT_GATE_PCT, GateSpec, RollError, RollSpec, parse_percent, parse_wave
+from console.core.roll import DEFAULT_GATE_PCT, GateSpec, RollError, RollSpec, parse_percent, parse_wave
 from console.errors import UsageError
 
 

@@ -657,7 +657,7 @@ class OpsConsoleApp(App[int]):
     def open_roll(self, operation: str, hosts: tuple[str, ...]) -> None:
         """The roll's form over the selected hosts (their group: the one the console was opened with)."""
         from console.core.apply import default_owner
-        from console.core.group_roll import free_set_name
+        from console.core.roll import free_set_name
         from console.core.session import open_session
         from console.fleet.groups import GroupError, group_for, load_groups
 

@@ -18,9 +18,8 @@ from console.bench.records import BenchRecord
 from console.core.apply import PendingApply
 from console.core.bench import PlannedSweep, bench_queue
 from console.core.events import EventSink
-from console.core.group_roll import GroupRoll, OpenHost, RollRequest, plan_group_roll
 from console.core.pending import Pending
-from console.core.rolling import PlanHost
+from console.core.roll import GroupRoll, OpenHost, PlanHost, RollRequest, plan_group_roll
 from console.core.session import Session
 from console.core.snapshot import (
     FreezeEvent,

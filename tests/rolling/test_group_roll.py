@@ -1,7 +1,7 @@
-"""A group's roll as one planned operation (console.core.group_roll), with scripted hosts (no router, no I/O but the
-workspace's lock file): what is refused before anything is contacted, the group's lock held from planning until the
-roll is executed or aborted (and let go of when a host cannot be reached), the sessions closed after it, a group
-freeze's names checked free and its set kept."""
+"""A group's roll as one planned operation (console.core.roll: plan_group_roll), with scripted hosts (no router,
+no I/O but the workspace's lock file): what is refused before anything is contacted, the group's lock held from
+planning until the roll is executed or aborted (and let go of when a host cannot be reached), the sessions closed
+after it, a group freeze's names checked free and its set kept."""
 
 from __future__ import annotations
 
@@ -13,9 +13,17 @@ from typing import Any
 
 import pytest
 
-from console.core.group_roll import GroupRoll, RollRequest, free_set_name, plan_group_roll
-from console.core.rolling import GroupLocked, group_lock
-from console.core.rolling_plan import HostOutcome, RollSpec, WaveSize
+from console.core.roll import (
+    GroupLocked,
+    GroupRoll,
+    HostOutcome,
+    RollRequest,
+    RollSpec,
+    WaveSize,
+    free_set_name,
+    group_lock,
+    plan_group_roll,
+)
 from console.errors import UsageError
 from console.fleet.groups import Group
 from console.host.base import HostError

@@ -15,8 +15,20 @@ from typing import Any
 import pytest
 
 from console.core.events import ApplyEvent, EventSink
-from console.core.rolling import GateJudged, GroupLocked, HostFinished, PendingRoll, RollEvent, RollHost, group_lock
-from console.core.rolling_plan import GateSpec, GateVerdict, HostOutcome, RollSpec, gate_verdict
+from console.core.roll import (
+    GateJudged,
+    GateSpec,
+    GateVerdict,
+    GroupLocked,
+    HostFinished,
+    HostOutcome,
+    PendingRoll,
+    RollEvent,
+    RollHost,
+    RollSpec,
+    gate_verdict,
+    group_lock,
+)
 from console.workspace import Workspace
 
 

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from console.bench.records import BenchRecord
-from console.core.rolling_gate import gate_baseline, gate_label, gate_sweep, plan_gate
-from console.core.rolling_plan import GateSpec
+from console.core.roll import GateSpec, gate_baseline, gate_label, gate_sweep, plan_gate
 from console.errors import UsageError
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from console.core.rolling_plan import (
+from console.core.roll import (
     Batch,
     HostOutcome,
     RollError,
@@ -112,7 +112,7 @@ def test_worker_lists_of_every_router_release() -> None:
 
 
 def test_the_consoles_roll_form_reads_as_the_cli_options_do_and_names_the_field() -> None:
-    from console.core.rolling_plan import GateSpec, gate_from_fields, spec_from_fields
+    from console.core.roll import GateSpec, gate_from_fields, spec_from_fields
 
     assert spec_from_fields("1", "25%", "0") == RollSpec(canary=1, wave=WaveSize(percent=25.0), max_failures=0)
     assert spec_from_fields(" 0 ", "3", "2", hosts=3) == RollSpec(canary=0, wave=WaveSize(count=3), max_failures=2)

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from console.core.events import EventSink, StepChanged
-from console.core.group_roll import GroupRoll, OpenHost, RollRequest
-from console.core.rolling import PendingRoll, PlanHost, RollHost
-from console.core.rolling_plan import HostOutcome
+from console.core.roll import GroupRoll, HostOutcome, OpenHost, PendingRoll, PlanHost, RollHost, RollRequest
 from console.core.rollout import ApplyState
 from console.tui.runners import RollPlanner
 from console.workspace import Workspace

@@ -9,18 +9,21 @@ from typing import Any
 
 from console.core.events import Notice, PhaseChanged, StepChanged
 from console.core.phases import PhaseState, PhaseStatus
-from console.core.rolling import (
+from console.core.roll import (
     BatchStarted,
     GateJudged,
+    GateVerdict,
     HostFinished,
+    HostOutcome,
     HostProgress,
     HostStarted,
     PendingRoll,
     RollHost,
+    RollSpec,
     RollStopped,
     RouterStep,
+    WaveSize,
 )
-from console.core.rolling_plan import GateVerdict, HostOutcome, RollSpec, WaveSize
 from console.core.rollout import ApplyState
 from console.tui.presenters.roll_board import RollBoard
 

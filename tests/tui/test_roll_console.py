@@ -9,8 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from console.core.rolling import group_lock
-from console.core.rolling_plan import HostOutcome
+from console.core.roll import HostOutcome, group_lock
 from console.tui.runners import Runners
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen

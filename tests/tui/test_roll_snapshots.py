@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from console.core.rolling_plan import HostOutcome
+from console.core.roll import HostOutcome
 from console.host.ssh import ConnectionState
 from console.tui.runners import Runners
 from console.tui.screens.confirm import ConfirmScreen

@@ -33,7 +33,7 @@ from rich.text import Text
 from textual.pilot import Pilot
 
 from console.cli.connect import build_app
-from console.core.rolling_plan import HostOutcome
+from console.core.roll import HostOutcome
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen

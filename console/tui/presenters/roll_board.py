@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from console.core.events import LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
-from console.core.rolling import (
+from console.core.roll import (
     BatchStarted,
     GateJudged,
     GateStarted,
     HostEvent,
     HostFinished,
+    HostOutcome,
     HostProgress,
     HostStarted,
     PendingRoll,
@@ -29,7 +30,6 @@ from console.core.rolling import (
     RollStopped,
     RouterStep,
 )
-from console.core.rolling_plan import HostOutcome
 from console.core.rollout import ApplyState
 from console.core.snapshot import FreezeStep
 from console.tui.presenters.steps import STEP_WORDS

@@ -35,16 +35,25 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Checkbox, Input, Label, RichLog, Static
 
-from console.core.group_roll import (
+from console.core.roll import (
+    ApplyChange,
+    FreezeChange,
+    GateSpec,
     GroupRoll,
     OpenHost,
+    PlanHost,
+    RollError,
+    RollEvent,
+    RollReport,
     RollRequest,
+    RollSpec,
     apply_planner,
+    batches,
     freeze_planner,
+    gate_from_fields,
     restart_planner,
+    spec_from_fields,
 )
-from console.core.rolling import ApplyChange, FreezeChange, PlanHost, RollEvent, RollReport
-from console.core.rolling_plan import GateSpec, RollError, RollSpec, batches, gate_from_fields, spec_from_fields
 from console.core.rollout import parse_edits
 from console.core.snapshot import member_names
 from console.errors import UsageError

@@ -1,8 +1,8 @@
 """`--gate bench` carried out: the canary's short benchmark after its verified change, and its rollback when the
-verdict (console.core.rolling_plan.gate_verdict) says it regressed. The pure half is console/core/rolling_gate.py.
+verdict (plan.py: gate_verdict) says it regressed. The pure half is gate_plan.py.
 
     gate = BenchGate("prod", baselines, GateSpec(concurrency=8, max_regression_pct=5))
-    roll = await plan_roll(..., gate=gate)          # console.core.rolling calls judge() and roll_back()
+    roll = await plan_roll(..., gate=gate)          # run.py calls judge() and roll_back()
 
 The benchmark is console.core.bench's own sweep on the canary's session (its records kept in logs/ under the label
 gate@GROUP:HOST, never a later gate's baseline), with the baseline's workload, level, requests and repeats, the load
@@ -20,9 +20,9 @@ from typing import Any
 from console.core.apply import default_owner, plan_apply
 from console.core.bench import bench_host
 from console.core.events import EventSink
-from console.core.rolling import ApplyChange, GateStarted, HostProgress, RollEvent, RollHost
-from console.core.rolling_gate import GateBaseline, gate_label, gate_sweep
-from console.core.rolling_plan import GateSpec, GateVerdict, HostOutcome, gate_verdict
+from console.core.roll.gate_plan import GateBaseline, gate_label, gate_sweep
+from console.core.roll.plan import GateSpec, GateVerdict, HostOutcome, gate_verdict
+from console.core.roll.run import ApplyChange, GateStarted, HostProgress, RollEvent, RollHost
 from console.core.rollout import EditRequest
 from console.errors import UsageError
 

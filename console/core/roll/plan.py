@@ -2,7 +2,7 @@
 
     spec = RollSpec(canary=1, wave=parse_wave("25%"), max_failures=0)
     for batch in batches(["gpu-a", "gpu-b", "gpu-c", "gpu-d"], spec):   # canary first, then waves
-        ...                                                              # console/core/rolling.py does the I/O
+        ...                                                              # run.py does the I/O
     ledger.finish(host, HostOutcome.DONE)                                # the outcome of each host
     ledger.stop_reason()                                                 # None while the roll may go on
 
@@ -13,7 +13,7 @@
 - `gate_verdict()` judges the canary's short benchmark against the same host's last record at the same level.
 - `may_start()` is the router's rule: a batch starts only if the workers still serving stay >= N - wave.
 
-No I/O here: console/core/rolling.py talks to hosts and the router.
+No I/O here: run.py talks to hosts and the router.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The pure half of `--gate bench`: which earlier record the canary is measured against, and the short benchmark
-that measures it (no I/O: console/core/bench_gate.py runs it, console/core/rolling.py acts on the verdict).
+that measures it (no I/O: gate.py runs it, run.py acts on the verdict).
 
     baselines = plan_gate(records, ["gpu-a"], GateSpec(concurrency=8), rerun="opsconsole bench")
     config = gate_sweep(baselines["gpu-a"])        # the same workload, level, requests and repeats as that record
@@ -21,7 +21,7 @@ from console import hints
 from console.bench.engine import SweepConfig
 from console.bench.records import BenchRecord
 from console.bench.workloads import WorkloadSpec
-from console.core.rolling_plan import GateSpec
+from console.core.roll.plan import GateSpec
 from console.errors import UsageError
 
 # The label of the gate's own benchmark runs (kept in logs/ like any run): gate@GROUP:HOST.

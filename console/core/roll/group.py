@@ -1,7 +1,7 @@
 """A rolling change of a group's hosts as one planned operation: the group's lock, a session per host, the group's
 router and every host's plan, held from planning until the roll is executed or aborted. The CLI's rolling verbs
 (`apply|restart|restore @GROUP --rolling`, `freeze @GROUP`) and the console's overview (select hosts, then
-e / r / F) both drive it; console/core/rolling.py is the roll itself.
+e / r / F) both drive it; run.py is the roll itself.
 
     request = RollRequest(group, ("gpu-a", "gpu-b"), "restart", RollSpec(), owner=default_owner(...))
     roll = await plan_group_roll(workspace, request, restart_planner(timeout_s=900), open_host)
@@ -11,7 +11,7 @@ e / r / F) both drive it; console/core/rolling.py is the roll itself.
 What is checked before any host is contacted (a UsageError, nothing held): the hosts are members of the group, the
 spec fits them, `--gate bench` finds every canary's baseline in the workspace's logs, a group freeze's set name
 and its members' snapshot names are free. Then the group's lock (GroupLocked naming its holder), the sessions,
-the router client and the plans (console.core.rolling.plan_roll). A GroupRoll is a console.core.pending.Pending
+the router client and the plans (run.py: plan_roll). A GroupRoll is a console.core.pending.Pending
 and an Interruptible: request_abort() stops it between hosts, as Ctrl-C does in the CLI.
 """
 
@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 from console.core.apply import DEFAULT_TIMEOUT_S
 from console.core.events import EventSink, ignore
-from console.core.rolling import (
+from console.core.roll.plan import HostOutcome, RollSpec, batches
+from console.core.roll.run import (
     DRAIN_TIMEOUT_S,
     ApplyChange,
     FreezeChange,
@@ -36,7 +37,6 @@ from console.core.rolling import (
     group_lock,
     plan_roll,
 )
-from console.core.rolling_plan import HostOutcome, RollSpec, batches
 from console.core.session import Session
 from console.errors import UsageError
 from console.fleet.groups import Group
@@ -228,8 +228,8 @@ def gate_for(workspace: Workspace, request: RollRequest) -> Any:
     spec = request.spec
     if spec.gate is None:
         return None
-    from console.core.bench_gate import BenchGate
-    from console.core.rolling_gate import plan_gate
+    from console.core.roll.gate import BenchGate
+    from console.core.roll.gate_plan import plan_gate
 
     return BenchGate(request.group.name, plan_gate(bench_records(workspace), request.canaries, spec.gate), spec.gate)
 

@@ -8,7 +8,7 @@
 Planning first plans the change on every host (each plan holds that host's unit lock until its host is done or
 the roll ends) and checks the group's router lists every host's worker, so that a refusal on any host (the rules,
 a lock held by another, a worker the router does not know) touches none. Then the batches of
-console/core/rolling_plan.py run in order: the canary first, then waves (the hosts of one batch side by side).
+plan.py run in order: the canary first, then waves (the hosts of one batch side by side).
 
 Per host, when the group names its router and the change restarts the server: the worker is removed from the
 router (the router does not drain it), its own running + queued count is waited on until 0 (bounded by
@@ -16,7 +16,7 @@ drain_timeout_s; a notice says when it ran out), the host's apply runs as a sing
 back), and the worker is added back once the host is healthy (verified, or back on its old unit). The router's
 worker list is read before the roll and after it (`RollReport.router_before/after`).
 
-With a CanaryGate (--gate bench, console/core/bench_gate.py), a canary host that was verified is benchmarked before
+With a CanaryGate (--gate bench, gate.py), a canary host that was verified is benchmarked before
 it goes back into the router: passed, it stays on the new setup; failed (or interrupted), the roll stops (cause
 "gate") and the gate rolls it back. A group freeze drives FreezeChange the same way (nothing restarts: no router
 steps).
@@ -41,8 +41,8 @@ from typing import Any, Literal, Protocol
 
 from console.core.apply import ApplyResult, PendingApply
 from console.core.events import ApplyEvent, EventSink, Notice, ignore
-from console.core.rolling_gate import GateBaseline
-from console.core.rolling_plan import (
+from console.core.roll.gate_plan import GateBaseline
+from console.core.roll.plan import (
     Batch,
     GateVerdict,
     HostOutcome,
@@ -290,7 +290,7 @@ class FreezeChange:
 
 
 class CanaryGate(Protocol):
-    """--gate bench (console/core/bench_gate.py): the canary's benchmark after its verified change, and the canary
+    """--gate bench (gate.py): the canary's benchmark after its verified change, and the canary
     rolled back when it fails."""
 
     def to_json(self) -> dict[str, Any]: ...
