@@ -76,8 +76,8 @@ def apply(host: Any, code: Path, target: str) -> dict[str, float]:
 async def in_process_round_trips(host: Any, target: str) -> dict[str, float]:
     """Round trips of a steady refresh and of an apply (outside the server's start), counted by the meter."""
     from console.core.apply import edits_by_version, plan_apply
+    from console.core.change import ApplyState
     from console.core.events import ApplyEvent, StepChanged
-    from console.core.rollout import ApplyState
     from console.core.session import open_session
     from console.core.status import read_status
     from console.host.ssh import SshTransport

@@ -17,7 +17,7 @@ import pytest
 
 from console import hints
 from console.cli import HANDLERS, build_parser
-from console.core.rollout import parse_edits
+from console.core.change import parse_edits
 from console.sglang.traffic_shape import HISTOGRAMS, Scrape, ShapeUnavailable, refuse_before
 
 ROOT = Path(__file__).resolve().parents[1]

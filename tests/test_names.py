@@ -7,7 +7,7 @@ import pytest
 
 from console.cli.check_args import UsageError as CheckArgsUsageError
 from console.cli.check_args import parse_env
-from console.core.rollout import EditError, parse_edits
+from console.core.change import EditError, parse_edits
 from console.names import is_env_name
 from console.sglang.unit import UnitError, UnitFile
 

@@ -37,7 +37,7 @@ from console.cli.apply_lines import confirm_and_execute, render_plan, render_res
 from console.cli.common import HostVerb, workspace_of
 from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.core.apply import default_owner, edits_by_version, plan_apply
-from console.core.rollout import parse_edits
+from console.core.change import parse_edits
 from console.core.session import open_session
 from console.errors import UsageError
 from console.host.base import HostError

@@ -7,8 +7,8 @@ from typing import TextIO
 
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly
 from console.core.apply import ApplyResult, PendingApply
+from console.core.change import ApplyState, Plan
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
-from console.core.rollout import ApplyState, Plan
 
 
 class ApplyProgress(HumanProgress[ApplyEvent]):

@@ -25,8 +25,8 @@ from console.bench.workloads import DatasetSample
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
 from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_slo
 from console.core.bench import parse_int_list
+from console.core.change import ApplyState
 from console.core.events import Notice, Reconnecting, StepChanged
-from console.core.rollout import ApplyState
 from console.core.session import Session, open_session
 from console.core.tune import (
     LevelProgress,

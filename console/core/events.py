@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeVar
 
+from console.core.change import ApplyState
 from console.core.phases import PhaseStatus
-from console.core.rollout import ApplyState
 from console.host.base import JournalEntry
 
 StartKind = Literal["new", "rollback"]  # the start being watched: the new unit's, or the old one's after a rollback
@@ -32,7 +32,7 @@ StartKind = Literal["new", "rollback"]  # the start being watched: the new unit'
 
 @dataclass(frozen=True)
 class StepChanged:
-    """The operation moved to another state (console.core.rollout.ApplyState), with its UTC time."""
+    """The operation moved to another state (console.core.change.ApplyState), with its UTC time."""
 
     state: ApplyState
     detail: str

@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
+from console.core.change import VersionSource, choose_version
 from console.core.console_requests import SentRequests
-from console.core.rollout import VersionSource, choose_version
 from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
 from console.host.connect import HostPoll, HostSession, open_host
 from console.host.gpu import GpuSnapshot

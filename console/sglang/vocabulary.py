@@ -41,7 +41,9 @@ class View(StrEnum):
     DRAFT_TREE = "draft tree"  # the three numbers that shape the draft tree (rules.py)
     TUNE_CONFIG = "tune config"  # what a tune's setup is described by (core/tune_space.py Candidate.config)
     SPECULATIVE = "speculative"  # the speculative setup /server_info reports (client.summarize, snapshot matching)
-    RESTART_CHECK = "restart check"  # what a restart without edits checks the server still resolves (rollout.py)
+    RESTART_CHECK = (
+        "restart check"  # what a restart without edits checks the server still resolves (core/change/plan.py)
+    )
     DASHBOARD = "dashboard"  # the setup the dashboard shows beside the unit's values (core/status/monitor.py)
     DRIFT = "drift"  # what status compares with the production snapshot (core/drift.py)
     SNAPSHOT = "snapshot"  # the resolved values a snapshot records and shows first (core/snapshot.py)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.rollout import EditRequest, Plan, build_plan, parse_edits, plan_for_version, verify_resolved
+from console.core.change import EditRequest, Plan, build_plan, parse_edits, plan_for_version, verify_resolved
 from console.sglang.flags import flag_table
 from console.sglang.rules import SPEC_TRIPLE, check_launch
 from console.sglang.unit import UnitError, UnitFile

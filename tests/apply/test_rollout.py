@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.core.rollout import (
+from console.core.apply import lock_owner
+from console.core.change import (
     RESTART_TRANSITIONS,
     TERMINAL,
     TRANSITIONS,
@@ -19,7 +20,6 @@ from console.core.rollout import (
     IllegalTransition,
     Rollout,
     choose_version,
-    lock_owner,
     parse_edits,
     server_value,
     unified_diff,

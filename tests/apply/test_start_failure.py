@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.core.rollout import start_failure
+from console.core.change import start_failure
 from console.host.base import ServiceState
 
 
@@ -48,7 +48,7 @@ def test_a_new_start_is_a_new_pid_or_a_new_start_time() -> None:
     from dataclasses import replace
     from datetime import UTC, datetime
 
-    from console.core.rollout import is_new_start
+    from console.core.change import is_new_start
 
     old = replace(state("active", "running"), main_pid=100, started_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert not is_new_start(old, old)

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from console.core.apply import plan_apply, plan_restart
+from console.core.change import ApplyState, EditRequest, parse_edits
 from console.core.events import ApplyEvent, LogLine, PhaseChanged, StepChanged
-from console.core.rollout import ApplyState, EditRequest, parse_edits
 from console.core.session import Session, open_session
 from console.host.base import UnitLocked
 from console.workspace import Workspace

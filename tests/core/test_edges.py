@@ -6,15 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from console.core.rollout import (
+from console.core.apply import held_by, lock_owner
+from console.core.change import (
     ApplyState,
     EditRequest,
     Expectation,
     IllegalTransition,
     Rollout,
     build_plan,
-    held_by,
-    lock_owner,
     mask_plan,
     verify_resolved,
 )

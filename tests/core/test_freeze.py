@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.core.apply import plan_apply
-from console.core.rollout import ApplyState, parse_edits
+from console.core.change import ApplyState, parse_edits
 from console.core.session import open_session
 from console.core.snapshot import FreezeRequest, FreezeStep, load_snapshot, plan_freeze, plan_restore, snapshot_path
 from console.core.status import read_status

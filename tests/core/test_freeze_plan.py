@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from console.core.rollout import build_plan
+from console.core.change import build_plan
 from console.core.snapshot.freeze_plan import (
     FreezeRequest,
     build_freeze_plan,

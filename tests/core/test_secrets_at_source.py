@@ -17,8 +17,8 @@ from console.bench.engine import SweepConfig
 from console.bench.workloads import WorkloadSpec
 from console.core.apply import plan_apply
 from console.core.bench import bench_host
+from console.core.change import ApplyState, parse_edits
 from console.core.events import ApplyEvent
-from console.core.rollout import ApplyState, parse_edits
 from console.core.session import open_session
 from console.core.status import read_status
 from console.host.targets import SglangEndpoint, resolve_target

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 import pytest
 
 from console.core.apply import edits_by_version, plan_apply
+from console.core.change import ApplyState
 from console.core.events import ApplyEvent, StepChanged
-from console.core.rollout import ApplyState
 from console.core.session import Session, open_session
 from console.core.status import HostView, HostWatcher, read_status
 from console.core.tune import SpaceRequest, TuneRequest, plan_tune

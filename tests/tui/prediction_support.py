@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from console.bench.records import BenchRecord, append_records
+from console.core.change import ApplyState
 from console.core.events import StepChanged
-from console.core.rollout import ApplyState
 from console.core.tune import (
     LevelProgress,
     PendingTune,

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from console.core.change import ApplyState
 from console.core.events import EventSink, StepChanged
 from console.core.roll import GroupRoll, HostOutcome, OpenHost, PendingRoll, PlanHost, RollHost, RollRequest
-from console.core.rollout import ApplyState
 from console.tui.runners import RollPlanner
 from console.workspace import Workspace
 from tests.tui.support import NOW

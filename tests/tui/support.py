@@ -424,9 +424,9 @@ class ScriptedPending:
 
     async def execute(self, on_event: Callable[[Any], None]) -> Any:
         from console.core.apply.run import ApplyResult, StartWatch
+        from console.core.change import ApplyState, EditRequest, Rollout, build_plan, verify_resolved
         from console.core.events import LogLine, PhaseChanged, StepChanged
         from console.core.phases import PhaseTracker
-        from console.core.rollout import ApplyState, EditRequest, Rollout, build_plan, verify_resolved
         from console.sglang.rules import check_launch
         from console.sglang.unit import UnitFile
 

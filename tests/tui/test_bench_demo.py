@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Input
 
 from console.cli.connect import build_app
 from console.core.apply import plan_apply
-from console.core.rollout import parse_edits
+from console.core.change import parse_edits
 from console.core.session import open_session
 from console.workspace import Workspace
 from tests.support.demo import Demo, running_demo

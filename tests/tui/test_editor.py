@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from console.core.apply import plan_apply
-from console.core.rollout import parse_edits
+from console.core.change import parse_edits
 from console.core.session import open_session
 from console.core.snapshot import FreezeRequest, plan_freeze
 from console.tui.app import OpsConsoleApp

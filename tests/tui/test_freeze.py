@@ -14,7 +14,7 @@ from textual.widgets import Button, DataTable, Input
 
 from console.cli.connect import build_app
 from console.core.apply import plan_apply
-from console.core.rollout import parse_edits
+from console.core.change import parse_edits
 from console.core.session import open_session
 from console.core.snapshot import load_snapshot
 from console.tui.screens.freeze import FreezeScreen

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from console.core.change import ApplyState
 from console.core.events import Notice, PhaseChanged, StepChanged
 from console.core.phases import PhaseState, PhaseStatus
 from console.core.roll import (
@@ -24,7 +25,6 @@ from console.core.roll import (
     RouterStep,
     WaveSize,
 )
-from console.core.rollout import ApplyState
 from console.tui.presenters.roll_board import RollBoard
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -12,9 +12,9 @@ from typing import Any
 
 from console.bench.events import Level, LevelStarted, RunningFigures
 from console.bench.slo import Capacity, Slo
+from console.core.change import ApplyState
 from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
-from console.core.rollout import ApplyState
 from console.core.tune import build_space, form_defaults, request_from_form, unit_speculation
 from console.core.tune.report import Objective, compare_workloads, find_crossovers, recommend, speculation_verdicts
 from console.core.tune.run import (

@@ -10,9 +10,9 @@ import pytest
 
 from console.bench.events import Level, LevelStarted, RunningFigures
 from console.cli.tune import AXIS_OPTIONS
+from console.core.change import ApplyState
 from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
-from console.core.rollout import ApplyState
 from console.core.tune import (
     Cell,
     LevelProgress,

@@ -21,8 +21,8 @@ from console.bench.workloads import WorkloadSpec
 from console.cli.tune import render_result
 from console.core.apply import plan_apply
 from console.core.bench import bench_host
+from console.core.change import parse_edits
 from console.core.events import Notice
-from console.core.rollout import parse_edits
 from console.core.session import open_session
 from console.core.tune import (
     SpaceRequest,

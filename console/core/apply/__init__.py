@@ -4,8 +4,8 @@
     edit.py     the parameter editor's model (pure): fields, values, the edit they make, what the server will run
     history.py  the setups applied from this console (logs/applied.jsonl), offered again by the editor
 
-The plan's vocabulary (edits, plans, the apply's states) is console.core.rollout and the phases of a restart
-console.core.phases: the session and the events use them too, so they stay below this package.
+The plan's vocabulary (edits, plans, verification, the apply's states) is console.core.change and the phases of a
+restart console.core.phases: the session and the events use them too, so they stay below this package.
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
@@ -28,6 +28,8 @@ from console.core.apply.run import (
     default_owner,
     edits_by_version,
     flag_kinds,
+    held_by,
+    lock_owner,
     plan_apply,
     plan_restart,
     take_unit_lock,
@@ -46,6 +48,8 @@ __all__ = [
     "editor_form",
     "edits_by_version",
     "flag_kinds",
+    "held_by",
+    "lock_owner",
     "plan_apply",
     "plan_restart",
     "record_applied",

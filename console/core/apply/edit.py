@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from console.core.rollout import EditRequest, FlagValue, Plan, plan_for_version, values_equal
+from console.core.change import EditRequest, FlagValue, Plan, plan_for_version, values_equal
 from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, runs_as, terms
 
 FieldKind = Literal["int", "float", "text", "choice", "switch", "list"]

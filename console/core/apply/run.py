@@ -5,7 +5,7 @@
     result = await pending.execute(on_event=...)   # or: await pending.abort("not confirmed")
     result = await restart_service(session)        # restart without edits, the start watched the same way
 
-The pure parts live in console/core/rollout.py (edits, plan, verification, judging a start from the service
+The pure parts live in console/core/change/ (edits, plan, verification, judging a start from the service
 state, the state machine) and console/core/phases.py (startup phases from the journal). The host is reached
 only through the session (console/core/session.py): its ServiceManager (systemd over SSH, or the demo's
 supervisor) and its SGLang client, so the same orchestration runs on a GPU host, the testbed and the demo.
@@ -41,6 +41,20 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from console import hints
+from console.core.change import (
+    ApplyState,
+    EditRequest,
+    FlagKind,
+    Plan,
+    Rollout,
+    Verification,
+    is_new_start,
+    mask_plan,
+    parse_edits,
+    plan_for_version,
+    start_failure,
+    verify_resolved,
+)
 from console.core.events import (
     ApplyEvent,
     EventSink,
@@ -54,22 +68,6 @@ from console.core.events import (
 )
 from console.core.exits import OldProcessLines
 from console.core.phases import PhaseEvent, PhaseTracker, exception_line
-from console.core.rollout import (
-    ApplyState,
-    EditRequest,
-    FlagKind,
-    Plan,
-    Rollout,
-    Verification,
-    held_by,
-    is_new_start,
-    lock_owner,
-    mask_plan,
-    parse_edits,
-    plan_for_version,
-    start_failure,
-    verify_resolved,
-)
 from console.core.session import Session
 from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
 from console.host.unit_switch import UnitSwitch
@@ -706,6 +704,17 @@ class _Aborted(Exception):
 
 
 # --- the application API -------------------------------------------------------------------------------
+
+
+def lock_owner(user: str, host: str, pid: int, at: datetime, *, verb: str = hints.verb("apply")) -> str:
+    """What the unit's lock records about its holder, for the operator whose apply it refuses."""
+    return f"{user}@{host} ({verb}, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
+
+
+def held_by(holder: str, host: str, pid: int) -> bool:
+    """Whether a lock holder (as lock_owner wrote it) is the process `pid` on `host`: this very console, whose
+    previous lock the host has not let go of yet (a release takes up to one heartbeat there)."""
+    return f"@{host} (" in holder and f", pid {pid}) since " in holder
 
 
 def default_owner(verb: str = hints.verb("apply")) -> str:

@@ -8,7 +8,7 @@
     group.py      plan_group_roll -> GroupRoll: the group's lock, a session per host, the router, a snapshot set;
                   what the CLI's rolling verbs and the console's overview both drive
 
-The one shared apply vocabulary the roll builds on (edits, plans, the apply's states) is console.core.rollout.
+The vocabulary of a change the roll builds on (edits, plans, the apply's states) is console.core.change.
 
 What the rest of console/ uses is imported from here; the modules are this package's own. The pure half (plan.py)
 comes with the package; the others when one of their names is first asked for, because they bring asyncssh and

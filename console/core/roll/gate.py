@@ -19,11 +19,11 @@ from typing import Any
 
 from console.core.apply import default_owner, plan_apply
 from console.core.bench import bench_host
+from console.core.change import EditRequest
 from console.core.events import EventSink
 from console.core.roll.gate_plan import GateBaseline, gate_label, gate_sweep
 from console.core.roll.plan import GateSpec, GateVerdict, HostOutcome, gate_verdict
 from console.core.roll.run import ApplyChange, GateStarted, HostProgress, RollEvent, RollHost
-from console.core.rollout import EditRequest
 from console.errors import UsageError
 
 # The rollback's start gets as long as an apply's (console.core.apply's default).

@@ -352,7 +352,7 @@ def _count(text: str, field: str) -> int:
 
 
 def outcome_of_apply(state: str, *, restart_only: bool = False) -> HostOutcome:
-    """A host's outcome from where its apply (or restart, restore) ended (console.core.rollout.ApplyState values)."""
+    """A host's outcome from where its apply (or restart, restore) ended (console.core.change.ApplyState values)."""
     if state == "verified":
         return HostOutcome.DONE
     if state == "unchanged":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.bench.comparison import Comparison, compare_runs
-from console.core.rollout import values_equal
+from console.core.change import values_equal
 from console.core.snapshot.drift import show_value
 from console.core.snapshot.model import RESOLVED_KEYS, Snapshot
 from console.sglang.argv import is_option_token

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
-from console.core.rollout import values_equal
+from console.core.change import values_equal
 from console.core.snapshot.model import Snapshot
 from console.sglang.vocabulary import View, terms
 

@@ -9,7 +9,7 @@ Does the server run the unit on disk? Four independent witnesses, each a refusal
   process renamed itself), the unit file's mtime against the process's start time stands in;
 - the main process's environment (/proc/PID/environ) against the unit's Environment= (and no SGLANG_* variable
   the unit does not set), when it can be read;
-- /server_info against what the version's rules predict for the unit on disk (console.core.rollout).
+- /server_info against what the version's rules predict for the unit on disk (console.core.change).
 Plus the obvious: the service is active and /health answers 200. `--force REASON` freezes anyway and records
 the reason and what it overrode.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 from console import hints
 from console.bench.records import BenchRecord, unit_hash
-from console.core.rollout import (
+from console.core.change import (
     RESTART_CHECKED,
     EditRequest,
     Expectation,

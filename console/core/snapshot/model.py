@@ -6,7 +6,7 @@ the files). Everything in it has been through the session's secret mask before i
 environment, launch command and server args carry `***` where a key was.
 
 TOML has no null. A value the server reported as null is left out of its table (absent = null), and a null
-inside a list is written as the string "None" (SGLang's own spelling; console.core.rollout.values_equal
+inside a list is written as the string "None" (SGLang's own spelling; console.core.change.values_equal
 treats the two as equal).
 
 Which snapshot is production: for each host (its TARGET label as the freeze was run, and its unit) the latest
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from console import hints
 from console.bench.levels import LevelKey
 from console.bench.records import BenchRecord
-from console.core.rollout import values_equal
+from console.core.change import values_equal
 from console.errors import UsageError
 from console.sglang.specmode import spec_mode
 from console.sglang.vocabulary import View, dests, terms

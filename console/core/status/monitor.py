@@ -76,7 +76,7 @@ class SetupValue:
     @property
     def changed(self) -> bool:
         """SGLang runs something else than the unit explicitly asks (it adjusted it silently); not an alias."""
-        from console.core.rollout import values_equal
+        from console.core.change import values_equal
 
         return (
             self.explicit

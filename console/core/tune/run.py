@@ -52,8 +52,8 @@ from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import DatasetSample, WorkloadSpec
 from console.core.apply import ApplyResult, default_owner, plan_apply, plan_restart
 from console.core.bench import bench_host
+from console.core.change import ApplyState, EditRequest
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
-from console.core.rollout import ApplyState, EditRequest
 from console.core.session import Session
 from console.core.tune.predict import predict_untried
 from console.core.tune.report import (

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.core.rollout import EditRequest, plan_for_version
+from console.core.change import EditRequest, plan_for_version
 from console.errors import UsageError
 from console.sglang.rules import CheckReport, check_launch
 from console.sglang.setup import AXES, SpecSetup

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from console.core.change import ApplyState
 from console.core.events import LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
 from console.core.roll import (
     BatchStarted,
@@ -30,7 +31,6 @@ from console.core.roll import (
     RollStopped,
     RouterStep,
 )
-from console.core.rollout import ApplyState
 from console.core.snapshot import FreezeStep
 from console.tui.presenters.steps import STEP_WORDS
 

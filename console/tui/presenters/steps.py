@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.core.rollout import ApplyState
+from console.core.change import ApplyState
 
 # What each step of an apply (or a restart, a freeze) is called, on the progress screen and the roll board.
 STEP_WORDS = {

@@ -23,8 +23,8 @@ from datetime import datetime
 from typing import Literal
 
 from console.bench.events import LevelDone, LevelStarted, RunningFigures
+from console.core.change import ApplyState
 from console.core.events import Notice, PhaseChanged, Reconnecting, StepChanged
-from console.core.rollout import ApplyState
 from console.core.tune import (
     Cell,
     LevelProgress,

@@ -40,8 +40,8 @@ from console.core.apply import (
     record_applied,
     running_values,
 )
+from console.core.change import ApplyState
 from console.core.predict import SetupForecast
-from console.core.rollout import ApplyState
 from console.core.session import Session
 from console.core.snapshot import load_snapshots
 from console.core.tune import Foresight, foresight

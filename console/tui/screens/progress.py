@@ -28,10 +28,10 @@ from textual.screen import Screen
 from textual.widgets import ProgressBar, RichLog, Static
 
 from console.core.apply import ApplyResult, PendingApply
+from console.core.change import ApplyState
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
 from console.core.pending import Interruptible, Pending
 from console.core.phases import PhaseState, PhaseStatus
-from console.core.rollout import ApplyState
 from console.tui.presenters.steps import STEP_WORDS
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.widgets.footer import FittedFooter

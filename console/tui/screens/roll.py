@@ -35,6 +35,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Checkbox, Input, Label, RichLog, Static
 
+from console.core.change import parse_edits
 from console.core.roll import (
     ApplyChange,
     FreezeChange,
@@ -54,7 +55,6 @@ from console.core.roll import (
     restart_planner,
     spec_from_fields,
 )
-from console.core.rollout import parse_edits
 from console.core.snapshot import member_names
 from console.errors import UsageError
 from console.fleet.groups import Group
