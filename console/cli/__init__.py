@@ -411,7 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except UsageError as exc:  # a verb that does not say its own (diff's snapshot names): exit 2, not a traceback
-        print(f"opsconsole {args.command}: {exc}", file=sys.stderr)
+        from console.cli.common import said
+
+        print(f"opsconsole {args.command}: {said(exc)}", file=sys.stderr)
         return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED

@@ -34,7 +34,7 @@ from typing import TextIO
 
 from console import hints
 from console.cli.apply_lines import confirm_and_execute, render_plan, render_result
-from console.cli.common import HostVerb, workspace_of
+from console.cli.common import HostVerb, said, workspace_of
 from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.core.apply import default_owner, edits_by_version, plan_apply
 from console.core.change import parse_edits
@@ -64,7 +64,7 @@ async def apply_main(verb: HostVerb) -> int:
 
 
 def _nothing_done(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, HostError) else f"{exc}; the unit was not touched"
+    return said(exc) if isinstance(exc, HostError) else f"{said(exc)}; the unit was not touched"
 
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:

@@ -30,7 +30,7 @@ from console.bench.present import placement_text
 from console.bench.records import BenchRecord
 from console.bench.slo import Capacity, Slo, capacity
 from console.bench.workloads import WorkloadSpec
-from console.cli.common import workspace_of
+from console.cli.common import said, workspace_of
 from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_shape, read_slo, resolve_lengths, with_traffic
 from console.core.bench import (
     API_KEY_ENV,
@@ -283,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
         if args.url and config.find_capacity and not config.slo:
             raise UsageError("--find-capacity needs an SLO to hold the levels to: give --slo")
     except UsageError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {said(exc)}")
         return ExitCode.USAGE
     closed_loop = not config.request_rates and shape_ask is None  # the shape's levels are request rates
     if config.requests is not None and closed_loop and config.requests < max(config.concurrencies):
@@ -316,10 +316,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             records = asyncio.run(coro)
     except HostError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {said(exc)}")
         return ExitCode.FAILED
     except (UsageError, ShapeUnavailable) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {said(exc)}", highlight=False, soft_wrap=True)
         return ExitCode.USAGE
     except KeyboardInterrupt:
         err.print(f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Generic, TextIO, TypeVar
 
-from console.errors import ExitCode, UsageError
+from console.errors import ExitCode, NamesFields, UsageError
 from console.host.base import HostError, UnitLocked
 
 T = TypeVar("T")
@@ -29,6 +29,21 @@ E = TypeVar("E")
 # stderr, stdout still holding only the JSON object. For the log of a scripted run, and for the tests: a CLI that ran
 # past its time shows where it was (tests/e2e/cli.py).
 PROGRESS_ENV = "OPSCONSOLE_PROGRESS"
+
+
+# The core's inputs whose option is not --NAME (console.errors.UsageError.field: the core names what it refuses by its
+# own names, and the CLI says them as its options).
+OPTION_OF = {"document": "--doc", "gate_level": "--gate-concurrency", "gate_max_loss": "--gate-max-regression"}
+
+
+def option_name(field: str) -> str:
+    """A core input as the command line names it: `max_failures` -> `--max-failures`."""
+    return OPTION_OF.get(field, "--" + field.replace("_", "-"))
+
+
+def said(exc: BaseException) -> str:
+    """An error in the command line's words: the inputs it names (console.errors.NamesFields) as options."""
+    return exc.worded(option_name) if isinstance(exc, NamesFields) else str(exc)
 
 
 def run_verb(
@@ -46,10 +61,10 @@ def run_verb(
             check()
         return int(asyncio.run(main()))
     except UsageError as exc:
-        print(f"opsconsole {verb}: {exc}", file=err)
+        print(f"opsconsole {verb}: {said(exc)}", file=err)
         return ExitCode.USAGE
     except HostError as exc:
-        print(f"opsconsole {verb}: {exc}", file=err)
+        print(f"opsconsole {verb}: {said(exc)}", file=err)
         return ExitCode.FAILED
 
 
@@ -81,12 +96,12 @@ class Answer(Enum):
 class HostVerb:
     """One run of a verb that changes a host: its name and arguments, its streams, and how it says that nothing
     was done (failure: the one --json object of such a run but for its `state` and `error`; nothing_done: the
-    message for a HostError or a ValueError, the unit not being an SGLang unit)."""
+    message for a HostError or a ValueError, the unit not being an SGLang unit, in the CLI's words: said)."""
 
     name: str
     args: argparse.Namespace
     failure: Mapping[str, object]
-    nothing_done: Callable[[Exception], str] = str
+    nothing_done: Callable[[Exception], str] = said
     stdin: TextIO = field(default_factory=lambda: sys.stdin)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
@@ -115,7 +130,7 @@ class HostVerb:
         try:
             return await main(self)
         except UnitLocked as exc:
-            return self.early_failure(str(exc), state="locked")
+            return self.early_failure(said(exc), state="locked")
         except (HostError, ValueError) as exc:  # ValueError: UnitError, the unit is not an SGLang unit
             return self.early_failure(self.nothing_done(exc))
 

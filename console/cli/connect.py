@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from console.cli.common import run_verb, workspace_of
+from console.cli.common import run_verb, said, workspace_of
 from console.errors import ExitCode, UsageError
 from console.host.base import HostError
 
@@ -96,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
         web.check_options(args)
         app = build_app(args, list(args.targets))
     except UsageError as exc:
-        print(f"opsconsole connect: {exc}", file=sys.stderr)
+        print(f"opsconsole connect: {said(exc)}", file=sys.stderr)
         return ExitCode.USAGE
     except HostError as exc:
-        print(f"opsconsole connect: {exc}", file=sys.stderr)
+        print(f"opsconsole connect: {said(exc)}", file=sys.stderr)
         return ExitCode.FAILED
     if args.web:  # the app above was built only to check the targets and settings before serving
         return run_verb("connect", lambda: _serve(args))

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import TextIO
 
-from console.cli.common import workspace_of
+from console.cli.common import said, workspace_of
 from console.errors import ExitCode
 
 
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     try:
         a, b = load_snapshot(workspace, args.a), load_snapshot(workspace, args.b)
     except (LookupError, SnapshotError) as exc:
-        print(f"opsconsole diff: {exc}", file=sys.stderr)
+        print(f"opsconsole diff: {said(exc)}", file=sys.stderr)
         return ExitCode.FAILED
     diff = diff_snapshots(a, b)
     if args.json:

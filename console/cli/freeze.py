@@ -41,7 +41,7 @@ import sys
 from typing import TextIO
 
 from console import hints
-from console.cli.common import Answer, HostVerb, ignore, workspace_of
+from console.cli.common import Answer, HostVerb, ignore, said, workspace_of
 from console.cli.freeze_lines import FreezeProgress, render_plan
 from console.cli.rolling import PlanFor, run_on_host_or_group
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
         "freeze",
         args,
         {"ok": False, "target": args.target, "name": args.name},
-        lambda exc: f"{exc}; nothing was written",
+        lambda exc: f"{said(exc)}; nothing was written",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from console import hints
 from console.cli.apply_lines import confirm_and_execute, render_result
-from console.cli.common import HostVerb, workspace_of
+from console.cli.common import HostVerb, said, workspace_of
 from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.errors import UsageError
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
         "restart",
         args,
         {"ok": False, "target": args.target},
-        lambda exc: f"{exc}; the service was not restarted",
+        lambda exc: f"{said(exc)}; the service was not restarted",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )

@@ -15,7 +15,7 @@ import sys
 from typing import TextIO
 
 from console.cli.apply_lines import confirm_and_execute, render_plan, render_result
-from console.cli.common import HostVerb, workspace_of
+from console.cli.common import HostVerb, said, workspace_of
 from console.cli.rolling import PlanFor, run_on_host_or_group
 from console.errors import UsageError
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
         "restore",
         args,
         {"ok": False, "target": args.target, "snapshot": args.snapshot},
-        lambda exc: f"{exc}; the unit was not touched",
+        lambda exc: f"{said(exc)}; the unit was not touched",
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )

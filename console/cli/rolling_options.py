@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.core.roll import DEFAULT_GATE_PCT, GateSpec, RollError, RollSpec, parse_percent, parse_wave
+from console.core.roll import DEFAULT_GATE_PCT, GateSpec, RollSpec, parse_percent, parse_wave
 from console.errors import UsageError
 
 
@@ -70,7 +70,7 @@ def check_gate(args: argparse.Namespace) -> GateSpec | None:
         raise UsageError("--gate bench judges the canary of a rolling change: add --rolling (and give @GROUP)")
     if concurrency is not None and concurrency < 1:
         raise UsageError(f"--gate-concurrency {concurrency}: give a whole number of at least 1")
-    pct = DEFAULT_GATE_PCT if pct_text is None else parse_percent(pct_text, "--gate-max-regression")
+    pct = DEFAULT_GATE_PCT if pct_text is None else parse_percent(pct_text)
     return GateSpec(concurrency=concurrency, max_regression_pct=pct)
 
 
@@ -81,7 +81,9 @@ def check_rolling(args: argparse.Namespace, *, group_needs_rolling: bool = True)
     gate = check_gate(args)
     if not getattr(args, "rolling", False):
         if target.startswith("@") and not group_needs_rolling:
-            return RollSpec(canary=0, wave=parse_wave("100%"), max_failures=_at_least_zero(args.max_failures))
+            spec = RollSpec(canary=0, wave=parse_wave("100%"), max_failures=args.max_failures)
+            spec.check()
+            return spec
         if target.startswith("@"):
             raise UsageError(
                 f"{target} is a group: add --rolling to change its hosts one batch at a time (canary first)"
@@ -92,14 +94,5 @@ def check_rolling(args: argparse.Namespace, *, group_needs_rolling: bool = True)
     if not args.drain_timeout > 0:
         raise UsageError(f"--drain-timeout must be a positive number of seconds, not {args.drain_timeout}")
     spec = RollSpec(canary=args.canary, wave=parse_wave(args.wave), max_failures=args.max_failures, gate=gate)
-    if spec.canary < 0 or spec.max_failures < 0:
-        raise RollError("--canary and --max-failures take 0 or more")
-    if gate is not None and spec.canary < 1:
-        raise UsageError("--gate bench judges the canary: give --canary 1 or more")
+    spec.check()  # the group's size is checked once its members are known (console.core.roll.plan_group_roll)
     return spec
-
-
-def _at_least_zero(value: int) -> int:
-    if value < 0:
-        raise RollError(f"--max-failures {value}: give 0 or more")
-    return int(value)

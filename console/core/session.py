@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from console.core.change import VersionSource, choose_version
 from console.core.console_requests import SentRequests
+from console.errors import NamesFields
 from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
 from console.host.connect import HostPoll, HostSession, open_host
 from console.host.gpu import GpuSnapshot
@@ -45,6 +46,12 @@ UNIT_KEY_NOTICE = (
     "the server asks for an API key and no profile names one (api_key_env): using the unit's --api-key, "
     "kept in memory only"
 )
+
+
+class HostInputError(NamesFields, HostError):
+    """The host cannot do what one of the operator's inputs asked (a document path its user may not write, a load
+    generator it has no Python for): a HostError (exit 1, nothing changed) whose message names that input by field,
+    for each renderer to say its own way (console.errors.NamesFields)."""
 
 
 class MaskedService:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from console.cli.common import said
 from console.core.roll import (
     GroupLocked,
     GroupRoll,
@@ -110,7 +111,7 @@ async def test_a_host_out_of_reach_lets_go_of_everything(tmp_path: Path) -> None
         ((), {}, "@trio: no host to roll; select at least one"),
         (("a", "x"), {}, "x: not in @trio (a, b, c); a rolling change runs over the hosts of one group"),
         (("a", "a"), {}, "each host once in a roll"),
-        (("a",), {"spec": RollSpec(canary=2)}, "--canary 2: the group has only 1 hosts"),
+        (("a",), {"spec": RollSpec(canary=2)}, "--canary 2: only 1 host is rolled"),
         (("a",), {"operation": "freeze"}, "a group freeze needs the snapshot set's name"),
         (("a",), {"drain_timeout_s": 0.0}, "the drain timeout must be a positive number of seconds, not 0"),
     ],
@@ -121,7 +122,7 @@ async def test_what_cannot_be_rolled_is_refused_before_any_host_is_contacted(
     opened = Hosts()
     with pytest.raises(UsageError) as caught:
         await plan_group_roll(Workspace(tmp_path), request(hosts, **kwargs), plan_scripted, opened.open)
-    assert str(caught.value) == says and opened.opened == []
+    assert said(caught.value) == says and opened.opened == []  # in the CLI's words, as `apply @trio` says it
 
 
 async def test_a_group_freeze_checks_its_names_free_and_keeps_its_set(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from console.bench.records import BenchRecord
+from console.cli.common import said
 from console.core.roll import GateSpec, gate_baseline, gate_label, gate_sweep, plan_gate
 from console.errors import UsageError
 
@@ -86,6 +87,7 @@ def test_no_record_at_the_level_is_a_usage_error_naming_the_bench_command() -> N
     dataset = {"name": "dataset", "output_len": 256, "dataset": {"file": "prompts.jsonl"}}
     with pytest.raises(UsageError, match="dataset workload, which the gate cannot send again"):
         plan_gate([record("d", workload=dataset)], ["gpu-a"], GateSpec(concurrency=8))
-    with pytest.raises(UsageError, match="--canary 1 or more"):
+    with pytest.raises(UsageError) as none:
         plan_gate(records, [], GateSpec())
+    assert said(none.value) == "--gate bench judges the canary: give --canary 1 or more"
     assert set(plan_gate(records, ["gpu-a"], GateSpec(concurrency=32))) == {"gpu-a"}

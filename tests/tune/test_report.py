@@ -9,6 +9,7 @@ import pytest
 
 from console.bench.records import BenchRecord
 from console.bench.slo import capacity
+from console.cli.common import said
 from console.core.tune import SpaceRequest
 from console.core.tune.report import (
     OBJECTIVES,
@@ -242,11 +243,14 @@ def test_the_report_says_where_speculation_loses_on_this_traffic() -> None:
 def test_goodput_and_capacity_need_an_slo_and_the_profile_can_give_it() -> None:
     base = TuneRequest(space=SpaceRequest(), concurrencies=(1,))
     assert checked_request(base) == base
-    with pytest.raises(UsageError, match="--objective goodput needs an SLO to count good requests against"):
+    with pytest.raises(UsageError) as caught:
         checked_request(dataclasses.replace(base, objective="goodput"))
+    assert caught.value.field == "objective"
+    assert said(caught.value).startswith("--objective goodput needs an SLO to count good requests against: give --slo")
     from_profile = checked_request(dataclasses.replace(base, objective="capacity"), (("ttft_p95", 800.0),))
     assert from_profile.slo == {"ttft_p95": 800.0}
     given = dataclasses.replace(base, objective="goodput", slo={"tpot_p95": 50.0})
     assert checked_request(given, (("ttft_p95", 800.0),)).slo == {"tpot_p95": 50.0}  # --slo wins over the profile
-    with pytest.raises(UsageError, match="the dataset workload needs --dataset FILE"):
+    with pytest.raises(UsageError, match="the dataset workload needs dataset FILE") as dataset:
         checked_request(dataclasses.replace(base, workloads=("dataset",)))
+    assert said(dataset.value).startswith("the dataset workload needs --dataset FILE")

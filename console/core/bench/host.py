@@ -346,7 +346,8 @@ async def _place(
     over_ssh = session.target.transport == "ssh"
     if not over_ssh:
         if choice == "host":
-            raise UsageError(f"--client host needs an SSH target; {session.label} is reached without SSH")
+            raise UsageError("{field} host needs an SSH target; {host} is reached without SSH", field="client",
+                             host=session.label)  # fmt: skip
         return ClientPlaced("on-host", None, None, "the console runs on the host itself"), None
     link = f"round trip {rtt_ms:g} ms" if rtt_ms is not None else "round trip not measured"
     if choice == "console":
@@ -359,7 +360,10 @@ async def _place(
     if python is None:
         problem = f"{session.label} has no Python 3.10+ to run the load generator (tried the unit's and python3)"
         if choice == "host":
-            raise HostError(f"--client host: {problem}; install one, or use --client console")
+            from console.core.session import HostInputError
+
+            raise HostInputError("{field} host: {problem}; install one, or use {field} console", field="client",
+                                 problem=problem)  # fmt: skip
         return ClientPlaced("console", rtt_ms, None, f"{why}, but {problem}: the load runs here"), None
     where = f"{python[0]} (Python {python[1]})"
     return ClientPlaced("host", rtt_ms, where, f"{why}: the load runs on the host"), python[0]

@@ -24,7 +24,8 @@ FALSE_WORDS = {"false", "no", "off", "0"}
 
 
 class EditError(UsageError):
-    """An --set/--unset/--env/--unset-env argument (or an edit from the console) is malformed."""
+    """An edit is malformed (the CLI's --set/--unset/--env/--unset-env, or the console's edit fields): its field says
+    which (set, unset, env, unset_env)."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +40,18 @@ class EditRequest:
         return not (self.set_flags or self.unset_flags or self.set_env or self.unset_env)
 
 
-def _flag_name(text: str, where: str) -> str:
+def _flag_name(text: str, field: str, item: str) -> str:
+    """A launch flag's name with its leading dashes (`--` added when none are written); EditError naming the input
+    (`field`, `item`: set or unset and what was written there) for anything else."""
     name = text.strip()
     if not name.startswith("-"):
         name = "--" + name
     if not _FLAG_NAME.match(name):
-        raise EditError(f"{where}: {text!r} is not a launch flag name; write it like --speculative-num-steps")
+        raise EditError("{field} {item}: {text!r} is not a launch flag name; write it like --speculative-num-steps",
+                        field=field, item=item, text=text)  # fmt: skip
     if not name.startswith("--"):
-        raise EditError(f"{where}: short flag {text!r} is not supported; use the long --name form")
+        raise EditError("{field} {item}: short flag {text!r} is not supported; use the long --name form",
+                        field=field, item=item, text=text)  # fmt: skip
     return name
 
 
@@ -58,7 +63,7 @@ def parse_edits(
     *,
     flag_kind: Callable[[str], FlagKind | None] = lambda _flag: None,
 ) -> EditRequest:
-    """Parse the apply options.
+    """Parse the edits (EditError names the input, by field: set, unset, env, unset_env).
 
     `--set FLAG=VALUE` (FLAG with or without its leading dashes); `--set FLAG` or `--set=--FLAG` alone sets a
     boolean flag; for a boolean flag `FLAG=false` (no/off/0) removes it and `FLAG=true` sets it; for a list
@@ -69,11 +74,12 @@ def parse_edits(
     unset_flags: list[str] = []
     for item in sets:
         raw_name, has_value, value = item.partition("=")
-        name = _flag_name(raw_name, f"--set {item}")
+        name = _flag_name(raw_name, "set", item)
         kind = flag_kind(name)
         if not has_value:
             if kind not in (None, "bool"):
-                raise EditError(f"--set {item}: {name} takes a value; write --set {name}=VALUE")
+                raise EditError("{field} {item}: {name} takes a value; write {field} {name}=VALUE", field="set",
+                                item=item, name=name)  # fmt: skip
             set_flags.append((name, True))
             continue
         if kind == "bool":
@@ -83,36 +89,44 @@ def parse_edits(
             elif lowered in FALSE_WORDS:
                 unset_flags.append(name)
             else:
-                raise EditError(f"--set {item}: {name} is a boolean flag; write {name}=true or {name}=false")
+                raise EditError("{field} {item}: {name} is a boolean flag; write {name}=true or {name}=false",
+                                field="set", item=item, name=name)  # fmt: skip
             continue
         if kind == "list":
             parts = [p for p in re.split(r"[,\s]+", value.strip()) if p]
             if not parts:
-                raise EditError(f"--set {item}: {name} needs at least one value, e.g. {name}=1,2,4,8")
+                raise EditError("{field} {item}: {name} needs at least one value, e.g. {name}=1,2,4,8", field="set",
+                                item=item, name=name)  # fmt: skip
             set_flags.append((name, parts))
             continue
         if value == "":
-            raise EditError(f"--set {item}: empty value; use --unset {name} to remove the flag")
+            raise EditError("{field} {item}: empty value; use {unset} {name} to remove the flag", field="set",
+                            item=item, name=name)  # fmt: skip
         set_flags.append((name, value))
     for item in unsets:
-        unset_flags.append(_flag_name(item, f"--unset {item}"))
+        unset_flags.append(_flag_name(item, "unset", item))
     env_pairs: list[tuple[str, str]] = []
     for item in envs:
         key, has_value, value = item.partition("=")
         if not has_value or not is_env_name(key):
-            raise EditError(f"--env {item!r}: expected KEY=VALUE with KEY like SGLANG_ENABLE_SPEC_V2")
+            raise EditError("{field} {item!r}: expected KEY=VALUE with KEY like SGLANG_ENABLE_SPEC_V2", field="env",
+                            item=item)  # fmt: skip
         env_pairs.append((key, value))
     for key in unset_envs:
         if not is_env_name(key):
-            raise EditError(f"--unset-env {key!r}: expected a variable name like SGLANG_ENABLE_SPEC_V2")
+            raise EditError("{field} {key!r}: expected a variable name like SGLANG_ENABLE_SPEC_V2", field="unset_env",
+                            key=key)  # fmt: skip
     touched = [n for n, _ in set_flags]
     both = sorted(set(touched) & set(unset_flags))
     if both:
-        raise EditError(f"{', '.join(both)} is both set and unset; keep one of --set and --unset")
+        raise EditError("{flags} is both set and unset; keep one of {field} and {unset}", field="set",
+                        flags=", ".join(both))  # fmt: skip
     dupes = sorted({n for n in touched if touched.count(n) > 1})
     if dupes:
-        raise EditError(f"{', '.join(dupes)} is set more than once; give each flag one --set")
+        raise EditError("{flags} is set more than once; give each flag one {field}", field="set",
+                        flags=", ".join(dupes))  # fmt: skip
     env_both = sorted({k for k, _ in env_pairs} & set(unset_envs))
     if env_both:
-        raise EditError(f"{', '.join(env_both)} is both set and unset; keep one of --env and --unset-env")
+        raise EditError("{names} is both set and unset; keep one of {field} and {unset_env}", field="env",
+                        names=", ".join(env_both))  # fmt: skip
     return EditRequest(tuple(set_flags), tuple(unset_flags), tuple(env_pairs), tuple(unset_envs))

@@ -150,21 +150,23 @@ def plan_gate(records: Sequence[BenchRecord], canaries: Sequence[str], gate: Gat
     """Every canary's baseline; UsageError (before anything changes) for a canary without a record at the level,
     or whose record's workload cannot be sent again, saying the bench command to run first."""
     if not canaries:
-        raise UsageError("--gate bench judges the canary: give --canary 1 or more")
+        raise UsageError("{gate} bench judges the canary: give {field} 1 or more", field="canary")
     out: dict[str, GateBaseline] = {}
     for host in canaries:
         baseline = gate_baseline(records, host, gate.concurrency)
         if baseline is None:
             where = f"at C={gate.concurrency}" if gate.concurrency is not None else "at any concurrency"
             raise UsageError(
-                f"--gate bench: no benchmark record of {host} {where} in the workspace's logs/ to compare its canary "
-                f"run with; run `{bench_command(host, gate.concurrency)}` first (on the setup it has now), then roll"
-            )
+                "{field} bench: no benchmark record of {host} {where} in the workspace's logs/ to compare its canary "
+                "run with; run `{command}` first (on the setup it has now), then roll",
+                field="gate", host=host, where=where, command=bench_command(host, gate.concurrency),
+            )  # fmt: skip
         if gate_workload(baseline.workload) is None:
             raise UsageError(
-                f"--gate bench: {host}'s last run at {baseline.level} ({baseline.label}) used the "
-                f"{baseline.workload.get('name')} workload, which the gate cannot send again; run "
-                f"`{bench_command(host, baseline.concurrency)}` (random or chat) first"
-            )
+                "{field} bench: {host}'s last run at {level} ({label}) used the {workload} workload, which the gate "
+                "cannot send again; run `{command}` (random or chat) first",
+                field="gate", host=host, level=baseline.level, label=baseline.label,
+                workload=baseline.workload.get("name"), command=bench_command(host, baseline.concurrency),
+            )  # fmt: skip
         out[host] = baseline
     return out

@@ -33,7 +33,9 @@ BatchKind = Literal["canary", "wave"]
 
 
 class RollError(UsageError):
-    """A rolling option that cannot be used: the message says what to write instead."""
+    """A rolling option that cannot be used: the message says what to write instead, naming the input by its field
+    (canary, wave, max_failures, gate, gate_level, gate_max_loss: the CLI says them as its options, the console as
+    its roll form's fields)."""
 
 
 @dataclass(frozen=True)
@@ -53,18 +55,22 @@ class WaveSize:
         return f"{self.count}" if self.count is not None else f"{self.percent:g}%"
 
 
-def parse_wave(text: str, option: str = "--wave") -> WaveSize:
-    """`--wave 2` (hosts) or `--wave 25%` (of the group). RollError for anything else (named as `option`)."""
+def parse_wave(text: str) -> WaveSize:
+    """`2` (hosts) or `25%` (of the group). RollError for anything else."""
     match = _WAVE.match(text or "")
     if not match:
-        raise RollError(f"{option} {text!r}: give a number of hosts (2) or a share of the group (25%)")
+        raise RollError(
+            "{field} {text!r}: give a number of hosts (2) or a share of the group (25%)", field="wave", text=text
+        )
     number, percent = float(match.group(1)), bool(match.group(2))
     if percent:
         if not 0 < number <= 100:
-            raise RollError(f"{option} {text}: a share of the group is more than 0% and at most 100%")
+            raise RollError("{field} {text}: a share of the group is more than 0% and at most 100%", field="wave",
+                            text=text)  # fmt: skip
         return WaveSize(percent=number)
     if number != int(number) or number < 1:
-        raise RollError(f"{option} {text}: a number of hosts is a whole number of at least 1 (or write a share: 25%)")
+        raise RollError("{field} {text}: a number of hosts is a whole number of at least 1 (or write a share: 25%)",
+                        field="wave", text=text)  # fmt: skip
     return WaveSize(count=int(number))
 
 
@@ -87,15 +93,22 @@ class RollSpec:
     max_failures: int = 0  # failed hosts the roll goes on past; the next one stops it
     gate: GateSpec | None = None  # --gate bench: the canary's benchmark judged before any wave
 
-    def check(self, group_size: int) -> None:
+    def check(self, hosts: int | None = None) -> None:
+        """The spec's own rules (the CLI's options and the console's form both hold to them), and with `hosts` (how
+        many the roll changes) the canary against them: RollError naming the input to change."""
         if self.canary < 0:
-            raise RollError(f"--canary {self.canary}: give 0 or more hosts")
+            raise RollError("{field} {value}: give 0 or more hosts", field="canary", value=self.canary)
         if self.max_failures < 0:
-            raise RollError(f"--max-failures {self.max_failures}: give 0 or more")
-        if group_size < 1:
+            raise RollError("{field} {value}: give 0 or more", field="max_failures", value=self.max_failures)
+        if self.gate is not None and self.canary < 1:
+            raise RollError("{gate} bench judges the canary: give {field} 1 or more", field="canary")
+        if hosts is None:
+            return
+        if hosts < 1:
             raise RollError("the group has no hosts")
-        if self.canary > group_size:
-            raise RollError(f"--canary {self.canary}: the group has only {group_size} hosts")
+        if self.canary > hosts:
+            rolled = "1 host is" if hosts == 1 else f"{hosts} hosts are"
+            raise RollError("{field} {value}: only {rolled} rolled", field="canary", value=self.canary, rolled=rolled)
 
 
 @dataclass(frozen=True)
@@ -309,11 +322,11 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def parse_percent(text: str, option: str) -> float:
-    """`--gate-max-regression 5%` (or 5): a non-negative percentage."""
+def parse_percent(text: str, field: str = "gate_max_loss") -> float:
+    """`5%` (or 5): a non-negative percentage; RollError naming `field`."""
     match = _WAVE.match(text or "")
     if not match:
-        raise RollError(f"{option} {text!r}: give a percentage such as 5%")
+        raise RollError("{field} {text!r}: give a percentage such as 5%", field=field, text=text)
     return float(match.group(1))
 
 
@@ -321,17 +334,14 @@ def spec_from_fields(
     canary: str, wave: str, max_failures: str, *, gate: GateSpec | None = None, hosts: int | None = None
 ) -> RollSpec:
     """The console's roll form, each field as typed: RollError naming the field and what to write; with `hosts`,
-    also checked against the number of hosts rolled."""
+    also checked against the number of hosts rolled (RollSpec.check, as the CLI's options are)."""
     spec = RollSpec(
         canary=_count(canary, "canary"),
-        wave=parse_wave(wave, "wave"),
-        max_failures=_count(max_failures, "max failures"),
+        wave=parse_wave(wave),
+        max_failures=_count(max_failures, "max_failures"),
         gate=gate,
     )
-    if gate is not None and spec.canary < 1:
-        raise RollError("the gate benchmarks the canary: give a canary of 1 or more")
-    if hosts is not None and spec.canary > hosts:
-        raise RollError(f"canary {spec.canary}: only {hosts} hosts are rolled")
+    spec.check(hosts)
     return spec
 
 
@@ -339,15 +349,16 @@ def gate_from_fields(concurrency: str, max_regression: str) -> GateSpec:
     """The form's gate: the level (blank: that of the canary's newest record) and the loss that halts the roll."""
     level = concurrency.strip()
     if level and (not level.isdigit() or int(level) < 1):
-        raise RollError(f"gate level {concurrency!r}: a concurrency of at least 1, or blank for the newest record's")
-    pct = DEFAULT_GATE_PCT if not max_regression.strip() else parse_percent(max_regression, "gate max loss")
+        raise RollError("{field} {text!r}: a concurrency of at least 1, or blank for the newest record's",
+                        field="gate_level", text=concurrency)  # fmt: skip
+    pct = DEFAULT_GATE_PCT if not max_regression.strip() else parse_percent(max_regression)
     return GateSpec(concurrency=int(level) if level else None, max_regression_pct=pct)
 
 
 def _count(text: str, field: str) -> int:
     value = text.strip()
     if not value.isdigit():
-        raise RollError(f"{field} {text!r}: give a whole number, 0 or more")
+        raise RollError("{field} {text!r}: give a whole number, 0 or more", field=field, text=text)
     return int(value)
 
 

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from console import __version__, hints
 from console.core.apply import PendingApply, default_owner, plan_apply, take_unit_lock
 from console.core.events import EventSink, Notice, ignore
-from console.core.session import Session
+from console.core.session import HostInputError, Session
 from console.core.snapshot.freeze_plan import (
     DEFAULT_DOCUMENT,
     INSTALL_SECTION,
@@ -167,7 +167,7 @@ class PendingFreeze:
         return not self.plan.refused
 
     def force(self, reason: str) -> FreezePlan:
-        """Plan again with --force REASON (nothing is read again): the refusals are recorded, not obeyed."""
+        """Plan again, forced for this reason (nothing is read again): the refusals are recorded, not obeyed."""
         request = dataclasses.replace(self.plan.request, force=reason).checked()
         self.plan = build_freeze_plan(self.capture, request)
         self.result.plan = self.plan
@@ -240,10 +240,11 @@ class PendingFreeze:
         done = await transport.run(["sh", "-c", _DOCUMENT_SCRIPT, "sh", path], input=self.plan.document, timeout=60)
         if not done.ok:
             who = self.capture.facts.user or "the SSH user"
-            raise HostError(
-                f"{self.session.label}: writing the document {path} as {who} failed: {done.stderr.strip()} "
-                "(give --doc a path that user may write)"
-            )
+            raise HostInputError(
+                "{host}: writing the document {path} as {who} failed: {stderr} "
+                "(set the {field} path to one that user may write)",
+                field="document", host=self.session.label, path=path, who=who, stderr=done.stderr.strip(),
+            )  # fmt: skip
 
     async def _verify(self) -> list[str]:
         """What is not as the freeze means to leave it (empty: all is)."""

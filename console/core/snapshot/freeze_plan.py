@@ -73,7 +73,7 @@ class FreezeRequest:
         if self.document is not None:
             check_document_path(self.document)
         if self.force is not None and not self.force.strip():
-            raise UsageError("--force needs a reason (it is recorded in the snapshot and the document)")
+            raise UsageError("{field} needs a reason (it is recorded in the snapshot and the document)", field="force")
         return self
 
 
@@ -95,7 +95,9 @@ def document_path(template: str, name: str, home: str | None) -> str:
     if path.startswith("~/"):
         if not home or not home.startswith("/"):
             raise UsageError(
-                f"the host did not say the SSH user's home, so {template!r} cannot be placed; give --doc /ABSOLUTE"
+                "the host did not say the SSH user's home, so {template!r} cannot be placed; give {field} /ABSOLUTE",
+                field="document",
+                template=template,
             )
         path = home.rstrip("/") + path[1:]
     return path

@@ -174,7 +174,7 @@ def _workload(
 ) -> tuple[str | None, WorkloadSpec | None]:
     if request.from_run:
         if session.workspace is None:
-            raise UsageError("--from-run needs a workspace with logs/")
+            raise UsageError("{field} needs a workspace with logs/", field="from_run")
         try:
             run = load_run(request.from_run, session.workspace.logs)
         except LookupError as exc:
@@ -239,7 +239,8 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
     """Every candidate of the space (and the running setup, first) at the plan's levels. UsageError when the plan
     has no base (bench_running first)."""
     if plan.stale or plan.workload is None:
-        raise UsageError(f"{plan.stale}: benchmark it first (no restart), or give --from-run RUN")
+        raise UsageError("{stale}: benchmark it first (no restart), or give {field} RUN", field="from_run",
+                         stale=plan.stale)  # fmt: skip
     started = time.perf_counter()
     evidence = Evidence.from_records(plan.records)
     try:

@@ -1105,21 +1105,26 @@ def checked_request(request: TuneRequest, profile_slo: tuple[tuple[str, float], 
     """The request with the profile's [slo] when it names none; UsageError for an objective that needs an SLO
     without one, or a dataset workload without a dataset."""
     if request.objective not in OBJECTIVES:
-        raise UsageError(f"--objective is one of {', '.join(OBJECTIVES)} (got {request.objective!r})")
+        raise UsageError("{field} is one of {choices} (got {value!r})", field="objective",
+                         choices=", ".join(OBJECTIVES), value=request.objective)  # fmt: skip
     if request.slo is None and profile_slo:
         request = dataclasses.replace(request, slo=dict(profile_slo))
     if request.objective != "throughput" and not request.slo:
         raise UsageError(
-            f"--objective {request.objective} needs an SLO to count good requests against: give --slo "
-            "(e.g. ttft_p95=800ms,tpot_p95=60ms) or put [slo] in the host's profile"
+            "{field} {value} needs an SLO to count good requests against: give {slo} "
+            "(e.g. ttft_p95=800ms,tpot_p95=60ms) or put [slo] in the host's profile",
+            field="objective",
+            value=request.objective,
         )
     if request.strategy == "predict" and request.objective != "throughput":
         raise UsageError(
-            "--strategy predict ranks setups by the output tok/s it predicts: use --objective throughput, or "
-            "--strategy halving for goodput or capacity"
+            "{field} predict ranks setups by the output tok/s it predicts: use {objective} throughput, or "
+            "{field} halving for goodput or capacity",
+            field="strategy",
         )
     if ("dataset" in request.workloads) != (request.dataset is not None):
-        raise UsageError("the dataset workload needs --dataset FILE, and --dataset runs as the `dataset` workload")
+        raise UsageError("the dataset workload needs {field} FILE, and {field} runs as the `dataset` workload",
+                         field="dataset")  # fmt: skip
     return request
 
 
