@@ -38,17 +38,17 @@ def runs_as(dest: str, asked: Any) -> str | None:
 class View(StrEnum):
     """A place that lists settings; each row of the table says in which places it appears."""
 
-    DRAFT_TREE = "draft tree"  # the three numbers that shape the draft tree (rules.py)
-    TUNE_CONFIG = "tune config"  # what a tune's setup is described by (core/tune_space.py Candidate.config)
-    SPECULATIVE = "speculative"  # the speculative setup /server_info reports (client.summarize, snapshot matching)
+    DRAFT_TREE = "draft tree"  # the three numbers that shape the draft tree (sglang/rules.py)
+    TUNE_CONFIG = "tune config"  # what a tune's setup is described by (core/tune/space.py: Candidate.config)
+    SPECULATIVE = "speculative"  # the speculative setup /server_info reports (sglang/client.py, core/snapshot/model.py)
     RESTART_CHECK = (
         "restart check"  # what a restart without edits checks the server still resolves (core/change/plan.py)
     )
     DASHBOARD = "dashboard"  # the setup the dashboard shows beside the unit's values (core/status/monitor.py)
-    DRIFT = "drift"  # what status compares with the production snapshot (core/drift.py)
-    SNAPSHOT = "snapshot"  # the resolved values a snapshot records and shows first (core/snapshot.py)
+    DRIFT = "drift"  # what status compares with the production snapshot (core/snapshot/drift.py)
+    SNAPSHOT = "snapshot"  # the resolved values a snapshot records and shows first (core/snapshot/model.py)
     CHECK_ARGS = "check-args"  # shown in check-args' report even when not set (cli/check_args.py)
-    EDITOR = "editor"  # the parameter editor's fields (core/edit.py)
+    EDITOR = "editor"  # the parameter editor's fields (core/apply/edit.py)
     RECORD = "record"  # a benchmark record's server args, shown first (bench/records.py)
     RUN_SETUP = "run setup"  # a run's setup in the side-by-side comparison (bench/sidebyside.py)
 

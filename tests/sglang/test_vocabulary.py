@@ -4,6 +4,7 @@ releases' own flag tables, and each view lists what operators have always seen t
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,33 @@ def test_the_copy_finder_would_see_a_copy() -> None:
     )
     node = next(n for n in ast.walk(listed) if isinstance(n, ast.Tuple))
     assert _spelled_settings(node, known) == [STEPS, TOPK, DRAFT]
+
+
+def views_and_their_places() -> dict[str, list[str]]:
+    """Each View and the files its comment names (paths under console/), read from the class's source."""
+    source = (ROOT / "console" / "sglang" / "vocabulary.py").read_text()
+    body = source[source.index("class View(StrEnum):") :].split("\n\n\n")[0]
+    places: dict[str, list[str]] = {}
+    member = ""
+    for line in body.splitlines():
+        named = re.match(r"\s{4}([A-Z_]+) = ", line)
+        if named:
+            member = named.group(1)
+            places[member] = []
+        if member and "#" in line:
+            places[member] += re.findall(r"[a-z_]+(?:/[a-z_]+)*\.py", line.split("#", 1)[1])
+    return places
+
+
+def test_each_view_names_the_modules_that_use_it() -> None:
+    """The comments say where each view is listed: every file named exists and asks for that view (they named
+    modules that were gone after the last restructuring)."""
+    places = views_and_their_places()
+    assert set(places) == {view.name for view in View} and all(places.values()), places
+    wrong = {
+        f"{view}: {path}"
+        for view, paths in places.items()
+        for path in paths
+        if not (ROOT / "console" / path).is_file() or f"View.{view}" not in (ROOT / "console" / path).read_text()
+    }
+    assert wrong == set()
