@@ -20,6 +20,7 @@ from console.core.roll import (
     GateSpec,
     GateVerdict,
     GroupLocked,
+    HostEnded,
     HostFinished,
     HostOutcome,
     PendingRoll,
@@ -52,13 +53,13 @@ class ScriptedChange:
     def refusal(self) -> str | None:
         return None
 
-    async def run(self, on_event: EventSink[ApplyEvent]) -> tuple[HostOutcome, str, dict[str, Any]]:
+    async def run(self, on_event: EventSink[ApplyEvent]) -> HostEnded:
         self.ran = True
         if self.gate is not None:
             await self.gate.wait()
         if self.abort_requested:
-            return HostOutcome.ROLLED_BACK, "interrupted: rolled back", {}
-        return self.outcome, self.outcome.value, {}
+            return HostEnded(HostOutcome.ROLLED_BACK, "interrupted: rolled back", {})
+        return HostEnded(self.outcome, self.outcome.value, {})
 
     def request_abort(self) -> None:
         self.abort_requested = True
@@ -163,9 +164,9 @@ class ScriptedGate:
         verdict = gate_verdict(self.baseline, self.values, level="C=8", max_regression_pct=5.0)
         return verdict, {"values": list(self.values), "baseline_run": {"run_id": "r1"}}
 
-    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[HostOutcome, str]:
+    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> HostEnded:
         self.rolled_back.append(host.label)
-        return HostOutcome.ROLLED_BACK, "rolled back to its previous unit (verified)"
+        return HostEnded(HostOutcome.ROLLED_BACK, "rolled back to its previous unit (verified)")
 
 
 def gated_roll(changes: list[ScriptedChange], gate: ScriptedGate) -> PendingRoll:

@@ -16,7 +16,7 @@ from typing import Any
 
 from console.core.change import ApplyState
 from console.core.events import EventSink, StepChanged
-from console.core.roll import GroupRoll, HostOutcome, OpenHost, PendingRoll, PlanHost, RollHost, RollRequest
+from console.core.roll import GroupRoll, HostEnded, HostOutcome, OpenHost, PendingRoll, PlanHost, RollHost, RollRequest
 from console.tui.runners import RollPlanner
 from console.workspace import Workspace
 from tests.tui.support import NOW
@@ -64,13 +64,13 @@ class ScriptedChange:
     def restarts(self) -> bool:
         return True
 
-    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
+    async def run(self, on_event: EventSink[Any]) -> HostEnded:
         self.ran = True
         if self.hold is not None:
             await self.hold.wait()
         if self.abort_requested:  # Ctrl-C during the host: it rolls back, as a single apply does
             on_event(StepChanged(ApplyState.ROLLING_BACK, "", self.clock()))
-            return HostOutcome.ROLLED_BACK, "interrupted: rolled back to the previous unit", {}
+            return HostEnded(HostOutcome.ROLLED_BACK, "interrupted: rolled back to the previous unit", {})
         done = self.outcome is HostOutcome.DONE
         if self.restart_only:
             steps = RESTARTED_STEPS if done else RESTART_FAILED_STEPS
@@ -80,10 +80,10 @@ class ScriptedChange:
             failed = state in (ApplyState.FAILED, ApplyState.RESTART_FAILED)
             on_event(StepChanged(state, FAILED_START if failed else "", self.clock()))
         if done:
-            return self.outcome, "verified", {}
+            return HostEnded(self.outcome, "verified", {})
         if self.restart_only:
-            return HostOutcome.FAILED, f"restart failed: {FAILED_START}", {}
-        return self.outcome, f"healthy on old: {FAILED_START}", {}
+            return HostEnded(HostOutcome.FAILED, f"restart failed: {FAILED_START}", {})
+        return HostEnded(self.outcome, f"healthy on old: {FAILED_START}", {})
 
     def request_abort(self) -> None:
         self.abort_requested = True

@@ -22,7 +22,7 @@ from console.core.bench import bench_host
 from console.core.change import EditRequest
 from console.core.events import EventSink
 from console.core.roll.gate_plan import GateBaseline, gate_label, gate_sweep
-from console.core.roll.plan import GateSpec, GateVerdict, HostOutcome, gate_verdict
+from console.core.roll.plan import GateSpec, GateVerdict, HostEnded, HostOutcome, gate_verdict
 from console.core.roll.run import ApplyChange, GateStarted, HostProgress, RollEvent, RollHost
 from console.errors import UsageError
 
@@ -74,10 +74,10 @@ class BenchGate:
         }
         return verdict, kept
 
-    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[HostOutcome, str]:
+    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> HostEnded:
         change = host.change
         if not isinstance(change, ApplyChange) or change.pending.restart_only:
-            return HostOutcome.FAILED, "nothing to roll back to: the change wrote no unit"
+            return HostEnded(HostOutcome.FAILED, "nothing to roll back to: the change wrote no unit")
         written = change.pending.plan
         pending = await plan_apply(
             host.session,
@@ -89,12 +89,18 @@ class BenchGate:
         async with pending:
             if pending.plan.old_text != written.new_text:
                 await pending.abort("the unit changed since the roll wrote it; not rolled back")
-                return HostOutcome.FAILED, "its unit changed since the roll wrote it (someone else?): left as it is"
+                return HostEnded(
+                    HostOutcome.FAILED, "its unit changed since the roll wrote it (someone else?): left as it is"
+                )
             if not pending.plan.ok:
                 reasons = "; ".join(e.message for e in pending.plan.report.errors)
                 await pending.abort(f"the previous unit is refused by the rules: {reasons}")
-                return HostOutcome.FAILED, f"the previous unit is refused by the rules ({reasons}): left on the new one"
+                return HostEnded(
+                    HostOutcome.FAILED, f"the previous unit is refused by the rules ({reasons}): left on the new one"
+                )
             result = await pending.execute(on_event=lambda event: emit(HostProgress(host.label, event)))
         if result.state.value == "verified":
-            return HostOutcome.ROLLED_BACK, "rolled back to its previous unit (verified)"
-        return HostOutcome.FAILED, f"rolling it back ended {result.state.value.replace('_', ' ')}: {result.error}"
+            return HostEnded(HostOutcome.ROLLED_BACK, "rolled back to its previous unit (verified)")
+        return HostEnded(
+            HostOutcome.FAILED, f"rolling it back ended {result.state.value.replace('_', ' ')}: {result.error}"
+        )

@@ -151,6 +151,16 @@ class HostOutcome(StrEnum):
         return self in (HostOutcome.ROLLED_BACK, HostOutcome.FAILED)
 
 
+@dataclass(frozen=True)
+class HostEnded:
+    """How one host's change ended (or its rollback after a failed gate): the outcome, the line that says why, and
+    the operation's own --json object (an apply's, a freeze's; None where there is none)."""
+
+    outcome: HostOutcome
+    detail: str
+    result: dict[str, Any] | None = None
+
+
 @dataclass
 class HostRecord:
     """One host's part in the roll."""

@@ -45,6 +45,7 @@ from console.core.roll.gate_plan import GateBaseline
 from console.core.roll.plan import (
     Batch,
     GateVerdict,
+    HostEnded,
     HostOutcome,
     RollLedger,
     RollSpec,
@@ -220,8 +221,8 @@ class HostChange(Protocol):
         """Why it must not run (the rules refuse it), else None."""
         ...
 
-    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
-        """Carry the change out, its own events (HostEvent) to on_event; the outcome, a line, its --json object."""
+    async def run(self, on_event: EventSink[Any]) -> HostEnded:
+        """Carry the change out, its own events (HostEvent) to on_event; how it ended (with its --json object)."""
         ...
 
     def request_abort(self) -> None: ...
@@ -245,13 +246,13 @@ class ApplyChange:
             return None
         return "; ".join(e.message for e in self.pending.plan.report.errors) or "the version rules refuse it"
 
-    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
+    async def run(self, on_event: EventSink[Any]) -> HostEnded:
         result: ApplyResult = await self.pending.execute(on_event=on_event)
         outcome = outcome_of_apply(result.state.value, restart_only=self.pending.restart_only)
         detail = result.state.value.replace("_", " ")
         if result.error:
             detail = f"{detail}: {result.error}"
-        return outcome, detail, result.to_json()
+        return HostEnded(outcome, detail, result.to_json())
 
     def request_abort(self) -> None:
         self.pending.request_abort()
@@ -276,11 +277,11 @@ class FreezeChange:
         plan = self.pending.plan
         return "; ".join(r.message for r in plan.refusals) if plan.refused else None
 
-    async def run(self, on_event: EventSink[Any]) -> tuple[HostOutcome, str, dict[str, Any]]:
+    async def run(self, on_event: EventSink[Any]) -> HostEnded:
         result: FreezeResult = await self.pending.execute(on_event=on_event)
         if result.ok:
-            return HostOutcome.DONE, f"frozen as {result.name}", result.to_json()
-        return HostOutcome.FAILED, f"{result.state}: {result.error}", result.to_json()
+            return HostEnded(HostOutcome.DONE, f"frozen as {result.name}", result.to_json())
+        return HostEnded(HostOutcome.FAILED, f"{result.state}: {result.error}", result.to_json())
 
     def request_abort(self) -> None:
         """A freeze's steps are short and leave nothing to roll back: Ctrl-C stops the roll after them."""
@@ -299,7 +300,7 @@ class CanaryGate(Protocol):
         """The verdict and what the report keeps of it (baseline run, both runs' values); emits GateStarted."""
         ...
 
-    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> tuple[HostOutcome, str]:
+    async def roll_back(self, host: RollHost, emit: EventSink[RollEvent]) -> HostEnded:
         """Put the canary back on the unit it had before the roll (verified, as an apply's rollback is)."""
         ...
 
@@ -524,29 +525,27 @@ class PendingRoll:
         record = ledger.begin(host.label, batch, self._clock())
         self._emit(HostStarted(host.label, batch, record.started or self._clock()))
         behind_router = self.router is not None and host.worker_url is not None and host.change.restarts
-        outcome, detail = HostOutcome.FAILED, ""
+        ended = HostEnded(HostOutcome.FAILED, "")
         self._running[host.label] = host.change
         try:
             if behind_router:
                 await self._take_out(host)
-            outcome, detail, record.result = await host.change.run(
-                lambda event: self._emit(HostProgress(host.label, event))
-            )
-            if self.gate is not None and batch.kind == "canary" and outcome is HostOutcome.DONE:
-                outcome, detail = await self._gated(host, detail)
+            ended = await host.change.run(lambda event: self._emit(HostProgress(host.label, event)))
+            record.result = ended.result
+            if self.gate is not None and batch.kind == "canary" and ended.outcome is HostOutcome.DONE:
+                ended = await self._gated(host, ended.detail)
             if behind_router:
-                await self._put_back(host, outcome)
+                await self._put_back(host, ended.outcome)
         except (HostError, RouterError) as exc:
-            detail = str(exc)
-            outcome = HostOutcome.FAILED
+            ended = HostEnded(HostOutcome.FAILED, str(exc))
             if behind_router and host.worker_url is not None:
                 await self._put_back(host, None)
         finally:
             self._running.pop(host.label, None)
-        ledger.finish(host.label, outcome, detail, self._clock())
-        self._emit(HostFinished(host.label, outcome, detail, self._clock()))
+        ledger.finish(host.label, ended.outcome, ended.detail, self._clock())
+        self._emit(HostFinished(host.label, ended.outcome, ended.detail, self._clock()))
 
-    async def _gated(self, host: RollHost, detail: str) -> tuple[HostOutcome, str]:
+    async def _gated(self, host: RollHost, detail: str) -> HostEnded:
         """The canary's benchmark after its verified change (while it is still out of the router): passed, it stays
         on the new setup; failed (or interrupted), the roll halts and the canary is rolled back."""
         assert self.gate is not None
@@ -572,13 +571,13 @@ class PendingRoll:
             record.gate = verdict.to_json()
         self._emit(GateJudged(host.label, verdict, self._clock()))
         if verdict.passed:
-            return HostOutcome.DONE, f"{detail}; gate passed: {verdict.message}"
+            return HostEnded(HostOutcome.DONE, f"{detail}; gate passed: {verdict.message}")
         ledger.stop("gate", f"{host.label}: the gate halted the roll: {verdict.message}")
         try:
-            outcome, how = await self.gate.roll_back(host, self._emit)
+            back = await self.gate.roll_back(host, self._emit)
         except HostError as exc:
-            outcome, how = HostOutcome.FAILED, f"rolling it back failed: {exc}"
-        return outcome, f"gate failed: {verdict.message}; {how}"
+            back = HostEnded(HostOutcome.FAILED, f"rolling it back failed: {exc}")
+        return HostEnded(back.outcome, f"gate failed: {verdict.message}; {back.detail}")
 
     def _router_step(self, host: RollHost, action: RouterAction, detail: str) -> None:
         self.report.ledger.records[host.label].router.append(f"{action}: {detail}" if detail else action)
