@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from console.core.tune.search import Cell, Policy, Search
-from console.core.tune.timing import TOKEN_S, level_seconds, request_seconds, stage_bench_seconds, tune_seconds
+from console.core.tune.timing import (
+    TOKEN_S,
+    Pace,
+    level_seconds,
+    request_seconds,
+    stage_bench_seconds,
+    tune_seconds,
+)
 
 C1, C8, C32 = Cell("random", 1), Cell("random", 8), Cell("random", 32)
 GRID, HALVING = Policy(strategy="grid", repeats=2), Policy(strategy="halving", repeats=2)
@@ -69,3 +76,20 @@ def test_the_grids_estimate_is_every_setups_levels_for_every_repeat_and_its_star
 def test_a_request_before_any_was_measured_is_its_output_tokens_at_the_priors_pace() -> None:
     assert request_seconds(256) == pytest.approx(256 * TOKEN_S)
     assert request_seconds(0) == pytest.approx(TOKEN_S)
+
+
+def test_the_pace_measured_as_the_tune_runs_prices_the_next_stage_and_keeps_the_budget() -> None:
+    search = Search(["a", "b"], [Cell("random", 1), Cell("random", 64)])
+    stage = search.next_stage(running="a")
+    assert stage is not None and stage.duration_fraction == 1 / 8
+    pace = Pace(duration_s=60.0)
+    assert pace.stage_s(stage, running="a") is None and pace.level_s == 60.0  # no start measured yet
+    pace.starts += [90.0, 110.0, 100.0]
+    pace.levels += [70.0, 64.0]
+    # one start (b) + 2 setups x 2 levels x 1 repeat x an eighth of the measured 67 s
+    assert pace.stage_s(stage, running="a") == 100.0 + 4 * 67.0 / 8
+    # b: its start, 2 levels of 67/8 s, and a start kept to put the original back
+    need = 100.0 + 2 * 67.0 / 8 + 100.0
+    assert not pace.over_budget(stage, "b", running="a", elapsed=10.0, budget_s=10.0 + need)
+    assert pace.over_budget(stage, "b", running="a", elapsed=10.1, budget_s=10.0 + need)
+    assert not pace.over_budget(stage, "a", running="a", elapsed=10.0, budget_s=10.0 + need - 100.0)  # runs already

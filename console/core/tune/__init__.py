@@ -1,9 +1,11 @@
 """`opsconsole tune`: the search space, the search, the run and its report, and the Tune screen's form.
 
-    run.py      plan_tune -> PendingTune and the typed events it reports through
+    run.py      plan_tune -> PendingTune and the typed events it reports through: the stages and their trials
+    host.py     what a tune does to the host's unit: a trial's unit applied, a restart, health, the unit put back
+    conclusions.py  what the measurements conclude: recommendations, capacities, crossovers, the setup to apply (pure)
     space.py    which speculative setups to try, pruned and merged by the version rules (pure)
     search.py   successive halving over candidates x cells (pure)
-    timing.py   how long a planned tune takes: its starts and levels as it runs them (pure)
+    timing.py   how long a planned tune takes: its starts and levels as it runs them, and its pace as it runs (pure)
     report.py   the objective, the standings, crossovers and the recommendation (pure)
     predict.py  `opsconsole predict`: each setup of the space forecast from the host's records (console.core.predict)
     form.py     the request as the Tune screen's fields ask for it (pure)

@@ -38,7 +38,7 @@ import contextlib
 import dataclasses
 import re
 import statistics
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,13 +48,15 @@ from console import hints
 from console.bench.engine import SweepConfig
 from console.bench.events import BenchEvent
 from console.bench.records import BenchRecord
-from console.bench.slo import Capacity, Slo, capacity
+from console.bench.slo import Capacity, Slo
 from console.bench.workloads import DatasetSample, WorkloadSpec
-from console.core.apply import ApplyResult, default_owner, plan_apply, plan_restart
+from console.core.apply import default_owner
 from console.core.bench import bench_host
-from console.core.change import ApplyState, EditRequest
+from console.core.change import ApplyState
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
 from console.core.session import Session
+from console.core.tune.conclusions import Conclusions, best_setup, conclude
+from console.core.tune.host import FINAL_HEALTH_WAIT_S, TuneHost
 from console.core.tune.predict import predict_untried
 from console.core.tune.report import (
     OBJECTIVES,
@@ -62,28 +64,21 @@ from console.core.tune.report import (
     Objective,
     Recommendation,
     WorkloadSide,
-    compare_workloads,
     crossover_summary,
-    find_crossovers,
-    recommend,
     score_of,
-    speculation_verdicts,
     standing_json,
 )
 from console.core.tune.search import Cell, Policy, Search, Stage, StageKind, Strategy, cells_for
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
-from console.core.tune.timing import request_seconds, tune_seconds
+from console.core.tune.timing import Pace, request_seconds, tune_seconds
 from console.errors import UsageError
-from console.host.base import ConnectionDropped, HostError
+from console.host.base import HostError
 
 FinalUnit = Literal["original", "best"]
 # How long the host waits for a console that went away before it restores the original unit (guarded hosts).
 DEFAULT_RESTORE_AFTER_S = 30.0
 # A benchmark whose requests failed is run again (after the server answers) at most this many times.
 BENCH_RETRIES = 2
-# How long to wait for the server to answer again before a retry gives up.
-HEALTH_WAIT_S = 120.0
-HEALTH_POLL_S = 0.5
 # Bench metrics kept per level in the result (medians over the runs the figure comes from).
 LEVEL_METRICS = (
     "output_throughput",
@@ -454,10 +449,16 @@ class PendingTune:
         self._owner = owner
         self._abort_reason: str | None = None
         self._abort = asyncio.Event()
-        self._pending_apply: Any = None
         self._bench_task: asyncio.Task[Any] | None = None
         self._emit: EventSink[TuneEvent] = ignore
         self._finished = False
+        self.host = TuneHost(
+            session,
+            timeout_s=request.timeout_s,
+            owner=owner,
+            interrupted=lambda: (self._abort_reason or "interrupted") if self.abort_requested else None,
+            on_event=lambda event: self._emit(event),
+        )
 
     @property
     def guarded(self) -> bool:
@@ -489,8 +490,7 @@ class PendingTune:
         if self._abort_reason is None:
             self._abort_reason = why
             self._abort.set()
-            if self._pending_apply is not None:
-                self._pending_apply.request_abort(why)
+            self.host.request_abort(why)
             if self._bench_task is not None:
                 self._bench_task.cancel()
 
@@ -525,10 +525,13 @@ class PendingTune:
 
 
 class _TuneRun:
-    """One execution of a planned tune: the stages, the trials, the restore."""
+    """One execution of a planned tune: the stages and their trials (each a unit applied, then benchmarked), then
+    the conclusions (conclusions.py) and the unit put back. What is done on the host is the pending tune's TuneHost
+    (host.py); the time it keeps to, a Pace (timing.py)."""
 
     def __init__(self, pending: PendingTune) -> None:
         self.p = pending
+        self.host = pending.host
         self.session = pending.session
         self.request = pending.request
         self.space = pending.space
@@ -554,8 +557,8 @@ class _TuneRun:
             slo=Slo.from_json(pending.request.slo) if pending.request.slo else None,
         )
         self.trial_number = 0
-        self.restart_times: list[float] = []
-        self.level_times: list[float] = []  # wall seconds per benchmarked level of a full run
+        self.pace = Pace(pending.request.duration_s)
+        self.conclusions = Conclusions()  # once the search has ended
         self.running: str | None = pending.running
         self.host_broken = False
         self.records: list[BenchRecord] = []  # every clean level this tune measured (strategy predict refits on them)
@@ -617,7 +620,7 @@ class _TuneRun:
             stage = self.search.next_stage(self.running)
             if stage is None:
                 return
-            estimate = self._estimate(stage)
+            estimate = self.pace.stage_s(stage, self.running)
             cells = tuple(dict.fromkeys(cell for run in stage.runs for cell in run.cells))
             names = tuple(self.space.candidate(run.candidate).name for run in stage.runs)
             self.emit(StageStarted(stage.index, stage.kind, names, cells, estimate, _now()))
@@ -638,6 +641,12 @@ class _TuneRun:
             if self.request.strategy == "predict":
                 self._refit(stage.index)
 
+    def _over_budget(self, stage: Stage, candidate: str, elapsed: float) -> bool:
+        budget = self.request.budget_s
+        return budget is not None and self.pace.over_budget(
+            stage, candidate, running=self.running, elapsed=elapsed, budget_s=budget
+        )
+
     def _trial_ref(self, candidate: str, stage: Stage, cells: tuple[Cell, ...]) -> TrialRef:
         self.trial_number += 1
         name = self.space.candidate(candidate).name
@@ -650,30 +659,6 @@ class _TuneRun:
             record.error = reason
         self.emit(TrialSkipped(trial, reason, _now()))
 
-    # -- time ------------------------------------------------------------------------------------------------
-
-    def _restart_s(self) -> float:
-        return statistics.median(self.restart_times) if self.restart_times else 0.0
-
-    def _level_s(self) -> float:
-        """Wall seconds of one full-length level, overheads included (measured, else the duration)."""
-        return statistics.median(self.level_times) if self.level_times else self.request.duration_s
-
-    def _estimate(self, stage: Stage) -> float | None:
-        if not self.restart_times:
-            return None
-        restarts = sum(1 for run in stage.runs if run.candidate != self.running)
-        return restarts * self._restart_s() + stage.cell_runs * self._level_s() * stage.duration_fraction
-
-    def _over_budget(self, stage: Stage, candidate: str, elapsed: float) -> bool:
-        budget = self.request.budget_s
-        if budget is None:
-            return False
-        restart = self._restart_s() if candidate != self.running else 0.0
-        cells = next(len(run.cells) for run in stage.runs if run.candidate == candidate)
-        need = restart + cells * stage.repeats * self._level_s() * stage.duration_fraction
-        return elapsed + need + self._restart_s() > budget  # keep time to put the original back
-
     # -- one trial ------------------------------------------------------------------------------------------
 
     async def _trial(self, trial: TrialRef, stage: Stage) -> None:
@@ -683,11 +668,11 @@ class _TuneRun:
         loop = asyncio.get_running_loop()
         t = loop.time()
         try:
-            applied = await self._apply(candidate.unit_text, lambda e: self.emit(TrialApplyEvent(trial, e)))
+            applied = await self.host.apply(candidate.unit_text, lambda e: self.emit(TrialApplyEvent(trial, e)))
         except HostError as exc:
             reason = self.session.secrets.text(f"could not apply: {exc}")
             self._fail(trial, reason, rolled_back=False, journal=[])
-            self.host_broken = not await self._healthy()
+            self.host_broken = not await self.host.healthy()
             return
         state = applied.state
         restarted = state is not ApplyState.UNCHANGED
@@ -696,8 +681,8 @@ class _TuneRun:
             self.result.restarts += 1
         if state in (ApplyState.VERIFIED, ApplyState.UNCHANGED):
             if state is ApplyState.VERIFIED:
-                self.restart_times.append(loop.time() - t)
-            elif not await self._healthy() and not await self._restart_in_place(trial):
+                self.pace.starts.append(loop.time() - t)
+            elif not await self.host.healthy() and not await self._restart_in_place(trial):
                 return
             self.running = candidate.key
             self.emit(TrialApplied(trial, state, restarted, _now()))
@@ -724,7 +709,7 @@ class _TuneRun:
         if state is not ApplyState.HEALTHY_ON_OLD:
             # The old unit did not come back either (or nothing could be written): stop searching, restore.
             self.running = None
-            self.host_broken = not await self._healthy()
+            self.host_broken = not await self.host.healthy()
 
     def _fail(self, trial: TrialRef, reason: str, *, rolled_back: bool, journal: list[str]) -> None:
         record = self.trials[trial.candidate]
@@ -734,60 +719,14 @@ class _TuneRun:
         self.search.drop(trial.candidate, reason)
         self.emit(TrialFailed(trial, reason, rolled_back, tuple(journal), _now()))
 
-    async def _apply(self, unit_text: str, sink: EventSink[ApplyEvent]) -> ApplyResult:
-        """The unit through the validated apply path, with the tune's lock already held; planning is retried
-        while the connection comes back."""
-        deadline = asyncio.get_running_loop().time() + HEALTH_WAIT_S
-        while True:
-            try:
-                pending = await plan_apply(
-                    self.session,
-                    EditRequest(),
-                    unit_text=unit_text,
-                    lock_held=True,
-                    timeout_s=self.request.timeout_s,
-                    owner=self.p._owner,
-                )
-                break
-            except ConnectionDropped as exc:
-                if asyncio.get_running_loop().time() > deadline:
-                    raise
-                self.emit(Reconnecting("plan the next unit", self.session.secrets.text(str(exc))))
-                await asyncio.sleep(HEALTH_POLL_S)  # the transport reconnects meanwhile
-        self.p._pending_apply = pending
-        try:
-            if self.p.abort_requested:
-                pending.request_abort(self.p._abort_reason or "interrupted")
-            return await pending.execute(on_event=sink)
-        finally:
-            self.p._pending_apply = None
-
     async def _restart_in_place(self, trial: TrialRef) -> bool:
         """The unit is already this candidate's but the server is not healthy: restart it (no edits)."""
-        pending = await plan_restart(self.session, lock_held=True, timeout_s=self.request.timeout_s)
-        result = await pending.execute(on_event=lambda e: self.emit(TrialApplyEvent(trial, e)))
+        result = await self.host.restart(lambda e: self.emit(TrialApplyEvent(trial, e)))
         if result.state in (ApplyState.VERIFIED, ApplyState.MISMATCH):
             self.result.restarts += 1
             return True
         self._fail(trial, result.error or result.state.value, rolled_back=False, journal=result.journal_excerpt())
         self.host_broken = True
-        return False
-
-    async def _healthy(self) -> bool:
-        try:
-            client = await self.session.sglang()
-            async with asyncio.timeout(5.0):
-                return await client.healthy()
-        except Exception:  # a forward being rebuilt, the server down: not healthy now
-            return False
-
-    async def _wait_healthy(self) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + HEALTH_WAIT_S
-        while loop.time() < deadline and not self.p.abort_requested:
-            if await self._healthy():
-                return True
-            await asyncio.sleep(HEALTH_POLL_S)
         return False
 
     # -- benchmarks -----------------------------------------------------------------------------------------
@@ -876,11 +815,11 @@ class _TuneRun:
             clean = records and all(not r.failed and not r.stopped for r in records)
             if clean:
                 if stage.duration_fraction == 1.0:
-                    self.level_times.append((loop.time() - t) / max(1, len(records)))
+                    self.pace.levels.append((loop.time() - t) / max(1, len(records)))
                 return records
             if attempt < BENCH_RETRIES:
                 self.emit(Notice(f"{trial.name}: requests failed during the benchmark; running it again"))
-                if not await self._wait_healthy():
+                if not await self.host.wait_healthy():
                     return records
         return records
 
@@ -921,96 +860,33 @@ class _TuneRun:
     # -- conclusions and the end --------------------------------------------------------------------------
 
     def _conclude(self) -> None:
-        names = {c.key: c.name for c in self.space.candidates}
-        configs = {c.key: c.config for c in self.space.candidates}
-        objective = self.request.objective
-        # Under another objective the figures are not tok/s: each winner's tok/s comes from its runs' records.
-        throughput = self._throughputs() if objective != "throughput" else None
-        recs = recommend(self.search, names, configs, objective=objective, throughput=throughput)
-        self.result.recommendations = recs
-        self.result.capacities = self._capacities()
-        plain: dict[str, set[str]] = {}
-        for cell in self.search.cells:
-            for c in self.space.candidates:
-                if c.setting.algorithm is None and self.search.standing(c.key, cell) is not None:
-                    plain.setdefault(cell.workload, set()).add(c.key)
-        self.result.verdicts = speculation_verdicts(recs, plain, self.result.capacities, names, objective)
-        self.result.crossovers = find_crossovers(self.search, recs)
-        accept: dict[tuple[str, Cell], float | None] = {}
-        for (key, cell, kind), runs in self.metrics.items():
-            standing = self.search.standing(key, cell)
-            if standing is None or standing.kind != kind:
-                continue
-            values = [float(r["accept_length"]) for r in runs if r.get("accept_length") is not None]
-            accept[(key, cell)] = statistics.median(values) if values else None
-        self.result.workload_sides = compare_workloads(recs, accept)
-
-    def _throughputs(self) -> dict[tuple[str, Cell], float]:
-        """Each setup's output tok/s per cell, from the runs its standing there comes from."""
-        out: dict[tuple[str, Cell], float] = {}
-        for (key, cell, kind), runs in self.metrics.items():
-            standing = self.search.standing(key, cell)
-            if standing is not None and standing.kind == kind and runs:
-                out[(key, cell)] = statistics.median(float(r["output_throughput"]) for r in runs)
-        return out
-
-    def _capacities(self) -> dict[str, dict[str, Capacity]]:
-        """With an SLO: each setup's capacity at it per workload, its highest level that met it (the runs its
-        standing comes from, every repeat meeting it)."""
-        if not self.request.slo:
-            return {}
-        out: dict[str, dict[str, Capacity]] = {}
-        for workload in dict.fromkeys(cell.workload for cell in self.search.cells):
-            for candidate in self.space.candidates:
-                points = []
-                for cell in (c for c in self.search.cells if c.workload == workload):
-                    standing = self.search.standing(candidate.key, cell)
-                    runs = self.metrics.get((candidate.key, cell, standing.kind), []) if standing else []
-                    verdicts = [r.get("slo_met") for r in runs]
-                    if runs and None not in verdicts:
-                        carried = statistics.median(float(r["request_throughput"]) for r in runs)
-                        points.append((f"C={cell.concurrency}", float(cell.concurrency), all(verdicts), carried))
-                if points:
-                    out.setdefault(workload, {})[candidate.name] = capacity(points)
-        return out
-
-    def best(self) -> Candidate | None:
-        """The setup --apply-best applies: the winner at --best-at, else (objective capacity) the one with the highest
-        capacity at the SLO, else the one that wins the most levels; of the operator's dataset, else the realistic
-        workload when it ran; ties to the one best at the highest level."""
-        recs = self.result.recommendations
-        if not recs:
-            return None
-        realistic = [w for w in ("dataset", "chat") if any(r.cell.workload == w for r in recs)]
-        workload = realistic[0] if realistic else recs[0].cell.workload
-        recs = [r for r in recs if r.cell.workload == workload]
-        if self.request.objective == "capacity" and self.request.best_at is None:
-            # The setup that carries the most requests/s while meeting the SLO, at whichever level that is.
-            caps = self.result.capacities.get(workload, {})
-            by_name = {c.name: c for c in self.space.candidates}
-            carried = [(cap.request_throughput, name) for name, cap in caps.items() if cap.request_throughput]
-            if carried:
-                return by_name[max(carried)[1]]
-        if self.request.best_at is not None:
-            chosen = [r for r in recs if r.cell.concurrency == self.request.best_at]
-            return self.space.candidate(chosen[0].candidate) if chosen else None
-        wins: dict[str, int] = {}
-        for r in recs:
-            wins[r.candidate] = wins.get(r.candidate, 0) + 1
-        top = max(recs, key=lambda r: (wins[r.candidate], r.cell.concurrency))
-        return self.space.candidate(top.candidate)
+        found = conclude(
+            self.search, self.space.candidates, self.metrics, objective=self.request.objective,
+            slo=bool(self.request.slo),
+        )  # fmt: skip
+        self.conclusions = found
+        self.result.recommendations = found.recommendations
+        self.result.capacities = found.capacities
+        self.result.verdicts = found.verdicts
+        self.result.crossovers = found.crossovers
+        self.result.workload_sides = found.workload_sides
 
     async def _finish(self) -> None:
         """Put the original unit back (or the best one), check the server, then let the host's guard go."""
         original = self.p._original
         if self._restored_by_host():
             # The host put the original back and let go of the lock: touch nothing more, say where it stands.
-            self.result.host_healthy = await self._wait_healthy_final()
+            self.result.host_healthy = await self.host.wait_healthy(FINAL_HEALTH_WAIT_S, interruptible=False)
             with contextlib.suppress(HostError):
                 if await self.session.service.read_unit() == original:
                     self.result.final_unit = "original"
             return
-        best = self.best() if self.request.apply_best and not self.p.abort_requested else None
+        best = None
+        if self.request.apply_best and not self.p.abort_requested:
+            best = best_setup(
+                self.conclusions, self.space.candidates, objective=self.request.objective,
+                best_at=self.request.best_at,
+            )  # fmt: skip
         target: FinalUnit = "best" if best is not None else "original"
         text = best.unit_text if best is not None else original
         self.emit(Restoring(target, best.name if best else "the original unit", _now()))
@@ -1020,7 +896,7 @@ class _TuneRun:
             self.emit(Notice(f"{best.name} did not come back up; putting the original unit back"))
             target, text = "original", original
             placed = await self._place(text, trial)
-        self.result.host_healthy = await self._wait_healthy_final()
+        self.result.host_healthy = await self.host.wait_healthy(FINAL_HEALTH_WAIT_S, interruptible=False)
         if placed:
             self.result.final_unit = target
         else:
@@ -1033,42 +909,10 @@ class _TuneRun:
 
     async def _place(self, text: str, trial: TrialRef) -> bool:
         """Write `text` through the validated path (no-op when it is on the host); True when the host runs it."""
-        sink: Callable[[ApplyEvent], None] = lambda e: self.emit(TrialApplyEvent(trial, e))  # noqa: E731
-        for _attempt in range(3):
-            try:
-                pending = await plan_apply(
-                    self.session,
-                    EditRequest(),
-                    unit_text=text,
-                    lock_held=True,
-                    timeout_s=self.request.timeout_s,
-                    owner=self.p._owner,
-                )
-                result = await pending.execute(on_event=sink)
-            except HostError as exc:
-                self.emit(Notice(self.session.secrets.text(f"putting the unit back: {exc}; trying again")))
-                await self._wait_healthy()
-                continue
-            if result.state is ApplyState.UNCHANGED:
-                if await self._healthy():
-                    return True
-                restart = await plan_restart(self.session, lock_held=True, timeout_s=self.request.timeout_s)
-                restarted = await restart.execute(on_event=sink)
-                return restarted.state in (ApplyState.VERIFIED, ApplyState.MISMATCH)
-            if result.state in (ApplyState.VERIFIED, ApplyState.MISMATCH):
-                self.result.restarts += 1
-                return True
-            return False
-        return False
-
-    async def _wait_healthy_final(self) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30.0
-        while loop.time() < deadline:
-            if await self._healthy():
-                return True
-            await asyncio.sleep(HEALTH_POLL_S)
-        return False
+        placed, started = await self.host.put_back(text, lambda e: self.emit(TrialApplyEvent(trial, e)))
+        if started:
+            self.result.restarts += 1
+        return placed
 
 
 async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None = None) -> PendingTune:

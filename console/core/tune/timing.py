@@ -20,9 +20,11 @@ had priced each level at its duration + 5 s, and a screening level at an eighth 
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from console.core.tune.search import Cell, Policy, Search, Stage
+from console.core.tune.search import Cell, Policy, Search, Stage, estimate_stage_seconds
 
 # One request's wall time before the tune measured any: its output tokens at this pace (the prompt's prefill is
 # small beside them). The tune has not benchmarked the server when the estimate is shown, so this is a prior, not a
@@ -96,3 +98,39 @@ def tune_seconds(
         bench += others * policy.repeats * full
     restore = 1 if starts else 0  # no start at all: the host ran the original unit throughout
     return bench + (starts + restore) * restart_s
+
+
+@dataclass
+class Pace:
+    """The tune's own pace, measured as it runs: each start's seconds and each full-length level's (overheads
+    included), for the estimate of the next stage and the time budget. `duration_s`: a level's asked duration, its
+    pace until one is measured."""
+
+    duration_s: float
+    starts: list[float] = field(default_factory=list)
+    levels: list[float] = field(default_factory=list)
+
+    @property
+    def restart_s(self) -> float:
+        return statistics.median(self.starts) if self.starts else 0.0
+
+    @property
+    def level_s(self) -> float:
+        """Wall seconds of one full-length level (measured, else the duration)."""
+        return statistics.median(self.levels) if self.levels else self.duration_s
+
+    def stage_s(self, stage: Stage, running: str | None) -> float | None:
+        """How long the stage takes at this pace; None before a start was measured."""
+        if not self.starts:
+            return None
+        return estimate_stage_seconds(stage, restart_s=self.restart_s, full_level_s=self.level_s, running=running)
+
+    def over_budget(
+        self, stage: Stage, candidate: str, *, running: str | None, elapsed: float, budget_s: float
+    ) -> bool:
+        """Whether the candidate's run of the stage would end past the budget, keeping time to put the original
+        unit back."""
+        restart = self.restart_s if candidate != running else 0.0
+        cells = next(len(run.cells) for run in stage.runs if run.candidate == candidate)
+        need = restart + cells * stage.repeats * self.level_s * stage.duration_fraction
+        return elapsed + need + self.restart_s > budget_s
