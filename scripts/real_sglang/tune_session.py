@@ -460,7 +460,7 @@ def compare(search_file: Path, grid_file: Path, summary: dict[str, Any]) -> dict
 async def _estimate(ws: Path, argv: list[str], restart_s: float) -> dict[str, Any]:
     from console.cli import build_parser
     from console.cli.common import workspace_of
-    from console.cli.tune import _space_from_args, _unit_now, request_from_args
+    from console.cli.tune import request_from_args, space_from_args, unit_now
     from console.core.session import open_session
     from console.core.tune import estimate, plan_tune
 
@@ -468,7 +468,7 @@ async def _estimate(ws: Path, argv: list[str], restart_s: float) -> dict[str, An
     try:
         workspace = workspace_of(args).ensure()
         async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
-            space = _space_from_args(args, await _unit_now(session))
+            space = space_from_args(args, await unit_now(session))
             request = request_from_args(args, space)
             async with await plan_tune(session, request) as pending:
                 parts = estimate(pending.estimate_s)
