@@ -57,6 +57,9 @@ def main() -> int:
     parser.add_argument("--speedup", type=float, default=20.0)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per level (wall)")
     args = parser.parse_args()
+    from console.sim.plugin import register
+
+    register()  # a composition root: the demo host's transport and the stand-in's units (console/sim/plugin.py)
     s = args.speedup
     with tempfile.TemporaryDirectory() as tmp, running_demo(Path(tmp) / "ws") as demo:
         asyncio.run(install(demo, kimi(s)))
