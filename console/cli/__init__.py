@@ -302,13 +302,8 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--best-at", type=int, metavar="C", help="with --apply-best: the winner at this level")
     p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds per level of a full run")
     p.add_argument("--repeat", type=int, default=2, help="repeats of a full run (2+ measure the noise)")
-    p.add_argument("--input-len", type=int, default=1024)
-    p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
-    p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
     p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
-    p.add_argument("--seed", type=int, default=1)
-    add_dataset_options(p)
-    add_slo_option(p)
+    _add_request_options(p)
     p.add_argument(
         "--objective",
         choices=["throughput", "goodput", "capacity"],
@@ -344,6 +339,16 @@ def _add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     _add_target_options(p)
 
 
+def _add_request_options(p: argparse.ArgumentParser) -> None:
+    """The requests a tune's and a prediction's benchmarks send: lengths, API, seed, a dataset, an SLO."""
+    p.add_argument("--input-len", type=int, default=1024)
+    p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
+    p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
+    p.add_argument("--seed", type=int, default=1)
+    add_dataset_options(p)
+    add_slo_option(p)
+
+
 def _add_space_options(p: argparse.ArgumentParser) -> None:
     """The speculative setups to try (tune) or to predict (predict): a --space file and/or the axes."""
     p.add_argument("--space", metavar="FILE", help="TOML: the axes below as lists, and/or [[candidate]] tables")
@@ -369,13 +374,8 @@ def _add_predict_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--concurrency", help="levels to predict (default: those the running setup was measured at)")
     p.add_argument("--from-run", metavar="RUN", help="predict for the traffic of this run (a label or a .jsonl)")
     p.add_argument("--workload", choices=["random", "chat"], help="the traffic (default: the running setup's last)")
-    p.add_argument("--input-len", type=int, default=1024)
-    p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--api", choices=["generate", "chat"], help="native (default) or OpenAI endpoint")
-    p.add_argument("--seed", type=int, default=1)
-    add_dataset_options(p)
-    add_slo_option(p)
+    _add_request_options(p)
     p.add_argument("--max-age", type=float, default=14.0, metavar="DAYS", help="records older than this are not used")
     p.add_argument(
         "--duration", type=float, default=20.0, metavar="S", help="seconds per level of the running setup's benchmark"
