@@ -38,6 +38,7 @@ from console.core.predict.acceptance import (
     TREE_CATCH_MID,
     Fit,
     Histogram,
+    Runs,
     fit_histograms,
     fit_means,
     log_likelihood,
@@ -185,7 +186,7 @@ class Predictor:
         self.cost: RoundCost = cost
         self._acceptance_fits: dict[tuple[tuple[str | None, str | None], int | None], Fit | None] = {}
         self._catches: dict[tuple[str | None, str | None], tuple[float, float, float, str | None]] = {}
-        self.calibration = 1.0
+        self.calibration = 1.0  # the fit's edges read it while it is being measured
         self.model_error, self.calibration = self._calibrate(cross_check)
 
     # ---- acceptance ------------------------------------------------------------------------------------------
@@ -254,16 +255,16 @@ class Predictor:
         else:
             what += f"; {tree_what}"
 
-        def tokens(runs_catch: float, edge: str) -> float:
-            runs = fit.runs if edge == "mid" else None
-            values = [
-                mean_accepted(tree_runs(r, branches, runs_catch), setup.depth)
-                for r in ([runs] if runs is not None else [*fit.band, fit.runs])
-            ]
-            return 1 + (min(values) if edge == "low" else max(values) if edge == "high" else values[0])
+        def accepted(runs: Runs, share: float) -> float:
+            return 1 + mean_accepted(tree_runs(runs, branches, share), setup.depth)
 
+        chains = [*fit.band, fit.runs]  # the chains the data cannot tell apart, for the edges
         return _Acceptance(
-            tokens(catch, "mid"), tokens(catch_low, "low"), tokens(catch_high, "high"), what, tuple(assumptions)
+            accepted(fit.runs, catch),
+            min(accepted(r, catch_low) for r in chains),
+            max(accepted(r, catch_high) for r in chains),
+            what,
+            tuple(assumptions),
         )
 
     def _tree_catch(self, setup: SpecSetup, chain: Fit) -> tuple[float, float, float, str | None]:
