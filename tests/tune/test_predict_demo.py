@@ -106,17 +106,23 @@ async def test_kimi_running_setup_and_no_speculation_predict_the_trees_and_say_n
     await install(demo, kimi_unit())  # no speculation: the one record of it
     no_speculation = medians(bench(demo, "no speculation", "1,48"))
     await install(demo, eagle3(1, 3, True))  # the seeds' running setup
-    bench(demo, "running", "1,48")
+    running = medians(bench(demo, "running", "1,48"))
     done = demo.run("predict", "demo", "--algorithm", "EAGLE3,none", "--steps", "2", "--topk", "1,2,4",
                     "--spec-v2", "on,off", "--concurrency", "1,48", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["setups"][0]["key"] == "eagle3-s2-k1-n3-v2"
     nospec = predicted(doc, "nospec")
-    assert nospec["verdict"] == "worth" and [lv["versus_running"] for lv in nospec["levels"]] == ["better", "slower"]
     assert [lv["measured_output_throughput"] for lv in nospec["levels"]] == pytest.approx(
         [no_speculation[1], no_speculation[48]], rel=0.01
     )
+    # The seeds: no speculation ahead at C = 1 (+7 % on the virtual clock), EAGLE3 ahead at high concurrency (+3 % at
+    # C = 48 with 256 output tokens). Beyond both bands where the runs' noise allows (the virtual clock's verdicts,
+    # tests/core/test_predict_forecast.py); here, with other tests beside it, never the wrong way round.
+    c1, c48 = (lv["versus_running"] for lv in nospec["levels"])
+    assert c1 in ("better", "within") and c48 in ("slower", "within"), nospec["verdict_text"]
+    assert nospec["verdict"] == ("worth" if c1 == "better" else "not-worth")
+    assert no_speculation[1] > running[1]
     for topk, draft in ((2, 4), (4, 8)):
         setup = predicted(doc, f"eagle3-s2-k{topk}-n{draft}-v1")
         assert setup["verdict"] == "not-worth", setup["verdict_text"]
