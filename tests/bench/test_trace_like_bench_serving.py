@@ -100,7 +100,9 @@ async def test_a_trace_arrives_as_bench_serving_replays_it(slow_kimi: SimProcess
     with ArrivalRelay(slow_kimi.port) as relay:
         await replay(relay.url, path, "bench-serving", speed=4.0)  # the warm-up
         relay.take()
-        for side in ("theirs", "ours", "ours", "theirs"):  # ABBA: neither always runs on the busier moment
+        # ABBA twice: neither always runs on the busier moment, and a median of four holds one slow run (a fresh-clone
+        # run beside the parallel tier saw TTFT p50 521 against 571 ms with two runs a side)
+        for side in ("theirs", "ours", "ours", "theirs") * 2:
             before = cache_counters(slow_kimi)
             if side == "ours":
                 metrics = await replay(relay.url, path, "bench-serving")
@@ -122,7 +124,8 @@ async def test_a_trace_arrives_as_bench_serving_replays_it(slow_kimi: SimProcess
         assert median(gaps) <= 0.025, gaps  # bench_serving follows the same clock, as late as its prompt building
         assert abs(my_share - their_share) <= 0.03 and my_share > 0.3, (my_share, their_share)
     ttft = {side: median(m["median_ttft_ms"] for m, _a, _s in done) for side, done in runs.items()}
-    assert ttft["ours"] == pytest.approx(ttft["theirs"], rel=0.05), ttft
+    each = {side: [round(m["median_ttft_ms"]) for m, _a, _s in done] for side, done in runs.items()}
+    assert ttft["ours"] == pytest.approx(ttft["theirs"], rel=0.05), (ttft, each)
 
 
 def predicted_share(trace: list[dict[str, object]], block: int = 512) -> float:
