@@ -430,6 +430,30 @@ class SshTransport:
 
     # -- channels -------------------------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def _started_process(
+        self, argv: Sequence[str], command: str, started: float, not_started: str
+    ) -> AsyncIterator[tuple[asyncssh.SSHClientConnection, asyncssh.SSHClientProcess[Any]]]:
+        """A long-lived command's connection and process, holding a channel slot while the block runs. A start that
+        fails is audited ("<not_started>: why") and raised: HostNotAnswering as it is, a refused channel as
+        ConnectionDropped."""
+        bound = self._bound()
+        running = False  # past the start, the caller's block audits what happens
+        try:
+            conn = await self._connection(bound)
+            async with self._channel_slot(bound):
+                try:
+                    process = await self._start_process(conn, command, bound)
+                except _CHANNEL_FAILURES as exc:
+                    self._audit(command, None, started, note=f"{not_started}: {_describe(exc)}")
+                    raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
+                running = True
+                yield conn, process
+        except HostNotAnswering as exc:
+            if not running:
+                self._audit(command, None, started, note=f"{not_started}: {exc}")
+            raise
+
     async def _start_process(
         self, conn: asyncssh.SSHClientConnection, command: str, bound: _Bound, *, encoding: str | None = "utf-8"
     ) -> asyncssh.SSHClientProcess[Any]:
@@ -763,21 +787,7 @@ class SshTransport:
         started = time.monotonic()
         exit_status: int | None = None
         note = ""
-        bound = self._bound()
-        try:
-            conn = await self._connection(bound)
-        except HostNotAnswering as exc:
-            self._audit(command, None, started, note=f"stream not started: {exc}")
-            raise
-        async with self._channel_slot(bound):
-            try:
-                process = await self._start_process(conn, command, bound)
-            except HostNotAnswering as exc:
-                self._audit(command, None, started, note=f"stream not started: {exc}")
-                raise
-            except _CHANNEL_FAILURES as exc:
-                self._audit(command, None, started, note=f"stream not started: {_describe(exc)}")
-                raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
+        async with self._started_process(argv, command, started, "stream not started") as (conn, process):
             process.stdin.write_eof()  # streams take no input; a reader of stdin must not wait forever
             try:
                 try:
@@ -819,21 +829,7 @@ class SshTransport:
         and sshd closes its session. The command line is audited; what goes over stdin is not."""
         command = shell_command(argv)
         started = time.monotonic()
-        bound = self._bound()
-        try:
-            conn = await self._connection(bound)
-        except HostNotAnswering as exc:
-            self._audit(command, None, started, note=f"not started: {exc}")
-            raise
-        async with self._channel_slot(bound):
-            try:
-                process = await self._start_process(conn, command, bound)
-            except HostNotAnswering as exc:
-                self._audit(command, None, started, note=f"not started: {exc}")
-                raise
-            except _CHANNEL_FAILURES as exc:
-                self._audit(command, None, started, note=f"not started: {_describe(exc)}")
-                raise ConnectionDropped(f"{self.label}: could not start `{shlex.join(argv)}`") from None
+        async with self._started_process(argv, command, started, "not started") as (_conn, process):
             remote = RemoteProcess(self.label, process)
             try:
                 yield remote

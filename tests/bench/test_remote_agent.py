@@ -19,16 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from console.bench import events as ev
 from console.bench.engine import SweepConfig
-from console.bench.events import (
-    BenchEvent,
-    LevelDone,
-    LevelStarted,
-    RequestDone,
-    RunningFigures,
-    SweepDone,
-    SweepStarted,
-)
 from console.bench.remote import AGENT_FILES, HostSweep, RemoteBenchError, parse_probe, payload, python_candidates
 from console.bench.workloads import WorkloadSpec
 from tests.bench.conftest import ScheduleServer
@@ -70,7 +62,7 @@ async def test_the_agent_measures_the_known_schedule_like_the_local_engine(
     """The truth test's workload (tests/bench/test_agrees_with_bench_serving.py: 1.3 s requests, 3 per slot at
     C = 4), after a short C = 1 level: the same 1 % of the truth the local engine is held to."""
     server = schedule_server(ttft_ms=30, interval_ms=10, tokens_per_chunk=2, spec=True)
-    events: list[BenchEvent] = []
+    events: list[ev.BenchEvent] = []
     config = SweepConfig(WorkloadSpec(input_len=32, output_len=256), concurrencies=[4], requests=12, warmup=0)
     warm = SweepConfig(WorkloadSpec(input_len=32, output_len=16), concurrencies=[1], requests=2, warmup=1)
     await HostSweep(local_process, python, server.url, warm, gpu_command=None, on_event=events.append).run()
@@ -87,10 +79,19 @@ async def test_the_agent_measures_the_known_schedule_like_the_local_engine(
     assert level.cache_flushed and level.level.concurrency == 4
     assert result.server.model == "schedule-test-model" and result.server.speculative
     kinds = [type(e) for e in events]
-    assert kinds.count(SweepStarted) == 2 and kinds.count(SweepDone) == 2 and kinds[-1] is SweepDone
-    assert kinds.count(LevelStarted) == 2 and kinds.count(LevelDone) == 2 and kinds.count(RequestDone) == 2 + 12
-    assert all(isinstance(e.result.ttft, float) for e in events if isinstance(e, RequestDone))
-    assert set(kinds) <= {SweepStarted, LevelStarted, RequestDone, RunningFigures, LevelDone, SweepDone}
+    assert kinds.count(ev.SweepStarted) == 2 and kinds.count(ev.SweepDone) == 2 and kinds[-1] is ev.SweepDone
+    assert (
+        kinds.count(ev.LevelStarted) == 2 and kinds.count(ev.LevelDone) == 2 and kinds.count(ev.RequestDone) == 2 + 12
+    )
+    assert all(isinstance(e.result.ttft, float) for e in events if isinstance(e, ev.RequestDone))
+    assert set(kinds) <= {
+        ev.SweepStarted,
+        ev.LevelStarted,
+        ev.RequestDone,
+        ev.RunningFigures,
+        ev.LevelDone,
+        ev.SweepDone,
+    }
     assert sweep.agent_python is not None and sweep.agent_pid is not None
 
 
@@ -116,8 +117,8 @@ async def test_a_cancelled_sweep_stops_the_load_and_keeps_the_finished_levels(
     server = schedule_server(ttft_ms=20, interval_ms=20, tokens_per_chunk=1)
     started = asyncio.Event()
 
-    def on_event(event: BenchEvent) -> None:
-        if isinstance(event, LevelStarted) and event.level.concurrency == 4:
+    def on_event(event: ev.BenchEvent) -> None:
+        if isinstance(event, ev.LevelStarted) and event.level.concurrency == 4:
             started.set()
 
     # the first level (4 requests of 8 s at C = 2: 2 rounds) finishes; the second is cancelled while it runs

@@ -23,3 +23,10 @@ def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     """One demo host for the tests of a module that only read it."""
     with running_demo(tmp_path_factory.mktemp("shared") / "ws") as running:
         yield running
+
+
+@pytest.fixture
+def restarting_demo(tmp_path: Path) -> Iterator[Demo]:
+    """A demo host whose restart takes a few seconds (the dashboard refreshes many times meanwhile)."""
+    with running_demo(tmp_path / "ws", time_scale="0.02") as running:
+        yield running

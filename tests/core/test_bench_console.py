@@ -8,16 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.events import (
-    ClientPlaced,
-    Level,
-    LevelDone,
-    LevelStarted,
-    RequestDone,
-    RunningFigures,
-    SweepDone,
-    SweepStarted,
-)
+from console.bench import events as ev
 from console.bench.metrics import RequestResult
 from console.core.bench.queue import (
     FORM_FILE,
@@ -68,24 +59,24 @@ def test_both_workloads_queue_two_sweeps() -> None:
     assert one.label == "x" and one.config.request_rates == [2.0, 4.0] and one.config.requests == 20
 
 
-def _done(level: Level, n: int, ok: bool = True) -> RequestDone:
+def _done(level: ev.Level, n: int, ok: bool = True) -> ev.RequestDone:
     result = RequestResult(success=ok, output_len=11, ttft=0.1, latency=0.6)  # TPOT 50 ms
-    return RequestDone(level, result, n if ok else 0, 0 if ok else n)
+    return ev.RequestDone(level, result, n if ok else 0, 0 if ok else n)
 
 
 def test_the_live_view_follows_a_scripted_sweep_and_a_stop_says_why() -> None:
     (sweep,) = plan_sweeps(BenchForm(label="s2", concurrency="1,8,32", requests="4"))
     live = LiveBench("gpu-a", [sweep])
     assert [(r.level, r.state) for r in live.rows] == [("C=1", "waiting"), ("C=8", "waiting"), ("C=32", "waiting")]
-    c1, c8 = Level(concurrency=1), Level(concurrency=8)
+    c1, c8 = ev.Level(concurrency=1), ev.Level(concurrency=8)
     for event in (
         SweepQueued(0, 1, "s2", "random"),
-        ClientPlaced("console", 0.4, None, "round trip 0.4 ms: at most 5 ms"),
-        SweepStarted([c1, c8, Level(concurrency=32)], 1, "0.5.9", "kimi"),
-        LevelStarted(c1, 0, 4, None),
+        ev.ClientPlaced("console", 0.4, None, "round trip 0.4 ms: at most 5 ms"),
+        ev.SweepStarted([c1, c8, ev.Level(concurrency=32)], 1, "0.5.9", "kimi"),
+        ev.LevelStarted(c1, 0, 4, None),
         _done(c1, 1),
         _done(c1, 2),
-        RunningFigures(c1, 1.5, 2, 0, 1, 88.5, 120.0),
+        ev.RunningFigures(c1, 1.5, 2, 0, 1, 88.5, 120.0),
     ):
         live.feed(event)
     row = live.rows[0]
@@ -99,14 +90,14 @@ def test_the_live_view_follows_a_scripted_sweep_and_a_stop_says_why() -> None:
     live.show_power(1234.0)
     assert row.power_w == 1234.0 and live.placement.startswith("load generator: here, through the SSH port forward")
     metrics = {"completed": 4, "failed": 0, "output_throughput": 90.1, "mean_ttft_ms": 110.0, "median_tpot_ms": 49.0}
-    live.feed(LevelDone(c1, 0, metrics, {"mean_power_w": 1100.0}, None))
+    live.feed(ev.LevelDone(c1, 0, metrics, {"mean_power_w": 1100.0}, None))
     assert (row.state, row.output_tok_s, row.power_w) == ("done", 90.1, 1100.0)
     assert live.rows[1].state == "warm-up"
-    live.feed(LevelStarted(c8, 0, 4, None))
+    live.feed(ev.LevelStarted(c8, 0, 4, None))
     live.feed(_done(c8, 3, ok=False))
     stopped = {**metrics, "completed": 0, "failed": 3}
-    live.feed(LevelDone(c8, 0, stopped, {}, "error rate 100% > 50%"))
-    live.feed(SweepDone(1, "error rate 100% > 50%"))
+    live.feed(ev.LevelDone(c8, 0, stopped, {}, "error rate 100% > 50%"))
+    live.feed(ev.SweepDone(1, "error rate 100% > 50%"))
     live.finish()
     assert [(r.state, r.why) for r in live.rows[1:]] == [
         ("stopped", "error rate 100% > 50%"), ("not run", "the sweep stopped before it"),
@@ -117,11 +108,11 @@ def test_the_live_view_follows_a_scripted_sweep_and_a_stop_says_why() -> None:
 def test_cancel_keeps_the_finished_levels_and_stops_the_rest() -> None:
     sweeps = plan_sweeps(BenchForm(label="s2", concurrency="1,8", requests="4", workload="random+chat"))
     live = LiveBench("gpu-a", sweeps)
-    c1 = Level(concurrency=1)
+    c1 = ev.Level(concurrency=1)
     live.feed(SweepQueued(0, 2, "s2 random", "random"))
-    live.feed(SweepStarted([c1, Level(concurrency=8)], 1, "0.5.9", "kimi"))
-    live.feed(LevelStarted(c1, 0, 4, None))
-    live.feed(LevelDone(c1, 0, {"completed": 4, "failed": 0, "output_throughput": 90.0}, {}, None))
+    live.feed(ev.SweepStarted([c1, ev.Level(concurrency=8)], 1, "0.5.9", "kimi"))
+    live.feed(ev.LevelStarted(c1, 0, 4, None))
+    live.feed(ev.LevelDone(c1, 0, {"completed": 4, "failed": 0, "output_throughput": 90.0}, {}, None))
     live.cancel("cancelled by the operator")
     assert [(r.sweep, r.level, r.state) for r in live.rows] == [
         ("s2 random", "C=1", "done"), ("s2 random", "C=8", "stopped"),

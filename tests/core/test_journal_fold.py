@@ -5,7 +5,6 @@ uvicorn does: the access lines of the watcher's own requests reach the journal s
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 
 from console.core.console_requests import CLOCK_SKEW_S, ConsoleRequest, is_loopback, parse_access
@@ -13,16 +12,9 @@ from console.core.session import open_session
 from console.core.status import HostView, HostWatcher
 from console.host.base import JournalEntry
 from console.workspace import Workspace
-from tests.support.demo import Demo
+from tests.support.demo import Demo, until
 
 REFRESHES = 12
-
-
-async def _until(condition: object, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_the_watchers_own_requests_are_marked_and_another_clients_are_not(shared_demo: Demo) -> None:
@@ -32,12 +24,12 @@ async def test_the_watchers_own_requests_are_marked_and_another_clients_are_not(
     watcher = HostWatcher("demo", workspace, on_view=views.append, on_journal=entries.extend, interval_s=0.2)
     tasks = [asyncio.create_task(watcher.run()), asyncio.create_task(watcher.follow_journal())]
     try:
-        await _until(lambda: any(v.status is not None for v in views), "the first refresh")
+        await until(lambda: any(v.status is not None for v in views), "the first refresh")
         first = next(v.at for v in views if v.status is not None)
         # Lines of requests made before the watcher (the fixture's, an earlier test's) are left out: within the
         # match window of its first requests one of them may be taken for the watcher's (console_requests says
         # so), so the test looks at what comes once that window has passed.
-        await _until(lambda: datetime.now(UTC) - first > timedelta(seconds=CLOCK_SKEW_S + 1), "the window to pass")
+        await until(lambda: datetime.now(UTC) - first > timedelta(seconds=CLOCK_SKEW_S + 1), "the window to pass")
         started = datetime.now(UTC)
         async with open_session("demo", workspace) as other:  # another client on the same host
             client = await other.sglang()
@@ -45,11 +37,11 @@ async def test_the_watchers_own_requests_are_marked_and_another_clients_are_not(
                 assert (await client.http.get("/v1/models")).status_code == 200
                 assert (await client.http.get("/metrics")).status_code == 200
         counted = len(views)
-        await _until(lambda: len(views) > counted + REFRESHES, f"{REFRESHES} more refreshes")
+        await until(lambda: len(views) > counted + REFRESHES, f"{REFRESHES} more refreshes")
         ended = datetime.now(UTC)
         async with open_session("demo", workspace) as other:  # a last line: the journal has come this far
             assert (await (await other.sglang()).http.get("/v1/models?end")).status_code == 200
-        await _until(lambda: any("/v1/models?end" in e.message for e in entries), "the journal to follow")
+        await until(lambda: any("/v1/models?end" in e.message for e in entries), "the journal to follow")
     finally:
         for task in tasks:
             task.cancel()

@@ -11,32 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from console.core.status import HostView, HostWatcher
 from console.workspace import Workspace
-from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, running_demo
+from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, until
 
 pytestmark = pytest.mark.system
-
-
-@pytest.fixture
-def restarting_demo(tmp_path: Path) -> Iterator[Demo]:
-    """A demo host whose restart takes a few seconds (the dashboard refreshes many times meanwhile)."""
-    with running_demo(tmp_path / "ws", time_scale="0.02") as running:
-        yield running
-
-
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def _steps(view: HostView) -> object:
@@ -53,7 +35,7 @@ async def test_values_of_the_old_process_are_never_shown_for_the_new_one(restart
     watcher = HostWatcher("demo", Workspace.resolve(demo.workspace), on_view=views.append, interval_s=0.1)
     dashboard = asyncio.create_task(watcher.run())
     try:
-        await _until(lambda: bool(views) and _steps(views[-1]) == 1, "the dashboard to show steps 1")
+        await until(lambda: bool(views) and _steps(views[-1]) == 1, "the dashboard to show steps 1")
         old_pid = _pid(views[-1])
         proc = await asyncio.create_subprocess_exec(
             str(OPSCONSOLE), "--workspace", str(demo.workspace), "apply", "demo", "--set", "speculative-num-steps=2",
@@ -62,7 +44,7 @@ async def test_values_of_the_old_process_are_never_shown_for_the_new_one(restart
         )  # fmt: skip
         out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
         assert proc.returncode == 0 and json.loads(out)["state"] == "verified", (out[-2000:], err[-2000:])
-        await _until(lambda: _steps(views[-1]) == 2, "the dashboard to show steps 2")
+        await until(lambda: _steps(views[-1]) == 2, "the dashboard to show steps 2")
     finally:
         dashboard.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -16,9 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -30,26 +27,11 @@ from console.core.session import open_session
 from console.core.status import HostView, HostWatcher
 from console.sglang.unit import UnitFile
 from console.workspace import Workspace
-from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, running_demo
+from tests.support.demo import APPLY_TIMEOUT, OPSCONSOLE, Demo, until
 
 pytestmark = pytest.mark.system
 
 APPLY = ("--set", "speculative-num-steps=2", "--set", "speculative-num-draft-tokens=3")
-
-
-@pytest.fixture
-def restarting_demo(tmp_path: Path) -> Iterator[Demo]:
-    """A demo host whose restart takes a few seconds (the dashboard refreshes many times meanwhile)."""
-    with running_demo(tmp_path / "ws", time_scale="0.02") as running:
-        yield running
-
-
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:
@@ -74,7 +56,7 @@ async def test_the_dashboard_the_label_and_a_record_agree_with_check_args_after_
     watcher = HostWatcher("demo", workspace, on_view=views.append, interval_s=0.1)
     dashboard = asyncio.create_task(watcher.run())
     try:
-        await _until(lambda: bool(views) and _healthy(views[-1]), "the dashboard to show the healthy server")
+        await until(lambda: bool(views) and _healthy(views[-1]), "the dashboard to show the healthy server")
         before = len(views)
         # The second terminal.
         code, out, err = await _cli("--workspace", str(demo.workspace), "apply", "demo", *APPLY, "--yes", "--json",
@@ -95,7 +77,7 @@ async def test_the_dashboard_the_label_and_a_record_agree_with_check_args_after_
                 )
             )
 
-        await _until(shows_the_new_setup, "the dashboard to show steps 2, draft tokens 3")
+        await until(shows_the_new_setup, "the dashboard to show steps 2, draft tokens 3")
         view = views[-1]
     finally:
         dashboard.cancel()

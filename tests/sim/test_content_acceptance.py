@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from console.sim.engine import simulate_closed_loop
 from console.sim.http_api import IDS_TASK
 from console.sim.perf import PerfModel
 from console.sim.profiles import PROFILES, get_profile
-from tests.support.simproc import SimProcess, running_sim
+from tests.support.simproc import SimProcess
 
 KIMI = get_profile("kimi-k2.5-int4-8x-rtxpro6000-pcie")
 QWEN = get_profile("qwen3.5-122b-fp8-4x-rtxpro6000")
@@ -229,18 +228,6 @@ def test_on_the_kimi_profile_eagle3_loses_on_chat_and_gains_most_of_its_loss_bac
     on_chat, on_code = gain(chat_in, chat_out, Task.CHAT), gain(code_in, code_out, Task.CODE)
     assert on_chat < 0.95
     assert on_code > on_chat + 0.1
-
-
-@pytest.fixture(scope="module")
-def kimi_eagle3() -> Iterator[SimProcess]:
-    args = [
-        "--sim-profile", KIMI.name, "--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8",
-        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "3", "--speculative-draft-model-path", "sim/kimi-k2.5-eagle3",
-        "--sim-speedup", "20", "--sim-time-scale", "0.001", "--stream-interval", "8",
-    ]  # fmt: skip
-    with running_sim(args) as sim:
-        yield sim
 
 
 @pytest.mark.system  # a real stand-in process

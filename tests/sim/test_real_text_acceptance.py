@@ -13,7 +13,6 @@ import functools
 import json
 import random
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from console.bench.workloads import WorkloadSpec
 from console.sim.content import Task, classify_prompt
 from console.sim.perf import PerfModel
 from console.sim.profiles import get_profile
-from tests.support.simproc import SimProcess, running_sim
+from tests.support.simproc import SimProcess
 
 PYTHON_SOURCE = Path("/usr/lib/python3.11")
 LICENSES = Path("/usr/share/common-licenses")
@@ -143,18 +142,6 @@ def test_a_qwen_draft_accepts_alike_on_real_code_and_prose() -> None:
     for algorithm in ("NEXTN", "EAGLE3"):
         model = PerfModel(QWEN, _spec(algorithm, 3))
         assert model.expected_accept_length(0.0, False, Task.CODE) == model.expected_accept_length(0.0, False)
-
-
-@pytest.fixture(scope="module")
-def kimi_eagle3() -> Iterator[SimProcess]:
-    args = [
-        "--sim-profile", KIMI.name, "--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8",
-        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "3", "--speculative-draft-model-path", "sim/kimi-k2.5-eagle3",
-        "--sim-speedup", "20", "--sim-time-scale", "0.001", "--stream-interval", "8",
-    ]  # fmt: skip
-    with running_sim(args) as sim:
-        yield sim
 
 
 @pytest.mark.system  # a real stand-in process

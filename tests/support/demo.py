@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,3 +133,12 @@ def running_demo(workspace: Path, profile: str | None = None, time_scale: str = 
                 proc.wait()
         if proc.stdout:
             proc.stdout.close()
+
+
+async def until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """Wait on a condition that a demo host's processes make true, polling without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.05)

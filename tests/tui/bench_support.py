@@ -10,15 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from console.bench.events import (
-    ClientPlaced,
-    LevelDone,
-    LevelStarted,
-    RequestDone,
-    RunningFigures,
-    SweepDone,
-    SweepStarted,
-)
+from console.bench import events as ev
 from console.bench.metrics import RequestResult
 from console.bench.records import BenchRecord, append_records, order_server_args
 from console.core.bench import PlannedSweep, SweepQueued
@@ -52,22 +44,24 @@ class ScriptedBench:
         for index, sweep in enumerate(sweeps):
             records: list[BenchRecord] = []
             on_event(SweepQueued(index, len(sweeps), sweep.label, sweep.workload))
-            on_event(ClientPlaced("console", 0.4, None, "round trip 0.4 ms: at most 5 ms, the forward costs nothing"))
+            on_event(
+                ev.ClientPlaced("console", 0.4, None, "round trip 0.4 ms: at most 5 ms, the forward costs nothing")
+            )
             levels = sweep.config.levels()
-            on_event(SweepStarted(levels, 1, "0.5.9", "qwen3.5-122b"))
+            on_event(ev.SweepStarted(levels, 1, "0.5.9", "qwen3.5-122b"))
             try:
                 for n, level in enumerate(levels):
                     c = level.concurrency or 1
                     planned = sweep.config.requests or max(16, 4 * c)
-                    on_event(LevelStarted(level, 0, planned, None))
+                    on_event(ev.LevelStarted(level, 0, planned, None))
                     done = planned if n < self.finish_levels else min(self.running, planned)
                     for i in range(1, done + 1):
                         ttft = 0.08 + 0.004 * c
                         latency = ttft + 256 * (0.011 + 0.0004 * c)
                         result = RequestResult(success=True, output_len=257, ttft=ttft, latency=latency)
-                        on_event(RequestDone(level, result, i, 0))
+                        on_event(ev.RequestDone(level, result, i, 0))
                     tok_s = 95.0 * c / (1 + 0.04 * c)
-                    on_event(RunningFigures(level, 12.0, done, 0, c, tok_s, 80 + 4.0 * c))
+                    on_event(ev.RunningFigures(level, 12.0, done, 0, c, tok_s, 80 + 4.0 * c))
                     if n >= self.finish_levels:
                         await self._end(level, n, on_event)
                         break
@@ -79,10 +73,10 @@ class ScriptedBench:
                         misses = [] if met else [f"TTFT p95 {120 + 9.0 * c:,.1f} ms > 300 ms"]
                         metrics |= {"request_throughput": rate, "request_goodput": rate * (0.95 if met else 0.3),
                                     "slo": sweep.config.slo, "slo_met": met, "slo_misses": misses}  # fmt: skip
-                    on_event(LevelDone(level, 0, metrics, {"mean_power_w": 1900.0 + 20 * c}, None))
+                    on_event(ev.LevelDone(level, 0, metrics, {"mean_power_w": 1900.0 + 20 * c}, None))
                     records.append(self._record(sweep, label, c, metrics, n))
                 else:
-                    on_event(SweepDone(len(levels)))
+                    on_event(ev.SweepDone(len(levels)))
             finally:
                 if self.workspace is not None:  # as bench_host: the finished levels are kept, cancelled or not
                     append_records(self.workspace.logs, records)
@@ -97,8 +91,8 @@ class ScriptedBench:
             await asyncio.Event().wait()  # until cancelled
         elif self.then == "stop":
             metrics = {"completed": 8, "failed": 13, "output_throughput": 50.0, "median_tpot_ms": 40.0}
-            on_event(LevelDone(level, 0, metrics, {}, STOP_WHY))
-            on_event(SweepDone(n + 1, STOP_WHY))
+            on_event(ev.LevelDone(level, 0, metrics, {}, STOP_WHY))
+            on_event(ev.SweepDone(n + 1, STOP_WHY))
         elif self.then == "fail":
             from console.host.base import HostError
 
