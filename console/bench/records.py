@@ -167,7 +167,7 @@ class BenchRecord(BaseModel):
 
     @property
     def level_key(self) -> str:
-        """The level's text, `C=8`: what the rolling gate's baseline names (console/core/bench_gate.py)."""
+        """The level's text, `C=8`: what the rolling gate's baseline names (console/core/roll/gate_plan.py)."""
         return str(self.level)
 
 

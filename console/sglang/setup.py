@@ -42,7 +42,7 @@ _SHORT = {"draft_tokens": "draft"}  # how a name says them ("EAGLE3 steps 2 topk
 
 
 class SetupEdits(NamedTuple):
-    """Edits of a unit, in console.core.rollout.EditRequest's order (flag names with their leading "--")."""
+    """Edits of a unit, in console.core.change.EditRequest's order (flag names with their leading "--")."""
 
     set_flags: tuple[tuple[str, str | bool], ...] = ()  # True: a switch
     unset_flags: tuple[str, ...] = ()

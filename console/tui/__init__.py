@@ -1,7 +1,7 @@
 """The Textual console: `opsconsole connect TARGET...` and `opsconsole demo`.
 
 The only package that imports textual. It renders what console.core hands it (HostView from
-console.core.monitor, the operations' typed events) and sends intents; it holds no logic of its own.
+console.core.status.monitor, the operations' typed events) and sends intents; it holds no logic of its own.
 
     app.py        the App: bindings (with ids, remappable), the command palette, one tab per host + overview
     app.tcss      styles

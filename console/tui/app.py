@@ -1,7 +1,7 @@
 """The console app: one tab per host (and an overview of all of them), keys with ids, the command palette. On the
 overview, hosts selected with space get a rolling change (e / r / F: console/tui/screens/roll.py).
 
-Every remote call runs in a worker (console.core.monitor.HostWatcher per host: its refresh loop and its
+Every remote call runs in a worker (console.core.status.HostWatcher per host: its refresh loop and its
 journal); workers post messages, widgets render them. A dead or slow host slows only its own tab.
 """
 
@@ -69,7 +69,7 @@ _OUTSIDE_LINKS = re.compile(r',\s*url\("[^"]*"\) format\("[^"]*"\)|\n\s*<!-- Gen
 
 
 class HostSource(Protocol):
-    """What the app needs of a host: console.core.monitor.HostWatcher (or a scripted one in tests)."""
+    """What the app needs of a host: console.core.status.HostWatcher (or a scripted one in tests)."""
 
     label: str
     session: Session | None
@@ -85,7 +85,7 @@ SourceFactory = Callable[[str, Callable[[HostView], None], Callable[[list[Journa
 
 
 class FleetSource(Protocol):
-    """What the app needs of the fleet's telemetry: console.core.fleet_watch.FleetWatcher."""
+    """What the app needs of the fleet's telemetry: console.core.status.FleetWatcher."""
 
     async def run(self) -> None: ...
 

@@ -201,7 +201,7 @@ def request_from_form(
 ) -> TuneRequest:
     """The tune the form asks for. FormError names the first field it cannot take and says why. `dataset`: the
     sample of the picked file, or what is wrong with it (said beside the dataset field); `profile_slo`: the host's
-    profile has an [slo], which the tune takes when the SLO field is empty (console.core.tune.checked_request)."""
+    profile has an [slo], which the tune takes when the SLO field is empty (console.core.tune.run.checked_request)."""
 
     def text(key: str) -> str:
         return values.get(key, "").strip()

@@ -1,7 +1,7 @@
 """A rolling change as a board: one row per host of the roll (its batch, where it is: pending / draining /
 applying / verifying / benchmarking / rolling back / done / unchanged / rolled back / failed / not started, the
 latest thing it did, its times), the batch under way, why the roll stopped, and a line per step for the log. Pure:
-folds the roll's events (console.core.rolling) one by one; the console's rolling progress screen renders it, the
+folds the roll's events (console.core.roll.run) one by one; the console's rolling progress screen renders it, the
 times come from the events' own `at`.
 
     board = RollBoard.planned(roll.plan)       # every host pending, in the roll's order, with its batch

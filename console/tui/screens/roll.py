@@ -1,6 +1,6 @@
 """Rolling changes from the overview: with hosts selected (space), `e` sets flags on them, `r` restarts them and
-`F` freezes them as one snapshot set, one batch at a time, canary first (console.core.group_roll over
-console.core.rolling, as `opsconsole apply|restart @GROUP --rolling` and `freeze @GROUP` do).
+`F` freezes them as one snapshot set, one batch at a time, canary first (console.core.roll.group over
+console.core.roll.run, as `opsconsole apply|restart @GROUP --rolling` and `freeze @GROUP` do).
 
 RollScreen is the form and the plan: the change (the flags to set or unset; the set's name), the canary, the wave
 and the failures the roll goes past (the CLI's defaults), the drain timeout when the group names a router, the

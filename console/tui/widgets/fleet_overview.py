@@ -1,5 +1,5 @@
 """The fleet's overview (a [fleet] prometheus is set): every host of the fleet on one table, its figures read from
-Prometheus (console.core.fleet_watch), one line above saying where they come from and what Prometheus lacks.
+Prometheus (console.core.status.fleet), one line above saying where they come from and what Prometheus lacks.
 Enter opens the host's tab, which connects over SSH for its journal, unit and actions; space selects hosts for a
 rolling change (e / r / F, see console/tui/widgets/selection.py).
 

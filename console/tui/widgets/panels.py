@@ -1,4 +1,4 @@
-"""The host header, the GPU table and the server panel: renderers of a HostView (console.core.monitor).
+"""The host header, the GPU table and the server panel: renderers of a HostView (console.core.status.monitor).
 
 Each value carries its age: a part that could not be refreshed keeps its last values, dimmed, with how old
 they are; a screen that looks live is live."""
