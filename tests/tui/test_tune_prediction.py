@@ -6,12 +6,15 @@ the screen read back, every wait on a condition; the ranking held to the core's 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
 
+from console.bench.records import append_records
 from console.core.tune import foresight
+from console.sim.profiles import get_profile
 from console.tui.app import OpsConsoleApp
 from console.tui.presenters.prediction import predicted_ranking
 from console.tui.runners import Runners
@@ -19,7 +22,8 @@ from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.progress import ProgressScreen
 from console.tui.screens.tune import TuneFormScreen, TuneView
 from console.workspace import Workspace
-from tests.tui.prediction_support import kimi_request, kimi_session, kimi_space, kimi_workspace, plan_on_kimi
+from tests.support.virtual_bench import resolved_args, virtual_records
+from tests.tui.prediction_support import DRAFT, kimi_request, kimi_session, kimi_space, kimi_workspace, plan_on_kimi
 from tests.tui.support import modal_rows, screen_text, scripted_app, view, wait_until
 from tests.tui.test_tune import fill, pick
 
@@ -111,3 +115,41 @@ async def test_without_records_the_confirmation_says_why_there_is_no_prediction(
         assert "Restart sglang.service on gpu-a with each of these setups" in text  # the strategy halving's question
         await pilot.press("n")
         await wait_until(pilot, lambda: isinstance(app.screen, TuneFormScreen), "the form again")
+
+
+async def test_the_ranking_is_of_the_tune_s_own_traffic_not_the_newest_measured(tmp_path: Path) -> None:
+    """The running setup measured on random 1024/256 and, later, on random 512/128: the editor's foresight is of the
+    newest traffic, a tune of random 1024/256 is ranked on that (a refit on its records), and a tune of chat, which
+    the running setup was never measured on, gets no prediction and says why (not one of other traffic)."""
+    workspace = kimi_workspace(tmp_path / "ws", no_speculation=False)
+    profile = get_profile("kimi-k2.5-int4-8x-rtxpro6000-pcie")
+    later = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    running = resolved_args("EAGLE3", 2, 1, spec_v2=True, draft_model_path=DRAFT)
+    shorter = virtual_records(profile, running, (1, 48), input_len=512, output_len=128, repeat=2, label="short",
+                              version="0.5.9", start=later)  # fmt: skip
+    append_records(workspace.logs, [r.model_copy(update={"target": "gpu-a"}) for r in shorter])
+    found = await foresight(kimi_session(workspace))  # type: ignore[arg-type]
+    assert found.workload is not None and found.workload.startswith("random 512/128")
+    request = kimi_request()
+    on_tune = found.on_workload(request.workload_spec("random"))
+    assert on_tune.workload is not None and on_tune.workload.startswith("random 1024/256")
+    assert on_tune.predictor is not None and on_tune.levels == found.levels
+    assert on_tune.running_forecast() != found.running_forecast()  # fitted on other traffic
+    on_chat = found.on_workload(kimi_request({"workload": "chat"}).workload_spec("chat"))
+    assert on_chat.predictor is None and on_chat.why_not is not None and "on chat" in on_chat.why_not
+
+    app = console(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        form = await open_form(app, pilot)
+        await fill(pilot, form, steps="2", concurrency="1,48", workload="chat")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation", FIT)
+        text = " ".join(" ".join(modal_rows(app)).split())
+        assert "No prediction: no benchmark of the running setup (EAGLE3 steps 2 topk 1 + spec v2) on chat" in text
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, TuneFormScreen), "the form again")
+        await fill(pilot, form, workload="random")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation", FIT)
+        text = " ".join(" ".join(modal_rows(app)).split())
+        assert "Predicted from this host's records, best first (on random 1024/256" in text

@@ -318,6 +318,25 @@ class Foresight:
     workload: str | None
     predictor: Predictor | None
     why_not: str | None = None  # what is missing for a prediction (and what would give it), when predictor is None
+    evidence: Evidence | None = None  # the records it was fitted from, for a refit on other traffic (on_workload)
+
+    def on_workload(self, spec: WorkloadSpec) -> Foresight:
+        """The same host's prediction on other traffic of its records (a tune's own workload, where it is not the
+        traffic the running setup was measured on last); `why_not` when the running setup was never measured on it.
+        A refit: a few milliseconds."""
+        workload = workload_key(spec.describe())
+        if workload == self.workload or self.evidence is None:
+            return self
+        if not any(m.setup == self.running for m in self.evidence.of(workload)):
+            why = f"no benchmark of the running setup ({self.running.name()}) on {workload} in logs/"
+            return replace(self, workload=workload, predictor=None, why_not=f"{why}: benchmark it (b) to predict")
+        try:
+            predictor = Predictor(
+                self.evidence, workload, incumbent=self.running, incumbent_overlap=self.running_overlap
+            )
+        except Unknown as exc:
+            return replace(self, workload=workload, predictor=None, why_not=f"{exc}: {exc.settle}")
+        return replace(self, workload=workload, predictor=predictor, why_not=None)
 
     def of(
         self, server_args: Mapping[str, Any], mode: SpecMode | None, levels: Sequence[int] | None = None
@@ -361,8 +380,9 @@ async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_day
         return Foresight(running, overlap, tuple(levels), None, None, why)
     workload = workload_key(max(mine, key=lambda r: r.started_at).workload)
     chosen = tuple(levels) or tuple(_levels(records, running, workload))
+    evidence = Evidence.from_records(records)
     try:
-        predictor = Predictor(Evidence.from_records(records), workload, incumbent=running, incumbent_overlap=overlap)
+        predictor = Predictor(evidence, workload, incumbent=running, incumbent_overlap=overlap)
     except Unknown as exc:
-        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}")
-    return Foresight(running, overlap, chosen, workload, predictor)
+        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}", evidence)
+    return Foresight(running, overlap, chosen, workload, predictor, None, evidence)

@@ -135,6 +135,17 @@ class TuneRequest:
     def cells(self) -> list[Cell]:
         return cells_for(self.workloads, self.concurrencies)
 
+    def workload_spec(self, workload: str) -> WorkloadSpec:
+        """What the tune benchmarks for one of its workloads (its records' `workload` is this spec's describe())."""
+        return WorkloadSpec(
+            name=workload,  # type: ignore[arg-type]
+            api=self.api,  # type: ignore[arg-type]
+            input_len=self.input_len,
+            output_len=self.output_len,
+            seed=self.seed,
+            dataset=self.dataset if workload == "dataset" else None,
+        )
+
 
 # --- events -------------------------------------------------------------------------------------------------
 
@@ -767,14 +778,7 @@ class _TuneRun:
     ) -> list[BenchRecord] | None:
         req = self.request
         config = SweepConfig(
-            workload=WorkloadSpec(
-                name=workload,  # type: ignore[arg-type]
-                api=req.api,  # type: ignore[arg-type]
-                input_len=req.input_len,
-                output_len=req.output_len,
-                seed=req.seed,
-                dataset=req.dataset if workload == "dataset" else None,
-            ),
+            workload=req.workload_spec(workload),
             slo=req.slo,
             long_prompts="error" if req.long_prompts == "error" else "skip",
             concurrencies=[c.concurrency for c in cells],

@@ -218,9 +218,10 @@ class TuneFormScreen(Screen[None]):
             return None
         if self._foresight_worker is not None:  # the fit may be under way still: the confirmation waits for it
             await self._foresight_worker.wait()
-        found = self.foresight
-        if found is None:
+        if self.foresight is None:
             return Text(f"No prediction: {self.foresight_error}", style="dim")
+        request = pending.request  # ranked on the tune's own traffic (its first workload), not the newest measured
+        found = self.foresight.on_workload(request.workload_spec(request.workloads[0]))
         if found.predictor is None:
             return Text(f"No prediction: {found.why_not}", style="dim")
         levels = pending.request.concurrencies
