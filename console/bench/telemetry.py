@@ -114,6 +114,7 @@ def parse_smi_csv(text: str, driver_version: str | None = None) -> list[dict[str
 def nvidia_smi_sampler(command: Sequence[str]) -> GpuSampler:
     """A sampler that runs `command` (nvidia-smi or a stand-in) on this machine; the driver version is read once."""
     import asyncio
+    import contextlib
 
     driver: list[str | None] = []
 
@@ -125,7 +126,15 @@ def nvidia_smi_sampler(command: Sequence[str]) -> GpuSampler:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
         )
-        out, _ = await process.communicate()
+        try:
+            out, _ = await process.communicate()
+        except asyncio.CancelledError:
+            # The level ended with the poll in flight: end it and reap it now, so that neither it nor its pipe
+            # outlives the event loop (a transport collected after the loop closed fails in its __del__).
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise
         return out.decode("utf-8", "replace") if process.returncode == 0 else ""
 
     async def sample() -> list[dict[str, Any]]:

@@ -9,11 +9,16 @@ import asyncio
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from console.bench.client import BenchClient
 from console.bench.engine import BenchEngine, SweepConfig
+from console.bench.telemetry import nvidia_smi_sampler
 from console.bench.workloads import WorkloadSpec
 from console.core.bench.host import bench_url, is_loopback_url
 from tests.bench.conftest import ScheduleServer
@@ -96,3 +101,21 @@ async def test_a_cancelled_level_stops_polling_the_gpus(schedule_server: Callabl
             await sweep
     pollers = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "BenchEngine._sample"]
     assert all(t.done() for t in pollers), pollers
+
+
+@pytest.mark.system  # a real command, cancelled in flight
+async def test_a_poll_cancelled_in_flight_is_ended_and_reaped(tmp_path: Path) -> None:
+    """A level that ends while nvidia-smi still runs cancels the poll: the command is ended and reaped at once,
+    not left running with its pipe open until the garbage collector meets it after the event loop has closed."""
+    started = tmp_path / "pid"
+    hung = ("sh", "-c", f"echo $$ > {started}; exec sleep 60", "sh")  # nvidia-smi on a wedged GPU; its args ignored
+    poll = asyncio.create_task(nvidia_smi_sampler(hung)())
+    deadline = time.monotonic() + 30
+    while not started.exists() or not started.read_text().strip():
+        assert time.monotonic() < deadline, "the poll's command did not start"
+        await asyncio.sleep(0.01)
+    pid = int(started.read_text())
+    poll.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await poll
+    assert not Path(f"/proc/{pid}").exists(), "the cancelled poll's command still runs (or was never reaped)"
