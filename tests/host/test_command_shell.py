@@ -99,6 +99,7 @@ async def test_the_shell_and_its_files_go_when_the_console_closes(client: Client
 async def test_a_command_that_times_out_closes_only_its_shell(client: ClientSide) -> None:
     transport = _transport(client)
     try:
+        assert (await transport.run(["true"])).exit_status == 0  # connected, a shell idle: the 0.3 s are the command's
         with pytest.raises(HostError, match=r"did not finish within 0\.3 s"):
             await transport.run(["sleep", "5"], timeout=0.3)
         assert (await transport.run(["echo", "after"])).stdout == "after\n"
