@@ -377,12 +377,12 @@ def test_the_probe_would_notice_an_import_of_the_simulator(tmp_path: Path) -> No
 
 # textual-serve's one home beside the console: the server that runs a console per browser tab (`--web`), which draws
 # nothing itself and imports nothing of console/tui.
-WEB_SERVER = Path("cli/web.py")
+TEXTUAL = ("textual", "textual_serve")
 
 
 def test_textual_is_imported_only_by_the_console_ui() -> None:
-    """textual belongs to console/tui, textual-serve to it and to the web server: the core and the rest of the CLI
-    are the console's other renderer's ground and its fast path (a function-level import counts too)."""
+    """textual and textual-serve belong to console/tui (the console and its web server, tui/web.py): the core and the
+    CLI are the console's other renderer's ground and its fast path (a function-level import counts too)."""
     outside = []
     for path in sorted((ROOT / "console").rglob("*.py")):
         where = path.relative_to(ROOT / "console")
@@ -392,8 +392,7 @@ def test_textual_is_imported_only_by_the_console_ui() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            banned = ("textual",) if where == WEB_SERVER else ("textual", "textual_serve")
-            outside += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in banned]
+            outside += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in TEXTUAL]
     assert outside == []
 
 

@@ -50,7 +50,7 @@ def _add_target_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_web_options(parser: argparse.ArgumentParser) -> None:
-    """--web and its options (console.cli.web, imported only when --web is used)."""
+    """--web and its options (console.tui.web, imported only when --web is used)."""
     parser.add_argument(
         "--web",
         action="store_true",

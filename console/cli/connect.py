@@ -1,5 +1,5 @@
 """`opsconsole connect TARGET [TARGET...] [--read-only] [--refresh S] [--web ...]`: the live console (console.tui),
-in this terminal or, with --web, in a browser (console.cli.web).
+in this terminal or, with --web, in a browser (console.tui.web).
 
 Settings come from <workspace>/console.toml (console.tui.config); a malformed one is a usage error (exit 2)
 that names the key. Every TARGET is resolved before the screen opens, so a typo is reported plainly."""
@@ -90,7 +90,7 @@ def settle() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.cli import web
+    from console.tui import web
 
     try:
         web.check_options(args)
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     """`connect --web`: each browser tab runs this same `connect` (without --web) as its own process."""
-    from console.cli import web
+    from console.tui import web
 
     argv = web.console_argv(
         workspace_of(args).root,

@@ -1,5 +1,5 @@
 """`opsconsole demo [--no-ui | --web]`: the console on the embedded demo GPU host (console.sim.demo), in this process
-(--web: in a browser, one `connect demo` process per tab, console.cli.web).
+(--web: in a browser, one `connect demo` process per tab, console.tui.web).
 
 The console opens at once: the demo server's start runs in its journal. Quitting the console stops the demo
 host; so do SIGTERM and SIGHUP (the terminal closed). Killed outright, the supervisor's guard and the kernel's
@@ -49,8 +49,8 @@ async def _with_console(args: argparse.Namespace) -> int:
 
 async def _with_web(args: argparse.Namespace) -> int:
     """`demo --web`: the demo host lives as long as the web server; each browser tab runs `connect demo`."""
-    from console.cli import web
     from console.sim.demo import PROFILE_NAME, UNIT, DemoAlreadyRunning, demo_host
+    from console.tui import web
 
     try:
         async with demo_host(args) as host:
@@ -69,7 +69,7 @@ async def _with_web(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.cli import web
+    from console.tui import web
 
     try:
         web.check_options(args)

@@ -1,4 +1,4 @@
-"""console/cli/web.py's pure parts (token, slots, addresses, options, the console's command line) and its guard, on
+"""console/tui/web.py's pure parts (token, slots, addresses, options, the console's command line) and its guard, on
 the aiohttp application in this process: every path outside the token is refused, a full server refuses the page
 and the websocket with a page that says why. Starting consoles (a process per connection) is tests/web's system
 tier."""
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from console.cli import build_parser, web
+from console.cli import build_parser
 from console.errors import UsageError
+from console.tui import web
 
 TOKEN = "tok-" + "x" * 28
 
