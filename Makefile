@@ -9,17 +9,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit system-deps clean bench
+.PHONY: demo test lint typecheck unit system-deps clean bench lock lock-upgrade test-latest
 
 # Python keeps its compiled code (in __pycache__, ignored by git) even where the environment says not to write
 # bytecode: every process the suite starts (the CLI, the stand-in, its nvidia-smi, each pytest worker's
 # assertion-rewritten tests) would compile its modules again each time, a third of a CLI's start (docs/measured.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+# Installs come from the lock (requirements.txt: exact versions with their hashes, the whole closure of the project
+# and its dev tools), so that a fresh machine tomorrow gets what CI passed on today; pyproject.toml keeps the ranges a
+# user installing the package as a library gets. The venv is made anew when the lock changes, so nothing stays from
+# an older one. The editable install builds with the lock's setuptools (no build isolation, which would fetch the
+# newest).
+$(STAMP): pyproject.toml requirements.txt
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/pip install -q --require-hashes --no-deps -r requirements.txt
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -60,5 +65,26 @@ test: $(STAMP) system-deps lint typecheck
 bench: $(STAMP)
 	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done
 
+# The lock (docs/dependencies.md). uv writes it in pip's requirements format with hashes and no index address, so
+# that pip installs it from this machine's own configuration. `make lock` adds what pyproject.toml gained and keeps
+# every other pin; `make lock-upgrade` moves every pin to the newest release within pyproject.toml's ranges: commit
+# that refresh on its own, with `make test` run on it. requirements-runtime.txt is the project's runtime closure at
+# the same versions: what the testbed's hosts install (tests/testbed/cache.py).
+LOCK := $(BIN)/uv pip compile pyproject.toml --generate-hashes --universal --python-version 3.11 -q \
+	--custom-compile-command 'make lock'
+lock: $(STAMP)
+	$(LOCK) --extra dev -o requirements.txt
+	$(LOCK) -c requirements.txt -o requirements-runtime.txt
+
+lock-upgrade: $(STAMP)
+	$(LOCK) --extra dev --upgrade -o requirements.txt
+	$(LOCK) -c requirements.txt -o requirements-runtime.txt
+
+# What upstream ships next, before it reaches users: the newest release of every dependency in a venv of its own
+# (.venv-latest), the packages that differ from the lock, the fast tier and the check that no verb writes anything
+# but its own words to stderr. Not part of `make test`: CI must not change with the calendar (docs/dependencies.md).
+test-latest:
+	PYTHON=$(PYTHON) bash scripts/test-latest.sh $(UNIT_WORKERS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-latest .mypy_cache .ruff_cache .pytest_cache

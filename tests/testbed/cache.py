@@ -16,12 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import lockfile
+from tests.support.lockfile import RUNTIME_LOCK
 from tests.testbed import recipe
 from tests.testbed.system import run
 
@@ -75,7 +76,7 @@ def tree_path(root: Path = CACHE_ROOT, mirror: str | None = None) -> Path:
 
 
 def ensure_site(root: Path = CACHE_ROOT) -> BuildReport:
-    """The project's runtime dependencies for the container's python3, bound in at recipe.SITE_MOUNT."""
+    """The project's runtime lock for the container's python3, bound in at recipe.SITE_MOUNT."""
     requirements = project_requirements()
     return _ensure(site_path(root), root, lambda tmp: _build_site(tmp, requirements))
 
@@ -87,8 +88,9 @@ def site_path(root: Path = CACHE_ROOT) -> Path:
 
 
 def project_requirements() -> list[str]:
-    with open(REPO_ROOT / "pyproject.toml", "rb") as f:
-        return list(tomllib.load(f)["project"]["dependencies"])
+    """The runtime lock's pins (requirements-runtime.txt, `make lock`): the hosts get the versions CI passed on."""
+    pins = lockfile.read(RUNTIME_LOCK)
+    return [f"{pin.name}=={pin.version}" + (f"; {pin.marker}" if pin.marker else "") for pin in pins]
 
 
 def _ensure(final: Path, root: Path, build: Callable[[Path], None]) -> BuildReport:
@@ -159,6 +161,7 @@ def _build_tree(tmp: Path, mirror: str) -> None:
 
 
 def _build_site(tmp: Path, requirements: list[str]) -> None:
+    # From the lock itself, hashes checked; `requirements` (its pins) only names the entry.
     run(
         [
             sys.executable,
@@ -169,12 +172,15 @@ def _build_site(tmp: Path, requirements: list[str]) -> None:
             "--disable-pip-version-check",
             "--no-compile",
             "--only-binary=:all:",
+            "--require-hashes",
+            "--no-deps",
             "--target",
             str(tmp),
-            *requirements,
+            "-r",
+            str(RUNTIME_LOCK),
         ],
         timeout=600,
-        what="pip install of the project's runtime dependencies for the testbed",
+        what="pip install of the project's runtime dependencies (requirements-runtime.txt) for the testbed",
     )
 
 
