@@ -37,13 +37,14 @@ LAYERS = ("host", "sglang", "core")  # blind to the simulator
 BASE = frozenset({"errors", "hints", "names", "secrets", "tomlwrite", "workspace"})
 ARROWS: Mapping[str, frozenset[str]] = {
     **{base: frozenset() for base in BASE},
+    "library_warnings": frozenset({"workspace"}),  # the CLI's first step: where a library's warnings go
     "sglang": frozenset({"hints", "names", "secrets"}),
     "host": frozenset({"hints", "names", "secrets", "sglang"}),
     "bench": frozenset({"secrets", "sglang"}),
     "fleet": BASE | {"sglang", "host"},
     "core": BASE | {"sglang", "host", "bench", "fleet"},
     "tui": BASE | {"sglang", "host", "bench", "fleet", "core"},
-    "cli": BASE | {"sglang", "host", "bench", "fleet", "core", "tui", "sim"},
+    "cli": BASE | {"library_warnings", "sglang", "host", "bench", "fleet", "core", "tui", "sim"},
     "sim": BASE | {"sglang", "host"},
     "__main__": frozenset({"cli"}),
 }

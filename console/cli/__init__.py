@@ -15,10 +15,11 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from console import __version__, hints
+from console import __version__, hints, library_warnings
 from console.cli.rolling_options import add_rolling_options
 from console.cli.traffic import add_dataset_options, add_shape_options, add_slo_option, add_trace_options
 from console.errors import ExitCode, UsageError
+from console.workspace import Workspace
 
 # verb -> "module:function"; the function takes the parsed namespace and returns an exit code.
 HANDLERS = {
@@ -401,8 +402,10 @@ def _register_plugins() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    library_warnings.route()  # before any library is imported: the verbs import theirs lazily
     parser = build_parser()
     args = parser.parse_args(argv)
+    library_warnings.log_to(Workspace.resolve(args.workspace).logs)
     if args.command is None:
         parser.print_help()
         return ExitCode.USAGE
