@@ -2,7 +2,9 @@
 sglang-router 0.3 (`python -m sglang_router.launch_router`).
 
     with running_router("smg", [worker_a, worker_b]) as router:     # returns once it routes to both
-        urllib.request.urlopen(router.url + "/generate", ...)
+        with Load(router.url) as load:                                # requests through it from 4 threads
+            ...
+        load.ok, load.failed
         router.metrics()                                              # its Prometheus text
 
 Both run with their retries off (`--disable-retries`): a request that fails on a worker fails, as it would without
@@ -21,11 +23,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -175,3 +178,63 @@ def http_json(method: str, url: str, body: Any = None, timeout: float = 10.0) ->
         return status, json.loads(raw or b"null")
     except ValueError:
         return status, raw.decode(errors="replace")
+
+
+@dataclass
+class Load:
+    """Requests through a router (`/generate`, 32 tokens) from `concurrency` threads until stopped, bounded in count
+    (`max_requests`) and time (`max_s`): what succeeded, and every failure in words."""
+
+    url: str
+    concurrency: int = 4
+    max_requests: int = 20_000
+    max_s: float = 300.0
+    ok: int = 0
+    failed: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __enter__(self) -> Load:
+        started = time.monotonic()
+        for _ in range(self.concurrency):
+            thread = threading.Thread(target=self._loop, args=(started,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    @property
+    def sent(self) -> int:
+        return self.ok + len(self.failed)
+
+    def _loop(self, started: float) -> None:
+        body = json.dumps({"text": "roll me", "sampling_params": {"max_new_tokens": 32}}).encode()
+        while not self._stop.is_set() and time.monotonic() - started < self.max_s:
+            with self._lock:
+                if self.sent >= self.max_requests:
+                    return
+            request = urllib.request.Request(
+                f"{self.url}/generate", data=body, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    done = answer.status == 200 and "text" in json.loads(answer.read())
+                    error = "" if done else f"HTTP {answer.status}"
+            except urllib.error.HTTPError as exc:
+                error = f"HTTP {exc.code}: {exc.read()[:200]!r}"
+            except (OSError, ValueError) as exc:
+                error = repr(exc)
+            with self._lock:
+                if error:
+                    self.failed.append(error)
+                else:
+                    self.ok += 1
+
+    def wait_for(self, requests: int, timeout: float = 30.0) -> None:
+        """Until `requests` have succeeded in all."""
+        wait_until(lambda: self.ok >= requests, timeout, f"{requests} requests through {self.url}")

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +70,11 @@ DRAIN_POLL_S = 0.2
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _took(started: float) -> str:
+    """How long a router step took, for its line in the report (where a roll's time goes: docs/fleet.md)."""
+    return f"in {time.monotonic() - started:.1f} s"
 
 
 # --- events ----------------------------------------------------------------------------------------------------
@@ -593,14 +599,17 @@ class PendingRoll:
         """Out of the router at once (smg's settle set to 0: it waits a fixed time for nothing in particular), then
         the worker's own requests waited on (_drain)."""
         assert self.router is not None and host.worker_url is not None
+        started = time.monotonic()
         removed = await self.router.remove(host.worker_url, settle_s=0)
         host.worker = removed or host.worker
-        self._router_step(host, "removed", f"{host.worker_url} left {self.router.url}'s worker list")
+        took = _took(started)
+        self._router_step(host, "removed", f"{host.worker_url} left {self.router.url}'s worker list {took}")
         await self._drain(host)
 
     async def _drain(self, host: RollHost) -> None:
         """The router does not drain a removed worker: wait until its own running + queued count is 0 (bounded)."""
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         deadline = loop.time() + self.drain_timeout_s
         first = True
         zeros = 0
@@ -612,7 +621,7 @@ class PendingRoll:
             # Twice 0 in a row: a request the router sent just before the removal may still be on its way.
             zeros = zeros + 1 if left == 0 else 0
             if zeros >= 2:
-                self._router_step(host, "drained", "no request running or queued on the worker")
+                self._router_step(host, "drained", f"no request running or queued on the worker {_took(started)}")
                 return
             if left is None:
                 self._router_step(host, "drain_timeout", "the worker does not say how many requests it runs")
@@ -642,6 +651,7 @@ class PendingRoll:
             return
         kind = host.worker.worker_type if host.worker is not None else "regular"
         port = host.worker.bootstrap_port if host.worker is not None else None
+        started = time.monotonic()
         try:
             back = await self.router.add(host.worker_url, worker_type=kind, bootstrap_port=port)
         except RouterError as exc:
@@ -650,7 +660,9 @@ class PendingRoll:
         as_what = "" if kind == "regular" else f" as {kind}"
         ready = f" (id {back.id}, {back.status})" if back.status is not None else ""
         self._router_step(
-            host, "added", f"{host.worker_url} is back in {self.router.url}'s worker list{as_what}{ready}"
+            host,
+            "added",
+            f"{host.worker_url} is back in {self.router.url}'s worker list{as_what}{ready} {_took(started)}",
         )
 
     async def _release_unstarted(self, why: str) -> None:
