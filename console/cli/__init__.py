@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.02,
         help="startup durations relative to a real large-model start (1.0 = real minutes)",
     )
+    p.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="the SGLang release the simulated server behaves as (default: the profile operators', 0.5.9; "
+        "0.5.23 for today's: its meta_info names, adaptive tiers, /ready, startup_time)",
+    )
     _add_web_options(p)
 
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")

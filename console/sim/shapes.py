@@ -35,6 +35,12 @@ def has_get_load(version: str) -> bool:
     return not at_least(version, "0.5.23")
 
 
+def has_ready(version: str) -> bool:
+    """/ready (200 when taking requests, 503 while starting, paused or stopping): in 0.5.23's http_server.py, not in
+    0.5.17's."""
+    return at_least(version, "0.5.23")
+
+
 def has_v1_loads(version: str) -> bool:
     return at_least(version, "0.5.9")
 
@@ -365,9 +371,10 @@ def server_info(
     max_total_num_tokens: int,
     context_length: int,
     internal_state: dict[str, Any],
-    startup_time: float,
+    startup_time: float | dict[str, Any],
 ) -> dict[str, Any]:
-    """/server_info: the resolved args, scheduler info, internal_states (one DP rank) and version."""
+    """/server_info: the resolved args, scheduler info, internal_states (one DP rank) and version; 0.5.23's
+    startup_time is its phases {load_weight, kv_cache_allocation, scheduler_e2e, cuda_graph{...}, tokenizer_e2e}."""
     info: dict[str, Any] = dict(resolved)
     if at_least(version, "0.5.23"):
         info["launch_command"] = launch_command
