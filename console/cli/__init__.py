@@ -379,6 +379,12 @@ def _add_predict_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     _add_space_options(p)
     p.add_argument("--concurrency", help="levels to predict (default: those the running setup was measured at)")
     p.add_argument("--from-run", metavar="RUN", help="predict for the traffic of this run (a label or a .jsonl)")
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="also predict the running draft under --speculative-adaptive (SGLang 0.5.23's default tiers): each tier, "
+        "and the one its table settles on at each level (always shown when the server runs adaptive)",
+    )
     p.add_argument("--workload", choices=["random", "chat"], help="the traffic (default: the running setup's last)")
     p.add_argument("--temperature", type=float, default=0.0)
     _add_request_options(p)

@@ -35,6 +35,12 @@ DEFAULT_CONFIG: Mapping[str, Mapping[str, Any]] = {
 }
 
 
+# SGLang's default decode CUDA-graph batch sizes (0.5.17's and 0.5.23's ladder): an adaptive batch is padded up to one
+DEFAULT_DECODE_GRAPH_BS: tuple[int, ...] = (
+    *range(1, 9), *range(10, 33, 2), 40, 44, 48, 52, 56, 60, 64, *range(72, 257, 8),
+)  # fmt: skip
+
+
 class AdaptiveConfigError(ValueError):
     """The config SGLang would refuse at startup (its ValueError's text)."""
 
@@ -195,7 +201,7 @@ class SettledTier:
 
 def settled_tier(
     batch_size: int,
-    mean_correct_drafts: Callable[[int], float],
+    mean_correct_drafts: Callable[[int], float | None],
     *,
     launch: int,
     config: Mapping[str, Any] | None = None,
@@ -211,8 +217,8 @@ def settled_tier(
     path = [current]
     seen = {current}
     while True:
-        ema = mean_correct_drafts(current) if current > 0 else -1.0
-        nxt = slot.target_steps(ema if current > 0 else slot.ema_accept_len, current)
+        ema = mean_correct_drafts(current) if current > 0 else None
+        nxt = slot.target_steps(ema if ema is not None else slot.ema_accept_len, current)
         if nxt == current:
             return SettledTier(key, tuple(slot.candidate_steps), current, tuple(path), False)
         if nxt in seen:

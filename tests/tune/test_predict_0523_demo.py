@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from console.sglang.unit import UnitFile
 from tests.support.demo import Demo, running_demo
 from tests.tune.simhost import QWEN, install, seed_unit
 
@@ -56,3 +57,34 @@ async def test_a_0523_benchmark_keeps_its_histograms_and_predict_rests_on_them(d
         assert any("(histograms)" in line for line in setup["rests_on"]), setup["rests_on"]
         assert [lv["concurrency"] for lv in setup["levels"]] == [1, 8]
         assert all(lv["output_throughput"] > 0 and lv["accept_length"] > 1 for lv in setup["levels"])
+
+
+def qwen_0523_adaptive(text: str) -> str:
+    unit = UnitFile.parse(seed_unit(text, profile=QWEN, version="0.5.23", speculative=[
+        ("--speculative-algorithm", "NEXTN")]), "0.5.23")  # fmt: skip
+    unit.set_flag("--speculative-adaptive", True)
+    return unit.render()
+
+
+@pytest.mark.long(40)
+async def test_an_adaptive_setup_on_status_and_in_predict(demo: Demo) -> None:
+    """Qwen's MTP under SGLang's default adaptive tiers: status shows the tier running now beside the launch steps;
+    predict forecasts each tier and says which one the table settles on at each level (its slot's candidates)."""
+    text = await install(demo, qwen_0523_adaptive)
+    assert "--speculative-adaptive" in text
+    done = demo.run("bench", "demo", "--concurrency", "1,8", "--duration", "3", "--repeat", "2", *WORKLOAD, "--json")
+    assert done.returncode == 0, done.stderr
+    status = json.loads(demo.run("status", "demo", "--json").stdout)["sglang"]
+    assert status["speculative_adaptive"] is True and status["speculative_num_steps"] == 3  # the launch config
+    assert status["adaptive_num_steps"] in (0, 1, 3, 5, 7)
+    predicted = demo.run("predict", "demo", "--steps", "3", "--concurrency", "1,8", *WORKLOAD, "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    adaptive = json.loads(predicted.stdout)["adaptive"]
+    assert adaptive["launch_steps"] == 3 and set(adaptive["tiers"]) >= {"1", "3", "5", "7"}
+    by_level = {lv["concurrency"]: lv for lv in adaptive["levels"]}
+    assert by_level[1]["slot"] == 1 and by_level[1]["candidates"] == [1, 3, 5, 7]
+    assert by_level[8]["slot"] == 8 and by_level[8]["candidates"] == [0, 1, 3]
+    # Qwen's MTP accepts nearly every draft at temperature 0: the batch-1 slot climbs to its deepest tier
+    assert by_level[1]["tier"] == 7 and by_level[1]["path"][0] == 3 and by_level[1]["output_throughput"] > 0
+    text_out = demo.run("predict", "demo", "--steps", "3", "--concurrency", "1,8", *WORKLOAD).stdout
+    assert "adaptive (launch steps 3): the tier SGLang's table settles on at each level" in text_out
