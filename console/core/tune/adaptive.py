@@ -8,25 +8,19 @@ accepted a round at each tier (the EMA's steady state), starting from the launch
 switching between two tiers (it probes 0 -> 1 and drops back), that is said, and the level shows both.
 
 What it cannot say: how long the warm-up and the switches take (the first 10 batches of a slot, then every 5), nor a
-tier's graphs' extra memory (one set per candidate). Records measured while adaptive ran mix tiers in one histogram,
-so they are left out of the evidence (`static_records`); the forecasts rest on static setups' records.
+tier's graphs' extra memory (one set per candidate). Records measured while adaptive ran mix tiers in one histogram
+and are taken as the launch steps' chain (docs/predict.md says so): static setups' records give the firmest bands.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.bench.records import BenchRecord
 from console.core.predict import Predictor, SetupForecast, Unknown
 from console.sglang.adaptive import DEFAULT_DECODE_GRAPH_BS, candidate_union, settled_tier
 from console.sglang.setup import SpecSetup
-
-
-def static_records(records: Iterable[BenchRecord]) -> list[BenchRecord]:
-    """The records of static setups: an adaptive server's histograms mix its tiers' depths."""
-    return [r for r in records if not r.server_args.get("speculative_adaptive")]
 
 
 def tier_setup(base: SpecSetup, steps: int) -> SpecSetup:
