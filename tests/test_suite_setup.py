@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import sglang_wheels
 from tests.support.sglang_bench import SGLANG_VERSION
 from tests.testbed import cache
 
@@ -41,11 +42,16 @@ def test_a_ready_cache_is_found_and_each_step_says_its_time(tmp_path: Path) -> N
     script = tmp_path / "cache" / f"sglang-{SGLANG_VERSION}" / "bench_serving.py"
     script.parent.mkdir(parents=True)
     script.write_text("# bench_serving\n")
+    for version in sglang_wheels.WHEEL_OF.values():  # the wire-format tests' source files
+        for member in sglang_wheels.MEMBERS:
+            kept = tmp_path / "cache" / f"sglang-{version}" / member
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text("# source\n")
     done = setup(tmp_path, OPSCONSOLE_TESTBED_MIRROR=UNREACHABLE)
     assert done.returncode == 0, done.stdout + done.stderr
     line = done.stdout.strip()
     assert line.startswith("setup: ") and line.endswith(" s in all"), line
-    for step in ("testbed tree", "site", "bench_serving"):
+    for step in ("testbed tree", "site", "bench_serving", "sglang wheels"):
         assert re.search(rf"\b{step} \d+\.\d s \(cached\)", line), line
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == sorted(
         [cache.tree_path(root, UNREACHABLE).name, cache.site_path(root).name]

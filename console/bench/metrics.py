@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.bench.slo import goodput, is_good, request_figures_ms
+from console.sglang.spec_meta import HISTOGRAM_KEYS, spelling_of
 
 
 @dataclass
@@ -36,8 +37,11 @@ class RequestResult:
     start: float = 0.0  # perf_counter when sent, for the 1-second peak buckets
     events: int = 0  # SSE events received (for the client-speed benchmark)
     spec_verify_ct: int | None = None  # from the final meta_info, when speculation is on
-    # verify rounds by drafts accepted (index), from the final meta_info where the server sends it (SGLang 0.5.17+)
+    # verify rounds by drafts accepted (index), from the final meta_info where the server sends it (SGLang 0.5.9+)
     spec_accept_histogram: list[int] | None = None
+    spec_correct_drafts: int | None = None  # accepted draft tokens, bonus excluded (any release's spelling)
+    spec_proposed_drafts: int | None = None
+    spec_meta_keys: list[str] | None = None  # the spec_* keys its final meta_info carried: which spelling it saw
     finish_reason: str | None = None
 
 
@@ -97,6 +101,21 @@ def pooled_accept_histogram(results: Sequence[RequestResult]) -> list[int] | Non
         for accepted, rounds in enumerate(r.spec_accept_histogram):
             pooled[accepted] += rounds
     return pooled or None
+
+
+def spec_wire(results: Sequence[RequestResult]) -> dict[str, Any]:
+    """Which spelling of SGLang's speculative meta_info the level saw (console.sglang.spec_meta): every spec key its
+    requests carried, the key its histograms came from, and the spelling's name (the releases that send it)."""
+    keys: set[str] = set()
+    for r in results:
+        if r.success and r.spec_meta_keys:
+            keys.update(r.spec_meta_keys)
+    histogram_key = next((k for k in HISTOGRAM_KEYS if k in keys), None)
+    return {
+        "spec_meta_keys": sorted(keys) or None,
+        "spec_histogram_key": histogram_key,
+        "spec_spelling": spelling_of(keys),
+    }
 
 
 def decode_rounds(results: Sequence[RequestResult]) -> dict[str, Any]:
@@ -176,6 +195,7 @@ def compute_metrics(
         "max_output_tokens_per_s": peak_tps,
         "max_concurrent_requests": peak_running,
     }
+    metrics.update(spec_wire(ok))
     metrics.update(decode_rounds(ok))
     metrics.update(_summary("ttft", [r.ttft for r in ok], (90, 95, 99)))
     metrics.update(_summary("tpot", tpots, (90, 95, 99)))

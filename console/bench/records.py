@@ -104,6 +104,11 @@ class BenchRecord(BaseModel):
     # time-weighted mean of requests decoding, and the rounds' count and mean time (console.bench.metrics)
     spec_accept_histogram: list[int] | None = None
     spec_verify_ct: int | None = None
+    # which spelling of SGLang's speculative meta_info the level saw (console.sglang.spec_meta): the spec keys its
+    # requests carried, the key the histograms came from, the spelling's name ("0.5.23", "0.5.12-0.5.17", ...)
+    spec_meta_keys: list[str] | None = None
+    spec_histogram_key: str | None = None
+    spec_spelling: str | None = None
     decode_batch: float | None = None
     decode_rounds: int | None = None
     round_time_ms: float | None = None

@@ -70,6 +70,7 @@ AGENT_FILES = (
     "console/bench/chat_prompts.json",
     "console/sglang/__init__.py",
     "console/sglang/slo.py",
+    "console/sglang/spec_meta.py",
 )
 
 LOADER = r"""

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from console.bench.metrics import RequestResult
+from console.sglang.spec_meta import read_spec_meta
 
 _COMPLETION_KEY = b'"completion_tokens":'
 _DONE = b"[DONE]"
@@ -66,6 +67,23 @@ class StreamParser:
 
     def _on_event(self, payload: bytes, now: float) -> None:
         raise NotImplementedError
+
+    def _take_spec(self, meta: dict[str, Any]) -> None:
+        """The speculative figures of the final meta_info (or sglext.spec_tokens_details), in any release's
+        spelling (console.sglang.spec_meta), and which keys carried them."""
+        spec = read_spec_meta(meta)
+        if not spec.keys:
+            return
+        r = self.result
+        r.spec_meta_keys = list(spec.keys)
+        if spec.verify_ct is not None:
+            r.spec_verify_ct = spec.verify_ct
+        if spec.histogram is not None:
+            r.spec_accept_histogram = spec.histogram
+        if spec.correct_drafts is not None:
+            r.spec_correct_drafts = spec.correct_drafts
+        if spec.proposed_drafts is not None:
+            r.spec_proposed_drafts = spec.proposed_drafts
 
     def _fail(self, message: str) -> None:
         self.result.success = False
@@ -166,11 +184,7 @@ class GenerateStreamParser(StreamParser):
                 meta = {}
             if isinstance(meta.get("prompt_tokens"), int):
                 self.result.prompt_len = meta["prompt_tokens"]
-            if isinstance(meta.get("spec_verify_ct"), int):
-                self.result.spec_verify_ct = meta["spec_verify_ct"]
-            histogram = meta.get("spec_accept_histogram")
-            if isinstance(histogram, list) and all(isinstance(n, int) for n in histogram):
-                self.result.spec_accept_histogram = histogram
+            self._take_spec(meta)
             reason = meta.get("finish_reason")
             if isinstance(reason, dict):
                 self.result.finish_reason = str(reason.get("type"))
@@ -199,8 +213,8 @@ class ChatStreamParser(StreamParser):
             if isinstance(usage.get("completion_tokens"), int):
                 self._usage_tokens = usage["completion_tokens"]
         details = (obj.get("sglext") or {}).get("spec_tokens_details")
-        if isinstance(details, dict) and isinstance(details.get("spec_verify_ct"), int):
-            self.result.spec_verify_ct = details["spec_verify_ct"]
+        if isinstance(details, dict):
+            self._take_spec(details)
         for choice in obj.get("choices") or ():
             if choice.get("finish_reason"):
                 self.result.finish_reason = str(choice["finish_reason"])

@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.02,
         help="startup durations relative to a real large-model start (1.0 = real minutes)",
     )
+    p.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="the SGLang release the simulated server behaves as (default: the profile operators', 0.5.9; "
+        "0.5.23 for today's: its meta_info names, adaptive tiers, /ready, startup_time)",
+    )
     _add_web_options(p)
 
     p = sub.add_parser("status", help="connection, systemd state, SGLang health/config/acceptance, GPUs")
@@ -374,6 +380,12 @@ def _add_predict_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     _add_space_options(p)
     p.add_argument("--concurrency", help="levels to predict (default: those the running setup was measured at)")
     p.add_argument("--from-run", metavar="RUN", help="predict for the traffic of this run (a label or a .jsonl)")
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="also predict the running draft under --speculative-adaptive (SGLang 0.5.23's default tiers): each tier, "
+        "and the one its table settles on at each level (always shown when the server runs adaptive)",
+    )
     p.add_argument("--workload", choices=["random", "chat"], help="the traffic (default: the running setup's last)")
     p.add_argument("--temperature", type=float, default=0.0)
     _add_request_options(p)

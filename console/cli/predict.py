@@ -73,6 +73,10 @@ def render(result: PredictResult, out: TextIO) -> None:
         print("\nrests on: " + "; ".join(result.forecasts[0][1].rests_on), file=out)
     for line in shared:
         print(f"every prediction assumes: {line}", file=out)
+    if result.adaptive is not None:
+        print("", file=out)
+        for line in result.adaptive.lines():
+            print(line, file=out)
     for setup, reason in result.pruned:
         print(f"pruned: {setup}: {reason}", file=out)
 
@@ -129,6 +133,7 @@ async def predict_main(verb: HostVerb) -> int:
             slo=slo.to_json() if slo is not None else None,
             max_age_days=args.max_age,
             base_duration_s=args.duration,
+            adaptive=bool(getattr(args, "adaptive", False)),
         )
         plan = await plan_predict(session, request)
         if plan.stale:

@@ -50,7 +50,10 @@ _DRAFT_EXTEND_GRAPH = r"Capture draft extend cuda graph"
 # In the order a start goes through them. A phase with a begin marker of an earlier phase's end marker
 # (kv_cache starts when weights are loaded) is measured from that moment.
 LOAD_WEIGHTS = PhaseSpec("load_weights", "loading weights", ("Load weight begin",), ("Load weight end",))
-KV_CACHE = PhaseSpec("kv_cache", "allocating KV cache", ("Load weight end",), ("KV Cache is allocated",))
+# 0.5.23 no longer says "KV Cache is allocated": its pool's line is "Memory pool end" [kv_cache_configurator.py:498-501]
+KV_CACHE = PhaseSpec(
+    "kv_cache", "allocating KV cache", ("Load weight end",), ("KV Cache is allocated", "Memory pool end")
+)
 CUDA_GRAPH = PhaseSpec("cuda_graph", "capturing CUDA graphs", (_TARGET_GRAPH + " begin",), (_TARGET_GRAPH + " end",))
 DRAFT_CUDA_GRAPH = PhaseSpec(
     "draft_cuda_graph", "capturing draft CUDA graphs", (_DRAFT_GRAPH + " begin",), (_DRAFT_GRAPH + " end",)

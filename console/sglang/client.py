@@ -190,6 +190,7 @@ def _first_state(server_info: dict[str, Any]) -> dict[str, Any]:
 
 
 SPECULATIVE_KEYS = dests(View.SPECULATIVE)
+ADAPTIVE_KEYS = ("speculative_num_steps", "speculative_num_draft_tokens")  # what an adaptive tier moves
 
 
 def summarize(
@@ -207,8 +208,16 @@ def summarize(
     model = model_info or {}
     out["model_path"] = model.get("model_path") or info.get("model_path")
     out["served_model_name"] = model.get("served_model_name") or info.get("served_model_name")
+    # --speculative-adaptive (0.5.23): the scheduler's copy carries the active tier, the top level the launch config
+    adaptive = bool(info.get("speculative_adaptive") or state.get("speculative_adaptive"))
     for key in SPECULATIVE_KEYS:
-        out[key] = state.get(key, info.get(key))
+        if adaptive and key in ADAPTIVE_KEYS:
+            out[key] = info.get(key, state.get(key))
+        else:
+            out[key] = state.get(key, info.get(key))
+    out["speculative_adaptive"] = True if adaptive else None
+    out["adaptive_num_steps"] = state.get("speculative_num_steps") if adaptive else None
+    out["adaptive_num_draft_tokens"] = state.get("speculative_num_draft_tokens") if adaptive else None
     out["max_running_requests"] = info.get("max_running_requests")
     out["effective_max_running_requests_per_dp"] = state.get("effective_max_running_requests_per_dp")
     out["max_total_num_tokens"] = info.get("max_total_num_tokens")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.sglang.adaptive import AdaptiveConfigError, candidate_union
 from console.sglang.argv import ArgvProblem, parse_argv
 from console.sglang.flags import FlagTable, flag_table, flag_versions, version_at_least
 from console.sglang.specmode import EAGLE_FAMILY, SpecMode, spec_v2_worker
@@ -133,6 +134,7 @@ class _Launch:
         self.env = env
         self.report = CheckReport(sglang_version=table.version)
         self.architecture: str | None = None
+        self.adaptive_config: Mapping[str, Any] | None = None  # --speculative-adaptive-config's JSON, when read
 
     def get(self, dest: str) -> Any:
         return self.values.get(dest)
@@ -248,6 +250,12 @@ def spec_v2_env_default(version: str) -> bool | None:
 
 # ---------------------------------------------------------------------------------------------------------
 # rules (in SGLang's order)
+
+
+def builtin_algorithms(version: str) -> tuple[str, ...]:
+    """The speculative algorithms a release builds in (FROZEN_KV_MTP left out: SGLang picks it for a Gemma4 draft)."""
+    names = _BUILTIN_ALGORITHMS_0_5_23 if version_at_least(version, "0.5.23") else _BUILTIN_ALGORITHMS_0_5_12
+    return tuple(n for n in names if n != "FROZEN_KV_MTP")
 
 
 def rule_algorithm_name(launch: _Launch) -> None:
@@ -492,15 +500,17 @@ def auto_speculative_params(version: str, algorithm: str, architecture: str | No
 
 
 def rule_adaptive(launch: _Launch) -> bool:
-    """0.5.23 `--speculative-adaptive`: EAGLE/EAGLE3 with topk 1 and no DP attention only, otherwise it is
-    silently switched off. When on: topk := 1 if unset, steps := middle of candidate_steps if unset, steps
-    must be a candidate (ValueError), draft tokens := steps + 1. Returns True when adaptive mode handled the
-    triple. [0.5.23 speculative_hook.py:1374-1427; speculative/adaptive_spec_params.py:55-85]"""
+    """`--speculative-adaptive` (0.5.12 on): EAGLE/EAGLE3 with topk 1, no DP attention (0.5.17 on also no multi-layer
+    EAGLE, two-batch overlap or PDMux) only; otherwise it is switched off with a warning and runs static. When on:
+    topk := 1 if unset, steps := the middle of the candidate steps if unset, steps must be a candidate (ValueError),
+    draft tokens := steps + 1. 0.5.23's candidates are the union of its per-batch-size config's
+    (`--speculative-adaptive-config`, default 0, 1, 3, 5, 7; console.sglang.adaptive). Returns True when adaptive
+    mode handled the triple. [0.5.23 speculative_hook.py:1374-1427; speculative/adaptive_spec_params.py:28-158]"""
     if not launch.get("speculative_adaptive"):
         return False
     algorithm = launch.get("speculative_algorithm")
     topk = launch.get("speculative_eagle_topk")
-    v0517 = launch.at_least("0.5.17") and not launch.at_least("0.5.23")
+    v0517 = launch.at_least("0.5.17")
     reason = None
     if algorithm not in ("EAGLE", "EAGLE3"):
         reason = f"speculative_algorithm={algorithm} is not EAGLE/EAGLE3"
@@ -522,9 +532,9 @@ def rule_adaptive(launch: _Launch) -> bool:
             f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.",
         )
         return False
-    # 0.5.17 sizes its buffers from the union of its default config's per-batch-size candidates: 0, 1, 3, 7
-    # [0.5.17 adaptive_spec_params.py:22-48, 129-137]; the middle (index 2) is 3 as well.
-    candidates = [0, 1, 3, 7] if v0517 else list(_ADAPTIVE_CANDIDATE_STEPS)
+    candidates = _adaptive_candidates(launch)
+    if candidates is None:
+        return True  # the config itself is refused (rule_adaptive_config said why)
     if topk is None:
         launch.adjust("speculative_eagle_topk", 1, "adaptive speculative decoding uses topk = 1")
     if launch.get("speculative_num_steps") is None:
@@ -546,6 +556,30 @@ def rule_adaptive(launch: _Launch) -> bool:
         return True
     launch.adjust("speculative_num_draft_tokens", steps + 1, "adaptive mode sets draft tokens to steps + 1")
     return True
+
+
+def _adaptive_candidates(launch: _Launch) -> list[int] | None:
+    """The launch steps adaptive mode accepts: 0.5.17's default union 0, 1, 3, 7 [0.5.17 adaptive_spec_params.py:
+    22-48, 129-137]; 0.5.23's config union (the default's 0, 1, 3, 5, 7; a config file's when the caller read it, else
+    the default's with a warning that the file's were not checked); 0.5.12-0.5.14's documented 1, 3, 7."""
+    if not launch.at_least("0.5.17"):
+        return list(_ADAPTIVE_CANDIDATE_STEPS)
+    if not launch.at_least("0.5.23"):
+        return [0, 1, 3, 7]
+    path = launch.get("speculative_adaptive_config")
+    if path and launch.adaptive_config is None:
+        launch.warn(
+            "adaptive-config-unread",
+            f"--speculative-adaptive-config {path} is read by SGLang when it starts: its candidate steps were not "
+            "checked here (the default tiers 0, 1, 3, 5, 7 were)",
+            ["speculative_adaptive_config"],
+        )
+    config = launch.adaptive_config if path else None
+    try:
+        return candidate_union(config)
+    except AdaptiveConfigError as exc:
+        launch.error("adaptive-config", f"{path}: {exc}", ["speculative_adaptive_config"], f"ValueError: {exc}")
+        return None
 
 
 def rule_spec_triple(launch: _Launch, architecture: str | None) -> None:
@@ -890,14 +924,18 @@ def check_launch(
     version: str | None = None,
     *,
     architecture: str | None = None,
+    adaptive_config: Mapping[str, Any] | None = None,
 ) -> CheckReport:
     """Say what SGLang `version` (None = newest supported) would do at startup with these launch flags
     (no launcher, none of its own options: `Launch.flags`) and environment. `architecture` is the target's HF
     `config.architectures[0]`, used by the auto-choice of the speculative triple; guessed from the model
-    path when omitted. Raises UnsupportedVersionError for a version older than the oldest supported one."""
+    path when omitted. `adaptive_config`: the JSON of the unit's `--speculative-adaptive-config` file where the
+    caller read it (else its candidate steps go unchecked, with a warning). Raises UnsupportedVersionError for a
+    version older than the oldest supported one."""
     table = flag_table(version)
     parsed = parse_argv(list(argv), table)
     launch = _Launch(table, parsed.values, set(parsed.explicit), dict(env or {}))
+    launch.adaptive_config = adaptive_config
     launch.report.explicit = frozenset(parsed.explicit)
     for problem in parsed.problems:
         _argv_error(launch, problem)
@@ -920,8 +958,11 @@ def _run_speculative_rules(launch: _Launch, architecture: str | None) -> None:
     if algorithm == "NGRAM":
         rule_ngram(launch)
         return
+    if algorithm in _NEW_DRAFT_RULES and launch.at_least("0.5.23"):
+        _NEW_DRAFT_RULES[algorithm](launch)
+        return
     if algorithm not in EAGLE_FAMILY:
-        return  # DFLASH, DSPARK, UNO, FROZEN_KV_MTP: outside what the console tunes
+        return  # FROZEN_KV_MTP, DFLASH before 0.5.23: outside what the console tunes
     eagle_rules: tuple[Callable[[_Launch], None], ...] = (
         rule_standalone_dp_attention,
         rule_max_running_requests,
@@ -960,3 +1001,114 @@ def rule_spec_v2_auto_topk(launch: _Launch) -> None:
             f"in SGLang {launch.version}; startup does not catch it. Set --speculative-eagle-topk 1 explicitly.",
             ["speculative_eagle_topk"],
         )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 0.5.23's new drafts: DFLASH, DSPARK, UNO [0.5.23 arg_groups/speculative_hook.py:287-850]. Each has its own fields
+# and fixes the EAGLE triple itself (one step, topk 1, a verify window of its own).
+
+
+def _one_step_topk_one(launch: _Launch, name: str, label: str) -> None:
+    steps = launch.get("speculative_num_steps")
+    if steps is None:
+        launch.adjust("speculative_num_steps", 1, f"{name} runs one step")
+    elif int(steps) != 1:
+        launch.adjust(
+            "speculative_num_steps",
+            1,
+            f"{name} runs one step: --speculative-num-steps {steps} is overridden to 1",
+            f"{label} only supports speculative_num_steps == 1; overriding speculative_num_steps={steps} to 1.",
+        )
+    if launch.get("speculative_eagle_topk") is None:
+        launch.adjust("speculative_eagle_topk", 1, f"{name} runs topk 1")
+
+
+def rule_dflash(launch: _Launch) -> None:
+    """DFLASH: a block-diffusion draft (needs --speculative-draft-model-path), pp 1, with DP attention only with
+    --enable-dp-lm-head; steps := 1, topk := 1; the verify window (draft tokens) is --speculative-dflash-block-size,
+    else the draft config's, else 16. [0.5.23 speculative_hook.py:287-434]"""
+    if launch.get("enable_dp_attention") and not launch.get("enable_dp_lm_head"):
+        text = "DFLASH with dp attention requires --enable-dp-lm-head."
+        launch.error("dflash-dp-lm-head", text, ["enable_dp_attention", "enable_dp_lm_head"], f"ValueError: {text}")
+    if int(launch.get("pp_size") or 1) != 1:
+        text = "Currently DFLASH speculative decoding only supports pp_size == 1."
+        launch.error("dflash-pp", text, ["pp_size"], f"ValueError: {text}")
+    if launch.get("speculative_draft_model_path") is None:
+        text = "DFLASH speculative decoding requires setting --speculative-draft-model-path."
+        launch.error("dflash-draft", text, ["speculative_draft_model_path"], f"ValueError: {text}")
+        return
+    _one_step_topk_one(launch, "DFLASH", "DFLASH")
+    block = launch.get("speculative_dflash_block_size")
+    if block is not None:
+        launch.adjust("speculative_num_draft_tokens", int(block), "DFLASH's verify window is its block size")
+    elif launch.get("speculative_num_draft_tokens") is None:
+        launch.warn(
+            "dflash-block-size",
+            "the verify window comes from the draft's config (block_size), else 16: set "
+            "--speculative-dflash-block-size to know it before the start",
+            ["speculative_dflash_block_size"],
+        )
+
+
+def rule_dspark(launch: _Launch) -> None:
+    """DSPARK: steps := 1, topk := 1; draft tokens = gamma + 1 with gamma = --speculative-dspark-block-size (else the
+    draft config's, else 7); an explicit --speculative-num-draft-tokens must equal gamma + 1; pipeline parallelism
+    only on a PD prefill; DP attention needs --enable-dp-lm-head. [0.5.23 speculative_hook.py:660-850;
+    dspark_components/dspark_config.py:21]"""
+    if launch.get("enable_dp_attention") and not launch.get("enable_dp_lm_head"):
+        text = "DSpark with dp attention requires --enable-dp-lm-head."
+        launch.error("dspark-dp-lm-head", text, ["enable_dp_attention", "enable_dp_lm_head"], f"ValueError: {text}")
+    if int(launch.get("pp_size") or 1) != 1 and launch.get("disaggregation_mode") != "prefill":
+        text = (
+            "DSpark pipeline parallelism requires PD prefill; decode and non-disaggregated serving require "
+            "pp_size == 1."
+        )
+        launch.error("dspark-pp", text, ["pp_size", "disaggregation_mode"], f"ValueError: {text}")
+    _one_step_topk_one(launch, "DSPARK", "DSpark")
+    gamma = launch.get("speculative_dspark_block_size")
+    if gamma is None:
+        return  # the draft's config says (else 7): known only where the draft is
+    window = int(gamma) + 1
+    given = launch.get("speculative_num_draft_tokens")
+    if given is not None and int(given) != window:
+        text = (
+            f"DSpark speculative_num_draft_tokens must equal gamma + 1 (= {window} for gamma={gamma}), but got "
+            f"speculative_num_draft_tokens={given}."
+        )
+        launch.error(
+            "dspark-window", text, ["speculative_num_draft_tokens", "speculative_dspark_block_size"],
+            f"ValueError: {text}",
+        )  # fmt: skip
+        return
+    if window < 2:
+        text = f"DSpark speculative_num_draft_tokens must be >= 2 (= gamma + 1), got {window}."
+        launch.error("dspark-window", text, ["speculative_dspark_block_size"], f"ValueError: {text}")
+        return
+    launch.adjust("speculative_num_draft_tokens", window, "DSpark's verify window is gamma + 1")
+
+
+def rule_uno(launch: _Launch) -> None:
+    """UNO: the target itself drafts through a LoRA (--uno-lora-path, no draft model), TP = PP = 1, no DP attention,
+    no LoRA serving. [0.5.23 speculative_hook.py:449-612]"""
+    checks = (
+        (launch.get("speculative_draft_model_path") is not None, "uno-draft", ["speculative_draft_model_path"],
+         "UNO reuses the target model and does not accept --speculative-draft-model-path."),
+        (launch.get("uno_lora_path") is None, "uno-lora", ["uno_lora_path"], "UNO requires --uno-lora-path."),
+        ((int(launch.get("tp_size") or 1), int(launch.get("pp_size") or 1)) != (1, 1), "uno-parallel",
+         ["tp_size", "pp_size"], "UNO requires TP=PP=1."),
+        (bool(launch.get("enable_dp_attention")), "uno-dp-attention", ["enable_dp_attention"],
+         "UNO does not support DP attention or context parallelism."),
+        (bool(launch.get("enable_lora") or launch.get("lora_paths")), "uno-lora-serving", ["enable_lora"],
+         "UNO does not support public Multi-LoRA serving."),
+    )  # fmt: skip
+    for failed, code, flags, text in checks:
+        if failed:
+            launch.error(code, text, flags, f"ValueError: {text}")
+            return
+
+
+_NEW_DRAFT_RULES: Mapping[str, Callable[[_Launch], None]] = {
+    "DFLASH": rule_dflash,
+    "DSPARK": rule_dspark,
+    "UNO": rule_uno,
+}

@@ -126,6 +126,24 @@ TERMS: tuple[Term, ...] = (
         (V.SPECULATIVE, V.DASHBOARD, V.DRIFT, V.SNAPSHOT, V.EDITOR, V.RECORD, V.RUN_SETUP),
         name="draft model",
     ),
+    # 0.5.23's own: adaptive steps (per-batch-size tiers from a JSON file) and the new drafts' fields
+    _term(
+        "speculative_adaptive", "--speculative-adaptive", "adaptive steps", "speculative", (V.EDITOR,),
+        name="adaptive", first_version="0.5.12",
+    ),
+    _term(
+        "speculative_adaptive_config", "--speculative-adaptive-config", "adaptive config (JSON file)", "speculative",
+        (V.EDITOR,), name="adaptive config", first_version="0.5.12",
+    ),
+    _term(
+        "speculative_dflash_block_size", "--speculative-dflash-block-size", "DFLASH block size", "speculative",
+        (V.EDITOR,), name="dflash block", first_version="0.5.12",
+    ),
+    _term(
+        "speculative_dspark_block_size", "--speculative-dspark-block-size", "DSPARK gamma (block size)", "speculative",
+        (V.EDITOR,), name="dspark gamma", first_version="0.5.17",
+    ),
+    _term("uno_lora_path", "--uno-lora-path", "UNO LoRA path", "speculative", (V.EDITOR,), first_version="0.5.23"),
     # --- serving ---
     _term(
         "max_running_requests", "--max-running-requests", "max running requests", "serving",

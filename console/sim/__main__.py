@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from console.sglang.adaptive import AdaptiveConfigError, parse_config
 from console.sglang.argv import parse_argv
 from console.sglang.flags import NEWEST_VERSION, UnsupportedVersionError, flag_table, resolve_version
 from console.sglang.rules import check_launch
@@ -142,7 +143,16 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
     parsed = parse_argv(flags, table)
     if parsed.problems:
         return _usage_error(table.prog, parsed.problems[0].message), None
-    report = check_launch(flags, dict(os.environ), opts.sim_sglang_version, architecture=profile.architecture)
+    adaptive_text, adaptive_config, failure = _adaptive_config(parsed.values.get("speculative_adaptive_config"))
+    if failure is not None:
+        return _fail_like_sglang([], failure), None
+    report = check_launch(
+        flags,
+        dict(os.environ),
+        opts.sim_sglang_version,
+        architecture=profile.architecture,
+        adaptive_config=adaptive_config,
+    )
     logs = [a.sglang_log for a in report.adjustments if a.sglang_log]
     logs += [w.sglang_log for w in report.warnings if w.sglang_log]
     if not report.ok:
@@ -167,8 +177,32 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
         "state_dir": Path(opts.sim_state_dir) if opts.sim_state_dir else None,
         "seed": opts.sim_seed,
         "dcgm_port": opts.sim_dcgm_port,
+        "adaptive_config": adaptive_text if resolved.get("speculative_adaptive") else None,
         "startup_logs": logs,
     }
+
+
+def _adaptive_config(path: Any) -> tuple[str | None, dict[str, Any] | None, str | None]:
+    """--speculative-adaptive-config: (its text, its JSON, None), or the exception SGLang dies with reading it
+    (`open` then `json.load`, adaptive_spec_params.py:106-110) as the third."""
+    if not path:
+        return None, None, None
+    try:
+        text = Path(str(path)).read_text()
+    except OSError as e:
+        return (
+            None,
+            None,
+            f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'"
+            if isinstance(e, FileNotFoundError)
+            else f"{type(e).__name__}: {e}",
+        )
+    try:
+        config = parse_config(text)
+    except AdaptiveConfigError as e:
+        kind = "json.decoder.JSONDecodeError" if "not JSON" in str(e) else "ValueError"
+        return None, None, f"{kind}: {e}"
+    return text, config, None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = SimConfig(**kwargs)
     for line in startup_logs:
         print(L.line(line), flush=True)
-    engine = Engine(config.profile, config.resolved, seed=config.seed)
+    engine = Engine(config.profile, config.resolved, seed=config.seed, adaptive_config=config.adaptive_config)
     try:
         return asyncio.run(serve(config, engine))
     except OSError as e:  # the port is taken, typically

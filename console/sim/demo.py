@@ -39,6 +39,8 @@ from aiohttp import web
 
 from console import hints
 from console.errors import ExitCode, UsageError
+from console.sglang.flags import UnsupportedVersionError, resolve_version
+from console.sglang.rules import spec_v2_env_default
 from console.sim.datasets import write_datasets
 from console.sim.profiles import get_profile
 from console.sim.supervisor import UnitSupervisor, serve_control
@@ -50,12 +52,23 @@ PROFILE_NAME = "demo"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_dir: Path, workdir: Path) -> str:
+def unit_text(
+    *,
+    python: str,
+    port: int,
+    profile: str,
+    time_scale: float,
+    state_dir: Path,
+    workdir: Path,
+    sglang_version: str | None = None,
+) -> str:
     """The demo's unit: what the profile's operators run (console.sim.profiles.OperatorUnit: its model, tensor
-    parallelism and speculative setup), as an SGLang systemd unit with the stand-in as the launcher. ValueError
-    for an unknown profile (the message lists the known ones)."""
+    parallelism and speculative setup), as an SGLang systemd unit with the stand-in as the launcher, behaving as
+    `sglang_version` (default the operators'). Where that release has no SGLANG_ENABLE_SPEC_V2 (0.5.14 on) the
+    unit does not set it. ValueError for an unknown profile (the message lists the known ones)."""
     sim = get_profile(profile)
     setup = sim.unit
+    version = sglang_version or setup.sglang_version
     speculative = [
         f"--speculative-algorithm {setup.speculative_algorithm}",
         f"--speculative-num-steps {setup.num_steps}",
@@ -73,11 +86,14 @@ def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_
         *speculative,
         "--enable-metrics",
         f"--sim-profile {shlex.quote(profile)}",
-        f"--sim-sglang-version {setup.sglang_version}",
+        f"--sim-sglang-version {version}",
         f"--sim-time-scale {time_scale:g}",
         f"--sim-state-dir {shlex.quote(str(state_dir))}",
     ]
     exec_start = f"ExecStart={shlex.quote(python)} -m console.sim \\\n    " + " \\\n    ".join(flags)
+    environment = (
+        f'Environment="SGLANG_ENABLE_SPEC_V2={setup.spec_v2}"\n' if spec_v2_env_default(version) is not None else ""
+    )
     return (
         f"# {hints.DEMO.line()} host: the SGLang stand-in run like an SGLang systemd service\n"
         "[Unit]\n"
@@ -87,7 +103,7 @@ def unit_text(*, python: str, port: int, profile: str, time_scale: float, state_
         "[Service]\n"
         "Type=simple\n"
         f"WorkingDirectory={workdir}\n"
-        f'Environment="SGLANG_ENABLE_SPEC_V2={setup.spec_v2}"\n'
+        f"{environment}"
         f"{exec_start}\n"
         "Restart=no\n"
         "TimeoutStartSec=900\n"
@@ -202,6 +218,12 @@ async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
         get_profile(args.profile)
     except ValueError as exc:
         raise UsageError(f"--profile: {exc}") from None
+    version = getattr(args, "sglang_version", None)
+    if version:
+        try:
+            resolve_version(version)
+        except UnsupportedVersionError as exc:
+            raise UsageError(f"--sglang-version: {exc}") from None
     workspace = Workspace.resolve(getattr(args, "workspace", None)).ensure()
     running = _running_demo(workspace.profiles / f"{PROFILE_NAME}.toml")
     if running:
@@ -228,6 +250,7 @@ async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
             time_scale=args.time_scale,
             state_dir=state_dir,
             workdir=Path(__file__).resolve().parents[2],
+            sglang_version=version,
         )
     )
     sup = UnitSupervisor(UNIT, unit_path, home / "backups")

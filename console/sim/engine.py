@@ -29,9 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.sglang.adaptive import AdaptiveSpecParams, parse_config
 from console.sim.content import Task
 from console.sim.perf import GpuLoad, Hits, PerfModel
 from console.sim.profiles import SimProfile
+from console.sim.shapes import DECODE_GRAPH_BS
 
 _NATURAL_LENGTH_SIGMA = 0.7  # spread (lognormal) of natural output lengths around the profile mean
 # SGLang admits a request if its prompt plus its *estimated* output fits the KV cache; the estimate clips
@@ -51,6 +53,7 @@ class Step:
     verify_ct: dict[str, int] = field(default_factory=dict)  # finished rid -> verify rounds (spec_verify_ct)
     accepted: dict[str, int] = field(default_factory=dict)  # rid -> drafts accepted this round (speculative decode)
     batch_size: int = 0
+    steps: int = 0  # the draft steps of this decode round (the adaptive tier where --speculative-adaptive is on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,10 @@ def _reservation(request: _Request) -> int:
 class Engine:
     """Continuous batching over a `PerfModel`; see the module docstring."""
 
-    def __init__(self, profile: SimProfile, resolved: Mapping[str, Any], seed: int = 0) -> None:
+    def __init__(
+        self, profile: SimProfile, resolved: Mapping[str, Any], seed: int = 0, adaptive_config: str | None = None
+    ) -> None:
+        """`adaptive_config`: the text of --speculative-adaptive-config's file (None: SGLang's default tiers)."""
         self.profile = profile
         self.perf = PerfModel(profile, resolved)
         self.seed = seed
@@ -105,6 +111,17 @@ class Engine:
         self._tokens_in_use = 0  # prompt + generated tokens of the running requests (KV slots)
         self._reserved = 0  # KV the running requests were admitted against (prompt + clipped output)
         self.clock_s = 0.0  # virtual time: the sum of every step's duration
+        # --speculative-adaptive (0.5.23's per-batch-size tiers, console.sglang.adaptive): the steps of each round
+        # come from the slot of its batch size; each tier has its own step cost (its own CUDA graphs and draft).
+        self.adaptive: AdaptiveSpecParams | None = None
+        self._tier_perf: dict[int, PerfModel] = {}
+        self.active_steps = self.perf.num_steps if self.perf.speculative else 0
+        self.tier_changes: list[tuple[int, int, float]] = []  # (old, new steps, EMA) since the server last looked
+        if self.perf.speculative and resolved.get("speculative_adaptive"):
+            graph_bs = [bs for bs in DECODE_GRAPH_BS if bs <= self.perf.cuda_graph_max_bs]
+            config = parse_config(adaptive_config) if adaptive_config is not None else None
+            self.adaptive = AdaptiveSpecParams(self.perf.num_steps, config, graph_bs)
+            self._resolved = dict(resolved)
         self._reset_lifetime()
         self._reset_window()
         self.last_gen_throughput = 0.0
@@ -268,18 +285,36 @@ class Engine:
         self._account(step, generated=len(batch))
         return step
 
+    def tier_perf(self, steps: int) -> PerfModel:
+        """The step costs of an adaptive tier: the launch setup with `steps` draft steps (0: no drafting)."""
+        perf = self._tier_perf.get(steps)
+        if perf is None:
+            if steps == self.perf.num_steps:
+                perf = self.perf
+            elif steps == 0:
+                perf = PerfModel(self.profile, {**self._resolved, "speculative_algorithm": None})
+            else:
+                tier = {"speculative_num_steps": steps, "speculative_num_draft_tokens": steps + 1}
+                perf = PerfModel(self.profile, {**self._resolved, **tier})
+            self._tier_perf[steps] = perf
+        return perf
+
     def _decode(self) -> Step:
         running = self._running
         batch = len(running)
-        duration = self.perf.decode_step_s(batch, self._tokens_in_use / batch)
+        perf = self.perf
+        if self.adaptive is not None:
+            self.active_steps = self.adaptive.steps_for_batch(batch)
+            perf = self.tier_perf(self.active_steps)
+        duration = perf.decode_step_s(batch, self._tokens_in_use / batch)
         emitted: dict[str, int] = {}
-        step = Step(kind="decode", duration_s=duration, emitted=emitted, batch_size=batch)
+        step = Step(kind="decode", duration_s=duration, emitted=emitted, batch_size=batch, steps=self.active_steps)
         done: list[_Request] = []
         generated = 0
         if self.perf.speculative:
             rand = self._rng.random
             draw_round = PerfModel.draw_round
-            depth = self.perf.max_accepted_drafts
+            depth = perf.max_accepted_drafts if perf.speculative else 0
             accepted = step.accepted
             accepted_total = 0
             for request in running.values():
@@ -300,6 +335,12 @@ class Engine:
             self.spec_verify_total += batch
             self._win_accepted += accepted_total
             self._win_verifies += batch
+            self._win_proposed += batch * max(0, perf.num_draft_tokens - 1)
+            if self.adaptive is not None:
+                slot = self.adaptive.slot(batch)
+                old_steps = slot.current_steps
+                if self.adaptive.on_verify_complete(list(accepted.values()), batch) is not None:
+                    self.tier_changes.append((old_steps, slot.current_steps, slot.ema_accept_len))
         else:
             for request in running.values():
                 request.generated += 1
@@ -342,6 +383,7 @@ class Engine:
         self._win_generated = 0
         self._win_accepted = 0
         self._win_verifies = 0
+        self._win_proposed = 0
 
     @property
     def window_decode_steps(self) -> int:
@@ -356,7 +398,7 @@ class Engine:
         accept_rate = None
         accept_rate_with_bonus = None
         if spec:
-            proposed = self._win_verifies * (draft - 1)
+            proposed = self._win_proposed  # each round's draft tokens - 1 (an adaptive tier's own)
             accept_rate = (self._win_accepted - self._win_verifies) / proposed if proposed else 0.0
             accept_rate_with_bonus = self._win_accepted / (self._win_verifies * draft)
         throughput = self._win_generated / self._win_elapsed if self._win_elapsed > 0 else 0.0

@@ -75,6 +75,7 @@ class Api:
         # SGLang's /health generates unless this is turned off; /health_generate always does.
         self.health_generates = _env_true("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", True)
         self.health_timeout_s = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT") or 20)
+        self._v0523 = shapes.at_least(self.cfg.version, "0.5.23")
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.auth], client_max_size=64 * 1024**2)
@@ -88,6 +89,8 @@ class Api:
         for path in ("/model_info", "/get_model_info"):
             r.add_get(path, self.model_info)
         r.add_get("/v1/models", self.models)
+        if shapes.has_ready(self.cfg.version):
+            r.add_get("/ready", self.ready)
         r.add_get("/metrics", self.metrics)
         r.add_route("*", "/flush_cache", self.flush_cache)
         if shapes.has_get_load(self.cfg.version):
@@ -154,7 +157,7 @@ class Api:
     # --- read-only endpoints -----------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
-        if self.sim.status == "Terminating" and shapes.detailed(self.cfg.version):
+        if self.sim.status == "Terminating" and (shapes.detailed(self.cfg.version) or self._v0523):
             self.sim.log("Health check request received during shutdown. Returning 503.", rank="")
             return web.Response(status=503)
         if self.sim.status != "Up":
@@ -164,6 +167,11 @@ class Api:
         # 0.5.17 looks for the probe's output once a second, so /health takes about 1 s (measured 1.003 s).
         every = 1.0 if shapes.detailed(self.cfg.version) else None
         return web.Response(status=200 if await self.sim.probe(self.health_timeout_s, poll_s=every) else 503)
+
+    async def ready(self, request: web.Request) -> web.Response:
+        """0.5.23's /ready: 200 while the server takes new requests (up, not paused, not shutting down), else 503;
+        it generates nothing [http_server.py:714-718]."""
+        return web.Response(status=200 if self.sim.status == "Up" else 503)
 
     def internal_state(self) -> dict[str, Any]:
         s = self.sim
@@ -180,7 +188,12 @@ class Api:
             state["effective_max_running_requests_per_dp"] = s.max_running_requests
         if shapes.at_least(self.cfg.version, "0.5.23"):
             state["world_size"] = int(self.cfg.resolved.get("tp_size") or 1)
-            state["startup_time"] = s.startup_time
+            # the scheduler's own phases (the tokenizer's e2e is the top level's alone) [scheduler.py:745-759]
+            state["startup_time"] = {k: v for k, v in s.startup_breakdown.items() if k != "tokenizer_e2e"}
+            if self.cfg.resolved.get("speculative_adaptive") and self.cfg.speculative:
+                # the scheduler's overrides overlaid: the active tier, not the launch config [internal_state.py:45-63]
+                state["speculative_num_steps"] = s.active_steps
+                state["speculative_num_draft_tokens"] = s.active_steps + 1
         accept = s.avg_spec_accept_length
         if accept is not None:
             state["avg_spec_accept_length"] = accept
@@ -209,7 +222,7 @@ class Api:
             max_total_num_tokens=s.max_total_num_tokens,
             context_length=self.cfg.context_length,
             internal_state=self.internal_state(),
-            startup_time=s.startup_time,
+            startup_time=s.startup_breakdown if shapes.at_least(self.cfg.version, "0.5.23") else s.startup_time,
         )
         return self._secret_free(info)
 

@@ -63,7 +63,7 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     await stop.wait()
     if dcgm is not None:
         await dcgm.cleanup()
-    if shapes.detailed(config.version):
+    if shapes.detailed(config.version) or shapes.at_least(config.version, "0.5.23"):
         return await _shut_down_0517(sim, config, runner, tasks)
 
     # SGLang: health turns 503, requests drain, then the process tree goes.
@@ -91,7 +91,8 @@ WATCHDOG_INTERVAL_S = 5.0  # TokenizerManager.sigterm_watchdog's sleep
 
 async def _shut_down_0517(sim: SimServer, config: SimConfig, runner: web.AppRunner, tasks: list[Any]) -> int:
     """SIGTERM as SGLang 0.5.17 handles it: health 503 at once, requests drain (new ones are still taken), the
-    watchdog logs what remains every 5 s (× the time scale), then kill_process_tree."""
+    watchdog logs what remains every 5 s (× the time scale), then kill_process_tree. 0.5.23 the same up to the end
+    (tokenizer_manager.py:3508-3540, 4068-4070), where it exits 0."""
     sim.status = "Terminating"
     sim.log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...", rank="")
     tick = WATCHDOG_INTERVAL_S * config.time_scale
@@ -109,6 +110,8 @@ async def _shut_down_0517(sim: SimServer, config: SimConfig, runner: web.AppRunn
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     _mark_gpus_idle(sim)
+    if not shapes.detailed(config.version):  # 0.5.23: kill_process_tree spares the parent, then sys.exit(0)
+        return 0
     print(NCCL_WARNING.format(stamp=time.strftime("%m%d %H:%M:%S.000000000")), file=sys.stderr, flush=True)
     pid = os.getpid()
     sim.log(f"kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}", rank="")

@@ -279,11 +279,13 @@ def _flag(streaming: bool) -> str:
 
 
 def metrics_for(version: str, model_name: str, collect_tokens_histogram: bool = False) -> SimMetrics:
-    """The /metrics of the emulated version: the 71 families measured on 0.5.17 for 0.5.17, else the 17 known
-    from the sources (0.5.23 defines every 0.5.17 name too, by its source, but was not run), with the token
+    """The /metrics of the emulated version: the 71 families measured on 0.5.17 for 0.5.17 and 0.5.23 (which defines
+    every 0.5.17 name too, by its source, but was not run), else the 17 known from the sources, with the token
     histograms where the version records them (0.5.11+, or --collect-tokens-histogram)."""
     from console.sim.shapes import at_least, detailed
 
     if detailed(version):
+        return RealMetrics(model_name)
+    if at_least(version, "0.5.23"):  # its source defines every 0.5.17 family (spec_cap_length and the rest)
         return RealMetrics(model_name)
     return SimMetrics(model_name, token_histograms=collect_tokens_histogram or at_least(version, "0.5.11"))

@@ -26,6 +26,7 @@ from console.sim import shapes
 from console.sim.content import Task
 from console.sim.metrics import SimMetrics, metrics_for
 from console.sim.prefix_cache import PrefixCache
+from console.sim.startup_0523 import start_scheduler_0523
 from console.sim.tokenizer import SimTokenizer, output_token_ids, write_model_dir
 
 # SGLang hands a request that does not stream its progress every this many tokens anyway.
@@ -56,6 +57,7 @@ class SimConfig:
     state_dir: Path | None = None
     seed: int = 0
     dcgm_port: int | None = None  # where dcgm-exporter's /metrics of the simulated GPUs is served (None: nowhere)
+    adaptive_config: str | None = None  # the text of --speculative-adaptive-config's file (None: SGLang's default)
     log: Callable[[str], None] = field(default=lambda s: print(s, flush=True))
 
     @property
@@ -148,6 +150,9 @@ class SimServer:
         # uvicorn's access log, as SGLang configures it (--log-level-http, --uvicorn-access-log-exclude-prefixes)
         self.access_on = L.access_log_on(config.resolved)
         self.access_excluded = L.access_log_excluded(config.resolved)
+        # --speculative-adaptive: the tier the last decode round ran (internal_states, spec_num_steps)
+        self.launch_steps = int(config.resolved.get("speculative_num_steps") or 0)
+        self.active_steps = self.launch_steps
         count = config.gpu_count or config.profile.gpu_count
         self.gpus = gpu_model.idle_gpus(config.profile.gpu, count, config.profile.name)
         self._gpu_clock = time.monotonic()
@@ -293,8 +298,25 @@ class SimServer:
             # sleep(0) still yields, so HTTP handlers run between back-to-back steps.
             await asyncio.sleep(max(0.0, deadline - now))
             self._deliver(step)
+            if self.engine.adaptive is not None and step.kind == "decode":
+                self._follow_adaptive(step.steps)
             if self.engine.window_decode_steps >= interval:
                 self._log_decode_window()
+
+    def _follow_adaptive(self, steps: int) -> None:
+        """0.5.23's adaptive lines: a slot's tier moved (adaptive_spec_params.py:268), the worker switched its runtime
+        state to the round's tier (eagle_worker_v2.py:1866-1872); the active tier goes to the gauges."""
+        for old, new_steps, ema in self.engine.tier_changes:
+            self.log(f"Adaptive spec params updated: steps {old} -> {new_steps} (ema_accept_len={ema:.2f})")
+        self.engine.tier_changes.clear()
+        if steps != self.active_steps:
+            self.log(
+                f"Switch adaptive runtime state: steps {self.active_steps} -> {steps}, "
+                f"draft_tokens {self.active_steps + 1} -> {steps + 1}"
+            )
+            self.active_steps = steps
+            if self.metrics is not None:
+                self.metrics.set_static(spec_num_steps=float(steps), spec_num_draft_tokens=float(steps + 1))
 
     def _deliver(self, step: Any) -> None:
         now = time.time()
@@ -432,6 +454,9 @@ class SimServer:
         """Weights, KV cache and CUDA graphs, with SGLang's log lines; the port is not bound meanwhile."""
         if self.detailed:
             await self._start_scheduler_detailed()
+            return
+        if shapes.at_least(self.config.version, "0.5.23"):
+            await start_scheduler_0523(self)
             return
         self.log(L.server_args(self.args() or dict(self.config.resolved)), rank="")
         p = self.config.profile

@@ -35,6 +35,12 @@ def has_get_load(version: str) -> bool:
     return not at_least(version, "0.5.23")
 
 
+def has_ready(version: str) -> bool:
+    """/ready (200 when taking requests, 503 while starting, paused or stopping): in 0.5.23's http_server.py, not in
+    0.5.17's."""
+    return at_least(version, "0.5.23")
+
+
 def has_v1_loads(version: str) -> bool:
     return at_least(version, "0.5.9")
 
@@ -119,36 +125,7 @@ def meta_info(
         return meta
     meta["e2e_latency"] = e2e_latency
     if spec:
-        accepted_drafts = max(0, completion_tokens - verify_ct)
-        proposed = verify_ct * max(0, num_draft_tokens - 1)
-        accept_length = completion_tokens / verify_ct if verify_ct else 0.0
-        accept_rate = accepted_drafts / proposed if proposed else 0.0
-        if more:
-            # The rounds as drawn (the engine's); a caller without them gets the totals spread evenly.
-            histogram = list(accept_histogram) or drafts_histogram(accepted_drafts, verify_ct)
-            accepted_drafts = sum(i * rounds for i, rounds in enumerate(histogram))
-            accept_rate = accepted_drafts / proposed if proposed else 0.0
-            meta.update(
-                spec_accept_rate=accept_rate,
-                spec_accept_length=accept_length,
-                spec_num_correct_drafts=accepted_drafts,
-                spec_num_proposed_drafts=proposed,
-                spec_verify_ct=verify_ct,
-                spec_accepted_drafts=accepted_drafts,
-                spec_proposed_drafts=proposed,
-                spec_correct_drafts_histogram=histogram,
-                spec_accept_histogram=list(histogram),
-            )
-        else:
-            meta["spec_verify_ct"] = verify_ct
-            meta["spec_accept_length"] = accept_length
-            meta["spec_accept_rate"] = accept_rate
-            if new_spec_names(version):
-                meta["spec_num_correct_drafts"] = accepted_drafts
-                meta["spec_num_proposed_drafts"] = proposed
-            else:
-                meta["spec_accept_token_num"] = accepted_drafts
-                meta["spec_draft_token_num"] = proposed
+        meta.update(spec_meta_info(version, completion_tokens, verify_ct, num_draft_tokens, accept_histogram))
     if more:
         decode_s = max(1e-9, now - first)
         meta["request_received_ts"] = t0
@@ -160,6 +137,54 @@ def meta_info(
         if not streaming:
             meta["response_sent_to_client_ts"] = now
     return meta
+
+
+def spec_meta_info(
+    version: str, completion_tokens: int, verify_ct: int, num_draft_tokens: int, accept_histogram: Sequence[int] = ()
+) -> dict[str, Any]:
+    """The speculative keys of a finished request's meta_info, as each release's tokenizer manager writes them
+    (`_calculate_spec_decoding_metrics`; tests/sglang/test_spec_meta_wheels.py holds this to every supported wheel):
+    - 0.5.6: accept rate 0.0, length 0 and verify_ct always; with verify rounds and drafts proposed, the figures and
+      spec_accept_token_num / spec_draft_token_num;
+    - 0.5.9: nothing without a verify round; then the figures, the same counts, and spec_accept_histogram;
+    - 0.5.12 to 0.5.17: spec_num_correct_drafts / spec_num_proposed_drafts, with the 0.5.11 names as aliases
+      (spec_accepted_drafts / spec_proposed_drafts), and the histogram under both names;
+    - 0.5.23: the new names only (spec_correct_drafts_histogram).
+    The histogram is the rounds as drawn (the engine's: index = drafts accepted, bonus excluded, as long as the most
+    seen + 1, its sum verify_ct), left out when empty; the correct drafts are its weighted sum. A caller without
+    rounds gets the totals spread evenly. Proposed drafts are verify_ct x (draft tokens - 1) of the launch config."""
+    proposed = verify_ct * max(0, num_draft_tokens - 1)
+    histogram = list(accept_histogram) or drafts_histogram(max(0, completion_tokens - 1 - verify_ct), verify_ct)
+    correct = sum(i * rounds for i, rounds in enumerate(histogram))
+    accept_length = completion_tokens / verify_ct if verify_ct else 0.0
+    accept_rate = correct / proposed if proposed else 0.0
+    out: dict[str, Any] = {}
+    if not at_least(version, "0.5.9"):
+        out.update(spec_accept_rate=0.0, spec_accept_length=0, spec_verify_ct=verify_ct)
+        if verify_ct > 0 and proposed > 0:
+            out.update(spec_accept_rate=accept_rate, spec_accept_length=accept_length)
+            out.update(spec_accept_token_num=correct, spec_draft_token_num=proposed, spec_verify_ct=verify_ct)
+        return out
+    if verify_ct <= 0:
+        return out
+    if not at_least(version, "0.5.12"):
+        if proposed > 0:
+            out.update(spec_accept_rate=accept_rate, spec_accept_length=accept_length)
+            out.update(spec_accept_token_num=correct, spec_draft_token_num=proposed, spec_verify_ct=verify_ct)
+        if histogram:
+            out["spec_accept_histogram"] = histogram
+        return out
+    aliases = not at_least(version, "0.5.23")  # "FIXME: backward-compat aliases, remove in next release"
+    if proposed > 0:
+        out.update(spec_accept_rate=accept_rate, spec_accept_length=accept_length)
+        out.update(spec_num_correct_drafts=correct, spec_num_proposed_drafts=proposed, spec_verify_ct=verify_ct)
+        if aliases:
+            out.update(spec_accepted_drafts=correct, spec_proposed_drafts=proposed)
+    if histogram:
+        out["spec_correct_drafts_histogram"] = histogram
+        if aliases:
+            out["spec_accept_histogram"] = list(histogram)
+    return out
 
 
 def drafts_histogram(accepted_drafts: int, verify_ct: int) -> list[int]:
@@ -346,9 +371,10 @@ def server_info(
     max_total_num_tokens: int,
     context_length: int,
     internal_state: dict[str, Any],
-    startup_time: float,
+    startup_time: float | dict[str, Any],
 ) -> dict[str, Any]:
-    """/server_info: the resolved args, scheduler info, internal_states (one DP rank) and version."""
+    """/server_info: the resolved args, scheduler info, internal_states (one DP rank) and version; 0.5.23's
+    startup_time is its phases {load_weight, kv_cache_allocation, scheduler_e2e, cuda_graph{...}, tokenizer_e2e}."""
     info: dict[str, Any] = dict(resolved)
     if at_least(version, "0.5.23"):
         info["launch_command"] = launch_command

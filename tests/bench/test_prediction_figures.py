@@ -1,6 +1,7 @@
 """What a benchmark keeps for the prediction, read from a real stand-in process over HTTP: each level's pooled
 `spec_accept_histogram` with SGLang 0.5.17's meaning (rounds by drafts accepted; per request as long as the most it saw
-+ 1; its sum the verify rounds), and, from an older version that sends none, no histogram made up."""
++ 1; its sum the verify rounds), from 0.5.23 under its new name, and, from a version that sends none (0.5.6), no
+histogram made up."""
 
 from __future__ import annotations
 
@@ -44,8 +45,17 @@ async def test_a_0517_level_keeps_the_drawn_histogram() -> None:
     assert isinstance(metrics["decode_batch"], float) and 0 < metrics["decode_batch"] <= 4
 
 
-async def test_an_older_version_sends_no_histogram_and_none_is_made_up() -> None:
-    with running_sim([*SETUP, "--sim-sglang-version", "0.5.9"]) as sim:
+async def test_a_0523_level_keeps_the_histogram_of_its_new_name() -> None:
+    with running_sim([*SETUP, "--sim-sglang-version", "0.5.23"]) as sim:
         metrics = await one_level(sim.url)
-    assert metrics["spec_accept_histogram"] is None
+    histogram = metrics["spec_accept_histogram"]
+    assert isinstance(histogram, list) and len(histogram) == 4 and sum(histogram) == metrics["spec_verify_ct"]
+    assert metrics["spec_histogram_key"] == "spec_correct_drafts_histogram" and metrics["spec_spelling"] == "0.5.23"
+    assert "spec_accept_histogram" not in metrics["spec_meta_keys"]
+
+
+async def test_an_older_version_sends_no_histogram_and_none_is_made_up() -> None:
+    with running_sim([*SETUP, "--sim-sglang-version", "0.5.6"]) as sim:
+        metrics = await one_level(sim.url)
+    assert metrics["spec_accept_histogram"] is None and metrics["spec_spelling"] == "0.5.6-0.5.10"
     assert isinstance(metrics["spec_verify_ct"], int) and metrics["accept_length"] is not None  # the mean remains

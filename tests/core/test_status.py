@@ -21,7 +21,8 @@ SERVICE_KEYS = {
 SGLANG_KEYS = {
     "url", "healthy", "version", "model_path", "served_model_name", "speculative_algorithm",
     "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-    "disable_overlap_schedule", "max_running_requests", "effective_max_running_requests_per_dp",
+    "disable_overlap_schedule", "speculative_adaptive", "adaptive_num_steps", "adaptive_num_draft_tokens",
+    "max_running_requests", "effective_max_running_requests_per_dp",
     "max_total_num_tokens", "avg_spec_accept_length", "last_gen_throughput", "num_running_reqs", "num_queue_reqs",
     "gen_throughput", "spec_accept_length", "spec_accept_rate", "token_usage", "cache_hit_rate",
 }  # fmt: skip

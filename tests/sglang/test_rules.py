@@ -438,7 +438,9 @@ def test_0_5_17_auto_choice_knows_the_mimo_models() -> None:
 def test_0_5_17_adaptive_takes_step_0_and_refuses_multi_layer_eagle() -> None:
     base = [*TINY_EAGLE, "--speculative-adaptive", "--speculative-eagle-topk", "1"]
     assert check_launch([*base, "--speculative-num-steps", "0"], {}, "0.5.17").ok  # candidates 0, 1, 3, 7
-    assert not check_launch([*base, "--speculative-num-steps", "0"], {}, "0.5.23").ok  # 1, 3, 7
+    assert check_launch([*base, "--speculative-num-steps", "0"], {}, "0.5.23").ok  # the union 0, 1, 3, 5, 7
+    assert not check_launch([*base, "--speculative-num-steps", "2"], {}, "0.5.23").ok
+    assert not check_launch([*base, "--speculative-num-steps", "5"], {}, "0.5.17").ok  # 0, 1, 3, 7
     off = check_launch([*base, "--enable-multi-layer-eagle"], {}, "0.5.17")
     assert adjusted(off)["speculative_adaptive"] == (True, False)
 

@@ -50,7 +50,10 @@ SHOWN = {
         *("attention_backend", "page_size", "tp_size"),
     ),
     View.EDITOR: (
-        *(ALGORITHM, STEPS, TOPK, DRAFT, f"env:{SPEC_V2_ENV}", DRAFT_MODEL, MAX_RUNNING),
+        *(ALGORITHM, STEPS, TOPK, DRAFT, f"env:{SPEC_V2_ENV}", DRAFT_MODEL),
+        # 0.5.23's adaptive steps and the new drafts' fields (each offered only where its release has the flag)
+        *("speculative_adaptive", "speculative_adaptive_config", "speculative_dflash_block_size"),
+        *("speculative_dspark_block_size", "uno_lora_path", MAX_RUNNING),
         *("mem_fraction_static", "cuda_graph_max_bs", "chunked_prefill_size", "attention_backend", "tp_size"),
         "collect_tokens_histogram",
         "uvicorn_access_log_exclude_prefixes",

@@ -23,12 +23,15 @@ def meta(version: str, finish: str | None = "length") -> dict[str, object]:
 
 
 def test_meta_info_names_follow_the_version() -> None:
+    # 30 tokens, 10 verify rounds: the first token is the prefill's, so the rounds accepted 29 - 10 = 19 drafts
     old = meta("0.5.6.post2")
-    assert old["spec_accept_token_num"] == 20 and old["spec_draft_token_num"] == 30
+    assert old["spec_accept_token_num"] == 19 and old["spec_draft_token_num"] == 30
     assert "total_retractions" in old and "num_retractions" not in old
     new = meta("0.5.23")
-    assert new["spec_num_correct_drafts"] == 20 and new["spec_num_proposed_drafts"] == 30
+    assert new["spec_num_correct_drafts"] == 19 and new["spec_num_proposed_drafts"] == 30
     assert "num_retractions" in new and "spec_accept_token_num" not in new
+    assert "spec_accepted_drafts" not in new and "spec_accept_histogram" not in new  # 0.5.17's aliases are gone
+    assert sum(new["spec_correct_drafts_histogram"]) == 10  # the rounds, spread evenly without the drawn ones
     for m in (old, new):
         assert m["spec_verify_ct"] == 10 and m["spec_accept_length"] == 3.0
         assert m["finish_reason"] == {"type": "length", "length": 30} and m["e2e_latency"] == 1.5
@@ -38,6 +41,16 @@ def test_only_the_final_chunk_carries_latency_and_spec_counters() -> None:
     running = meta("0.5.9", finish=None)
     assert running["finish_reason"] is None
     assert "spec_verify_ct" not in running and "e2e_latency" not in running
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.12", "0.5.17", "0.5.23"])
+def test_no_spec_keys_without_a_verify_round(version: str) -> None:
+    """One output token (the prefill's): no verify round, and from 0.5.9 on no spec key at all; 0.5.6 writes its
+    zero defaults."""
+    one = shapes.spec_meta_info(version, completion_tokens=1, verify_ct=0, num_draft_tokens=4)
+    assert one == {}
+    assert shapes.spec_meta_info("0.5.6", 1, 0, 4) == {"spec_accept_rate": 0.0, "spec_accept_length": 0,
+                                                       "spec_verify_ct": 0}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -155,7 +155,7 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
     """The editor's fields for that SGLang version, filled with what the unit has. Raises UnitError."""
     from console.sglang.argv import parse_argv
     from console.sglang.flags import flag_table
-    from console.sglang.rules import spec_v2_env_default
+    from console.sglang.rules import builtin_algorithms, spec_v2_env_default
     from console.sglang.traffic_shape import histograms_need_flag
     from console.sglang.unit import UnitFile
 
@@ -192,7 +192,8 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
         choices = tuple(str(c) for c in spec.choices) if spec.choices else ()
         if dest == "speculative_algorithm":
             kind = "choice"
-            known = choices or ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")  # 0.5.12+: a free string
+            # 0.5.12+: a free string; its built-in names (0.5.23 adds DSPARK and UNO)
+            known = choices or builtin_algorithms(version)
             choices = (NONE_CHOICE, *known)
         elif spec.is_list and not choices:
             kind = "list"

@@ -38,6 +38,9 @@ JSON keys (stable; SGLang's own names where they exist):
                                 resolved values (internal_states[0], else the top level)
     sglang.max_running_requests, sglang.effective_max_running_requests_per_dp, sglang.max_total_num_tokens
     sglang.avg_spec_accept_length    lifetime mean accept length (internal_states[0])
+    sglang.speculative_adaptive      true with --speculative-adaptive (0.5.23), absent otherwise
+    sglang.adaptive_num_steps        the adaptive tier running now (internal_states[0]; steps: the launch config)
+    sglang.adaptive_num_draft_tokens its draft tokens
     sglang.last_gen_throughput  tok/s of the last decode log window
     sglang.num_running_reqs, sglang.num_queue_reqs, sglang.gen_throughput   load endpoint, else /metrics
     sglang.spec_accept_length, sglang.spec_accept_rate, sglang.token_usage, sglang.cache_hit_rate
@@ -179,6 +182,11 @@ class SglangStatus(BaseModel):
     speculative_eagle_topk: Int = None
     speculative_num_draft_tokens: Int = None
     disable_overlap_schedule: Flag = None
+    # --speculative-adaptive: on (else absent), and the tier the server runs now (internal_states[0]); the steps and
+    # draft tokens above stay the launch config
+    speculative_adaptive: Flag = None
+    adaptive_num_steps: Int = None
+    adaptive_num_draft_tokens: Int = None
     max_running_requests: Int = None
     effective_max_running_requests_per_dp: Int = None
     max_total_num_tokens: Int = None

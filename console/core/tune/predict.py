@@ -26,6 +26,7 @@ from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host
 from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, overlap_of, workload_key
 from console.core.session import Session
+from console.core.tune.adaptive import AdaptiveForecast, forecast_adaptive
 from console.core.tune.search import Cell
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.errors import UsageError
@@ -48,6 +49,7 @@ class PredictRequest:
     slo: dict[str, float] | None = None
     max_age_days: float = 14.0
     base_duration_s: float = BASE_DURATION_S  # the running setup's benchmark, where one is needed
+    adaptive: bool = False  # also predict the running draft under --speculative-adaptive (always when it runs so)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class PredictPlan:
     workload_spec: WorkloadSpec | None  # how to benchmark it, where the request says
     levels: tuple[int, ...]
     stale: str | None = None  # why the running setup needs a benchmark first (None: its records are there)
+    adaptive: bool = False  # the server runs --speculative-adaptive, or the request asks about it
 
 
 @dataclass
@@ -77,6 +80,7 @@ class PredictResult:
     elapsed_ms: float
     slo: Slo | None = None
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (setup, SGLang's reason)
+    adaptive: AdaptiveForecast | None = None  # each tier, and the tier SGLang's table settles on per level
 
     def to_json(self) -> dict[str, Any]:
         plan = self.plan
@@ -95,6 +99,7 @@ class PredictResult:
             "slo": self.slo.to_json() if self.slo else None,
             "setups": [_forecast_json(name, f) for name, f in self.forecasts],
             "pruned": [{"setup": setup, "reason": reason} for setup, reason in self.pruned],
+            "adaptive": self.adaptive.to_json() if self.adaptive is not None else None,
         }
 
 
@@ -149,7 +154,8 @@ async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan
     workload, spec = _workload(request, records, running, session)
     levels = request.concurrencies or _levels(records, running, workload) or DEFAULT_LEVELS
     plan = PredictPlan(session.label, version, str(model) if model else None, running, running_overlap, space,
-                       records, workload, spec, tuple(levels))  # fmt: skip
+                       records, workload, spec, tuple(levels),
+                       adaptive=bool(info.get("speculative_adaptive")) or request.adaptive)  # fmt: skip
     return replace(plan, stale=_stale(plan))
 
 
@@ -258,9 +264,12 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
             wanted.append((candidate.name, setup, overlap))
     forecasts = [(name, predictor.forecast(setup, overlap, plan.levels, slo)) for name, setup, overlap in wanted]
     pruned = [(p.setting.describe(), p.reason) for p in plan.space.pruned]
+    adaptive = None
+    if plan.adaptive and plan.running.speculative:
+        adaptive = forecast_adaptive(predictor, plan.running, plan.running_overlap, plan.levels)
     elapsed = (time.perf_counter() - started) * 1000.0
     return PredictResult(plan, forecasts, predictor.noise, predictor.model_error, predictor.calibration, elapsed,
-                         slo, pruned)  # fmt: skip
+                         slo, pruned, adaptive)  # fmt: skip
 
 
 # --- tune --strategy predict -----------------------------------------------------------------------------------

@@ -281,6 +281,11 @@ def render_server(
     if spark:
         accept.append(sparkline(view.accept_length, spark, lo=1.0, hi=None), style="cyan")
     rows.append(("accept len", accept))
+    if sg.speculative_adaptive and sg.adaptive_num_steps is not None:
+        # the tier SGLang's adaptive rule runs now, with the accept length it gets there (the decode window's)
+        tier = Text(f"steps {sg.adaptive_num_steps}", style="bold")
+        tier.append(f" (launch {num(sg.speculative_num_steps)})  accept len {num(sg.spec_accept_length, 2)}", style="")
+        rows.append(("adaptive", tier))
     usage = f"tokens {num(_times100(sg.token_usage), 0, '%')}  cache hit {num(_times100(sg.cache_hit_rate), 0, '%')}"
     rows.append(("usage", Text(usage)))
     lat = view.latency
