@@ -4,7 +4,11 @@ stand-ins served."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
+import os
+import signal
 import urllib.error
 import urllib.request
 from typing import Any
@@ -12,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.simdeploy import running_pd_pair, running_ranks, running_smg
+from tests.support.simproc import start_sim
 
 pytestmark = pytest.mark.system
 
@@ -64,3 +69,39 @@ def test_smg_in_regular_mode_routes_through_rank0_of_a_two_node_deployment() -> 
             assert json.loads(body)["meta_info"]["completion_tokens"] == 5
         assert _metric(rank0.url, "sglang:num_requests_total") >= 3
         assert rank1.proc.poll() is None
+
+
+def test_a_decode_killed_under_smg_loses_its_streams_and_serves_again_once_back() -> None:
+    with (
+        running_pd_pair() as (prefill, decode),
+        running_smg(
+            ["--pd-disaggregation", "--prefill", prefill.url, str(prefill.bootstrap_port), "--decode", decode.url,
+             "--disable-retries", "--disable-circuit-breaker"]
+        ) as smg,
+    ):  # fmt: skip
+        body = {
+            "text": "a long story",
+            "sampling_params": {"max_new_tokens": 50000, "ignore_eos": True},
+            "stream": True,
+        }
+        request = urllib.request.Request(
+            smg.url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        chunks: list[bytes] = []
+        with urllib.request.urlopen(request, timeout=60) as stream:
+            chunks.append(stream.readline())  # the stream is running: decode is sending it
+            os.kill(decode.sim.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                chunks.extend(stream)
+        # Lost with its decode server: smg ends the stream with its own error event (then [DONE]), no finish.
+        received = b"".join(chunks)
+        assert b'"type":"stream_error"' in received and b'"finish_reason":{' not in received
+        decode.sim.proc.wait()
+        again = start_sim(list(decode.sim.proc.args[8:]), port=decode.sim.port)  # the same unit started again
+        try:
+            again.wait_healthy()
+            status, answer = _post(smg.url + "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 3}})
+            assert status == 200, answer
+            assert json.loads(answer)["meta_info"]["completion_tokens"] == 3
+        finally:
+            again.stop()
