@@ -131,6 +131,10 @@ async def _shut_down_0517(sim: SimServer, config: SimConfig, runner: web.AppRunn
             break
         await asyncio.sleep(tick)
     await runner.cleanup()
+    if sim.group is not None:
+        await sim.group.shutdown()  # the ShutdownReq broadcast: every other rank stops
+    if sim.disagg is not None:
+        await sim.disagg.close()
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
