@@ -21,7 +21,9 @@ What it offers (SGLang 0.5.23, ../shared/research/wave5-facts.md §5; the stand-
   SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL s, 5, at least 2); after SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE (2)
   misses in a row it forgets that prefill and fails its rooms whose KV has not arrived ("Lost connection with prefill
   instance", 500); requests already holding their KV decode on. SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s) bounds
-  the wait for a KV that never comes. With `--disaggregation-transfer-backend fake` a decode serves every request
+  the wait for a KV that never comes. A prefill that is back before its decodes dropped it (within two heartbeats)
+  has a new KV port, which they do not know: its rooms stall until those timeouts (SGLang #34289, open), after which
+  the decode reads its /route again. With `--disaggregation-transfer-backend fake` a decode serves every request
   alone (no prefill, auto room), as 0.5.23's synthetic decode benchmark mode.
 - `/health` and the warm-up go the fake path on both roles (SGLang sends them to bootstrap host 2.2.2.2).
 - /metrics carries engine_type="prefill"|"decode" and the PD families: the queue gauges, the bootstrap and transfer
@@ -574,6 +576,9 @@ class Disaggregation:
                     try:
                         await asyncio.wait_for(asyncio.shield(failed), self.spec.waiting_timeout_s)
                     except TimeoutError:
+                        # invalidate_cached_bootstrap_infos: the next request reads the prefill's /route again
+                        if self._prefills.get(addr) is prefill:
+                            self._prefills.pop(addr, None)
                         elapsed = time.monotonic() - started
                         reason = f"Request {room_id} timed out after {elapsed:.1f}s in KVPoll.WaitingForInput"
                         raise self._transfer_failed(req, room_id, reason) from None

@@ -222,3 +222,31 @@ def test_a_fake_decode_serves_alone_and_a_fake_prefill_is_refused() -> None:
     )  # fmt: skip
     assert refused.returncode == 1
     assert "AssertionError: Prefill server does not support 'fake' as the transfer backend" in refused.stderr
+
+
+def test_a_prefill_back_before_its_decode_dropped_it_stalls_its_rooms_until_the_timeout() -> None:
+    """SGLang #34289: a decode keeps a prefill's KV port until two heartbeats miss; a prefill started again within
+    that window has a new port, so the rooms sent to it stall (here 3 s, not 300), then the decode reads /route anew."""
+    timeouts = {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "3", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "3"}
+    with running_pd_pair(env=timeouts) as (prefill, decode):
+        room = random.getrandbits(63)
+        first = Background(decode.url + "/generate", _pd_body(prefill, room))
+        assert _post(prefill.url + "/generate", _pd_body(prefill, room))[0] == 200
+        assert first.wait()[0] == 200
+        os.kill(prefill.sim.proc.pid, signal.SIGKILL)
+        prefill.sim.proc.wait()
+        again = start_prefill(bootstrap_port=prefill.bootstrap_port, env=timeouts)  # back at once, same address
+        try:
+            again.sim.wait_healthy()
+            room = random.getrandbits(63)
+            stalled = Background(decode.url + "/generate", _pd_body(again, room))
+            status, body = _post(again.url + "/generate", _pd_body(again, room))
+            assert status == 500 and "in KVPoll.Bootstrapping" in body["detail"]  # its decode never reached it
+            status, body = stalled.wait()
+            assert status == 500 and "in KVPoll.WaitingForInput" in body["detail"]
+            room = random.getrandbits(63)  # the decode read the prefill's /route again: the pair works
+            recovered = Background(decode.url + "/generate", _pd_body(again, room))
+            assert _post(again.url + "/generate", _pd_body(again, room))[0] == 200
+            assert recovered.wait()[0] == 200
+        finally:
+            again.sim.stop()
