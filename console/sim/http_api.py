@@ -284,22 +284,24 @@ class Api:
             "graph_gb": round(s.memory_split["graph"], 2),
             "token_capacity": s.max_total_num_tokens,
         }
-        return web.json_response(
-            shapes.v1_loads(
-                version=self.cfg.version,
-                running=s.num_running,
-                waiting=s.num_queued,
-                used_tokens=s.used_tokens,
-                max_total_num_tokens=s.max_total_num_tokens,
-                max_running_requests=s.max_running_requests,
-                gen_throughput=s.last_gen_throughput,
-                memory=memory,
-                accept_length=accept,
-                accept_rate=s.window_accept_rate if accept is not None else None,
-                gpu_count=len(s.gpus),
-                accelerator=s.gpus[0].name if s.gpus else "cuda",
-            )
+        loads = shapes.v1_loads(
+            version=self.cfg.version,
+            running=s.num_running,
+            waiting=s.num_queued,
+            used_tokens=s.used_tokens,
+            max_total_num_tokens=s.max_total_num_tokens,
+            max_running_requests=s.max_running_requests,
+            gen_throughput=s.last_gen_throughput,
+            memory=memory,
+            accept_length=accept,
+            accept_rate=s.window_accept_rate if accept is not None else None,
+            gpu_count=len(s.gpus),
+            accelerator=s.gpus[0].name if s.gpus else "cuda",
         )
+        if s.disagg is not None:  # a PD server's queues and transfers (LoadSnapshot.disaggregation)
+            for load in loads["loads"]:
+                load["disaggregation"] = s.disagg.loads_section()
+        return web.json_response(loads)
 
     # --- generation --------------------------------------------------------------------------------
 

@@ -295,6 +295,7 @@ class Disaggregation:
         self._fetching: dict[str, asyncio.Task[_Prefill]] = {}
         self._fake_room = 0
         self._queues = {"prefill_bootstrap": 0, "prefill_inflight": 0, "decode_prealloc": 0, "decode_transfer": 0}
+        self._last_transfer = (0.0, 0.0)  # (GB/s, ms) of the last KV sent (prefill)
 
     # --- start and stop -----------------------------------------------------------------------------------------
 
@@ -369,6 +370,19 @@ class Disaggregation:
                 "decode_transfer": self.metrics.decode_transfer_queue,
             }[name]
             gauge.set(self._queues[name])
+
+    def loads_section(self) -> dict[str, Any]:
+        """/v1/loads' "disaggregation" section (load_snapshot.DisaggregationMetrics), as smg's load poll reads it."""
+        return {
+            "mode": self.spec.mode,
+            "prefill_bootstrap_queue_reqs": self._queues["prefill_bootstrap"],
+            "prefill_inflight_queue_reqs": self._queues["prefill_inflight"],
+            "decode_prealloc_queue_reqs": self._queues["decode_prealloc"],
+            "decode_transfer_queue_reqs": self._queues["decode_transfer"],
+            "decode_retracted_queue_reqs": 0,
+            "kv_transfer_speed_gb_s": self._last_transfer[0],
+            "kv_transfer_latency_ms": self._last_transfer[1],
+        }
 
     # --- requests -----------------------------------------------------------------------------------------------
 
@@ -445,6 +459,7 @@ class Disaggregation:
                 self.cb.fail(req, 500, message)
                 return
             room.transferred.set()
+            self._last_transfer = (per_rank / 1e9 / seconds, seconds * 1000)
             if self.metrics is not None:
                 total = per_rank * self.spec.tp_size
                 self.metrics.transfer_latency.observe(seconds * 1000)

@@ -133,6 +133,9 @@ def test_decode_answers_with_the_kv_its_prefill_sent() -> None:
         metrics = _get(decode.url + "/metrics")[1]
         assert 'engine_type="decode"' in metrics and 'engine_type="unified"' not in metrics
         assert 'engine_type="prefill"' in _get(prefill.url + "/metrics")[1]
+        loads = json.loads(_get(prefill.url + "/v1/loads?include=core,disagg")[1])["loads"][0]["disaggregation"]
+        assert loads["mode"] == "prefill" and loads["kv_transfer_latency_ms"] > 0
+        assert json.loads(_get(decode.url + "/v1/loads")[1])["loads"][0]["disaggregation"]["mode"] == "decode"
         for family in ("num_bootstrap_failed_reqs_total", "num_transfer_failed_reqs_total", "kv_transfer_speed_gb_s",
                        "num_prefill_inflight_queue_reqs", "num_decode_prealloc_queue_reqs"):  # fmt: skip
             assert f"sglang:{family}" in metrics
