@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -322,7 +323,7 @@ class Disaggregation:
             payload = {
                 "attn_tp_size": self.spec.tp_size, "attn_tp_rank": rank, "attn_cp_size": 1, "attn_cp_rank": 0,
                 "attn_dp_size": 1, "attn_dp_rank": 0, "pp_size": self.spec.pp_size, "pp_rank": 0,
-                "system_dp_size": 1, "system_dp_rank": 0, "rank_ip": self._local(self.spec.host),
+                "system_dp_size": 1, "system_dp_rank": 0, "rank_ip": self._rank_ip(),
                 "rank_port": self.sender_port, "page_size": self.spec.page_size,
                 "kv_cache_dtype": self.spec.kv_cache_dtype, "prefill_http_port": self.spec.http_port,
                 "decode_allocation_policy": self.spec.allocation_policy,
@@ -352,7 +353,17 @@ class Disaggregation:
 
     @staticmethod
     def _local(host: str) -> str:
-        return "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+    def _rank_ip(self) -> str:
+        """The address a decode reaches this prefill's KV sender at: SGLANG_HOST_IP / HOST_IP as SGLang's
+        get_local_ip_auto reads them, else --host, else (bound to every address) this host's outward address."""
+        given = os.environ.get("SGLANG_HOST_IP") or os.environ.get("HOST_IP")
+        if given:
+            return given
+        if self.spec.host not in ("0.0.0.0", "::", ""):
+            return self.spec.host
+        return outward_address()
 
     def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -724,6 +735,16 @@ class Disaggregation:
                     )
                 )
         self.cb.log(f"{reason}, {len(affected)} requests affected")
+
+
+def outward_address() -> str:
+    """This host's address on its default route (no packet is sent), else its name's, else loopback."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only the route is looked up
+        return str(probe.getsockname()[0])
+    with contextlib.suppress(OSError):
+        return socket.gethostbyname(socket.gethostname())
+    return "127.0.0.1"
 
 
 @dataclass
