@@ -40,7 +40,7 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
             await sim.disagg.register_ranks()
         if group is not None:
             group.watch(stop_engine=tasks[0].cancel, cleanup=lambda: _mark_gpus_idle(sim))
-            group.load = lambda: (sim.num_running, not sim.engine.idle)
+            group.load = sim.batch_now
             await group.all_loaded()
     except multinode.GroupError as e:
         assert group is not None
@@ -48,7 +48,11 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
             group.log, str(e), group.spec.local_ranks[0], lambda: _mark_gpus_idle(sim), running_leader=False
         )
     if group is not None and not group.spec.leader:
-        return await multinode.serve_follower(group, on_exit=lambda: _stop_tasks(sim, tasks))
+        all_schedulers = sim.metrics is not None and config.resolved.get("enable_metrics_for_all_schedulers")
+        mirrored = sim.mirrored_metrics if all_schedulers else None
+        return await multinode.serve_follower(
+            group, on_exit=lambda: _stop_tasks(sim, tasks), scheduler_metrics=mirrored
+        )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -161,8 +161,10 @@ class Group:
         self.shut_down = asyncio.Event()  # (ranks >= 1) rank 0 broadcast its ShutdownReq
         self.gate_open = asyncio.Event()
         self.ready = asyncio.Event()  # every rank loaded
-        self.mirror: tuple[int, bool] | None = None  # (ranks >= 1) rank 0's running requests and busy flag
-        self.load: Callable[[], tuple[int, bool]] = lambda: (0, False)  # (rank 0) what heartbeats carry
+        # (ranks >= 1) rank 0's batch as its last heartbeat said: running, busy, queued, used_tokens, token_usage,
+        # gen_throughput, max_total_num_tokens (every TP rank computes the same batch)
+        self.mirror: dict[str, float] | None = None
+        self.load: Callable[[], dict[str, float]] = dict  # (rank 0) what its heartbeats carry
         self.gate_server: web.AppRunner | None = None
         self._gate_activated = False
         self._peers: dict[int, _Peer] = {}  # rank 0: the others; ranks >= 1: rank 0
@@ -315,9 +317,8 @@ class Group:
                 self.ready.set()
             elif "shutdown" in message:
                 self.shut_down.set()
-            elif "ping" in message and isinstance(message["ping"], list):
-                running, busy = message["ping"]
-                self.mirror = (int(running), bool(busy))
+            elif "ping" in message and isinstance(message["ping"], dict):
+                self.mirror = {k: float(v) for k, v in message["ping"].items()}
         if self._leaving or self.shut_down.is_set():
             return
         self._lose(peer)
@@ -339,7 +340,7 @@ class Group:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             now = time.monotonic()
-            ping: Any = list(self.load()) if self.spec.leader else True
+            ping: Any = self.load() if self.spec.leader else True
             for peer in list(self._peers.values()):
                 peer.send({"ping": ping})
                 if now - peer.last_seen > self.spec.watchdog_s:
@@ -485,14 +486,20 @@ def die_like_sglang(
 # --- a rank >= 1 once loaded ------------------------------------------------------------------------------------
 
 
-def dummy_app(enable_metrics: bool) -> web.Application:
-    """launch_dummy_health_check_server: no tokenizer, no /generate, health that reflects nothing."""
+def dummy_app(
+    enable_metrics: bool, scheduler_metrics: Callable[[], tuple[bytes, str]] | None = None
+) -> web.Application:
+    """launch_dummy_health_check_server: no tokenizer, no /generate, health that reflects nothing. Its /metrics shows
+    this node's schedulers only with --enable-metrics-for-all-schedulers (`scheduler_metrics`): else only
+    attention-TP rank 0 records them, and a node of ranks >= 1 has none."""
 
     async def ok(request: web.Request) -> web.Response:
         return web.Response(status=200)
 
     async def metrics(request: web.Request) -> web.Response:
-        # Only attention-TP rank 0 records scheduler metrics: a node of ranks >= 1 has none to show.
+        if scheduler_metrics is not None:
+            body, content_type = scheduler_metrics()
+            return web.Response(body=body, headers={"Content-Type": content_type})
         return web.Response(body=b"", headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     @web.middleware
@@ -510,7 +517,9 @@ def dummy_app(enable_metrics: bool) -> web.Application:
     return app
 
 
-async def serve_follower(group: Group, on_exit: Callable[[], Any]) -> int:
+async def serve_follower(
+    group: Group, on_exit: Callable[[], Any], scheduler_metrics: Callable[[], tuple[bytes, str]] | None = None
+) -> int:
     """A rank >= 1 after every rank loaded: the dummy server until rank 0's ShutdownReq (exit 0) or a lost peer
     (the watch kills the process). SIGTERM is logged and ignored, as 0.5.23's non-zero ranks do."""
     spec = group.spec
@@ -524,7 +533,8 @@ async def serve_follower(group: Group, on_exit: Callable[[], Any]) -> int:
         )
 
     loop.add_signal_handler(signal.SIGTERM, ignore_sigterm)
-    runner = web.AppRunner(dummy_app(spec.enable_metrics), access_log=None, handle_signals=False)
+    app = dummy_app(spec.enable_metrics, scheduler_metrics)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     await web.TCPSite(runner, spec.host, spec.port, reuse_address=True).start()
     group.log(f"Dummy health check server started in background thread at {spec.host}:{spec.port}", "")

@@ -135,6 +135,7 @@ class SimServer:
                 config.served_model_name,
                 collect_tokens_histogram=bool(config.resolved.get("collect_tokens_histogram")),
                 engine_type=pd_spec.mode if pd_spec is not None else "unified",
+                tp_rank=multinode.first_tp_rank(config.resolved),
             )
         self.disagg: pd.Disaggregation | None = None
         if pd_spec is not None:
@@ -317,6 +318,34 @@ class SimServer:
             self.log_as, error, self.first_tp_rank, self._forget_gpus, running_leader=self.status == "Up"
         )
 
+    def batch_now(self) -> dict[str, float]:
+        """Rank 0's batch as its heartbeats carry it to the other ranks (console.sim.multinode)."""
+        return {
+            "running": self.num_running,
+            "busy": float(not self.engine.idle),
+            "queued": self.num_queued,
+            "used_tokens": self.used_tokens,
+            "token_usage": self.token_usage,
+            "gen_throughput": self.last_gen_throughput,
+        }
+
+    def mirrored_metrics(self) -> tuple[bytes, str]:
+        """(a rank >= 1 with --enable-metrics-for-all-schedulers) its scheduler's /metrics: rank 0's batch, which
+        every TP rank computes, under its own tp_rank."""
+        assert self.metrics is not None
+        batch = (self.group.mirror if self.group is not None else None) or {}
+        self.metrics.on_window(
+            running=int(batch.get("running", 0)),
+            queued=int(batch.get("queued", 0)),
+            used_tokens=int(batch.get("used_tokens", 0)),
+            token_usage=batch.get("token_usage", 0.0),
+            gen_throughput=batch.get("gen_throughput", 0.0),
+            accept_length=None,
+            accept_rate=None,
+            max_total_num_tokens=self.max_total_num_tokens,
+        )
+        return self.metrics.render()
+
     def _forget_gpus(self) -> None:
         with contextlib.suppress(OSError):
             (gpu_model.state_dir(self.config.state_dir) / gpu_model.STATE_FILE).unlink(missing_ok=True)
@@ -480,7 +509,7 @@ class SimServer:
         used = self.engine.perf.memory_used_mib() if up else self.memory_used_mib
         running, busy = self.num_running, not self.engine.idle
         if self.group is not None and self.group.mirror is not None:  # a rank >= 1 computes rank 0's batch
-            running, busy = self.group.mirror
+            running, busy = int(self.group.mirror.get("running", 0)), bool(self.group.mirror.get("busy", 0))
         loads = self.engine.perf.gpu_load(running, busy=busy, memory_used_mib=used)
         proc_name = "python3"
         proc = (gpu_model.GpuProcess(os.getpid(), proc_name, max(0, used - 530)),) if used else ()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -59,7 +61,7 @@ def test_rank0_serves_only_after_every_rank_joined_and_rank1_serves_a_dummy() ->
 
         for path in ("/health", "/health_generate", "/ping"):
             assert _get(rank1.url + path) == (200, b"")  # always 200, empty: it reflects nothing
-        assert _get(rank1.url + "/metrics")[0] == 200
+        assert _get(rank1.url + "/metrics") == (200, b"")  # only attention-TP rank 0 records scheduler metrics
         assert _post(rank1.url + "/generate", {"text": "x"})[0] == 404  # no tokenizer, no API
         assert _get(rank1.url + "/server_info")[0] == 404
         assert any("[" in line and " TP1] Load weight begin" in line for line in rank1.lines)
@@ -147,3 +149,23 @@ def test_the_gate_on_a_single_node() -> None:
         assert single.arrival_of("Load weight begin") > activated_at
     finally:
         single.stop()
+
+
+def test_with_metrics_for_all_schedulers_rank1_shows_the_batch_under_its_own_tp_rank() -> None:
+    with running_ranks(2, "--enable-metrics", "--enable-metrics-for-all-schedulers") as (rank0, rank1):
+        rank1.wait_for("Dummy health check server started")
+        body = {"text": "a long one", "sampling_params": {"max_new_tokens": 6000, "ignore_eos": True}}  # 3 s
+        request = urllib.request.Request(
+            rank0.url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        sent = threading.Thread(target=lambda: urllib.request.urlopen(request, timeout=120).read(), daemon=True)
+        sent.start()
+
+        def running_on_rank1() -> bool:
+            text = _get(rank1.url + "/metrics")[1].decode()
+            return (
+                'sglang:num_running_reqs{engine_type="unified",model_name="sim/test-model",pp_rank="0",tp_rank="1"} 1.0'
+                in text
+            )
+
+        wait_until(running_on_rank1, 30, "rank 1's scheduler gauge to show rank 0's running request")
