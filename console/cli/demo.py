@@ -31,9 +31,20 @@ def _demo(args: argparse.Namespace) -> Any:
     return demo_host(args)
 
 
+def _targets(host: Any) -> list[str]:
+    """What the console opens: the demo host, or a demo deployment's SGLang members, one tab each (their host
+    profiles; smg is the deployment's router, not a host to tune)."""
+    from console.sim.demo import PROFILE_NAME
+
+    members = getattr(host, "members", None)
+    if members is None:
+        return [PROFILE_NAME]
+    return [m.name for m in sorted(members, key=lambda m: m.name) if m.role != "router"]
+
+
 async def _with_console(args: argparse.Namespace) -> int:
     from console.cli.connect import build_app
-    from console.sim.demo import PROFILE_NAME, DemoAlreadyRunning
+    from console.sim.demo import DemoAlreadyRunning
 
     try:
         async with _demo(args) as host:
@@ -42,9 +53,9 @@ async def _with_console(args: argparse.Namespace) -> int:
                 ssh_config=None,
                 refresh=None,
                 read_only=bool(getattr(args, "read_only", False)),
-                targets=[PROFILE_NAME],
+                targets=_targets(host),
             )
-            app = build_app(connect, [PROFILE_NAME])
+            app = build_app(connect, _targets(host))
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, app.exit)
             on_hangup(host.abandon)
@@ -62,13 +73,13 @@ async def _with_console(args: argparse.Namespace) -> int:
 
 async def _with_web(args: argparse.Namespace) -> int:
     """`demo --web`: the demo host lives as long as the web server; each browser tab runs `connect demo`."""
-    from console.sim.demo import PROFILE_NAME, UNIT, DemoAlreadyRunning
+    from console.sim.demo import UNIT, DemoAlreadyRunning
     from console.tui import web
 
     try:
         async with _demo(args) as host:
             argv = web.console_argv(
-                host.workspace.root, [PROFILE_NAME], read_only=bool(args.read_only), refresh=None, ssh_config=None
+                host.workspace.root, _targets(host), read_only=bool(args.read_only), refresh=None, ssh_config=None
             )
             server = web.server_for(args, argv, title=hints.DEMO.line())
             web.say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
