@@ -54,8 +54,7 @@ async def start_scheduler_0523(sim: Any) -> None:
     kv = max(0.1, final_gib - weights - draft_weights - graph_total - 0.52)
     avail = total - 0.52
     sim.memory_used_mib = 530
-    sim.log("Init parallel begin.")
-    sim.log("Init parallel ends. elapsed=0.05 s")
+    await sim.init_parallel()  # the ranks' rendezvous and the gate, between its two lines (console.sim.multinode)
     load_s = phases.get("load_weights", 0.0) * scale
     models = [(p.architecture, weights, load_s)]
     if draft:
