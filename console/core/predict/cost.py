@@ -127,7 +127,9 @@ class RoundCost:
         no record has, half of what the verify tokens it adds or drops cost by the fit (UNMEASURED_WIDTH)."""
         phi = features(setup, overlap, batch)
         value = sum(p * m for p, m in zip(phi, self.mean, strict=True))
-        variance = sum(phi[i] * phi[j] * self.covariance[i][j] for i in range(len(phi)) for j in range(len(phi)))
+        used = [(i, p) for i, p in enumerate(phi) if p]  # most terms are off for a setup: only its own count
+        cov = self.covariance
+        variance = sum(p * q * cov[i][j] for i, p in used for j, q in used)
         gap = min(abs(setup.verify_tokens - n) for n in self.verify_widths) if self.verify_widths else 0
         per_token = self.mean[TERMS.index("per_verify_token")] + (
             self.mean[TERMS.index("tree_token")] if setup.speculative and setup.topk > 1 else 0.0

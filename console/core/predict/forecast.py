@@ -186,6 +186,7 @@ class Predictor:
         self.cost: RoundCost = cost
         self._acceptance_fits: dict[tuple[tuple[str | None, str | None], int | None], Fit | None] = {}
         self._catches: dict[tuple[str | None, str | None], tuple[float, float, float, str | None]] = {}
+        self._acceptances: dict[tuple[SpecSetup, int | None], _Acceptance | Unknown] = {}
         self.calibration = 1.0  # the fit's edges read it while it is being measured
         self.model_error, self.calibration = self._calibrate(cross_check)
 
@@ -224,7 +225,19 @@ class Predictor:
 
     def acceptance(self, setup: SpecSetup, concurrency: int | None = None) -> _Acceptance:
         """Tokens per round (bonus included) for a setup at a level (None: every level pooled), with its range;
-        Unknown where its draft has no record."""
+        Unknown where its draft has no record. Once per setup and level (the calibration asks again)."""
+        key = (setup, concurrency)
+        if key not in self._acceptances:
+            try:
+                self._acceptances[key] = self._acceptance(setup, concurrency)
+            except Unknown as exc:
+                self._acceptances[key] = exc
+        known = self._acceptances[key]
+        if isinstance(known, Unknown):
+            raise known
+        return known
+
+    def _acceptance(self, setup: SpecSetup, concurrency: int | None) -> _Acceptance:
         if not setup.speculative:
             return _Acceptance(1.0, 1.0, 1.0, "no draft", ())
         fit = self._chain_fit(setup, concurrency)
