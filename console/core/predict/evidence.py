@@ -83,6 +83,7 @@ class Measured:
     run_id: str
     label: str
     started_at: str
+    host: str = ""  # the record's target: this host's, or another of its group's (pooled)
 
     @classmethod
     def from_record(cls, record: BenchRecord) -> Measured | None:
@@ -124,13 +125,12 @@ class Measured:
             max_running=_int(record.effective_max_running_requests)
             or _int(record.server_args.get("max_running_requests")),
             percentiles={
-                k: float(v)
-                for k, v in record.model_dump().items()
-                if k.endswith("_ms") and "_" in k and isinstance(v, (int, float))
+                k: float(v) for k in _LATENCY_FIELDS if isinstance(v := getattr(record, k, None), (int, float))
             },
             run_id=record.run_id,
             label=record.label,
             started_at=record.started_at.isoformat(),
+            host=record.target,
         )
 
     def mean(self, metric: str) -> float:
@@ -141,6 +141,13 @@ class Measured:
     def cell(self) -> tuple[SpecSetup, bool, str, int]:
         """What repeats of one measurement share: the setup (its draft included), the overlap, workload and level."""
         return self.setup, self.overlap, self.workload, self.concurrency
+
+
+# The record's latency figures an SLO is held to (mean_ttft_ms, p95_tpot_ms, ...): its fields ending in _ms.
+_LATENCY_FIELDS = tuple(
+    name for name in BenchRecord.model_fields if name.endswith("_ms") and name.split("_")[0] in
+    ("mean", "median", "std", "p90", "p95", "p99", "max")
+)  # fmt: skip
 
 
 def _int(value: Any) -> int | None:
@@ -200,6 +207,18 @@ class Evidence:
             for cell in self.cells(workload_name).values():
                 figures = [m.output_tok_s for m in cell]
                 if len(figures) >= 2 and statistics.median(figures) > 0:
+                    spreads.append((max(figures) - min(figures)) / (2 * statistics.median(figures)))
+        return statistics.median(spreads) if spreads else None
+
+    def accept_noise(self, workload: str | None = None) -> float | None:
+        """The median half-spread of the accept length over the cells measured more than once (repeats and runs
+        alike: a level's own rounds are one launch's and one set of prompts', and the next run's differ by more than
+        their count says: two launches of one setup on the H100, 1.652 and 1.623); None without one."""
+        spreads = []
+        for workload_name in [workload] if workload else self.workloads():
+            for cell in self.cells(workload_name).values():
+                figures = [1.0 + m.mean_accepted for m in cell if m.mean_accepted is not None]
+                if len(figures) >= 2:
                     spreads.append((max(figures) - min(figures)) / (2 * statistics.median(figures)))
         return statistics.median(spreads) if spreads else None
 

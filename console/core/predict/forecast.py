@@ -180,6 +180,7 @@ class Predictor:
         self.incumbent = incumbent
         self.incumbent_overlap = incumbent_overlap
         self.noise = evidence.noise(workload)
+        self.accept_noise = evidence.accept_noise(workload)
         points = [Point(m.setup, m.overlap, m.decode_batch, m.round_ms) for m in self.levels_measured]
         cost = fit_round_cost(points, self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE)
         assert cost is not None  # every Measured has a positive round and batch
@@ -442,7 +443,11 @@ class Predictor:
             measured = _measured(own, 2.0 * self.noise if self.noise is not None else 0.0)
             accept = None
             if setup.speculative:
-                accept = Figure(acceptances[c].tokens, acceptances[c].low, acceptances[c].high)
+                # the fit's range (the chains its rounds cannot tell apart) and the spread of the accept length between
+                # runs of one setup (Evidence.accept_noise), in quadrature: a level's rounds are many, its runs few
+                a = acceptances[c]
+                a_low, a_high = _widen(a.tokens, a.low, a.high, 2.0 * (self.accept_noise or 0.0))
+                accept = Figure(a.tokens, a_low, a_high)
             level = LevelForecast(
                 c, Figure(value, low, high), Figure(edges.tpot, edges.tpot_low, edges.tpot_high), edges.ttft, accept,
                 edges.batch, measured,

@@ -5,9 +5,11 @@
         plan = await bench_running(session, plan, request, on_event=...)   # one sweep, no restart
     result = predict(plan, request)                  # pure: each candidate's forecast and verdict
 
-It reads only the host's own records (logs/bench-*.jsonl of the workspace: this target, the model and SGLang version
-it runs now, at most `max_age_days` old) and changes nothing on the host; the one benchmark it may run is of the
-setup already running, with repeats so that the noise is measured, not assumed.
+It reads the host's own records (logs/bench-*.jsonl of the workspace, through its index console.bench.index: this
+target and the SGLang version it runs now, at most `max_age_days` old: every setup measured there, named in what the
+prediction rests on) and those of the other hosts of its groups (profiles/groups.toml) that run the same model, draft
+and GPU with that version (pooled, and said so); it changes nothing on the host. The one benchmark it may run is of
+the setup already running, with repeats so that the noise is measured, not assumed.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from console.bench.engine import SweepConfig
+from console.bench.index import Entry, RecordIndex
 from console.bench.records import BenchRecord, load_run
-from console.bench.runs import list_runs
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host
 from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, overlap_of, workload_key
@@ -29,6 +31,7 @@ from console.core.session import Session
 from console.core.tune.search import Cell
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.errors import UsageError
+from console.fleet.groups import load_groups
 from console.sglang.setup import SpecSetup
 from console.sglang.slo import Slo
 from console.sglang.specmode import SpecMode, spec_mode
@@ -145,7 +148,7 @@ async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan
     running_overlap = overlap_of(info, spec_mode(version, info))
     original = await session.service.read_unit()
     space = build_space(request.space, original, unit_name=session.service.unit, version=version)
-    records = host_records(session, version, request.max_age_days)
+    records = host_records(session, version, request.max_age_days, running=running, model=_model_name(model))
     workload, spec = _workload(request, records, running, session)
     levels = request.concurrencies or _levels(records, running, workload) or DEFAULT_LEVELS
     plan = PredictPlan(session.label, version, str(model) if model else None, running, running_overlap, space,
@@ -153,20 +156,49 @@ async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan
     return replace(plan, stale=_stale(plan))
 
 
-def host_records(session: Session, version: str, max_age_days: float) -> list[BenchRecord]:
-    """The workspace's records of this target and SGLang version, at most `max_age_days` old (the host's own)."""
+def host_records(
+    session: Session, version: str, max_age_days: float, *, running: SpecSetup | None = None, model: str | None = None
+) -> list[BenchRecord]:
+    """The workspace's records of this target and SGLang version, at most `max_age_days` old, and with `running` the
+    records of the other hosts of its groups that ran the same model (`model`, the served name), draft and GPU on that
+    version (console.fleet.groups; their `target` says whose they are)."""
     if session.workspace is None:
         return []
-    runs, _problems = list_runs(session.workspace.logs)
     since = datetime.now(UTC) - timedelta(days=max_age_days)
-    out: list[BenchRecord] = []
-    for run in runs:
-        out.extend(
-            r
-            for r in run.records
-            if r.target == session.label and r.sglang_version == version and r.started_at >= since
-        )
-    return out
+    index = RecordIndex(session.workspace.logs)
+    entries = [e for e in index.entries(since=since) if e.started_at >= since.timestamp()]
+    own = [e for e in entries if e.target == session.label and e.sglang_version == version]
+    peers = group_peers(session) if running is not None else set()
+    gpus = {e.gpu for e in own if e.gpu}
+    draft = running.draft_model_path if running is not None else None
+
+    def pooled(e: Entry) -> bool:
+        return (
+            e.target in peers
+            and e.sglang_version == version
+            and (model is None or e.model == model)
+            and bool(gpus) and e.gpu in gpus
+            and e.draft == draft
+        )  # fmt: skip
+
+    mine = {id(e) for e in own}
+    return [e.load() for e in entries if id(e) in mine or pooled(e)]
+
+
+def _model_name(model: Any) -> str | None:
+    return str(model) if model else None
+
+
+def group_peers(session: Session) -> set[str]:
+    """The other members of every group (profiles/groups.toml) this host is in; none where there is no such file or
+    it cannot be read (predict goes on with the host's own records)."""
+    if session.workspace is None:
+        return set()
+    try:
+        groups = load_groups(session.workspace.profiles)
+    except UsageError:
+        return set()
+    return {m for g in groups.values() if session.label in g.members for m in g.members} - {session.label}
 
 
 def _workload(
@@ -186,7 +218,11 @@ def _workload(
         return workload_key(run[0].workload), None
     if request.workload is not None:
         return workload_key(request.workload.describe()), request.workload
-    mine = [r for r in records if SpecSetup.from_server_args(r.server_args, r.spec_mode) == running]
+    mine = [
+        r
+        for r in records
+        if r.target == session.label and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
+    ]
     if not mine:
         return None, None
     return workload_key(max(mine, key=lambda r: r.started_at).workload), None
@@ -373,8 +409,13 @@ async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_day
     info = await (await session.sglang()).server_info()
     mode = spec_mode(version, info)
     running, overlap = SpecSetup.from_server_args(info, mode), overlap_of(info, mode)
-    records = host_records(session, version, max_age_days)
-    mine = [r for r in records if SpecSetup.from_server_args(r.server_args, r.spec_mode) == running]
+    model = info.get("served_model_name") or info.get("model_path")
+    records = host_records(session, version, max_age_days, running=running, model=_model_name(model))
+    mine = [
+        r
+        for r in records
+        if r.target == session.label and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
+    ]
     if not mine:
         why = f"no benchmark of the running setup ({running.name()}) in logs/: benchmark it (b) to predict"
         return Foresight(running, overlap, tuple(levels), None, None, why)
