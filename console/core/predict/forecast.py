@@ -43,6 +43,7 @@ from console.core.predict.acceptance import (
     fit_means,
     log_likelihood,
     mean_accepted,
+    round_distribution,
     tree_runs,
 )
 from console.core.predict.cost import ASSUMPTIONS, Point, RoundCost, fit_round_cost
@@ -152,6 +153,32 @@ class _Edges:
     batch: float
 
 
+@dataclass(frozen=True)
+class Split:
+    """Where the round's cost rests on one setup's records: the one benchmark more (a restart) that would split it into
+    the target's part and the draft's, and what it would narrow the other setups' bands to (their median, per
+    level, now and after), if that setup measured what it is predicted to (with the runs' spread the records show)."""
+
+    setup: SpecSetup
+    overlap: bool
+    bands_now: dict[int, float]
+    bands_after: dict[int, float]
+
+    @property
+    def text(self) -> str:
+        levels = ", ".join(f"C={c}" for c in self.bands_now)
+        return (
+            f"one benchmark of {self.setup.name()} (a restart) would split the round into the target's part and the "
+            f"draft's: the other setups' bands from {_span(self.bands_now)} to about {_span(self.bands_after)} "
+            f"({levels})"
+        )
+
+
+def _span(bands: dict[int, float]) -> str:
+    low, high = min(bands.values()), max(bands.values())
+    return f"±{low:.0%}" if round(low * 100) == round(high * 100) else f"±{low:.0%}-{high:.0%}"
+
+
 class Unknown(Exception):
     """No measured base for part of a setup: the message says which, and what one benchmark would settle it."""
 
@@ -171,8 +198,10 @@ class Predictor:
         incumbent: SpecSetup | None = None,
         incumbent_overlap: bool = True,
         cross_check: bool = True,
+        host: str | None = None,
     ) -> None:
         self.evidence = evidence
+        self.host = host  # whose records are the host's own (the rest pooled from its group); None: all own
         self.workload = workload
         self.levels_measured = evidence.of(workload)
         if not self.levels_measured:
@@ -423,7 +452,87 @@ class Predictor:
         worst = math.sqrt(sum(z * z for z in scores) / len(scores)) if scores else 0.0
         return error, max(1.0, worst)
 
+    # ---- one more setup ------------------------------------------------------------------------------------------
+
+    def rests_on_one_setup(self) -> bool:
+        return len({m.setup for m in self.levels_measured if m.setup.speculative}) <= 1
+
+    def split(self, candidates: Sequence[tuple[SpecSetup, bool]], levels: Sequence[int]) -> Split | None:
+        """Where the records hold one speculative setup: of `candidates`, the one whose benchmark would narrow the
+        others' bands most (each tried as if measured at the incumbent's levels, at its predicted figures, with the
+        incumbent's repeats' spread), and the bands before and after; None where two setups are measured already."""
+        if not self.rests_on_one_setup() or self.incumbent is None:
+            return None
+        others = [(s, o) for s, o in candidates if (s, o) != (self.incumbent, self.incumbent_overlap)]
+        # what splits a round is another depth of the same draft's chain (the draft's steps apart from the target's
+        # forward); a tree or another draft only where the space has no such chain
+        inc = self.incumbent
+        chains = [
+            (s, o) for s, o in others
+            if s.speculative and s.topk == 1 and s.algorithm == inc.algorithm and s.draft == inc.draft
+            and s.steps != inc.steps
+        ]  # fmt: skip
+        best: Split | None = None
+        for setup, overlap in chains or others:
+            try:
+                extra = self._as_measured(setup, overlap)
+            except Unknown:
+                continue
+            if not extra:
+                continue
+            after = Predictor(
+                Evidence([*self.levels_measured, *extra]), self.workload, incumbent=self.incumbent,
+                incumbent_overlap=self.incumbent_overlap, cross_check=False, host=self.host,
+            )  # fmt: skip
+            after.calibration = self.calibration
+            rest = [(s, o) for s, o in others if (s, o) != (setup, overlap)] or [(setup, overlap)]
+            bands, now = self._median_bands(after, rest, levels), self._median_bands(self, rest, levels)
+            gain = sum(now.values()) - sum(bands.values())
+            if bands and (best is None or gain > sum(best.bands_now.values()) - sum(best.bands_after.values())):
+                best = Split(setup, overlap, now, bands)
+        return best
+
+    @staticmethod
+    def _median_bands(predictor: Predictor, setups: Sequence[tuple[SpecSetup, bool]], levels: Sequence[int]
+                      ) -> dict[int, float]:  # fmt: skip
+        per_level: dict[int, list[float]] = {}
+        for setup, overlap in setups:
+            for level in predictor.forecast(setup, overlap, levels).levels:
+                per_level.setdefault(level.concurrency, []).append(level.output_tok_s.band)
+        return {c: statistics.median(bands) for c, bands in per_level.items()}
+
+    def _as_measured(self, setup: SpecSetup, overlap: bool) -> list[Measured]:
+        """The setup's levels as if measured at the incumbent's levels: its predicted tok/s, round and batch, its
+        accept length (a chain's histogram from the fitted runs), each of the incumbent's repeats scaled alike."""
+        out: list[Measured] = []
+        template = [m for m in self.levels_measured if (m.setup, m.overlap) == (self.incumbent, self.incumbent_overlap)]
+        fit = self._chain_fit(setup, None) if setup.speculative and setup.topk == 1 else None
+        for c in sorted({m.concurrency for m in template}):
+            here = [m for m in template if m.concurrency == c]
+            tokens = self.acceptance(setup, c).tokens
+            tok_s, tpot, ttft, batch = self._closed_loop(setup, overlap, c, tokens, 0.0)
+            round_ms = self.cost.predict(setup, overlap, batch)[0]
+            middle = statistics.median(m.output_tok_s for m in here)
+            for m in here:
+                scale = m.output_tok_s / middle if middle > 0 else 1.0
+                histogram = None
+                if fit is not None and fit.source == "histograms" and setup.speculative:
+                    dist = round_distribution(fit.runs, setup.depth)
+                    histogram = tuple(round(p * m.rounds) for p in dist)
+                out.append(replace(
+                    m, setup=setup, overlap=overlap, output_tok_s=tok_s * scale, tpot_ms=tpot / scale, ttft_ms=ttft,
+                    decode_batch=batch, round_ms=round_ms / scale, accept_length=tokens if setup.speculative else None,
+                    mean_accepted=tokens - 1.0 if setup.speculative else None, histogram=histogram,
+                    run_id=f"{m.run_id} (as if)", derived=False,
+                ))  # fmt: skip
+        return out
+
     # ---- a setup ---------------------------------------------------------------------------------------------
+
+    def _own(self, levels: list[Measured]) -> list[Measured]:
+        """A setup's measured levels as its own figure: the host's own where it has some, else its group's."""
+        mine = [m for m in levels if not self.host or not m.host or m.host == self.host]
+        return mine or levels
 
     def forecast(self, setup: SpecSetup, overlap: bool, levels: Sequence[int], slo: Slo | None = None) -> SetupForecast:
         """The setup at each level (closed-loop concurrency), with its bands, what they rest on and the verdict."""
@@ -439,7 +548,9 @@ class Predictor:
             edges = self._fit_edges(setup, overlap, c, acceptances[c])
             value = edges.value
             low, high = _widen(value, edges.low, edges.high, noise_band)
-            own = [m for m in self.levels_measured if m.setup == setup and m.overlap == overlap and m.concurrency == c]
+            own = self._own(
+                [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (setup, overlap, c)]
+            )
             measured = _measured(own, 2.0 * self.noise if self.noise is not None else 0.0)
             accept = None
             if setup.speculative:
@@ -455,10 +566,13 @@ class Predictor:
             if slo is not None:
                 level = self._judge(level, slo, setup)
             out.append(level)
-        rests_on = [
-            f"acceptance: {acceptance.rests_on}",
-            f"round cost: {len(self.levels_measured)} levels of {len(self.evidence.setups(self.workload))} setups",
-        ]
+        rests_on = [f"acceptance: {acceptance.rests_on}", f"round cost: {self.measured_setups_text()}"]
+        pooled = self.pooled_hosts()
+        if pooled:
+            count = sum(pooled.values())
+            rests_on.append(
+                f"pooled: {count} levels of {', '.join(sorted(pooled))} (its group's, the same model, draft and GPU)"
+            )
         if any(m.derived for m in self.levels_measured):
             rests_on.append("rounds of older records read off their mean TPOT and accept length")
         assumptions = [*acceptance.assumptions, *(ASSUMPTIONS[t] for t in self.cost.assumed(setup, overlap))]
@@ -468,6 +582,27 @@ class Predictor:
             assumptions.append("no speculation never measured: its round is the target's forward the fit implies")
         forecast = SetupForecast(setup, overlap, out, rests_on, assumptions, Verdict("unknown", ""), self.noise)
         return _with_verdict(forecast, self._incumbent_figures(levels, slo), self)
+
+    def measured_setups_text(self) -> str:
+        """`12 levels of 2 setups: EAGLE steps 3 topk 1 (running; 2026-12-07), EAGLE steps 1 ... (2026-12-05)`:
+        every setup the records hold, by name, with the day of its newest record."""
+        newest: dict[SpecSetup, str] = {}
+        for m in self.levels_measured:
+            newest[m.setup] = max(newest.get(m.setup, ""), m.started_at[:10])
+        named = [
+            f"{setup.name()} ({'running; ' if setup == self.incumbent else ''}{day})"
+            for setup, day in sorted(newest.items(), key=lambda item: (item[0] != self.incumbent, item[1]))
+        ]
+        return f"{len(self.levels_measured)} levels of {len(newest)} setups: " + ", ".join(named)
+
+    def pooled_hosts(self) -> dict[str, int]:
+        """The levels from other hosts than the incumbent's own (pooled records of its group), by host."""
+        own = self.host
+        out: dict[str, int] = {}
+        for m in self.levels_measured:
+            if own and m.host and m.host != own:
+                out[m.host] = out.get(m.host, 0) + 1
+        return out
 
     def _judge(self, level: LevelForecast, slo: Slo, setup: SpecSetup) -> LevelForecast:
         """The SLO held to the predicted means, each percentile scaled from its mean as this workload's records at
@@ -494,12 +629,11 @@ class Predictor:
             return None
         noise_band = 2.0 * self.noise if self.noise is not None else 0.0
         figures: dict[int, Figure] = {}
+        incumbent, overlap = self.incumbent, self.incumbent_overlap
         for c in levels:
-            own = [
-                m
-                for m in self.levels_measured
-                if m.setup == self.incumbent and m.overlap == self.incumbent_overlap and m.concurrency == c
-            ]
+            own = self._own(
+                [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (incumbent, overlap, c)]
+            )
             measured = _measured(own, noise_band)
             if measured is None:
                 try:

@@ -26,7 +26,7 @@ from console.bench.index import Entry, RecordIndex
 from console.bench.records import BenchRecord, load_run
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host
-from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, overlap_of, workload_key
+from console.core.predict import Evidence, Predictor, SetupForecast, Split, Unknown, overlap_of, workload_key
 from console.core.session import Session
 from console.core.tune.search import Cell
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
@@ -80,6 +80,7 @@ class PredictResult:
     elapsed_ms: float
     slo: Slo | None = None
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (setup, SGLang's reason)
+    split: Split | None = None  # where the round rests on one setup: the benchmark that would split it
 
     def to_json(self) -> dict[str, Any]:
         plan = self.plan
@@ -98,7 +99,20 @@ class PredictResult:
             "slo": self.slo.to_json() if self.slo else None,
             "setups": [_forecast_json(name, f) for name, f in self.forecasts],
             "pruned": [{"setup": setup, "reason": reason} for setup, reason in self.pruned],
+            "split": _split_json(self.split),
         }
+
+
+def _split_json(split: Split | None) -> dict[str, Any] | None:
+    if split is None:
+        return None
+    return {
+        "key": split.setup.key,
+        "name": split.setup.name(),
+        "text": split.text,
+        "bands_now": {str(c): round(b, 4) for c, b in split.bands_now.items()},
+        "bands_after": {str(c): round(b, 4) for c, b in split.bands_after.items()},
+    }
 
 
 def _forecast_json(name: str, forecast: SetupForecast) -> dict[str, Any]:
@@ -280,7 +294,8 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
     started = time.perf_counter()
     evidence = Evidence.from_records(plan.records)
     try:
-        predictor = Predictor(evidence, plan.workload, incumbent=plan.running, incumbent_overlap=plan.running_overlap)
+        predictor = Predictor(evidence, plan.workload, incumbent=plan.running, incumbent_overlap=plan.running_overlap,
+                              host=plan.target)  # fmt: skip
     except Unknown as exc:
         raise UsageError(f"{exc}: {exc.settle}") from None
     slo = Slo.from_json(request.slo) if request.slo else None
@@ -294,9 +309,10 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
             wanted.append((candidate.name, setup, overlap))
     forecasts = [(name, predictor.forecast(setup, overlap, plan.levels, slo)) for name, setup, overlap in wanted]
     pruned = [(p.setting.describe(), p.reason) for p in plan.space.pruned]
+    split = predictor.split([(setup, overlap) for _name, setup, overlap in wanted], plan.levels)
     elapsed = (time.perf_counter() - started) * 1000.0
     return PredictResult(plan, forecasts, predictor.noise, predictor.model_error, predictor.calibration, elapsed,
-                         slo, pruned)  # fmt: skip
+                         slo, pruned, split)  # fmt: skip
 
 
 # --- tune --strategy predict -----------------------------------------------------------------------------------
@@ -355,6 +371,7 @@ class Foresight:
     predictor: Predictor | None
     why_not: str | None = None  # what is missing for a prediction (and what would give it), when predictor is None
     evidence: Evidence | None = None  # the records it was fitted from, for a refit on other traffic (on_workload)
+    host: str | None = None  # whose records are the host's own (the rest its group's, pooled)
 
     def on_workload(self, spec: WorkloadSpec) -> Foresight:
         """The same host's prediction on other traffic of its records (a tune's own workload, where it is not the
@@ -368,7 +385,7 @@ class Foresight:
             return replace(self, workload=workload, predictor=None, why_not=f"{why}: benchmark it (b) to predict")
         try:
             predictor = Predictor(
-                self.evidence, workload, incumbent=self.running, incumbent_overlap=self.running_overlap
+                self.evidence, workload, incumbent=self.running, incumbent_overlap=self.running_overlap, host=self.host
             )
         except Unknown as exc:
             return replace(self, workload=workload, predictor=None, why_not=f"{exc}: {exc.settle}")
@@ -423,7 +440,7 @@ async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_day
     chosen = tuple(levels) or tuple(_levels(records, running, workload))
     evidence = Evidence.from_records(records)
     try:
-        predictor = Predictor(evidence, workload, incumbent=running, incumbent_overlap=overlap)
+        predictor = Predictor(evidence, workload, incumbent=running, incumbent_overlap=overlap, host=session.label)
     except Unknown as exc:
-        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}", evidence)
-    return Foresight(running, overlap, chosen, workload, predictor, None, evidence)
+        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}", evidence, session.label)
+    return Foresight(running, overlap, chosen, workload, predictor, None, evidence, session.label)
