@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 from console.bench.records import BenchRecord
 
 INDEX_DIR = ".index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 _DAY = re.compile(r"^bench-(\d{4})-(\d{2})-(\d{2})\.jsonl$")
 # What a slim record keeps of the server's arguments: the setup (console.sglang.setup), the spec-v2 verdict
 # (console.sglang.specmode) and the running cap (console.core.predict.evidence).
@@ -43,10 +43,10 @@ class Entry:
     model: str | None
     gpu: str | None  # the first GPU's name and the count, "NVIDIA H100 80GB HBM3 x1"
     draft: str | None  # speculative_draft_model_path
-    record: Mapping[str, Any]  # the slim record
+    record: bytes | memoryview  # the slim record's JSON: parsed only for the records asked for
 
     def load(self) -> BenchRecord:
-        return BenchRecord.model_validate(self.record)
+        return BenchRecord.model_validate_json(bytes(self.record))
 
 
 def slim(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def _entry(data: Mapping[str, Any]) -> Entry:
         model=data.get("model"),
         gpu=gpu_of(data),
         draft=str(draft) if draft else None,
-        record=slim(data),
+        record=json.dumps(slim(data), separators=(",", ":")).encode(),
     )
 
 
@@ -95,51 +95,64 @@ class RecordIndex:
         self.problems: list[str] = []
         self.rebuilt: list[str] = []  # the log files indexed again on the last call (for tests and the benchmark)
 
-    def entries(self, *, since: datetime | None = None) -> list[Entry]:
-        """Every record of logs/bench-*.jsonl, oldest file first; with `since`, the files of its day and later
-        only (undated files always)."""
+    def entries(self, *, since: datetime | None = None, targets: Collection[str] | None = None) -> list[Entry]:
+        """Every record of logs/bench-*.jsonl, oldest file first; with `since`, those started then or later (the
+        files of earlier days not opened; undated files always); with `targets`, those of these hosts."""
         self.problems, self.rebuilt = [], []
         out: list[Entry] = []
         first_day = since.date() if since is not None else None
+        cutoff = since.timestamp() if since is not None else None
         for path in sorted(self.logs.glob("bench-*.jsonl")):
             day = file_day(path)
             if first_day is not None and day is not None and day < first_day:
                 continue
-            out.extend(self._file(path))
+            out.extend(self._file(path, cutoff, targets))
         return out
 
     def records(
         self, *, since: datetime | None = None, where: Callable[[Entry], bool] | None = None
     ) -> list[BenchRecord]:
         """The (slim) records started at `since` or later that `where` keeps, validated."""
-        cutoff = since.timestamp() if since is not None else None
-        return [
-            e.load()
-            for e in self.entries(since=since)
-            if (cutoff is None or e.started_at >= cutoff) and (where is None or where(e))
-        ]
+        return [e.load() for e in self.entries(since=since) if where is None or where(e)]
 
-    def _file(self, path: Path) -> list[Entry]:
+    def _file(self, path: Path, cutoff: float | None = None, targets: Collection[str] | None = None) -> list[Entry]:
+        """The file's entries (those started at `cutoff` or later, of `targets`), from its index or built."""
+
+        def wanted(target: str, started: float) -> bool:
+            return (cutoff is None or started >= cutoff) and (targets is None or target in targets)
+
         try:
             stat = path.stat()
         except OSError as exc:
             self.problems.append(f"{path.name}: cannot be read ({exc.strerror or exc})")
             return []
         key = [INDEX_VERSION, stat.st_size, stat.st_mtime_ns]
-        cache = self.folder / f"{path.name}.json"
+        cache, bodies = self.folder / f"{path.name}.json", self.folder / f"{path.name}.slim"
         try:
             kept = json.loads(cache.read_text(encoding="utf-8"))
             if kept.get("key") == key:
-                self.problems.extend(kept.get("problems", []))
-                return [Entry(*row) for row in kept["entries"]]
-        except (OSError, ValueError, TypeError, KeyError):
+                text = memoryview(bodies.read_bytes())
+                problems = list(kept.get("problems", []))
+                entries = [
+                    Entry(target, version, started, model, gpu, draft, text[offset : offset + length])
+                    for target, version, started, model, gpu, draft, offset, length in kept["entries"]
+                    if wanted(target, started)
+                ]
+                self.problems.extend(problems)
+                return entries
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
             pass  # no index yet, or one of another file or version: build it
         entries, problems = _read(path)
         self.rebuilt.append(path.name)
         self.problems.extend(problems)
-        rows = [[e.target, e.sglang_version, e.started_at, e.model, e.gpu, e.draft, e.record] for e in entries]
-        _write(cache, {"key": key, "problems": problems, "entries": rows})
-        return entries
+        rows, offset = [], 0
+        for e in entries:
+            rows.append([e.target, e.sglang_version, e.started_at, e.model, e.gpu, e.draft, offset, len(e.record)])
+            offset += len(e.record) + 1
+        # the bodies first: an index is only read beside the bodies it was written with (its key is the log's)
+        _write(bodies, b"".join(bytes(e.record) + b"\n" for e in entries))
+        _write(cache, json.dumps({"key": key, "problems": problems, "entries": rows}).encode())
+        return [e for e in entries if wanted(e.target, e.started_at)]
 
 
 def _read(path: Path) -> tuple[list[Entry], list[str]]:
@@ -160,12 +173,12 @@ def _read(path: Path) -> tuple[list[Entry], list[str]]:
     return entries, problems
 
 
-def _write(cache: Path, data: Mapping[str, Any]) -> None:
+def _write(cache: Path, data: bytes) -> None:
     """Atomically (a reader never sees half a file); a folder that cannot be written keeps no index."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_name(f".{cache.name}.{os.getpid()}")
-        partial.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        partial.write_bytes(data)
         os.replace(partial, cache)
     except OSError:
         pass

@@ -209,6 +209,16 @@ def fit_histograms(histograms: Iterable[Histogram]) -> Fit | None:
 
 @functools.lru_cache(maxsize=256)
 def _fit_histograms(data: tuple[Histogram, ...]) -> Fit:
+    rounds = sum(h.rounds for h in data)
+    if max(h.depth for h in data) == 1:
+        # One draft a round: a round accepts it or not, which says how often the first guess is right and nothing of
+        # what follows a right one. Like one depth's mean (fit_means): every chain with that rate, no runs to the
+        # strongest seen (the H100's 8B from steps 1 alone: a maximum-likelihood chain on that ridge put steps 3 at
+        # 1.85, where it measured 2.28-2.37).
+        mean = sum(h.mean_accepted * h.rounds for h in data) / rounds
+        ridge = _fit_means(((1, mean, rounds),))
+        return Fit(ridge.runs, ridge.band, "histograms of one draft a round", rounds, 1)
+
     def score(runs: Runs) -> float:
         return log_likelihood(runs, data)
 

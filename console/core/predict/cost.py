@@ -154,10 +154,12 @@ def _fit(points: Sequence[Point], prior_mean: list[float], prior_sd: list[float]
     for p in points:
         phi = features(p.setup, p.overlap, p.batch)
         weight = 1.0 / (noise * p.round_ms) ** 2
-        for i in range(n):
-            rhs[i] += weight * phi[i] * p.round_ms
-            for j in range(n):
-                precision[i][j] += weight * phi[i] * phi[j]
+        used = [(i, weight * f) for i, f in enumerate(phi) if f]  # a point's terms that are on (the rest add 0)
+        for i, wi in used:
+            rhs[i] += wi * p.round_ms
+            row = precision[i]
+            for j, _ in used:
+                row[j] += wi * phi[j]
     mean = _cholesky_solve(precision, rhs)
     covariance = _inverse(precision)
     widths = frozenset(p.setup.verify_tokens for p in points)

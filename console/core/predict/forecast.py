@@ -57,6 +57,22 @@ SPEC_MAX_RUNNING = 48
 UNMEASURED_WEIGHT_NOISE = 0.05
 # The fit's band: two standard deviations.
 FIT_SIGMAS = 2.0
+# Student's t at 97.5 % by degrees of freedom (the normal's 1.96 past the table): a 95 % band of the runs' spread,
+# which the records estimate from few repeats (two runs of each of three levels: 3 degrees of freedom, t = 3.18).
+# Before issue 46 the band took twice the median half-spread, about 1.1 standard deviations: it held three runs in
+# four on the H100's and H200's captures, where it said 95 %.
+_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
+         15: 2.13, 20: 2.09, 30: 2.04}  # fmt: skip
+
+
+def t975(dof: int) -> float:
+    """Student's t quantile at 97.5 % (the next tabulated degrees of freedom below, conservatively)."""
+    if dof <= 0:
+        return 1.96
+    known = [d for d in _T975 if d <= dof]
+    return _T975[max(known)] if dof <= 30 else 1.96
+
+
 # A level's own acceptance replaces the pooled one when the pooled chain explains its histograms worse than the level's
 # own fit by this much (twice the log-likelihood: chi-square with 2 degrees of freedom at 95 %).
 LEVEL_TEST = 5.99
@@ -210,6 +226,11 @@ class Predictor:
         self.incumbent_overlap = incumbent_overlap
         self.noise = evidence.noise(workload)
         self.accept_noise = evidence.accept_noise(workload)
+        levels = {m.concurrency for m in self.levels_measured}
+        self.spread_t = t975(evidence.noise_dof(workload))
+        # each level's own spread where a cell of that level was repeated (C = 1 spreads most: a run is few requests)
+        self._noise_at = {c: evidence.noise(workload, c) for c in levels}
+        self._accept_noise_at = {c: evidence.accept_noise(workload, c) for c in levels}
         points = [Point(m.setup, m.overlap, m.decode_batch, m.round_ms) for m in self.levels_measured]
         cost = fit_round_cost(points, self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE)
         assert cost is not None  # every Measured has a positive round and batch
@@ -218,6 +239,8 @@ class Predictor:
         self._catches: dict[tuple[str | None, str | None], tuple[float, float, float, str | None]] = {}
         self._acceptances: dict[tuple[SpecSetup, int | None], _Acceptance | Unknown] = {}
         self.calibration = 1.0  # the fit's edges read it while it is being measured
+        self._level_factor: dict[int, float] = {}
+        self._level_factor = self._level_factors()
         self.model_error, self.calibration = self._calibrate(cross_check)
 
     # ---- acceptance ------------------------------------------------------------------------------------------
@@ -401,8 +424,34 @@ class Predictor:
             batch = 0.5 * (batch + new_batch)
         cycle_ms = prefill + decode_ms
         tok_s = running * length / cycle_ms * 1000.0 if cycle_ms > 0 else 0.0
+        tok_s *= self.level_factor(concurrency)
         ttft = prefill + (concurrency - running) * cycle_ms / running
         return tok_s, round_ms / tokens, ttft, batch
+
+    def level_factor(self, concurrency: int) -> float:
+        """What the level measured of what the model of a steady closed loop gives it, the measured setups' median
+        (the nearest measured level's for another): a level of a few seconds ends with its last requests in flight,
+        fewer than C at a time, and its tok/s counts that tail (the H100's 8B: 5-8 % at C = 16 with 5 s levels), and
+        what a linear round cost misses at that batch, alike for every setup there."""
+        if not self._level_factor:
+            return 1.0
+        nearest = min(self._level_factor, key=lambda c: (abs(math.log(c / concurrency)), c))
+        return self._level_factor[nearest]
+
+    def _level_factors(self) -> dict[int, float]:
+        ratios: dict[int, list[float]] = {}
+        cells: dict[tuple[SpecSetup, bool, int], list[float]] = {}
+        for m in self.levels_measured:
+            cells.setdefault((m.setup, m.overlap, m.concurrency), []).append(m.output_tok_s)
+        for (setup, overlap, c), figures in cells.items():
+            try:
+                tokens = self.acceptance(setup, c).tokens
+            except Unknown:
+                continue
+            steady = self._closed_loop(setup, overlap, c, tokens, 0.0)[0]
+            if steady > 0:
+                ratios.setdefault(c, []).append(statistics.median(figures) / steady)
+        return {c: statistics.median(r) for c, r in ratios.items()}
 
     def _fit_edges(self, setup: SpecSetup, overlap: bool, concurrency: int, acceptance: _Acceptance) -> _Edges:
         """The level's output tok/s and TPOT at the fit's centre and at its edges (the acceptance's range, the round
@@ -451,6 +500,15 @@ class Predictor:
         # A 2-sigma band holds a miss of up to FIT_SIGMAS (in sigma units): widen where they missed by more.
         worst = math.sqrt(sum(z * z for z in scores) / len(scores)) if scores else 0.0
         return error, max(1.0, worst)
+
+    def noise_at(self, concurrency: int) -> float | None:
+        """The runs' spread at this level (Evidence.noise), the records' whole where the level was not repeated."""
+        own = self._noise_at.get(concurrency)
+        return own if own is not None else self.noise
+
+    def accept_noise_at(self, concurrency: int) -> float | None:
+        own = self._accept_noise_at.get(concurrency)
+        return own if own is not None else self.accept_noise
 
     # ---- one more setup ------------------------------------------------------------------------------------------
 
@@ -542,22 +600,23 @@ class Predictor:
         except Unknown as exc:
             return SetupForecast(setup, overlap, [], [], [], Verdict("unknown", f"unknown: {exc}", {}, exc.settle),
                                  self.noise)  # fmt: skip
-        noise_band = math.hypot(2.0 * self.noise if self.noise is not None else 0.0, 2.0 * self.model_error)
         out: list[LevelForecast] = []
         for c in levels:
+            noise = self.noise_at(c)
+            noise_band = math.hypot(self.spread_t * noise if noise is not None else 0.0, 2.0 * self.model_error)
             edges = self._fit_edges(setup, overlap, c, acceptances[c])
             value = edges.value
             low, high = _widen(value, edges.low, edges.high, noise_band)
             own = self._own(
                 [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (setup, overlap, c)]
             )
-            measured = _measured(own, 2.0 * self.noise if self.noise is not None else 0.0)
+            measured = _measured(own, self.spread_t * noise if noise is not None else 0.0)
             accept = None
             if setup.speculative:
                 # the fit's range (the chains its rounds cannot tell apart) and the spread of the accept length between
                 # runs of one setup (Evidence.accept_noise), in quadrature: a level's rounds are many, its runs few
                 a = acceptances[c]
-                a_low, a_high = _widen(a.tokens, a.low, a.high, 2.0 * (self.accept_noise or 0.0))
+                a_low, a_high = _widen(a.tokens, a.low, a.high, self.spread_t * (self.accept_noise_at(c) or 0.0))
                 accept = Figure(a.tokens, a_low, a_high)
             level = LevelForecast(
                 c, Figure(value, low, high), Figure(edges.tpot, edges.tpot_low, edges.tpot_high), edges.ttft, accept,
@@ -627,10 +686,11 @@ class Predictor:
     def _incumbent_figures(self, levels: Sequence[int], slo: Slo | None) -> dict[int, Figure] | None:
         if self.incumbent is None:
             return None
-        noise_band = 2.0 * self.noise if self.noise is not None else 0.0
         figures: dict[int, Figure] = {}
         incumbent, overlap = self.incumbent, self.incumbent_overlap
         for c in levels:
+            noise = self.noise_at(c)
+            noise_band = self.spread_t * noise if noise is not None else 0.0
             own = self._own(
                 [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (incumbent, overlap, c)]
             )

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from console.bench.engine import SweepConfig
@@ -178,11 +179,26 @@ def host_records(
     version (console.fleet.groups; their `target` says whose they are)."""
     if session.workspace is None:
         return []
-    since = datetime.now(UTC) - timedelta(days=max_age_days)
-    index = RecordIndex(session.workspace.logs)
-    entries = [e for e in index.entries(since=since) if e.started_at >= since.timestamp()]
-    own = [e for e in entries if e.target == session.label and e.sglang_version == version]
     peers = group_peers(session) if running is not None else set()
+    return records_for(session.workspace.logs, session.label, version, max_age_days, running=running, model=model,
+                       peers=peers)  # fmt: skip
+
+
+def records_for(
+    logs: Path,
+    label: str,
+    version: str,
+    max_age_days: float,
+    *,
+    running: SpecSetup | None = None,
+    model: str | None = None,
+    peers: Collection[str] = (),
+) -> list[BenchRecord]:
+    """host_records from a logs/ folder: `label`'s own records, and `peers`' that match (the same model, the running
+    setup's draft, a GPU the host's own records show), through the index (console.bench.index)."""
+    since = datetime.now(UTC) - timedelta(days=max_age_days)
+    entries = RecordIndex(logs).entries(since=since, targets={label, *peers})
+    own = [e for e in entries if e.target == label and e.sglang_version == version]
     gpus = {e.gpu for e in own if e.gpu}
     draft = running.draft_model_path if running is not None else None
 
