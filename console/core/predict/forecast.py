@@ -5,8 +5,8 @@
     forecast.levels[0].output_tok_s      -> Figure(value=92.1, low=85.0, high=99.3)
     forecast.verdict.text                -> "not worth a restart: slower at C=1 and C=48"
 
-Three parts, each fitted from the records of this host and this workload only (never from the stand-in's model: the
-layering test holds it):
+Three parts, each fitted from the records of this host (and its group's pooled: the caller's choice, Measured.host
+says whose) and this workload only (never from the stand-in's model: the layering test holds it):
 - acceptance (console.core.predict.acceptance): the drafts a round accepts, from the chain's runs fitted to the
   histograms of every chain setup of the same draft (or their mean accept lengths), at the candidate's depth; a tree
   from measured trees of that draft, else with its further branches' catch assumed;
@@ -14,12 +14,15 @@ layering test holds it):
 - the level: a closed loop of C clients whose requests take the prefill (the TTFT the records show at that level,
   without the time they waited for a free place) and (L - 1) / tokens-per-round rounds; the decode batch is where the
   round's cost and the time spent decoding agree (a fixed point), the running requests capped as SGLang caps them
-  (48 with speculation unless the unit says otherwise, and the memory cap the running server reported).
+  (48 with speculation unless the unit says otherwise, and the memory cap the running server reported); and what
+  each level measured of that model (`level_factor`: a short level's tail, the batch's curve), alike for every setup.
 
 Each figure has a band: the fit's 95 % along that setup's terms, the acceptance's range (the chains the data cannot
-tell apart, and the assumptions), and the run-to-run spread the records measured (`Evidence.noise`, never assumed: a
-band without repeats says so). The verdict compares the band with the running setup's (its measured median and the same
-spread): "worth a restart" only where the candidate's low edge clears the incumbent's high edge.
+tell apart, and the assumptions), and the run-to-run spread the records measured (`Evidence.noise`, per level, at
+Student's t of its degrees of freedom; never assumed: a band without repeats says so). The verdict compares the band
+with the running setup's (its measured median and the same spread): "worth a restart" only where the candidate's low
+edge clears the incumbent's high edge. Where the round rests on one setup, `split` names the one benchmark of another
+chain depth that would tell the draft's steps from the target's forward, and what it would narrow the bands to.
 """
 
 from __future__ import annotations
