@@ -162,5 +162,5 @@ predict8b)  # issue 46: the session on the GPU-bound target (predict_gpu_session
   SESSION=predict_gpu_session.py launch; wait_session
   ;;
 wait) wait_session ;;
-*) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait | traffic [DIR...] | tokens [DIR...]" >&2; exit 2 ;;
+*) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait | traffic [DIR...] | tokens [DIR...] | gpubuild DIR | predict8b [DIR...]" >&2; exit 2 ;;
 esac
