@@ -98,7 +98,7 @@ def tune_seconds(
     if policy.strategy == "halving" and kept >= 2:
         starts += min(len(candidates), kept * len(cells))
         full = sum(level_seconds(duration_s, cell.concurrency, warmup=warmup, request_s=request_s) for cell in cells)
-        bench += kept * policy.repeats * full + min(len(candidates), kept * len(cells)) * settle
+        bench += kept * policy.repeats * full + kept * len(cells) * settle
     if policy.strategy == "predict":
         # The running setup first, then one setup a stage while the prediction says one can win: at most every other
         # setup (counted as such: how many it will try is what it finds out).
