@@ -78,6 +78,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         requests=args.requests,
         duration=args.duration,
         warmup=args.warmup,
+        warmup_settle=bool(getattr(args, "warmup_settle", False)),
         repeat=args.repeat,
         request_timeout=args.request_timeout,
         max_error_rate=args.max_error_rate,
