@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.doc_commands import DocCommand, commands_in, doc_commands, named_options, option_alternatives
-from tests.support.doc_runs import OVERRIDES, SIZE_OPTIONS, plan, verb_parsers
+from tests.support.doc_runs import OVERRIDES, SIZE_OPTIONS, CannotRun, Plan, plan, verb_parsers
 
 COMMANDS = doc_commands()
 PROGRAM_OPTIONS = {"--workspace", "--version", "-h", "--help"}
@@ -21,6 +21,8 @@ def synopsis_problems(command: DocCommand) -> list[str]:
     """What in a synopsis the CLI does not have: its verb, an option of it, a value among an option's choices."""
     parsers = verb_parsers()
     verb = command.verb
+    if verb is None:  # `opsconsole ...`: the program, any verb
+        return [f"{o} is not an option of opsconsole" for o in named_options(command.text) if o not in PROGRAM_OPTIONS]
     if verb not in parsers:
         return [f"{verb!r} is not an opsconsole verb ({', '.join(sorted(parsers))})"]
     actions = parsers[verb]._option_string_actions
@@ -116,3 +118,40 @@ def test_the_overrides_shorten_sizes_only_and_name_options_of_their_verb() -> No
     for override in OVERRIDES:
         assert override.option in SIZE_OPTIONS, override
         assert override.option in parsers[override.verb]._option_string_actions, override
+
+
+def _planned(text: str) -> Plan:
+    return plan(DocCommand("page.md", 1, text, in_block=True))
+
+
+def test_a_line_is_planned_with_its_names_mapped_its_needs_made_and_its_sizes_shrunk() -> None:
+    tune = _planned("opsconsole tune gpu-a --steps 1,2 --concurrency 1,8,32,64 --best-at 32 --space s.toml")
+    assert tune.hosts == ["gpu-a"] and tune.files == {"s.toml": "space"} and tune.answers_yes
+    assert tune.overrides == ["--duration", "1", "--repeat", "1", "--concurrency", "1,32,64"]
+    group = _planned("opsconsole status @prod --json")
+    assert group.groups == {"prod": ["gpu-a", "gpu-b"]} and group.overrides == [] and group.mode == "plain"
+    missing = _planned("opsconsole status nosuchhost")
+    assert (missing.unknown_host, missing.exit_status, missing.hosts) == ("nosuchhost", 1, [])
+    compare = _planned("opsconsole compare base new")
+    assert compare.labels == [("demo", "base"), ("demo", "new")]
+    restore = _planned("opsconsole restore gpu-a v1")
+    assert restore.snapshots == [("gpu-a", "v1")] and restore.answers_yes
+    assert _planned("opsconsole demo --web").mode == "web"
+    assert _planned("opsconsole connect gpu-a gpu-b").mode == "terminal"
+    assert _planned("opsconsole demo --no-ui").mode == "until-ready"
+    trace = _planned("opsconsole bench gpu-a --dataset prod_trace.jsonl")
+    assert trace.files == {"prod_trace.jsonl": "trace"} and trace.overrides == ["--dataset-sample", "12"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("opsconsole bench gpu-a --dataset /data/prompts.jsonl", "an absolute path"),
+        ("opsconsole bench gpu-a --dataset prompts.csv", "does not know what file this is"),
+        ("opsconsole status gpu-a --ssh-config my_config", "--ssh-config"),
+        ("opsconsole compare runs.jsonl other", "a records file"),
+    ],
+)
+def test_a_line_the_demo_test_cannot_give_what_it_names_says_what_to_teach_it(text: str, says: str) -> None:
+    with pytest.raises(CannotRun, match=says):
+        _planned(text)

@@ -72,12 +72,15 @@ class DocCommand:
 
     @property
     def verb(self) -> str | None:
-        """The verb: the first word that is not an option of the program itself (--workspace DIR)."""
+        """The verb: the first word that is not an option of the program itself (--workspace DIR); None where the
+        line names none, or any (`opsconsole ...`, `opsconsole VERB`)."""
         words = self.words
         i = 0
         while i < len(words) and words[i].startswith("-"):
             i += 2 if words[i] == "--workspace" else 1
-        return words[i] if i < len(words) else None
+        if i == len(words) or is_synopsis([words[i]]):
+            return None
+        return words[i]
 
 
 def is_synopsis(words: list[str]) -> bool:

@@ -19,7 +19,7 @@ OVERRIDES, each with why; they only ever touch sizes (SIZE_OPTIONS), never what 
 How it runs (`mode`): `plain` (waited for: its exit status, its output); `terminal` (the console: drawn in tmux, then
 quit with q); `web` (served: a browser tab's websocket gets the console drawn, then Ctrl-C); `until-ready` (a verb
 that runs until stopped: `demo --no-ui`, `logs -f`: until it says it is up, then Ctrl-C). A line without --yes of a
-verb that asks gets a terminal on stdin and `y` typed, as the operator would answer.
+verb that asks gets a terminal on stdin and `yes` typed, as the operator would answer.
 """
 
 from __future__ import annotations
@@ -85,14 +85,16 @@ OVERRIDES = (
     Override("bench", "--dataset-sample", "12",
              lambda a: _is_trace(a) and a.trace_window is None and a.dataset_sample is None,
              "a whole trace: its first 12 requests (the test's trace spans 20 min)"),
-    Override("bench", "--dataset-sample", "24", lambda a: a.find_capacity and (a.dataset_sample or 1000) > 24,
-             "each rate the capacity search tries sends 24 requests, not the whole sample"),
+    Override("bench", "--dataset-sample", "16", lambda a: a.find_capacity and (a.dataset_sample or 1000) > 16,
+             "each rate the capacity search tries sends 16 requests, not the whole sample"),
     Override("tune", "--duration", "1", lambda a: a.duration > 1,
              "a full level of 1 s, not 60 (a screening level an eighth of that)"),
+    Override("tune", "--repeat", "1", lambda a: a.repeat > 1,
+             "one full run a setup and level (more where the search asks for them)"),
     Override("tune", "--concurrency", _ends_and_best, lambda a: len(_levels(a)) > 2,
              "the line's lowest and highest levels (and --best-at's), not every one between"),
-    Override("predict", "--duration", "2", lambda a: a.duration > 2,
-             "the running setup's benchmark, where it needs one, at 2 s a level, not 20"),
+    Override("predict", "--duration", "1", lambda a: a.duration > 1,
+             "the running setup's benchmark, where it needs one, at 1 s a level, not 20"),
 )  # fmt: skip
 
 
@@ -108,8 +110,9 @@ class Plan:
     args: argparse.Namespace  # the line as the CLI parses it
     words: list[str]  # the line's words after the program, then the overrides
     overrides: list[str]  # the words appended: `--duration 2 ...` (empty: it runs exactly as written)
+    applied: list[Override]  # the OVERRIDES those words come from
     mode: str  # plain | terminal | web | until-ready
-    answers_yes: bool  # a terminal on stdin, `y` typed at its question
+    answers_yes: bool  # a terminal on stdin, `yes` typed at its question
     exit_status: int
     unknown_host: str | None  # a host the docs name as not existing: the line must say so, exit 1
     hosts: list[str] = field(default_factory=list)  # profiles to write as the demo's
@@ -131,8 +134,10 @@ class Plan:
 
     def describe(self) -> str:
         shown = f"`{self.command.text}` ({self.command.where})"
-        if self.overrides:
-            shown += f", run with {' '.join(self.overrides)} appended"
+        if self.applied:
+            shown += ", run with " + "; ".join(
+                f"{' '.join(o.words(self.args))} appended: {o.why}" for o in self.applied
+            )
         return shown
 
 
@@ -170,18 +175,17 @@ def plan(command: DocCommand) -> Plan:
     words = command.words
     args = parse(words)
     verb = str(args.command)
-    overrides: list[str] = []
-    for override in OVERRIDES:
-        if override.verb == verb and override.applies(args):
-            overrides += override.words(args)
-    has_yes = "--yes" in _options_of(verb)
+    applied = [o for o in OVERRIDES if o.verb == verb and o.applies(args)]
+    overrides = [word for override in applied for word in override.words(args)]
+    asks = "--yes" in _options_of(verb) or verb == "trust"  # trust asks for `yes` typed, and has no --yes
     result = Plan(
         command=command,
         args=args,
         words=[*words, *overrides],
         overrides=overrides,
+        applied=applied,
         mode=_mode(args),
-        answers_yes=has_yes and not args.yes,
+        answers_yes=asks and not getattr(args, "yes", False),
         exit_status=command.exit_status,
         unknown_host=None,
     )
