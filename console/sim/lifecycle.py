@@ -19,18 +19,30 @@ from typing import Any
 from aiohttp import web
 
 from console.sim import gpus as gpu_model
+from console.sim import multinode, shapes
 from console.sim import sglang_log as L
-from console.sim import shapes
 from console.sim.dcgm import dcgm_app
 from console.sim.http_api import Api
 from console.sim.server import SimConfig, SimServer
 
 
 async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = None) -> int:
-    """Start like SGLang, serve until SIGTERM/SIGINT, drain, exit 0."""
+    """Start like SGLang, serve until SIGTERM/SIGINT, drain, exit 0. A node of a multi-node deployment
+    (console.sim.multinode) joins its group first; a rank >= 1 serves only the dummy health server."""
     sim = SimServer(config, engine)
     tasks = [asyncio.create_task(sim.drive(), name="engine"), asyncio.create_task(sim.publish_gpus(), name="gpus")]
-    await sim.start_scheduler()
+    group = sim.group
+    try:
+        await sim.start_scheduler()
+        if group is not None:
+            group.watch(stop_engine=tasks[0].cancel, cleanup=lambda: _mark_gpus_idle(sim))
+            group.load = lambda: (sim.num_running, not sim.engine.idle)
+            await group.all_loaded()
+    except multinode.GroupError as e:
+        assert group is not None
+        multinode.die_like_sglang(group.log, str(e), group.spec, lambda: _mark_gpus_idle(sim), running=False)
+    if group is not None and not group.spec.leader:
+        return await multinode.serve_follower(group, on_exit=lambda: _stop_tasks(sim, tasks))
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -72,11 +84,17 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     while sim.live:
         await asyncio.sleep(0.05)
     await runner.cleanup()
+    if group is not None:
+        await group.shutdown()  # the ShutdownReq broadcast: every other rank stops
+    await _stop_tasks(sim, tasks)
+    return 0
+
+
+async def _stop_tasks(sim: SimServer, tasks: list[Any]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     _mark_gpus_idle(sim)
-    return 0
 
 
 # What PyTorch prints (raw, to stderr) when SGLang's process tree is killed with NCCL still set up (its

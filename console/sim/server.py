@@ -21,8 +21,8 @@ from typing import Any
 
 from console.sglang.flags import server_fields
 from console.sim import gpus as gpu_model
+from console.sim import multinode, shapes
 from console.sim import sglang_log as L
-from console.sim import shapes
 from console.sim.content import Task
 from console.sim.metrics import SimMetrics, metrics_for
 from console.sim.prefix_cache import PrefixCache
@@ -56,6 +56,8 @@ class SimConfig:
     state_dir: Path | None = None
     seed: int = 0
     dcgm_port: int | None = None  # where dcgm-exporter's /metrics of the simulated GPUs is served (None: nowhere)
+    # Multi-node: how long a rank lives on after a peer died (its next collective; console.sim.multinode).
+    peer_loss_exit_s: float = 2.0
     log: Callable[[str], None] = field(default=lambda s: print(s, flush=True))
 
     @property
@@ -148,9 +150,13 @@ class SimServer:
         # uvicorn's access log, as SGLang configures it (--log-level-http, --uvicorn-access-log-exclude-prefixes)
         self.access_on = L.access_log_on(config.resolved)
         self.access_excluded = L.access_log_excluded(config.resolved)
-        count = config.gpu_count or config.profile.gpu_count
+        count = config.gpu_count or multinode.gpus_per_node(config.resolved) or config.profile.gpu_count
         self.gpus = gpu_model.idle_gpus(config.profile.gpu, count, config.profile.name)
         self._gpu_clock = time.monotonic()
+        # Multi-node and the gate (console.sim.multinode): None on a plain single node.
+        spec = multinode.GroupSpec.from_resolved(config.resolved, peer_loss_exit_s=config.peer_loss_exit_s)
+        self.group = multinode.Group(spec, self.log_as) if spec is not None else None
+        self.first_tp_rank = multinode.first_tp_rank(config.resolved)
 
     # --- derived figures -------------------------------------------------------------------------
 
@@ -187,7 +193,12 @@ class SimServer:
     def log(self, message: str, rank: str | None = None) -> None:
         """A scheduler line: "[... TP0] message"; 0.5.17 with one GPU prints no rank (measured)."""
         if rank is None:
-            rank = "" if self.detailed and int(self.config.resolved.get("tp_size") or 1) <= 1 else "TP0"
+            single = self.detailed and int(self.config.resolved.get("tp_size") or 1) <= 1
+            rank = "" if single else f"TP{self.first_tp_rank}"
+        self.config.log(L.line(message, rank=rank))
+
+    def log_as(self, message: str, rank: str) -> None:
+        """A line with the given rank prefix ("" for the main process): the multi-node group's lines."""
         self.config.log(L.line(message, rank=rank))
 
     def log_access(self, peer: str, method: str, target: str, status: int, http_version: str = "1.1") -> None:
@@ -394,7 +405,10 @@ class SimServer:
         dt, self._gpu_clock = now - self._gpu_clock, now
         up = self.status != "Starting" or self.memory_used_mib >= self.engine.perf.memory_used_mib()
         used = self.engine.perf.memory_used_mib() if up else self.memory_used_mib
-        loads = self.engine.perf.gpu_load(self.num_running, busy=not self.engine.idle, memory_used_mib=used)
+        running, busy = self.num_running, not self.engine.idle
+        if self.group is not None and self.group.mirror is not None:  # a rank >= 1 computes rank 0's batch
+            running, busy = self.group.mirror
+        loads = self.engine.perf.gpu_load(running, busy=busy, memory_used_mib=used)
         proc_name = "python3"
         proc = (gpu_model.GpuProcess(os.getpid(), proc_name, max(0, used - 530)),) if used else ()
         self.gpus = [
@@ -428,12 +442,27 @@ class SimServer:
     async def _phase(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds * self.config.time_scale))
 
+    async def init_parallel(self) -> None:
+        """0.5.23's "Init parallel begin/ends" with, between them, the ranks' rendezvous (console.sim.multinode), then
+        the gate (--gated-launch-port) before any weights. GroupError when the group does not form."""
+        logged = shapes.at_least(self.config.version, "0.5.23") or self.group is not None
+        started = time.monotonic()
+        if logged:
+            self.log("Init parallel begin.")
+        if self.group is not None:
+            await self.group.rendezvous()
+        if logged:
+            self.log(f"Init parallel ends. elapsed={time.monotonic() - started:.2f} s")
+        if self.group is not None:
+            await self.group.wait_gate()
+
     async def start_scheduler(self) -> None:
         """Weights, KV cache and CUDA graphs, with SGLang's log lines; the port is not bound meanwhile."""
         if self.detailed:
             await self._start_scheduler_detailed()
             return
         self.log(L.server_args(self.args() or dict(self.config.resolved)), rank="")
+        await self.init_parallel()
         p = self.config.profile
         phases = dict(self.engine.startup_phases())
         total = p.gpu.memory_mib / 1024
@@ -480,6 +509,9 @@ class SimServer:
         phases = dict(self.engine.startup_phases())
         args = self.args()
         self.log(L.server_args(args), rank="")
+        if self.group is not None:
+            await self.group.rendezvous()
+            await self.group.wait_gate()
         draft = cfg.speculative and str(resolved.get("speculative_algorithm")) in ("EAGLE", "EAGLE3", "STANDALONE")
         total = p.gpu.memory_mib / 1024
         final_gib = self.engine.perf.memory_used_mib() / 1024
