@@ -62,7 +62,7 @@ CORE_ARROWS: Mapping[str, frozenset[str]] = {
     "predict": frozenset({"bench", "events", "session"}),
     "roll": frozenset({"apply", "bench", "change", "deployment", "events", "phases", "session", "snapshot", "status"}),
     "snapshot": frozenset({"apply", "change", "events", "session"}),
-    "status": frozenset({"change", "deployment", "exits", "session", "snapshot"}),  # a stop's account, production
+    "status": frozenset({"change", "deployment", "exits", "phases", "session", "snapshot"}),  # a stop's account
     "tune": frozenset({"apply", "bench", "change", "events", "predict", "session"}),
 }
 

@@ -19,6 +19,7 @@ from console.core.deployment.checks import (
     Mismatch,
     check_members,
     errors,
+    launch_from_unit,
 )
 from console.core.deployment.fanout import (
     OWN_FLAGS,
@@ -83,6 +84,7 @@ __all__ = [
     "errors",
     "is_deployment",
     "judge",
+    "launch_from_unit",
     "load_deployment",
     "member_edits",
     "member_health",

@@ -78,6 +78,18 @@ class Mismatch:
         return {"level": self.level, "code": self.code, "message": self.message, "members": list(self.members)}
 
 
+def launch_from_unit(
+    member: Member, unit_text: str, version: str, *, server_version: str | None = None
+) -> MemberLaunch:
+    """A member's launch from its unit's text, resolved by `version`'s rules (UnitError: not an SGLang unit)."""
+    from console.core.change import plan_for_version
+    from console.sglang.unit import UnitFile
+
+    report = plan_for_version(unit_text, unit_name=member.unit, version=version).report
+    env = UnitFile.parse(unit_text, version).environment()
+    return MemberLaunch(member, report.resolved, env, server_version, report.explicit)
+
+
 def flag_of(dest: str) -> str:
     """`speculative_num_steps` -> `--speculative-num-steps` (SGLang's flags are their dests with dashes)."""
     return dest if dest.isupper() else "--" + dest.replace("_", "-")

@@ -69,6 +69,15 @@ class Member:
     def worker_type(self) -> Literal["prefill", "decode"] | None:
         return self.role if self.role in ("prefill", "decode") else None
 
+    def worker_url(self, peer_address: str | None) -> str:
+        """The URL a router knows it by: the profile's `url`, else the address the SSH connection reached (loopback
+        for a local or demo host) and its SGLang port."""
+        if self.url is not None:
+            return self.url
+        address = peer_address or "127.0.0.1"
+        host = f"[{address}]" if ":" in address else address
+        return f"http://{host}:{self.target.sglang.port}"
+
     def describe(self) -> str:
         """`rank1 (gpu-b)`, `decode-0 (gpu-c)`: what a message calls it."""
         return self.name if self.name == self.host else f"{self.name} ({self.host})"
