@@ -32,15 +32,21 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     sim = SimServer(config, engine)
     tasks = [asyncio.create_task(sim.drive(), name="engine"), asyncio.create_task(sim.publish_gpus(), name="gpus")]
     group = sim.group
+    if sim.disagg is not None:
+        await sim.disagg.start()  # a prefill's bootstrap server answers (503 on /route) while the weights load
     try:
         await sim.start_scheduler()
+        if sim.disagg is not None:
+            await sim.disagg.register_ranks()
         if group is not None:
             group.watch(stop_engine=tasks[0].cancel, cleanup=lambda: _mark_gpus_idle(sim))
             group.load = lambda: (sim.num_running, not sim.engine.idle)
             await group.all_loaded()
     except multinode.GroupError as e:
         assert group is not None
-        multinode.die_like_sglang(group.log, str(e), group.spec, lambda: _mark_gpus_idle(sim), running=False)
+        multinode.die_like_sglang(
+            group.log, str(e), group.spec.local_ranks[0], lambda: _mark_gpus_idle(sim), running_leader=False
+        )
     if group is not None and not group.spec.leader:
         return await multinode.serve_follower(group, on_exit=lambda: _stop_tasks(sim, tasks))
 
@@ -86,6 +92,8 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     await runner.cleanup()
     if group is not None:
         await group.shutdown()  # the ShutdownReq broadcast: every other rank stops
+    if sim.disagg is not None:
+        await sim.disagg.close()
     await _stop_tasks(sim, tasks)
     return 0
 

@@ -445,17 +445,23 @@ class Group:
             await self.lost.wait()
             stop_engine()
             await asyncio.sleep(self.spec.peer_loss_exit_s)
-            die_like_sglang(self.log, self.lost_reason, self.spec, cleanup, running=self.ready.is_set())
+            running_leader = self.spec.leader and self.ready.is_set()
+            die_like_sglang(
+                self.log, self.lost_reason, self.spec.local_ranks[0], cleanup, running_leader=running_leader
+            )
 
         task = asyncio.create_task(die_when_lost(), name="peer-loss")
         self._tasks.append(task)
         return task
 
 
-def die_like_sglang(log: Log, error: str, spec: GroupSpec, cleanup: Callable[[], None], *, running: bool) -> NoReturn:
+def die_like_sglang(
+    log: Log, error: str, tp_rank: int, cleanup: Callable[[], None], *, running_leader: bool
+) -> NoReturn:
     """A scheduler exception as SGLang handles it: the scheduler logs it and SIGQUITs its main process, whose handler
-    (the launch-phase one, or rank 0's running-phase one) kills the process tree, itself included: SIGKILL."""
-    rank = spec.local_ranks[0]
+    (the launch-phase one, or the running-phase one of a rank 0 that serves) kills the process tree, itself
+    included: SIGKILL (exit 137). For a lost peer, a group that did not form, a PD peer that does not match."""
+    rank = tp_rank
     log(
         "Scheduler hit an exception: Traceback (most recent call last):\n"
         '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 6364, in '
@@ -463,7 +469,7 @@ def die_like_sglang(log: Log, error: str, spec: GroupSpec, cleanup: Callable[[],
         f"{error}\n",
         f"TP{rank}",
     )
-    if running and spec.leader:
+    if running_leader:
         log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.", "")
     else:
         log("Received sigquit from a child process. It usually means the child failed.", "")

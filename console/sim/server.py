@@ -10,6 +10,7 @@ only on the steps SGLang's rule picks: `should_send`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 from console.sglang.flags import server_fields
 from console.sim import gpus as gpu_model
-from console.sim import multinode, shapes
+from console.sim import multinode, pd, shapes
 from console.sim import sglang_log as L
 from console.sim.content import Task
 from console.sim.metrics import SimMetrics, metrics_for
@@ -102,6 +103,11 @@ class Live:
     cached_tokens: int = 0  # the prompt's leading tokens found in the prefix cache
     finish: str | None = None
     first_token_at: float | None = None
+    # Ended with an error instead of tokens ("abort"): (HTTP status, SGLang's message); PD rooms that failed.
+    abort: tuple[int, str] | None = None
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    task: Task = Task.CHAT
 
 
 class SimServer:
@@ -121,12 +127,30 @@ class SimServer:
         self.window_accept_length: float | None = None
         self.window_accept_rate: float | None = None
         self.metrics: SimMetrics | None = None
+        # PD disaggregation (console.sim.pd): None unless --disaggregation-mode is prefill or decode.
+        pd_spec = pd.PdSpec.from_resolved(config.resolved)
         if config.resolved.get("enable_metrics"):
             self.metrics = metrics_for(
                 config.version,
                 config.served_model_name,
                 collect_tokens_histogram=bool(config.resolved.get("collect_tokens_histogram")),
+                engine_type=pd_spec.mode if pd_spec is not None else "unified",
             )
+        self.disagg: pd.Disaggregation | None = None
+        if pd_spec is not None:
+            self.disagg = pd.Disaggregation(
+                pd_spec,
+                pd.Callbacks(
+                    add=self._engine_add,
+                    release=self.release,
+                    fail=self.fail,
+                    kv_bytes=self.kv_bytes,
+                    log=lambda message: self.log(message),
+                    die=self.die,
+                ),
+            )
+            if self.metrics is not None:
+                self.disagg.attach_metrics(self.metrics.registry, self.metrics.labels)
         self._prefix_cache: PrefixCache | None = None  # made once the KV pool's size is known
         self.started_at = time.time()
         self.startup_time = 0.0
@@ -233,22 +257,69 @@ class SimServer:
         log_metrics: bool = True,
         task: Task = Task.CHAT,
         prompt: Sequence[Hashable] | None = None,
+        bootstrap: pd.Bootstrap | None = None,
     ) -> Live:
         """A request into the batch; `task` is what its prompt asks for (console.sim.content.classify_prompt): code
         accepts more draft tokens than chat, translation fewer. `prompt` (its token ids, or words) is matched against
-        the prefix cache: the tokens found there are the request's cached_tokens."""
+        the prefix cache: the tokens found there are the request's cached_tokens. On a PD server `bootstrap` is what
+        the client's request carried (None: the stand-in's own requests, which go SGLang's fake path), and the role
+        decides when the request enters the engine (console.sim.pd)."""
         self._seq += 1
         rid = uuid.uuid4().hex
         seed = self.config.seed * 1_000_003 + self._seq
         req = Live(rid, prompt_tokens, max(1, max_new_tokens), seed, time.time(), stream_interval, log_metrics)
+        req.temperature, req.ignore_eos, req.task = max(0.0, temperature), ignore_eos, task
         if prompt is not None and log_metrics:
             req.cached_tokens = self.prefix_cache.admit(prompt)
         self.live[rid] = req
-        self.engine.add(rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, task=task)
+        if self.disagg is not None:
+            self.disagg.admit(req, bootstrap or pd.INTERNAL)
+        else:
+            self._engine_add(req)
         if self.metrics and log_metrics:
             self.metrics.on_request(prompt_tokens, cached_tokens=req.cached_tokens)
-        self._wake.set()
         return req
+
+    def _engine_add(self, req: Live, *, prefilled: bool = False, max_new_tokens: int | None = None) -> None:
+        if req.rid not in self.live or req.finish is not None:
+            return  # the client went away while its KV was on its way
+        max_new = req.max_new_tokens if max_new_tokens is None else max_new_tokens
+        ignore_eos = req.ignore_eos or max_new_tokens is not None
+        self.engine.add(
+            req.rid, max(1, req.prompt_tokens), max_new, req.temperature, ignore_eos, task=req.task, prefilled=prefilled
+        )
+        self._wake.set()
+
+    # --- PD (console.sim.pd calls these) -----------------------------------------------------------------------
+
+    def release(self, req: Live) -> None:
+        """A PD prefill request whose KV has gone answers now."""
+        req.finish = req.finish or "length"
+        req.queue.put_nowait(0)
+        self._output.set()
+        self._output = asyncio.Event()
+
+    def fail(self, req: Live, status: int, message: str) -> None:
+        """End a request with SGLang's abort (status, message) instead of tokens."""
+        self.engine.abort(req.rid)
+        req.abort = (status, message)
+        req.finish = "abort"
+        req.queue.put_nowait(0)
+
+    def kv_bytes(self, prompt_tokens: int) -> float:
+        """The KV cache bytes of so many tokens, over every GPU of the server."""
+        per_gpu = self.memory_split["kvcache"] * 2**30 / max(1, self.max_total_num_tokens)
+        return prompt_tokens * per_gpu * max(1, int(self.config.resolved.get("tp_size") or 1))
+
+    def die(self, error: str) -> None:
+        """A fatal scheduler exception (a PD peer that does not match): the server goes as SGLang's does."""
+        multinode.die_like_sglang(
+            self.log_as, error, self.first_tp_rank, self._forget_gpus, running_leader=self.status == "Up"
+        )
+
+    def _forget_gpus(self) -> None:
+        with contextlib.suppress(OSError):
+            (gpu_model.state_dir(self.config.state_dir) / gpu_model.STATE_FILE).unlink(missing_ok=True)
 
     def forget(self, req: Live) -> None:
         """The client went away: drop the request from the batch, as SGLang aborts it."""
@@ -332,6 +403,8 @@ class SimServer:
             if req.first_token_at is None:
                 req.first_token_at = now
             if rid in finished:
+                if self.disagg is not None and self.disagg.hold_finish(req):
+                    continue  # a PD prefill answers once its KV has gone to the decode
                 req.finish = reasons.get(rid, "length")
             if req.finish is not None or should_send(len(req.ids), req.stream_interval):
                 req.queue.put_nowait(n)

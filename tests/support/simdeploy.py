@@ -172,9 +172,5 @@ def running_smg(args: Sequence[str], *, ready_timeout: float = 60.0) -> Iterator
         yield smg
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            os.killpg(proc.pid, signal.SIGKILL)  # its own graceful stop waits a 5 s settle window for nothing here
+            proc.wait()
