@@ -18,10 +18,10 @@ null), refusals, hosts [{host, outcome (done | unchanged | rolled_back | failed 
 started, finished, seconds, worker_url, router (what was done there, in order), result (that host's apply --json
 object; a freeze's for a group freeze), gate (a canary with --gate bench: passed, message, level, metric, baseline,
 value (medians), delta_pct, within_noise, values (the canary's runs), baseline_run {run_id, label, started_at,
-values, requests, repeats, workload}, run_id)}], router, router_before / router_after ([{url, id, healthy}]),
-router_whole, gate ({kind, concurrency, max_regression_pct, baselines} or null), snapshot_set (a group freeze:
-{name, group, frozen_at, complete, members {host: snapshot}, not_frozen {host: why}, path} or null), started,
-finished, seconds.
+values, requests, repeats, workload}, run_id)}], router, router_api (smg's release, "smg-1.13.0", or "sglang-router
+0.3"), router_before / router_after ([{url, id, healthy, worker_type, bootstrap_port, status}]), router_whole, gate
+({kind, concurrency, max_regression_pct, baselines} or null), snapshot_set (a group freeze: {name, group,
+frozen_at, complete, members {host: snapshot}, not_frozen {host: why}, path} or null), started, finished, seconds.
 Exit 0 every host done, 1 a host failed / the roll stopped / refused / locked, 2 usage.
 """
 
@@ -122,7 +122,8 @@ def render_roll_plan(roll: PendingRoll, operation: str, out: TextIO) -> None:
         print(f"  {batch.kind} {batch.index}: {', '.join(batch.hosts)}", file=out)
     if report.router:
         urls = ", ".join(h.worker_url or "?" for h in roll.hosts)
-        print(f"  router {report.router}: each worker out before its restart, back after ({urls})", file=out)
+        which = f" ({report.router_api})" if report.router_api else ""
+        print(f"  router {report.router}{which}: each worker out before its restart, back after ({urls})", file=out)
     gate = report.gate
     if gate is not None:
         for label, base in gate["baselines"].items():

@@ -10,7 +10,9 @@ read over SSH; `--ssh`, or no Prometheus, reads every member over SSH, a few at 
 `{"group", "ok", "prometheus": {"url", "asked_at", "error"} (when asked), "hosts": {label: ...}}`, each member
 `{"source": "prometheus", "state", "seen_at", "up", "figures", "stale"?}` or its status over SSH with
 `"source": "ssh"` (`{"error": reason, "source": "ssh"}` when it cannot be reached; `why_ssh` where a Prometheus was
-asked). Exit 0 only when every member is ok.
+asked); where Prometheus has smg's metrics, `"router": {url, healthy, circuit, stalled, waiting, token_usage, model,
+overloaded, out}` (smg's view of its worker; `out`: why smg does not route to it). Exit 0 only when every member is
+ok (what smg routes to does not change that).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from console.core.session import open_session
 from console.core.status import HostStatus, read_status
 from console.errors import ExitCode, UsageError
 from console.fleet.groups import is_group_ref, resolve_group_targets
-from console.fleet.rows import DASH, FIGURE_COLUMNS, figures_cells
+from console.fleet.rows import DASH, FIGURE_COLUMNS, figures_cells, router_note, taken_out_line
 
 if TYPE_CHECKING:
     from console.core.status import DeploymentStatus, GroupStatus, MemberStatus
@@ -165,6 +167,9 @@ def render_group_text(report: GroupStatus) -> str:
             + _table(from_prometheus)
             + f"\n(each host's unit, resolved setup and GPUs: {hints.STATUS_OVER_SSH.line(GROUP='@' + report.group)})"
         )
+        around = taken_out_line(view)
+        if around:
+            blocks.append(around)
         if over_ssh:
             blocks.append(f"over SSH, not in Prometheus: {', '.join(m.label for m in over_ssh)}")
     blocks += [render_text(m.status) if m.status is not None else f"{m.label}  [cannot be reached: {m.error}]"
@@ -172,11 +177,14 @@ def render_group_text(report: GroupStatus) -> str:
     return "\n\n".join(blocks)
 
 
+def _notes(member: MemberStatus) -> str:
+    notes = [router_note(member.router), member.figures.stale if member.figures else ""]
+    return ", ".join(n for n in notes if n) or DASH
+
+
 def _table(members: list[MemberStatus]) -> str:
     header = ("host", "state", *FIGURE_COLUMNS, "notes")
-    rows = [header] + [
-        (m.label, m.state or "", *figures_cells(m.figures), m.figures.stale or DASH) for m in members if m.figures
-    ]
+    rows = [header] + [(m.label, m.state or "", *figures_cells(m.figures), _notes(m)) for m in members if m.figures]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     numeric = range(2, 2 + len(FIGURE_COLUMNS))
     return "\n".join(

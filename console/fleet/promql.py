@@ -3,7 +3,9 @@
 One query a refresh for the whole fleet: every figure is aggregated `by (<label>)` (the label that names a host)
 and tagged with a `figure` label (label_replace), and the figures are joined with `or`, so one answer holds every
 host's figures. The histogram quantiles keep `le` in their `by`, as histogram_quantile needs. A figure a host
-does not have (no speculative decoding, no dcgm-exporter) is simply absent from the answer."""
+does not have (no speculative decoding, no dcgm-exporter) is simply absent from the answer. smg's view of each
+worker (console.fleet.router) rides in the same query, aggregated by its own `worker` label (the worker's URL);
+a fleet without smg has none of its series."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from console.fleet.router import ROUTER_FIGURES, RouterSample
 from console.fleet.settings import FleetSettings
 
 FIGURE_LABEL = "opsconsole_figure"
@@ -66,10 +69,9 @@ def _quote(job: str) -> str:
 
 
 def fleet_query(settings: FleetSettings) -> str:
-    """Every figure of every host in one expression."""
-    parts = [*FIGURES, *JOB_FIGURES]
-    tagged = (f'label_replace({figure_expr(f, settings)}, "{FIGURE_LABEL}", "{f}", "", "")' for f in parts)
-    return " or ".join(tagged)
+    """Every figure of every host, and smg's view of every worker, in one expression."""
+    exprs = {**{f: figure_expr(f, settings) for f in (*FIGURES, *JOB_FIGURES)}, **ROUTER_FIGURES}
+    return " or ".join(f'label_replace({expr}, "{FIGURE_LABEL}", "{f}", "", "")' for f, expr in exprs.items())
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def split_by_host(samples: list[Sample], label: str) -> dict[str, HostSeries]:
     scraped: dict[str, dict[str, float]] = {}
     for sample in samples:
         host, figure = sample.labels.get(label), sample.labels.get(FIGURE_LABEL)
-        if host is None or figure is None:
+        if host is None or figure is None or figure in ROUTER_FIGURES:
             continue
         figures.setdefault(host, {})
         if figure in JOB_FIGURES:
@@ -125,3 +127,14 @@ def split_by_host(samples: list[Sample], label: str) -> dict[str, HostSeries]:
         elif math.isfinite(sample.value):
             figures[host][figure] = sample.value
     return {h: HostSeries(figures[h], up.get(h, {}), scraped.get(h, {})) for h in figures}
+
+
+def router_samples(samples: list[Sample]) -> list[RouterSample]:
+    """The samples of smg's figures (console.fleet.router), with their own labels."""
+    out = []
+    for sample in samples:
+        figure = sample.labels.get(FIGURE_LABEL, "")
+        if figure in ROUTER_FIGURES and math.isfinite(sample.value):
+            labels = {k: v for k, v in sample.labels.items() if k != FIGURE_LABEL}
+            out.append(RouterSample(figure, labels, sample.value))
+    return out

@@ -3,7 +3,8 @@ its state word and its figure cells, in the overview's columns."""
 
 from __future__ import annotations
 
-from console.fleet.telemetry import HostFigures
+from console.fleet.router import WorkerAtRouter
+from console.fleet.telemetry import FleetView, HostFigures
 
 DASH = "–"
 FIGURE_COLUMNS = ("gen tok/s", "run/queue", "accept", "KV %", "TTFT p99 ms", "ITL p99 ms", "GPU util %", "GPU mem %",
@@ -48,3 +49,20 @@ def figures_cells(f: HostFigures) -> list[str]:
         _num(f.get("power_w")),
         _num(f.get("temp_c")),
     ]
+
+
+def router_note(state: WorkerAtRouter | None) -> str:
+    """What smg says of the host's worker when it does not route to it ("" while it does, or knows none)."""
+    if state is None or not state.out:
+        return ""
+    return "smg: " + ", ".join(state.out)
+
+
+def taken_out_line(fleet: FleetView, limit: int = 6) -> str:
+    """The hosts smg has taken out of routing, with why, on one line ("" when none)."""
+    out = fleet.taken_out()
+    if not out:
+        return ""
+    shown = [f"{host} ({', '.join(why)})" for host, why in list(out.items())[:limit]]
+    more = f" (+{len(out) - limit})" if len(out) > limit else ""
+    return f"smg routes around {len(out)}: {'; '.join(shown)}{more}"

@@ -7,6 +7,8 @@
     dcgm_job = "dcgm"           # the job that scrapes dcgm-exporter
     scrape_interval_s = 15      # Prometheus's; a series older than two of them is stale
     window = "1m"               # rate() window of the latency percentiles
+    router_overload_waiting = 8       # smg's --worker-overload-waiting-requests, if yours says otherwise
+    router_overload_token_usage = 0.8 # smg's --worker-overload-token-usage
 
 A label's value names a host when it equals the profile's name, the host of its [host] ssh or the HostName the
 ssh_config gives that host, a `:port` taken off (instance = "gpu-a:30000" names gpu-a for SGLang, "gpu-a:9400" for
@@ -45,6 +47,9 @@ class FleetSettings(BaseModel):
     dcgm_job: str = "dcgm"
     scrape_interval_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
     window: str = "1m"
+    # smg's overload thresholds (console.fleet.router): which of a model's workers smg counts overloaded
+    router_overload_waiting: Annotated[int, Field(ge=1)] = 8
+    router_overload_token_usage: Annotated[float, Field(gt=0, le=1)] = 0.8
 
     @field_validator("prometheus")
     @classmethod

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from console.fleet.promql import HostSeries
+from console.fleet.router import WorkerAtRouter
 
 STALE_INTERVALS = 2
 _PORT = re.compile(r":[0-9]+$")
@@ -36,6 +37,10 @@ class HostNames:
         self.ambiguous = tuple(sorted(name for name, hs in owners.items() if len(hs) > 1 and name not in hosts))
 
     def host_of(self, value: str) -> str | None:
+        """`value` as a label gives it: a name, an address, either with `:port`, or a URL (smg's `worker` label,
+        "http://10.0.0.5:30000"), which names its host."""
+        if "://" in value:
+            value = value.split("://", 1)[1].split("/", 1)[0]
         bare = value[1:].split("]")[0] if value.startswith("[") else _PORT.sub("", value)
         return self._by_name.get(value) or self._by_name.get(bare)
 
@@ -59,10 +64,16 @@ class FleetView:
     error: str | None = None  # Prometheus could not be asked this time (down, refused, a bad answer)
     hosts: Mapping[str, HostFigures] = field(default_factory=dict)
     unknown: tuple[str, ...] = ()  # the fleet's hosts Prometheus has no series of
+    routers: Mapping[str, WorkerAtRouter] = field(default_factory=dict)  # host -> smg's view of its worker
+    overloaded: Mapping[str, int] = field(default_factory=dict)  # model -> workers smg counts overloaded
 
     @property
     def down(self) -> bool:
         return self.error is not None
+
+    def taken_out(self) -> dict[str, list[str]]:
+        """The hosts smg does not route to now, and why (console.fleet.router), in the fleet's order."""
+        return {host: state.out for host, state in self.routers.items() if state.out}
 
 
 class FleetTracker:
@@ -73,7 +84,15 @@ class FleetTracker:
         self.scrape_interval_s = scrape_interval_s
         self.view = FleetView(prometheus)
 
-    def answered(self, series: Mapping[str, HostSeries], asked_at: float) -> FleetView:
+    def answered(
+        self,
+        series: Mapping[str, HostSeries],
+        asked_at: float,
+        routers: Mapping[str, WorkerAtRouter] | None = None,
+        overloaded: Mapping[str, int] | None = None,
+    ) -> FleetView:
+        """One answer folded in: `series` per label value; `routers` per worker URL (console.fleet.router),
+        matched to hosts by the URL's address."""
         known: dict[str, HostFigures] = {}
         for value, host_series in series.items():
             host = self.names.host_of(value)
@@ -90,13 +109,19 @@ class FleetTracker:
             if chosen is not None:
                 hosts[host] = replace(chosen, stale=self._staleness(chosen, asked_at, fresh=now is not None))
         unknown = tuple(h for h in self.names.hosts if h not in known)
-        self.view = FleetView(self.view.prometheus, asked_at, None, hosts, unknown)
+        by_host: dict[str, WorkerAtRouter] = {}
+        for url, state in (routers or {}).items():
+            host = self.names.host_of(url)
+            if host is not None:
+                by_host[host] = state
+        ordered = {h: by_host[h] for h in self.names.hosts if h in by_host}
+        self.view = FleetView(self.view.prometheus, asked_at, None, hosts, unknown, ordered, dict(overloaded or {}))
         return self.view
 
     def failed(self, error: str, now: float) -> FleetView:
         """Prometheus could not be asked: every figure kept, each aged, and the error said."""
         hosts = {h: replace(f, stale=self._staleness(f, now, fresh=False)) for h, f in self.view.hosts.items()}
-        self.view = FleetView(self.view.prometheus, self.view.asked_at, error, hosts, self.view.unknown)
+        self.view = replace(self.view, error=error, hosts=hosts)
         return self.view
 
     def _staleness(self, figures: HostFigures, now: float, *, fresh: bool) -> str:

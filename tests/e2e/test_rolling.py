@@ -1,8 +1,9 @@
-"""Rolling changes behind SGLang's real router: `opsconsole apply @trio --rolling` over three testbed hosts (real
-systemd + sshd, the stand-in as sglang.service listening on the host's address) with the `sglang-router` wheel's
-router in front of them, while a load generator sends requests through the router the whole time.
+"""Rolling changes behind SGLang's real routers: `opsconsole apply @trio --rolling` over three testbed hosts (real
+systemd + sshd, the stand-in as sglang.service listening on the host's address) with the `sglang-router` 0.3 wheel's
+router in front of them, and `@trio-smg`, the same hosts behind smg 1.13 (the Shepherd Model Gateway, the router of
+record), while a load generator sends requests through the router the whole time.
 
-The router runs with its retries off (`--disable-retries`). With them on (its default) it sends a request that
+The routers run with their retries off (`--disable-retries`). With them on (their default) they send a request that
 failed on one worker to another, and three plain `systemctl restart`s of one worker lost 0 of 266 requests: zero
 failed requests would then hold for any roll, router-aware or not. So first the control: plain restarts of a worker
 under the same load, the router left alone, lose requests; then the rolls must lose none.
@@ -14,20 +15,19 @@ under the same load, the router left alone, lose requests; then the rolls must l
   three, zero failed requests.
 - The rolling apply's wall time is printed next to the sum of single applies of the same kind (docs/fleet.md, "Rolling
   changes").
+- Behind smg: the control (plain restarts fail requests through smg too), then a roll with zero failed requests, each
+  worker back under a new id and `ready`, smg's drain settle taken out (its log: 0 s), the router whole. The roll's
+  time beside the same roll behind sglang-router: benchmarks/roll_behind_routers.py.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import pytest
 
 from tests.e2e.cli import OPSCONSOLE, json_output, server_info
 from tests.support.cli_run import run_cli
-from tests.support.simproc import free_port
+from tests.support.routers import KINDS, Load, RouterKind, RouterProcess, start_router
 from tests.testbed import recipe
 from tests.testbed.host import GpuHost
 from tests.testbed.system import poll_until
@@ -50,9 +50,7 @@ WORKER_FLAGS = tuple(
     ("--host", "0.0.0.0") if flag == "--host" else (flag, value) for flag, value in recipe.SIM_LAUNCH_FLAGS
 )
 WORKER_UNIT = recipe.sglang_unit(recipe.render_exec_start(("/usr/bin/python3", "-m", "console.sim"), WORKER_FLAGS))
-LOAD_CONCURRENCY = 4
-LOAD_MAX_REQUESTS = 20_000  # a bound on the load generator, far above what a roll takes
-LOAD_MAX_S = 300.0
+GROUPS: dict[RouterKind, str] = {"sglang-router": "trio", "smg": "trio-smg"}  # the same three hosts, one per router
 
 
 @dataclass
@@ -60,9 +58,11 @@ class Fleet:
     hosts: list[GpuHost]
     home: Path
     workspace: Path
-    router_url: str
-    router: subprocess.Popen[str]
-    router_log: Path
+    routers: dict[RouterKind, RouterProcess]  # both in front of the three hosts, each its own group
+
+    @property
+    def router_url(self) -> str:
+        return self.routers["sglang-router"].url
 
     def env(self) -> dict[str, str]:
         env = self.hosts[0].client_env()
@@ -74,23 +74,12 @@ class Fleet:
         argv = [str(OPSCONSOLE), "--workspace", str(self.workspace), *args]
         return run_cli(argv, timeout=timeout, env=self.env(), cwd=self.home)
 
-    def workers(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(f"{self.router_url}/workers", timeout=5) as answer:
-            listed = json.loads(answer.read())["workers"]
-        assert isinstance(listed, list)
-        return listed
+    def workers(self, kind: RouterKind = "sglang-router") -> list[dict[str, Any]]:
+        return self.routers[kind].workers()
 
-    def all_healthy(self) -> bool:
-        """The router lists every host's worker healthy (and it still runs)."""
-        if self.router.poll() is not None:
-            raise AssertionError(
-                f"the router exited ({self.router.returncode}):\n{self.router_log.read_text()[-3000:]}"
-            )
-        try:
-            listed = self.workers()
-        except (OSError, ValueError):
-            return False
-        return sorted(w["url"] for w in listed if w["is_healthy"]) == sorted(worker_url(h) for h in self.hosts)
+    def all_healthy(self, kind: RouterKind = "sglang-router") -> bool:
+        """The router routes to every host's worker (and it still runs)."""
+        return self.routers[kind].routable() == sorted(worker_url(h) for h in self.hosts)
 
 
 def worker_url(host: GpuHost) -> str:
@@ -100,7 +89,7 @@ def worker_url(host: GpuHost) -> str:
 @pytest.fixture(scope="module")
 def fleet(testbed_ready: None) -> Iterator[Fleet]:
     hosts: list[GpuHost] = []
-    router: subprocess.Popen[str] | None = None
+    routers: dict[RouterKind, RouterProcess] = {}
     temp = Path(tempfile.mkdtemp(prefix="opsconsole-rolling-"))
     try:
         for alias in ALIASES:
@@ -108,7 +97,7 @@ def fleet(testbed_ready: None) -> Iterator[Fleet]:
         for host in (hosts[0], hosts[2]):
             host.root_run(["mkdir", "-p", DRAFT_DIR])
         # One client side for the three: their ssh_config entries (each names its own key and known_hosts) and
-        # profiles in one workspace, with the group and its router.
+        # profiles in one workspace, with the groups and their routers.
         home, workspace = temp / "home", temp / "workspace"
         (home / ".ssh").mkdir(parents=True, mode=0o700)
         (home / ".ssh" / "config").write_text("".join(h.ssh_config.read_text() for h in hosts))
@@ -117,98 +106,40 @@ def fleet(testbed_ready: None) -> Iterator[Fleet]:
         for host in hosts:
             (workspace / "profiles" / f"{host.alias}.toml").write_text((host.workspace / "profiles" /
                                                                          f"{host.alias}.toml").read_text())  # fmt: skip
-        port = free_port()
-        router_url = f"http://127.0.0.1:{port}"
-        (workspace / "profiles" / "groups.toml").write_text(
-            f'[trio]\nmembers = {json.dumps(list(ALIASES))}\nrouter = "{router_url}"\n'
-        )
-        router_log = temp / "router.log"
-        with open(router_log, "w") as log:
-            router = subprocess.Popen(
-                [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
-                 "--prometheus-port", str(free_port()), "--policy", "round_robin", "--log-level", "warn",
-                 "--disable-retries",  # a request sent to a restarting worker fails, as it would without a router
-                 "--worker-urls", *(worker_url(h) for h in hosts)],
-                stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            )  # fmt: skip
-        fleet = Fleet(hosts, home, workspace, router_url, router, router_log)
-        poll_until(fleet.all_healthy, timeout=60, what="the router to list the three workers healthy", interval=0.2)
+        urls = [worker_url(h) for h in hosts]
+        # Both routers' retries off (tests/support/routers.py): a request sent to a restarting worker fails, as it
+        # would without a router.
+        for kind in KINDS:  # smg's info log says how long each removal drained
+            routers[kind] = start_router(kind, urls, log_dir=temp, log_level="info" if kind == "smg" else "warn")
+        members = json.dumps(list(ALIASES))
+        groups = [f'[{GROUPS[kind]}]\nmembers = {members}\nrouter = "{routers[kind].url}"\n' for kind in KINDS]
+        (workspace / "profiles" / "groups.toml").write_text("".join(groups))
+        fleet = Fleet(hosts, home, workspace, routers)
+        for kind in KINDS:
+            poll_until(lambda kind=kind: fleet.all_healthy(kind), timeout=60,  # type: ignore[misc]
+                       what=f"{kind} to route to the three workers", interval=0.2)  # fmt: skip
         yield fleet
     finally:
-        if router is not None:
-            router.terminate()
-            try:
-                router.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                router.kill()
-                router.wait()
+        for router in routers.values():
+            router.stop()
         for host in hosts:
             host.teardown()
-
-
-@dataclass
-class Load:
-    """Requests through the router from LOAD_CONCURRENCY threads until stopped (bounded in count and time)."""
-
-    url: str
-    ok: int = 0
-    failed: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __enter__(self) -> Load:
-        started = time.monotonic()
-        for _ in range(LOAD_CONCURRENCY):
-            thread = threading.Thread(target=self._loop, args=(started,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
-
-    def _loop(self, started: float) -> None:
-        body = json.dumps({"text": "roll me", "sampling_params": {"max_new_tokens": 32}}).encode()
-        while not self._stop.is_set() and time.monotonic() - started < LOAD_MAX_S:
-            with self._lock:
-                if self.ok + len(self.failed) >= LOAD_MAX_REQUESTS:
-                    return
-            request = urllib.request.Request(
-                f"{self.url}/generate", data=body, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=30) as answer:
-                    done = answer.status == 200 and "text" in json.loads(answer.read())
-                    error = "" if done else f"HTTP {answer.status}"
-            except urllib.error.HTTPError as exc:
-                error = f"HTTP {exc.code}: {exc.read()[:200]!r}"
-            except (OSError, ValueError) as exc:
-                error = repr(exc)
-            with self._lock:
-                if error:
-                    self.failed.append(error)
-                else:
-                    self.ok += 1
-
-    def wait_for(self, requests: int) -> None:
-        poll_until(lambda: self.ok >= requests, timeout=30, what=f"{requests} requests through the router")
 
 
 def outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {h["host"]: h["outcome"] for h in report["hosts"]}
 
 
-def plain_restarts_until_a_request_fails(fleet: Fleet, host: GpuHost, load: Load, at_most: int) -> int:
+def plain_restarts_until_a_request_fails(
+    fleet: Fleet, host: GpuHost, load: Load, at_most: int, kind: RouterKind = "sglang-router"
+) -> int:
     """`systemctl restart` of the host's unit, the router left alone, until a request through the router has failed
-    (or `at_most` restarts); each waits for the worker to be healthy in the router again. Returns the restarts."""
+    (or `at_most` restarts); each waits for the worker to be routed to again. Returns the restarts."""
     for restarts in range(1, at_most + 1):
         before = load.ok
         host.root_run(["systemctl", "restart", host.unit])
         host.wait_healthy()
-        poll_until(fleet.all_healthy, timeout=60, what="the router to list the restarted worker healthy again")
+        poll_until(lambda: fleet.all_healthy(kind), timeout=60, what=f"{kind} to route to the restarted worker again")
         load.wait_for(before + 10)  # the load reached the restarted worker's turn again
         if load.failed:
             return restarts
@@ -290,3 +221,54 @@ def test_rolling_changes_behind_the_router_drop_no_request(fleet: Fleet) -> None
         f"\nrolling apply over 3 hosts behind the router: {rolling_s:.1f} s; "
         f"single applies one after the other: {' + '.join(f'{s:.1f}' for s in singles)} = {sum(singles):.1f} s"
     )
+
+
+@pytest.mark.long(60)  # its measured seconds, with the hosts' boot when it runs alone
+def test_rolling_changes_behind_smg_drop_no_request(fleet: Fleet) -> None:
+    hosts, smg = fleet.hosts, fleet.routers["smg"]
+
+    # 0. The control behind smg: plain restarts of one worker under load, smg not told, fail requests.
+    with Load(smg.url) as load:
+        load.wait_for(20)
+        restarts = plain_restarts_until_a_request_fails(fleet, hosts[1], load, at_most=5, kind="smg")
+    control = (len(load.failed), load.sent)
+    print(f"\ncontrol: {restarts} plain restarts of {hosts[1].alias} behind smg (retries off) failed "
+          f"{control[0]} of {control[1]} requests; first: {load.failed[:1]}")  # fmt: skip
+    assert load.failed, f"{restarts} plain restarts behind smg failed no request of {load.ok}"
+    poll_until(lambda: fleet.all_healthy("smg"), timeout=60, what="smg to route to the three workers", interval=0.2)
+    ids_before = {w["url"]: w["id"] for w in smg.workers()}
+
+    # 1. A change over the three behind smg, under load.
+    with Load(smg.url) as load:
+        load.wait_for(20)
+        started = time.monotonic()
+        done = fleet.opsconsole("apply", "@trio-smg", "--rolling", *STEPS_3, "--yes", "--json", "--timeout", "120")
+        rolling_s = time.monotonic() - started
+        during = load.sent
+        load.wait_for(load.ok + 20)  # smg still serves once the roll is over
+    report = json_output(done)
+    assert done.returncode == 0, done.stderr
+    print(
+        f"rolling apply behind smg (retries off): {len(load.failed)} of {load.sent} requests failed "
+        f"({during} sent while it ran); control: {control[0]} of {control[1]} failed; roll {rolling_s:.1f} s"
+    )
+    assert load.failed == [], load.failed[:5]
+    assert during > 20
+    assert outcomes(report) == dict.fromkeys(ALIASES, "done"), report
+    assert (report["router_api"] or "").startswith("smg-1.13"), report["router_api"]
+    after = {w["url"]: w for w in smg.workers()}
+    for host in hosts:
+        url = worker_url(host)
+        info = server_info(host)
+        assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (3, 4), host.alias
+        record = next(h for h in report["hosts"] if h["host"] == host.alias)
+        steps = record["router"]
+        assert steps[0].startswith("removed") and steps[-1].startswith("added"), steps
+        new_id = after[url]["id"]
+        assert new_id != ids_before[url] and f"(id {new_id}, ready)" in steps[-1], steps  # a new id, routed to
+        assert after[url]["status"] == "ready" and after[url]["is_healthy"] is True
+    assert report["router_whole"] is True
+    assert all(w["status"] == "ready" for w in report["router_after"])
+    # smg's fixed 5 s settle was taken out of each removal (the roll waited for the engine's own requests instead).
+    drained = [line for line in smg.log().splitlines() if "before removal" in line]
+    assert len(drained) == 3 and all("for 0s before removal" in line for line in drained), drained

@@ -15,6 +15,7 @@ from console.fleet.promql import (
     parse_vector,
     split_by_host,
 )
+from console.fleet.router import ROUTER_FIGURES
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetTracker, HostNames
 
@@ -33,7 +34,9 @@ def test_every_figure_is_aggregated_by_the_hosts_label_and_quantiles_keep_le() -
     )
     assert figure_expr("up", SETTINGS) == 'max by (host, job) (up{job=~"sg\\\\.lang|dcgm"})'
     query = fleet_query(SETTINGS)
-    assert query.count(" or ") == len(FIGURES) + 1  # one expression for the whole fleet
+    # one expression for the whole fleet: its figures, the two per-job ones and smg's view of the workers
+    assert query.count(" or ") == len(FIGURES) + 2 + len(ROUTER_FIGURES) - 1
+    assert f'label_replace(max by (worker) (smg_worker_cb_state), "{FIGURE_LABEL}", "router_circuit", "", "")' in query
     assert f'label_replace(max by (host) (DCGM_FI_DEV_GPU_TEMP), "{FIGURE_LABEL}", "temp_c", "", "")' in query
 
 

@@ -68,9 +68,12 @@ class Prometheus:
         _stop(self.proc)
 
 
-def scrape_config(hosts: Sequence[dict[str, Any]], *, interval_s: float) -> str:
-    """Two jobs (sglang, dcgm), each target labelled with its host's name as `host` (and, as Prometheus does by
-    itself, with the address it scrapes as `instance`)."""
+def scrape_config(
+    hosts: Sequence[dict[str, Any]], *, interval_s: float, extra_targets: dict[str, Sequence[str]] | None = None
+) -> str:
+    """Two jobs (sglang, dcgm: a host without a "dcgm" port has none), each target labelled with its host's name as
+    `host` (and, as Prometheus does by itself, with the address it scrapes as `instance`); `extra_targets`: more
+    jobs, job name -> addresses (a router's metrics port)."""
 
     def job(name: str, port_key: str) -> dict[str, Any]:
         return {
@@ -78,22 +81,30 @@ def scrape_config(hosts: Sequence[dict[str, Any]], *, interval_s: float) -> str:
             "static_configs": [
                 {"targets": [f"{h.get('address', '127.0.0.1')}:{h[port_key]}"], "labels": {"host": h["host"]}}
                 for h in hosts
+                if port_key in h
             ],
         }
 
     interval = f"{int(interval_s * 1000)}ms"
+    jobs = [job("sglang", "sglang"), job("dcgm", "dcgm")]
+    jobs += [{"job_name": name, "static_configs": [{"targets": list(targets)}]}
+             for name, targets in (extra_targets or {}).items()]  # fmt: skip
     config = {"global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
-              "scrape_configs": [job("sglang", "sglang"), job("dcgm", "dcgm")]}  # fmt: skip
+              "scrape_configs": jobs}  # fmt: skip
     return json.dumps(config, indent=1)  # JSON is YAML
 
 
 @contextlib.contextmanager
 def running_prometheus(
-    folder: Path, hosts: Sequence[dict[str, Any]], *, interval_s: float = 1.0
+    folder: Path,
+    hosts: Sequence[dict[str, Any]],
+    *,
+    interval_s: float = 1.0,
+    extra_targets: dict[str, Sequence[str]] | None = None,
 ) -> Iterator[Prometheus]:
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "prometheus.yml"
-    config.write_text(scrape_config(hosts, interval_s=interval_s))
+    config.write_text(scrape_config(hosts, interval_s=interval_s, extra_targets=extra_targets))
     port = free_port()
     argv = [PROMETHEUS, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
             f"--storage.tsdb.path={folder / 'data'}", "--log.level=warn"]  # fmt: skip

@@ -50,6 +50,7 @@ class SimProcess:
     state_dir: Path
     owns_state_dir: bool = False  # created for this process: removed by stop()
     lines: list[str] = field(default_factory=list)
+    address: str = "127.0.0.1"  # where it listens (its --host, when given one)
     arrived: list[float] = field(default_factory=list)  # time.monotonic() at which each line was read
 
     def arrival_of(self, text: str) -> float:
@@ -61,7 +62,7 @@ class SimProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}:{self.port}"
 
     def output(self) -> str:
         return "\n".join(self.lines)
@@ -125,7 +126,8 @@ def start_sim(
         env={**os.environ, **(env or {})},
         cwd=Path(__file__).resolve().parents[2],
     )
-    sim = SimProcess(proc, port, state, owns_state_dir=state_dir is None)
+    address = args[list(args).index("--host") + 1] if "--host" in args else "127.0.0.1"
+    sim = SimProcess(proc, port, state, owns_state_dir=state_dir is None, address=address)
 
     def pump() -> None:
         assert proc.stdout is not None

@@ -11,10 +11,12 @@ a lock held by another, a worker the router does not know) touches none. Then th
 plan.py run in order: the canary first, then waves (the hosts of one batch side by side).
 
 Per host, when the group names its router and the change restarts the server: the worker is removed from the
-router (the router does not drain it), its own running + queued count is waited on until 0 (bounded by
-drain_timeout_s; a notice says when it ran out), the host's apply runs as a single apply does (verify, or roll
-back), and the worker is added back once the host is healthy (verified, or back on its old unit). The router's
-worker list is read before the roll and after it (`RollReport.router_before/after`).
+router (no router drains it: smg's removal only waits a fixed settle time, which the roll sets to 0), its own
+running + queued count is waited on until 0 (bounded by drain_timeout_s; a notice says when it ran out), the
+host's apply runs as a single apply does (verify, or roll back), and the worker is added back, with the type and
+bootstrap port it had (PD), once the host is healthy (verified, or back on its old unit); the roll goes on when the
+router routes to it again (smg: its new id, `ready`). The router's worker list is read before the roll and after
+it (`RollReport.router_before/after`).
 
 With a CanaryGate (--gate bench, gate.py), a canary host that was verified is benchmarked before
 it goes back into the router: passed, it stays on the new setup; failed (or interrupted), the roll stops (cause
@@ -33,6 +35,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,6 +70,11 @@ DRAIN_POLL_S = 0.2
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _took(started: float) -> str:
+    """How long a router step took, for its line in the report (where a roll's time goes: docs/fleet.md)."""
+    return f"in {time.monotonic() - started:.1f} s"
 
 
 # --- events ----------------------------------------------------------------------------------------------------
@@ -313,6 +321,7 @@ class RollHost:
     session: Session
     change: HostChange
     worker_url: str | None = None
+    worker: RouterWorker | None = None  # the router's entry before the roll (re-added with its type, bootstrap port)
 
 
 # --- the report ------------------------------------------------------------------------------------------------
@@ -329,6 +338,7 @@ class RollReport:
     router: str | None = None
     router_before: list[RouterWorker] = field(default_factory=list)
     router_after: list[RouterWorker] | None = None
+    router_api: str | None = None  # which router: smg's release ("smg-1.13.0"), or "sglang-router 0.3"
     refusals: list[str] = field(default_factory=list)
     gate: dict[str, Any] | None = None  # --gate bench: its spec and baselines
     snapshot_set: dict[str, Any] | None = None  # a group freeze: the set's index (console.core.snapshot.sets)
@@ -341,11 +351,11 @@ class RollReport:
 
     @property
     def router_whole(self) -> bool | None:
-        """Whether every worker the router listed before the roll is listed (and not unhealthy) after it."""
+        """Whether every worker the router listed before the roll is listed (and routable) after it."""
         if self.router is None or self.router_after is None:
             return None
         after = {w.url: w for w in self.router_after}
-        return all(w.url in after and after[w.url].healthy is not False for w in self.router_before)
+        return all(w.url in after and after[w.url].routable for w in self.router_before)
 
     @property
     def exit_code(self) -> int:
@@ -369,6 +379,7 @@ class RollReport:
             "refusals": list(self.refusals),
             "hosts": [self.ledger.records[h].to_json() for h in self.ledger.hosts],
             "router": self.router,
+            "router_api": self.router_api,
             "router_before": [w.to_json() for w in self.router_before],
             "router_after": None if self.router_after is None else [w.to_json() for w in self.router_after],
             "router_whole": self.router_whole,
@@ -441,6 +452,7 @@ class PendingRoll:
             group, operation, spec, ledger, router.url if router else None, router_before, refusals=refusals
         )
         self.report.gate = gate.to_json() if gate is not None else None
+        self.report.router_api = router.name if router is not None else None
         self._emit: EventSink[RollEvent] = ignore
         self._abort_reason: str | None = None
         self._running: dict[str, HostChange] = {}
@@ -509,7 +521,7 @@ class PendingRoll:
             ledger.stop("router", f"the router's worker list could not be read: {exc}")
             return False
         ours = {h.worker_url for h in self.hosts}
-        serving = sum(1 for url, w in listed.items() if url in ours and w.healthy is not False)
+        serving = sum(1 for url, w in listed.items() if url in ours and w.routable)
         restarting = sum(1 for h in members if h.change.restarts)
         if may_start(restarting, serving, group_size, wave):
             return True
@@ -584,14 +596,20 @@ class PendingRoll:
         self._emit(RouterStep(host.label, action, detail, self._clock()))
 
     async def _take_out(self, host: RollHost) -> None:
+        """Out of the router at once (smg's settle set to 0: it waits a fixed time for nothing in particular), then
+        the worker's own requests waited on (_drain)."""
         assert self.router is not None and host.worker_url is not None
-        await self.router.remove(host.worker_url)
-        self._router_step(host, "removed", f"{host.worker_url} left {self.router.url}'s worker list")
+        started = time.monotonic()
+        removed = await self.router.remove(host.worker_url, settle_s=0)
+        host.worker = removed or host.worker
+        took = _took(started)
+        self._router_step(host, "removed", f"{host.worker_url} left {self.router.url}'s worker list {took}")
         await self._drain(host)
 
     async def _drain(self, host: RollHost) -> None:
         """The router does not drain a removed worker: wait until its own running + queued count is 0 (bounded)."""
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         deadline = loop.time() + self.drain_timeout_s
         first = True
         zeros = 0
@@ -603,7 +621,7 @@ class PendingRoll:
             # Twice 0 in a row: a request the router sent just before the removal may still be on its way.
             zeros = zeros + 1 if left == 0 else 0
             if zeros >= 2:
-                self._router_step(host, "drained", "no request running or queued on the worker")
+                self._router_step(host, "drained", f"no request running or queued on the worker {_took(started)}")
                 return
             if left is None:
                 self._router_step(host, "drain_timeout", "the worker does not say how many requests it runs")
@@ -631,12 +649,21 @@ class PendingRoll:
         if not healthy:
             self._router_step(host, "kept_out", f"{host.worker_url} is not healthy; it stays out of the router")
             return
+        kind = host.worker.worker_type if host.worker is not None else "regular"
+        port = host.worker.bootstrap_port if host.worker is not None else None
+        started = time.monotonic()
         try:
-            await self.router.add(host.worker_url)
+            back = await self.router.add(host.worker_url, worker_type=kind, bootstrap_port=port)
         except RouterError as exc:
             self._router_step(host, "kept_out", f"adding it back failed: {exc}")
             raise
-        self._router_step(host, "added", f"{host.worker_url} is back in {self.router.url}'s worker list")
+        as_what = "" if kind == "regular" else f" as {kind}"
+        ready = f" (id {back.id}, {back.status})" if back.status is not None else ""
+        self._router_step(
+            host,
+            "added",
+            f"{host.worker_url} is back in {self.router.url}'s worker list{as_what}{ready} {_took(started)}",
+        )
 
     async def _release_unstarted(self, why: str) -> None:
         """Abort the plans of the hosts the roll did not reach: nothing written, their unit locks let go of."""
@@ -696,6 +723,7 @@ async def plan_roll(
             known = ", ".join(sorted(listed)) or "none"
             for host in hosts:
                 worker = listed.get(host.worker_url or "")
+                host.worker = worker
                 if worker is None:
                     refusals.append(
                         f"{host.label}: the router {router.url} does not list its worker {host.worker_url} "
@@ -703,6 +731,11 @@ async def plan_roll(
                     )
                 elif worker.healthy is False:
                     refusals.append(f"{host.label}: the router reports its worker {host.worker_url} unhealthy")
+                elif not worker.routable:
+                    refusals.append(
+                        f"{host.label}: the router does not route to its worker {host.worker_url} now (status "
+                        f"{worker.status}); wait until it is ready"
+                    )
     return PendingRoll(
         group,
         operation,

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from console.fleet.prometheus import PrometheusClient, PrometheusUnavailable
-from console.fleet.promql import fleet_query, split_by_host
+from console.fleet.promql import fleet_query, router_samples, split_by_host
+from console.fleet.router import workers_at_router
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetTracker, FleetView, HostNames
 from console.host.sshconfig import configured_host_name
@@ -91,4 +92,9 @@ async def _ask(
         samples, asked_at = await client.query(query, at=clock())
     except PrometheusUnavailable as exc:
         return tracker.failed(str(exc), clock())
-    return tracker.answered(split_by_host(samples, settings.label), asked_at)
+    routers, overloaded = workers_at_router(
+        router_samples(samples),
+        overload_waiting=settings.router_overload_waiting,
+        overload_token_usage=settings.router_overload_token_usage,
+    )
+    return tracker.answered(split_by_host(samples, settings.label), asked_at, routers, overloaded)

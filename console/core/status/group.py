@@ -7,7 +7,9 @@ operator asks for the unit's side (`--ssh`: systemd's state, the resolved setup,
 go a few at a time.
 
 A member is ok when its Prometheus state is `up` (every scrape of it succeeds and its newest sample is fresh), or,
-read over SSH, when its service could be read and SGLang answers /health with 200 (HostStatus.ok)."""
+read over SSH, when its service could be read and SGLang answers /health with 200 (HostStatus.ok). Where smg's
+metrics are in the same Prometheus, each member also carries smg's view of its worker (`router`, console.fleet.router:
+whether smg routes to it, and why not); that says where requests go, not whether the host is ok."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from console.core.session import open_session
 from console.core.status.fleet import fleet_view_once, host_names
 from console.core.status.host import HostStatus, read_status
+from console.fleet.router import WorkerAtRouter
 from console.fleet.rows import host_state
 from console.fleet.settings import FleetSettings
 from console.fleet.telemetry import FleetView, HostFigures
@@ -39,6 +42,7 @@ class MemberStatus:
     status: HostStatus | None = None  # source ssh, when the host could be read
     error: str | None = None  # source ssh, why the host could not be reached
     why_ssh: str | None = None  # with a Prometheus: why this member was read over SSH
+    router: WorkerAtRouter | None = None  # smg's view of its worker, where Prometheus has smg's metrics
 
     @property
     def state(self) -> str | None:
@@ -57,11 +61,13 @@ class MemberStatus:
                                     "up": dict(f.up), "figures": dict(f.figures)}  # fmt: skip
             if f.stale:
                 data["stale"] = f.stale
-            return data
-        data = self.status.to_json() if self.status is not None else {"error": self.error}
-        data["source"] = "ssh"
-        if self.why_ssh is not None:
-            data["why_ssh"] = self.why_ssh
+        else:
+            data = self.status.to_json() if self.status is not None else {"error": self.error}
+            data["source"] = "ssh"
+            if self.why_ssh is not None:
+                data["why_ssh"] = self.why_ssh
+        if self.router is not None:
+            data["router"] = self.router.to_json()
         return data
 
 
@@ -108,13 +114,14 @@ async def read_group_status(
     gate = asyncio.Semaphore(concurrency)
 
     async def read(label: str) -> MemberStatus:
+        router = view.routers.get(label) if view is not None else None
         async with gate:
             try:
                 async with open_session(label, workspace, ssh_config=ssh_config) as session:
                     status = await read_status(session)
             except HostError as exc:
-                return MemberStatus(label, "ssh", error=str(exc), why_ssh=why_ssh[label])
-        return MemberStatus(label, "ssh", status=status, why_ssh=why_ssh[label])
+                return MemberStatus(label, "ssh", error=str(exc), why_ssh=why_ssh[label], router=router)
+        return MemberStatus(label, "ssh", status=status, why_ssh=why_ssh[label], router=router)
 
     read_over_ssh = dict(zip(over_ssh, await asyncio.gather(*(read(m) for m in over_ssh)), strict=True))
     statuses = []
@@ -123,7 +130,9 @@ async def read_group_status(
             statuses.append(read_over_ssh[label])
         else:
             assert view is not None
-            statuses.append(MemberStatus(label, "prometheus", figures=view.hosts[label]))
+            statuses.append(
+                MemberStatus(label, "prometheus", figures=view.hosts[label], router=view.routers.get(label))
+            )
     return GroupStatus(group, tuple(statuses), view)
 
 

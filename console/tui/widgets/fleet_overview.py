@@ -25,7 +25,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from console.core.status import HostView
-from console.fleet.rows import FIGURE_COLUMNS, figures_cells, host_state, ms_cell, pct_cell
+from console.fleet.rows import FIGURE_COLUMNS, figures_cells, host_state, ms_cell, pct_cell, router_note, taken_out_line
 from console.fleet.telemetry import FleetView
 from console.tui.format import DASH, num
 from console.tui.widgets.selection import MARK, SELECTION_BINDINGS, HostSelection, SelectionBar
@@ -66,6 +66,7 @@ def fleet_row(host: str, fleet: FleetView, ssh: HostView | None) -> list[Text]:
     """One host's row (pure): what Prometheus says, or why it says nothing, or the SSH figures of an open tab."""
     figures = fleet.hosts.get(host)
     name = Text(host, style="bold")
+    routed_around = router_note(fleet.routers.get(host))  # smg left it out of routing: said first
     if fleet.down and ssh is not None and ssh.status is not None:
         return [name, Text("via SSH", style="cyan"), *(Text(c, justify="right") for c in _ssh_cells(ssh)),
                 Text("Prometheus down: this open host's own polling", style="dim")]  # fmt: skip
@@ -74,13 +75,15 @@ def fleet_row(host: str, fleet: FleetView, ssh: HostView | None) -> list[Text]:
             state, note = Text("…", style="dim"), ("Prometheus down" if fleet.down else "waiting for Prometheus")
         else:
             state, note = Text("unknown", style="yellow"), "not in Prometheus"
+        note = ", ".join(n for n in (routed_around, note) if n)
         return [name, state, *(Text(DASH, style="dim") for _ in range(10)), Text(note, style="bold yellow")]
     word = host_state(figures, prometheus_down=fleet.down)
     state = Text(word, style=_STATE_STYLES[word])
     dim = "dim" if figures.stale or fleet.down else ""
-    notes = [n for n in (figures.stale, "Prometheus down" if fleet.down else "") if n]
+    notes = [n for n in (routed_around, figures.stale, "Prometheus down" if fleet.down else "") if n]
     cells = [Text(c, style=dim, justify="right") for c in figures_cells(figures)]
-    return [name, state, *cells, Text(", ".join(notes) or DASH, style="bold yellow" if notes else "dim")]
+    style = "bold red" if routed_around else "bold yellow" if notes else "dim"
+    return [name, state, *cells, Text(", ".join(notes) or DASH, style=style)]
 
 
 def banner(fleet: FleetView, hosts: int, now: float) -> Text:
@@ -94,6 +97,9 @@ def banner(fleet: FleetView, hosts: int, now: float) -> Text:
     else:
         text.append(f"Prometheus {fleet.prometheus}", style="bold")
         text.append(f" · {hosts} hosts · asked {max(0.0, now - fleet.asked_at):.0f}s ago", style="dim")
+    around = taken_out_line(fleet)
+    if around and not fleet.down:
+        text.append(f"\n{around}", style="bold red")
     if fleet.unknown:
         shown = ", ".join(fleet.unknown[:8]) + (f" (+{len(fleet.unknown) - 8})" if len(fleet.unknown) > 8 else "")
         text.append(f"\nnot in Prometheus ({len(fleet.unknown)}): {shown}", style="yellow")
