@@ -16,10 +16,12 @@ import json
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +127,11 @@ def deployment_bed(
     units: Callable[[list[GpuHost]], list[str]],
     *,
     ready: Callable[[list[GpuHost]], bool],
+    listen_on_address: bool = False,
 ) -> Iterator[Bed]:
     """Boot a host per alias, route them, install each member's unit (made from the booted hosts' addresses), wait
-    until `ready`, and give the bed; everything torn down afterwards."""
+    until `ready`, and give the bed; everything torn down afterwards. listen_on_address: the members' SGLang listens
+    on the host's address, not its loopback (their profiles say so: the console's forward goes there)."""
     hosts: list[GpuHost] = []
     temp = Path(tempfile.mkdtemp(prefix=f"opsconsole-deployment-{name}-"))
     try:
@@ -140,8 +144,10 @@ def deployment_bed(
         (workspace / "profiles" / "deployments").mkdir(parents=True)
         (workspace / "logs").mkdir()
         for host in hosts:
-            profile = host.workspace / "profiles" / f"{host.alias}.toml"
-            (workspace / "profiles" / f"{host.alias}.toml").write_text(profile.read_text())
+            profile = (host.workspace / "profiles" / f"{host.alias}.toml").read_text()
+            if listen_on_address:
+                profile = profile.replace("[sglang]\n", f'[sglang]\nhost = "{host.address}"\n')
+            (workspace / "profiles" / f"{host.alias}.toml").write_text(profile)
         (workspace / "profiles" / "deployments" / f"{name}.toml").write_text(member_toml(hosts))
         bed = Bed(name, hosts, home, workspace)
         bed.install(units(hosts))
@@ -163,3 +169,69 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
     started = time.monotonic()
     poll_until(condition, timeout=timeout, what=what, interval=0.1)
     return time.monotonic() - started
+
+
+def pd_flags(role: str, address: str, *, page_size: int = 16) -> list[tuple[str, str | None]]:
+    """A prefill or decode server listening on its host's address (the stand-in registers its KV sender at its
+    --host, as SGLang registers the node's address: the other side connects to it from its own host)."""
+    flags = [("--host", address) if flag == "--host" else (flag, value) for flag, value in BASE_FLAGS]
+    flags += [("--disaggregation-mode", role), ("--disaggregation-bootstrap-port", str(BOOTSTRAP_PORT)),
+              ("--page-size", str(page_size))]  # fmt: skip
+    return flags
+
+
+BOOTSTRAP_PORT = 8998
+
+
+@dataclass
+class Load:
+    """Requests through a front door from `concurrency` threads until stopped (bounded in count and time); each
+    failure kept with what it was."""
+
+    url: str
+    concurrency: int = 4
+    max_requests: int = 20_000
+    max_s: float = 300.0
+    ok: int = 0
+    failed: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __enter__(self) -> Load:
+        started = time.monotonic()
+        for _ in range(self.concurrency):
+            thread = threading.Thread(target=self._loop, args=(started,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def _loop(self, started: float) -> None:
+        body = json.dumps({"text": "roll me", "sampling_params": {"max_new_tokens": 32}}).encode()
+        while not self._stop.is_set() and time.monotonic() - started < self.max_s:
+            with self._lock:
+                if self.ok + len(self.failed) >= self.max_requests:
+                    return
+            request = urllib.request.Request(f"{self.url}/generate", data=body,
+                                             headers={"Content-Type": "application/json"})  # fmt: skip
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    done = answer.status == 200 and "text" in json.loads(answer.read())
+                    error = "" if done else f"HTTP {answer.status}"
+            except urllib.error.HTTPError as exc:
+                error = f"HTTP {exc.code}: {exc.read()[:200]!r}"
+            except (OSError, ValueError) as exc:
+                error = repr(exc)
+            with self._lock:
+                if error:
+                    self.failed.append(error)
+                else:
+                    self.ok += 1
+
+    def wait_for(self, requests: int, timeout: float = 60) -> None:
+        poll_until(lambda: self.ok >= requests, timeout=timeout, what=f"{requests} requests through the front door")

@@ -17,10 +17,10 @@ RANK = ["--model-path", "kimi", "--tp-size", "16", "--nnodes", "2", "--dist-init
 
 
 def launch(deployment: Deployment, name: str, argv: list[str], env: Mapping[str, str] | None = None,
-           version: str | None = "0.5.23") -> MemberLaunch:  # fmt: skip
+           version: str | None = "0.5.23", *, strict: bool = True) -> MemberLaunch:  # fmt: skip
     env = dict(env or {"SGLANG_ENABLE_SPEC_V2": "1"})
     report = check_launch(argv, env, "0.5.23")
-    assert report.ok, report.errors
+    assert report.ok or not strict, report.errors
     return MemberLaunch(deployment.member(name), report.resolved, env, version, report.explicit)
 
 
@@ -70,7 +70,7 @@ def test_a_rank_that_differs_in_what_makes_them_one_group_is_an_error(ranks: Dep
 def test_the_ranks_their_count_and_the_rendezvous_are_checked_against_the_profile(ranks: Deployment) -> None:
     wrong = [
         launch(ranks, "gpu-a", [*RANK, "--node-rank", "1"]),
-        launch(ranks, "gpu-b", [*replaced(RANK, "--nnodes", "3"), "--node-rank", "1"]),
+        launch(ranks, "gpu-b", [*replaced(RANK, "--nnodes", "4"), "--node-rank", "1"]),
     ]
     found = errors(check_members(ranks, wrong))
     assert ("error", "node-rank") in codes(found) and ("error", "nnodes") in codes(found)
@@ -105,10 +105,10 @@ PD_BASE = ["--model-path", "kimi", "--tp-size", "8", "--page-size", "16", "--dis
            *SPEC]  # fmt: skip
 
 
-def pd_launches(pd: Deployment, **argv_of: list[str]) -> list[MemberLaunch]:
+def pd_launches(pd: Deployment, *, strict: bool = True, **argv_of: list[str]) -> list[MemberLaunch]:
     roles = {"gpu-a": "prefill", "gpu-b": "prefill", "gpu-c": "decode", "gpu-d": "decode"}
     return [
-        launch(pd, name, argv_of.get(name.replace("-", "_"), [*PD_BASE, "--disaggregation-mode", role]))
+        launch(pd, name, argv_of.get(name.replace("-", "_"), [*PD_BASE, "--disaggregation-mode", role]), strict=strict)
         for name, role in roles.items()
     ]
 
@@ -137,7 +137,8 @@ def test_an_eagle_decode_needs_its_prefill_on_the_same_speculative_setup(pd: Dep
 
 def test_the_wrong_mode_and_fake_on_prefill_are_errors(pd: Deployment) -> None:
     fake = replaced(PD_BASE, "--disaggregation-transfer-backend", "fake")
-    found = errors(check_members(pd, pd_launches(pd, gpu_b=[*PD_BASE, "--disaggregation-mode", "decode"],
+    # (the rules refuse fake on a prefill on their own too: this is the deployment's own check of the same)
+    found = errors(check_members(pd, pd_launches(pd, strict=False, gpu_b=[*PD_BASE, "--disaggregation-mode", "decode"],
                                                   gpu_a=[*fake, "--disaggregation-mode", "prefill"])))  # fmt: skip
     assert ("error", "disaggregation-mode") in codes(found) and ("error", "fake-prefill") in codes(found)
     assert any("gpu-b is a prefill server in the profile but runs --disaggregation-mode decode" in m.message

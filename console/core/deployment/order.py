@@ -13,7 +13,9 @@ down, every rank started at once, the gate opened once every rank has joined (wh
 Prefill and decode servers behind smg go **one at a time** (§5), each with its traffic out of smg first: out of the
 router, drained (its own queues at 0), restarted as a single apply (verified, or rolled back), back into the router
 and listed ready; prefill servers before decode servers, so that a decode only ever receives KV from a prefill that is
-already on the setup it gets. A role with one server cannot keep serving while it restarts: `downtime` says so.
+already on the setup it gets. A prefill is stopped first and starts again only once every decode server's heartbeat
+has dropped it: a decode that did not notice the restart keeps the old process's KV sender and stalls every room it
+sends there. A role with one server cannot keep serving while it restarts: `downtime` says so.
 
 A single host: its apply, as it has always been.
 
@@ -39,10 +41,16 @@ StepKind = Literal[
     "verify",  # what the servers resolved, against what the rules predicted
     "router_out",  # out of smg: it routes nothing new there
     "drain",  # the server's own running + queued requests (and PD queues) at 0
+    "wait_dropped",  # a stopped prefill server: every decode server's heartbeat has dropped it
     "apply",  # the member's own apply: write, restart, watch, verify, or roll back (console.core.apply)
     "router_in",  # back into smg, listed ready
 ]
 Mode = Literal["together", "one_at_a_time", "single"]
+APPLY_WHY = "its own apply: restarted, verified, or rolled back"
+DROPPED_WHY = (
+    "every decode server's heartbeat has dropped it: a decode that missed the restart keeps its old KV sender and "
+    "stalls the rooms it sends there (SGLang 0.5.23, #34289)"
+)
 
 
 @dataclass(frozen=True)
@@ -144,16 +152,13 @@ def _one_at_a_time(deployment: Deployment, chosen: list[Member], *, rollback: bo
     steps: list[Step] = []
     for member in ordered:
         name = (member.name,)
-        steps += [
-            Step("router_out", name, "out of smg: it routes nothing new to this server"),
-            Step("drain", name, "its running and queued requests (and PD queues) finish"),
-            Step(
-                "apply",
-                name,
-                "back on its previous unit" if rollback else "its own apply: restarted, verified, or rolled back",
-            ),
-            Step("router_in", name, "back into smg, listed ready"),
-        ]
+        steps.append(Step("router_out", name, "out of smg: it routes nothing new to this server"))
+        steps.append(Step("drain", name, "its running and queued requests (and PD queues) finish"))
+        if member.role == "prefill":
+            steps.append(Step("stop", name, "down before it starts again, so that every decode server notices"))
+            steps.append(Step("wait_dropped", name, DROPPED_WHY))
+        steps.append(Step("apply", name, "back on its previous unit" if rollback else APPLY_WHY))
+        steps.append(Step("router_in", name, "back into smg, listed ready"))
     alone = [role for role, group in (("prefill", deployment.prefill), ("decode", deployment.decode))
              if len(group) == 1 and any(m in chosen for m in group)]  # fmt: skip
     notes: tuple[str, ...] = ()
