@@ -74,4 +74,7 @@ def refuse_deployment(text: str, profiles_dir: Path, verb: str) -> None:
     if is_deployment(text, profiles_dir):
         deployment = load_deployment(text, profiles_dir)
         hosts = ", ".join(dict.fromkeys(m.host for m in deployment.members))
-        raise DeploymentError(f"{text} is a deployment; {verb} takes one of its hosts: {hosts}")
+        raise DeploymentError(
+            f"{text} is a deployment (profiles/deployments/{text}.toml); {verb} takes one host: one of its members' "
+            f"hosts, {hosts} (status, apply, restart and connect take the deployment)"
+        )

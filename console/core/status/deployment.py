@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -191,8 +192,7 @@ async def read_deployment(
     router: RouterStatus | None = None
     if router_read is not None:
         router = await router_read
-        listed = {normalize_url(str(w.get("url", ""))): w for w in router.workers}
-        read = [_with_listing(r, listed, router) for r in read]
+        read = [_with_listing(r, router) for r in read]
     readings = [r.reading for r in read]
     health = judge(deployment, readings, router=router.reading if router else None)
     version = _version(read)
@@ -260,6 +260,40 @@ async def _read_member(member: Member, session: Session | HostError, *, journal:
         failure=failure,
     )
     return _Read(member, reading, host, service, gpus, gpu_error, lines, metrics, url, version)
+
+
+def member_reading(
+    member: Member,
+    status: HostStatus | None,
+    *,
+    error: str | None = None,
+    failure: str | None = None,
+    ready: bool | None = None,
+) -> MemberReading:
+    """A member's reading from a refresh of its host (read_status's, the console's HostWatcher's): its unit, and its
+    own /health only where that means something (never a rank >= 1's dummy 200)."""
+    if status is None or status.service.error is not None:
+        why = error or (status.service.error if status is not None else None) or "not read yet"
+        return MemberReading(member, error=why)
+    service = status.service
+    return MemberReading(
+        member,
+        active_state=service.active_state,
+        sub_state=service.sub_state,
+        main_pid=service.main_pid,
+        started_at=service.started_at,
+        summary=service.summary,
+        healthy=status.sglang.healthy if member.serves_api else None,
+        ready=ready if member.serves_api else None,
+        failure=failure,
+    )
+
+
+def failure_since(
+    lines: Sequence[tuple[datetime, str, int | None]], started_at: datetime | None, main_pid: int | None
+) -> str | None:
+    """The first failure line of the process running now (its own lines, or any from a second after its start)."""
+    return _since_start(lines, started_at, main_pid)[1]
 
 
 async def _ready(session: Session) -> bool | None:
@@ -376,18 +410,22 @@ async def _router_pd_metrics(url: str) -> dict[str, float]:
     return out
 
 
-def _with_listing(read: _Read, listed: Mapping[str, dict[str, Any]], router: RouterStatus) -> _Read:
+def listing_for(url: str, router: RouterStatus) -> RouterListing:
+    """What smg says of the worker at `url`: listed or not, its status, its health."""
+    wanted = normalize_url(url)
+    worker = next((w for w in router.workers if normalize_url(str(w.get("url", ""))) == wanted), None)
+    if worker is None:
+        return RouterListing(False)
+    healthy, status = worker.get("is_healthy"), worker.get("status")
+    return RouterListing(
+        True, status if isinstance(status, str) else None, healthy if isinstance(healthy, bool) else None
+    )
+
+
+def _with_listing(read: _Read, router: RouterStatus) -> _Read:
     if read.member.worker_type is None or router.reading.ready is None:
         return read
-    worker = listed.get(normalize_url(read.worker_url or ""))
-    if worker is None:
-        listing = RouterListing(False)
-    else:
-        healthy = worker.get("is_healthy")
-        status = worker.get("status")
-        listing = RouterListing(True, status if isinstance(status, str) else None,
-                                healthy if isinstance(healthy, bool) else None)  # fmt: skip
-    read.reading = MemberReading(**{**read.reading.__dict__, "router": listing})
+    read.reading = dataclasses.replace(read.reading, router=listing_for(read.worker_url or "", router))
     return read
 
 
