@@ -12,7 +12,6 @@ import asyncio
 import io
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +21,12 @@ import pytest
 from rich.console import Console
 
 from console.cli.connect import build_app
-from console.core.deployment import load_deployment
-from console.core.status import read_deployment_status
 from console.tui.app import OpsConsoleApp
 from console.tui.screens.confirm import ConfirmScreen
 from console.tui.screens.edit import EditScreen
 from console.tui.screens.progress import ProgressScreen
 from console.tui.widgets.deployment import DeploymentPanel
-from console.workspace import Workspace
-from tests.e2e.cli import OPSCONSOLE
-from tests.support.procs import processes_with
+from tests.deployments.demo_support import deployment_status, running_deployment_demo
 from tests.tui.support import screen_text, wait_until
 from tests.tui.test_editor import set_field
 
@@ -42,43 +37,12 @@ SIZE = (140, 44)
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """`opsconsole demo --profile two-node --no-ui` in a workspace of its own, until the deployment serves."""
-    workspace = tmp_path_factory.mktemp("two-node")
-    out = (workspace / "demo.out").open("w")
-    proc = subprocess.Popen([str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", "--profile",
-                             "two-node", "--time-scale", "0.005"], stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not _up(workspace):
-            assert proc.poll() is None, (workspace / "demo.out").read_text()
-            assert time.monotonic() < deadline, "the demo deployment did not come up"
-            time.sleep(0.2)  # polling the deployment's own state
+    with running_deployment_demo(tmp_path_factory.mktemp("two-node"), "two-node") as workspace:
         yield workspace
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the demo stops every member
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        out.close()
-        assert not processes_with(str(workspace / ".demo")), "a member of the demo deployment was left running"
 
 
 def _status(workspace: Path) -> Any:
-    ws = Workspace(workspace)
-    return asyncio.run(read_deployment_status(load_deployment("demo", ws.profiles), ws, checks=False))
-
-
-def _up(workspace: Path) -> bool:
-    if not (workspace / "profiles" / "deployments" / "demo.toml").is_file():
-        return False
-    try:
-        return bool(_status(workspace).ok)
-    except Exception:
-        return False
+    return deployment_status(workspace)
 
 
 def _args(workspace: Path) -> argparse.Namespace:

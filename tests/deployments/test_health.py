@@ -94,3 +94,27 @@ def test_pd_up_degraded_and_down(pd: Deployment) -> None:
     health = judge(pd, dead, router=READY)
     assert health.state == "down" and health.reason.startswith("no decode server serves behind smg")
     assert judge(pd, [routed(pd, n) for n in names], router=RouterReading(None, "connection refused")).state == "down"
+
+
+def test_pd_sides_are_the_increases_over_the_sweep_side_by_side(profiles: Path) -> None:
+    from console.core.deployment import SideReadings, pd_sides, sides_lines
+
+    pd = resolve_deployment("kimi-pd", profiles)
+    before = SideReadings(
+        {"smg_pd_ttft_seconds_sum": 1.0, "smg_pd_ttft_seconds_count": 10, "smg_pd_bootstrap_failures_total": 2},
+        {"gpu-a": {"sglang:time_to_first_token_seconds_sum": 3.0, "sglang:time_to_first_token_seconds_count": 10},
+         "gpu-c": {"sglang:inter_token_latency_seconds_sum": 1.0, "sglang:inter_token_latency_seconds_count": 100,
+                   "sglang:num_transfer_failed_reqs_total": 1}},
+    )  # fmt: skip
+    after = SideReadings(
+        {"smg_pd_ttft_seconds_sum": 1.5, "smg_pd_ttft_seconds_count": 20, "smg_pd_bootstrap_failures_total": 3},
+        {"gpu-a": {"sglang:time_to_first_token_seconds_sum": 4.0, "sglang:time_to_first_token_seconds_count": 20},
+         "gpu-c": {"sglang:inter_token_latency_seconds_sum": 1.8, "sglang:inter_token_latency_seconds_count": 200,
+                   "sglang:num_transfer_failed_reqs_total": 1}},
+    )  # fmt: skip
+    sides = pd_sides(pd, before, after)
+    assert sides["prefill"]["ttft_ms_smg"] == 50.0 and sides["prefill"]["ttft_ms_servers"] == 100.0
+    assert sides["decode"]["tpot_ms_servers"] == 8.0 and sides["decode"]["kv_transfer_ms"] is None
+    assert sides["decode"]["failures"]["num_transfer_failed_reqs_total"] == 0.0
+    assert sides["smg"] == {"smg_pd_bootstrap_failures_total": 1.0}
+    assert sides_lines(sides)[1].startswith("decode: TPOT 8.0 ms")

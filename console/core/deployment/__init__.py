@@ -8,6 +8,7 @@ host (the deployment of one member): one type that the CLI, the console, predict
     fanout.py   which members carry an edit (pure)
     order.py    the restart order, written once (pure): apply, restart and rollback all run it
     health.py   the deployment's state from its members' readings (pure): rank 0's health, never a dummy 200
+    sides.py    a PD benchmark side by side (pure): prefill's TTFT, decode's TPOT, smg's and the servers' counters
 
 Pure apart from load.py (which reads the profiles): the reading (console.core.status) and the change
 (console.core.roll) are done where the hosts are reached.
@@ -58,6 +59,11 @@ from console.core.deployment.order import (
     Step,
     restart_order,
 )
+from console.core.deployment.sides import (
+    SideReadings,
+    pd_sides,
+    sides_lines,
+)
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_PORT",
@@ -77,6 +83,7 @@ __all__ = [
     "RouterListing",
     "RouterReading",
     "RouterSpec",
+    "SideReadings",
     "Step",
     "check_members",
     "deployment_names",
@@ -89,7 +96,9 @@ __all__ = [
     "member_edits",
     "member_health",
     "parse_deployment",
+    "pd_sides",
     "refuse_deployment",
     "resolve_deployment",
     "restart_order",
+    "sides_lines",
 ]

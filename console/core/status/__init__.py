@@ -19,6 +19,7 @@ from console.core.status.deployment import (
     read_deployment,
     read_deployment_status,
     read_router,
+    read_sides,
 )
 from console.core.status.fleet import (
     FleetWatcher,
@@ -75,6 +76,7 @@ __all__ = [
     "read_deployment_status",
     "read_group_status",
     "read_router",
+    "read_sides",
     "read_status",
     "setup_label",
     "setup_values",

@@ -36,6 +36,7 @@ from console.core.deployment import (
     Mismatch,
     RouterListing,
     RouterReading,
+    SideReadings,
     check_members,
     judge,
     launch_from_unit,
@@ -377,6 +378,28 @@ async def read_router(deployment: Deployment) -> RouterStatus:
     if spec.metrics is not None:
         metrics = await _router_pd_metrics(spec.metrics)
     return RouterStatus(spec.url, reading, workers, metrics)
+
+
+async def read_sides(deployment: Deployment, sessions: Mapping[str, Session]) -> SideReadings:
+    """smg's smg_pd_* counters and each member's /metrics now (a PD benchmark reads them before and after it:
+    console.core.deployment.pd_sides)."""
+    spec = deployment.router
+    router = await _router_pd_metrics(spec.metrics) if spec is not None and spec.metrics else {}
+
+    async def member(name: str) -> dict[str, float]:
+        try:
+            client = await sessions[name].sglang()
+            answer = await client.http.get("/metrics")
+            if answer.status_code != 200:
+                return {}
+            values, _ = parse_metrics_text(answer.text, None, ())
+            return dict(values)
+        except (HostError, httpx.HTTPError, OSError, ValueError):
+            return {}
+
+    names = [m.name for m in deployment.members if m.name in sessions]
+    values = await asyncio.gather(*(member(n) for n in names))
+    return SideReadings(router, dict(zip(names, values, strict=True)))
 
 
 def _readiness_detail(answer: httpx.Response) -> str:
