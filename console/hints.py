@@ -69,6 +69,7 @@ def command(verb_name: str, *words: str) -> CommandLine:
 # Every line a message names (tests/test_hints.py parses each one).
 APPLY_SET = command("apply", "{HOST}", "--set", "{FLAG}")  # FLAG: a boolean launch flag, without its dashes
 APPLY_ROLLING = command("apply", "--rolling", "{GROUP}")
+APPLY_DEPLOYMENT = command("apply", "{DEPLOYMENT}", "--set", "FLAG=VALUE")
 BENCH = command("bench", "{HOST}")
 BENCH_REPEATED = command("bench", "{HOST}", "--concurrency", "{LEVEL}", "--repeat", "3")
 CHECK_ARGS_EXAMPLE = command("check-args", "--", "--model-path", "M", "--speculative-algorithm", "EAGLE")

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
+from console import hints
 from console.cli.apply_lines import ApplyProgress, render_plan
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
 from console.core.events import Notice
+from console.errors import UsageError
 from console.host.base import HostError
 
 if TYPE_CHECKING:
@@ -131,3 +133,35 @@ async def _confirm_and_execute(change: DeploymentChange, verb: HostVerb) -> Depl
     progress = DeploymentProgress(verb.human) if verb.shows_progress else ignore
     result, _interrupted = await interruptibly(change.execute(on_event=progress), change.request_abort)
     return result
+
+
+def front_door_of(args: Any, verb: str) -> Any:
+    """TARGET for a verb that reads one server and changes nothing (predict): a host as it is, a multi-node deployment
+    its rank 0 (the front door, whose records a benchmark of the deployment keeps); a PD deployment is refused, its
+    figures being per side (UsageError saying what to run instead)."""
+    from console.core.deployment import is_deployment, load_deployment
+
+    profiles = workspace_of(args).profiles
+    if not args.target or not is_deployment(args.target, profiles):
+        return args.target
+    deployment = load_deployment(args.target, profiles, ssh_config=args.ssh_config)
+    front = deployment.front_door
+    if deployment.kind == "multinode" and front is not None:
+        return front.target
+    raise UsageError(
+        f"{verb} of {deployment.name}: a prefill/decode deployment's figures are per side, which {verb} does not "
+        f"model yet; benchmark it through smg instead: {hints.BENCH.line(HOST=deployment.name)}"
+    )
+
+
+def refuse_tune(args: Any) -> None:
+    """tune restarts with each setup it tries: on a deployment that would be a restart of every rank (or a roll
+    through smg) per setup, which tune does not do yet; UsageError saying what to run instead."""
+    from console.core.deployment import is_deployment
+
+    if args.target and is_deployment(args.target, workspace_of(args).profiles):
+        raise UsageError(
+            f"tune of the deployment {args.target} is not supported yet (each setup would restart every member in the "
+            f"deployment's order); try a setup with {hints.APPLY_DEPLOYMENT.line(DEPLOYMENT=args.target)} and "
+            f"measure it with {hints.BENCH.line(HOST=args.target)}"
+        )

@@ -60,3 +60,20 @@ def test_a_ranks_benchmark_goes_through_rank_0(two_node: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     (record,) = json.loads(done.stdout)
     assert record["completed"] == 8 and record["target"] == "demo-rank0", record  # rank 0's server
+
+
+def test_freeze_keeps_every_member_and_one_document_and_a_member_alone_is_not_changed(two_node: Path) -> None:
+    done = opsconsole(two_node, "freeze", "demo", "--name", "v1", "--yes", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["state"] == "frozen" and set(result["members"]) == {"demo-rank0", "demo-rank1"}
+    snapshots = two_node / "profiles" / "snapshots"
+    assert (snapshots / "v1.demo-rank0.toml").is_file() and (snapshots / "v1.demo-rank1.toml").is_file()
+    document = (two_node / "profiles" / "snapshot-sets" / "v1.md").read_text()
+    assert "| demo-rank1 | demo-rank1 | sglang-demo-rank1.service | rank 1 | v1.demo-rank1 |" in document
+    assert "stop demo-rank0: rank 0 first" in document and document.count("```ini") == 2
+    # rank 1 alone: refused, nothing changed; tune of the deployment: refused with what to run instead
+    alone = opsconsole(two_node, "apply", "demo-rank1", "--set", "speculative-num-steps=3", "--yes")
+    assert alone.returncode == 1 and "is rank 1 of the deployment demo" in alone.stderr, alone.stderr
+    tune = opsconsole(two_node, "tune", "demo", "--yes")
+    assert tune.returncode == 2 and "tune of the deployment demo is not supported yet" in tune.stderr, tune.stderr

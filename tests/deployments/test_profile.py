@@ -96,3 +96,20 @@ def test_not_toml_is_said_so(profiles: Path) -> None:
     write_deployment(profiles, "broken", "[[member]\n")
     with pytest.raises(DeploymentError, match="not valid TOML"):
         resolve_deployment("broken", profiles)
+
+
+def test_a_member_host_is_known_as_one_and_its_change_alone_is_refused(profiles: Path) -> None:
+    from console.core.deployment import membership, refuse_member_change
+    from console.host.targets import resolve_target
+
+    rank1 = resolve_target("gpu-b", profiles_dir=profiles)
+    found = membership(rank1, profiles)
+    assert found is not None and (found[0].name, found[1].rank) == ("kimi-2node", 1)
+    with pytest.raises(DeploymentError) as refused:
+        refuse_member_change(rank1, profiles, "a change")
+    said = str(refused.value)
+    assert "gpu-b (sglang.service) is rank 1 of the deployment kimi-2node" in said
+    assert "opsconsole apply kimi-2node --set FLAG=VALUE" in said and "opsconsole restart kimi-2node" in said
+    other = profiles / "gpu-z.toml"
+    other.write_text((profiles / "gpu-a.toml").read_text())
+    refuse_member_change(resolve_target("gpu-z", profiles_dir=profiles), profiles, "a change")  # not a member: fine

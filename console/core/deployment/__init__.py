@@ -41,7 +41,9 @@ from console.core.deployment.load import (
     deployments_dir,
     is_deployment,
     load_deployment,
+    membership,
     refuse_deployment,
+    refuse_member_change,
     resolve_deployment,
 )
 from console.core.deployment.model import (
@@ -95,9 +97,11 @@ __all__ = [
     "load_deployment",
     "member_edits",
     "member_health",
+    "membership",
     "parse_deployment",
     "pd_sides",
     "refuse_deployment",
+    "refuse_member_change",
     "resolve_deployment",
     "restart_order",
     "sides_lines",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from console.core.deployment.model import DEPLOYMENTS_DIR, Deployment, DeploymentError, parse_deployment
-from console.host.profile import load_profile
+from console import hints
+from console.core.deployment.model import DEPLOYMENTS_DIR, Deployment, DeploymentError, Member, parse_deployment
+from console.host.profile import ProfileError, load_profile
 from console.host.targets import Target, resolve_target, target_from_profile
 
 
@@ -78,3 +79,40 @@ def refuse_deployment(text: str, profiles_dir: Path, verb: str) -> None:
             f"{text} is a deployment (profiles/deployments/{text}.toml); {verb} takes one host: one of its members' "
             f"hosts, {hosts} (status, apply, restart and connect take the deployment)"
         )
+
+
+def membership(target: Target, profiles_dir: Path) -> tuple[Deployment, Member] | None:
+    """The deployment (and member) whose member is this host's unit, if a deployment profile names it; profiles that
+    cannot be read are passed over (status of that deployment says why)."""
+    if target.profile_path is None:
+        return None
+    for name in deployment_names(profiles_dir):
+        try:
+            deployment = load_deployment(name, profiles_dir)
+        except ProfileError:
+            continue
+        for member in deployment.members:
+            if member.target.profile_path == target.profile_path and member.unit == target.unit:
+                return deployment, member
+    return None
+
+
+def refuse_member_change(target: Target, profiles_dir: Path, verb: str) -> None:
+    """A change (apply, restart, restore, tune) of one member of a deployment alone is refused: a rank cannot rejoin
+    a running group, and a PD server changed alone skips smg and the checks across members. DeploymentError naming
+    the deployment and what to run instead."""
+    found = membership(target, profiles_dir)
+    if found is None:
+        return
+    deployment, member = found
+    role = f"rank {member.rank}" if member.rank is not None else f"a {member.role} server"
+    why = (
+        "a rank cannot rejoin a running group: every rank restarts together"
+        if deployment.kind == "multinode"
+        else "changed alone it would skip smg and the checks across the prefill and decode servers"
+    )
+    raise DeploymentError(
+        f"{target.label} ({member.unit}) is {role} of the deployment {deployment.name}: {verb} of it alone is refused "
+        f"({why}); change the deployment: {hints.APPLY_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}, "
+        f"{hints.RESTART_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}"
+    )
