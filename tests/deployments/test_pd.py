@@ -136,6 +136,7 @@ def test_status_shows_the_pair_behind_smg(pd: Pd) -> None:
     assert status["checks"] == [], status["checks"]
 
 
+@pytest.mark.long(60)  # its measured seconds (44 on the 2-core VM): started first (tests/tiers.py)
 def test_a_speculative_change_rolls_one_member_at_a_time_with_no_failed_request(pd: Pd) -> None:
     poll_until(pd.all_ready, timeout=60, what="smg to list the four servers ready", interval=0.2)
     pids = pd.bed.main_pids()
