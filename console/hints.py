@@ -69,6 +69,7 @@ def command(verb_name: str, *words: str) -> CommandLine:
 # Every line a message names (tests/test_hints.py parses each one).
 APPLY_SET = command("apply", "{HOST}", "--set", "{FLAG}")  # FLAG: a boolean launch flag, without its dashes
 APPLY_ROLLING = command("apply", "--rolling", "{GROUP}")
+APPLY_DEPLOYMENT = command("apply", "{DEPLOYMENT}", "--set", "FLAG=VALUE")
 BENCH = command("bench", "{HOST}")
 BENCH_REPEATED = command("bench", "{HOST}", "--concurrency", "{LEVEL}", "--repeat", "3")
 CHECK_ARGS_EXAMPLE = command("check-args", "--", "--model-path", "M", "--speculative-algorithm", "EAGLE")
@@ -79,8 +80,10 @@ DEMO_WEB = command("demo", "--web")
 FREEZE = command("freeze", "{HOST}", "--name", "{NAME}")
 LOGS = command("logs", "{HOST}")
 RESTART = command("restart", "{HOST}")
+RESTART_DEPLOYMENT = command("restart", "{DEPLOYMENT}")
 RESTART_ROLLING = command("restart", "--rolling", "{GROUP}")
 RESTORE = command("restore", "{HOST}", "{SNAPSHOT}")
 SNAPSHOTS = command("snapshots")
+STATUS_MEMBER = command("status", "{HOST}")
 STATUS_OVER_SSH = command("status", "{GROUP}", "--ssh")
 TRUST = command("trust", "{HOST}")

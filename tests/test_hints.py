@@ -22,7 +22,7 @@ from console.sglang.traffic_shape import HISTOGRAMS, Scrape, ShapeUnavailable, r
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"HOST": "gpu-a", "GROUP": "@prod", "FLAG": "collect-tokens-histogram", "LEVEL": "8", "NAME": "v2",
-            "SNAPSHOT": "v2", "RUN_A": "base", "RUN_B": "steps3"}  # fmt: skip
+            "SNAPSHOT": "v2", "RUN_A": "base", "RUN_B": "steps3", "DEPLOYMENT": "kimi-2node"}  # fmt: skip
 LINES = {name: value for name, value in vars(hints).items() if isinstance(value, hints.CommandLine)}
 VERB_MENTION = re.compile(rf"\b{hints.PROGRAM} ({'|'.join(map(re.escape, hints.VERBS))})\b(?!:)")
 

@@ -54,15 +54,16 @@ ARROWS: Mapping[str, frozenset[str]] = {
 # vocabulary every operation shares (session, events, pending, phases, exits, console_requests): at most
 # CORE_TOP_LEVEL modules, so that a new operation becomes a sub-package instead of a flat row of near-synonyms.
 CORE_TOP_LEVEL = 8
-CORE_SUBPACKAGES = ("apply", "bench", "change", "predict", "roll", "snapshot", "status", "tune")
+CORE_SUBPACKAGES = ("apply", "bench", "change", "deployment", "predict", "roll", "snapshot", "status", "tune")
 CORE_ARROWS: Mapping[str, frozenset[str]] = {
-    "apply": frozenset({"change", "events", "exits", "phases", "session"}),
+    "apply": frozenset({"change", "deployment", "events", "exits", "phases", "session"}),  # a member is never alone
     "bench": frozenset({"session", "status"}),  # the form's setup label, the unit's ask
     "change": frozenset({"exits"}),  # a start judged from systemd's state; below the session and the events
+    "deployment": frozenset({"change"}),  # the type, its checks and restart order: below whoever reads or changes it
     "predict": frozenset({"bench", "events", "session"}),
-    "roll": frozenset({"apply", "bench", "change", "events", "session", "snapshot"}),  # the gate benchmarks
-    "snapshot": frozenset({"apply", "change", "events", "session"}),
-    "status": frozenset({"change", "exits", "session", "snapshot"}),  # a stop's account, production, drift
+    "roll": frozenset({"apply", "bench", "change", "deployment", "events", "phases", "session", "snapshot", "status"}),
+    "snapshot": frozenset({"apply", "change", "deployment", "events", "session"}),
+    "status": frozenset({"change", "deployment", "exits", "phases", "session", "snapshot"}),  # a stop's account
     "tune": frozenset({"apply", "bench", "change", "events", "predict", "session"}),
 }
 

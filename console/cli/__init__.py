@@ -42,7 +42,8 @@ HANDLERS = {
 }
 
 TARGET_HELP = (
-    "a profile name (profiles/NAME.toml), @GROUP (profiles/groups.toml), an ~/.ssh/config alias, or [user@]host[:port]"
+    "a profile name (profiles/NAME.toml), a deployment (profiles/deployments/NAME.toml), @GROUP "
+    "(profiles/groups.toml), an ~/.ssh/config alias, or [user@]host[:port]"
 )
 
 
@@ -169,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unset", action="append", default=[], metavar="FLAG", help="remove a launch flag")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set an Environment= variable")
     p.add_argument("--unset-env", action="append", default=[], metavar="KEY", help="remove an environment variable")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="MEMBER|ROLE",
+        help="a deployment of prefill and decode servers: edit only these members (or roles: prefill, decode); the "
+        "flags that must match across them still go to every member (docs/deployments.md)",
+    )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds to wait for readiness")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")

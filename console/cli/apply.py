@@ -53,6 +53,8 @@ def _check_args(args: argparse.Namespace) -> None:
 
 async def apply_main(verb: HostVerb) -> int:
     args = verb.args
+    if args.only:
+        raise UsageError(f"--only is for a deployment's members; {args.target} is one host")
     async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
         edits = edits_by_version(args.set, args.unset, args.env, args.unset_env)  # the version is read with the lock
         async with await plan_apply(session, edits, timeout_s=args.timeout) as pending:
@@ -71,7 +73,16 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
     """`opsconsole apply`: exit 0 applied and verified (or nothing to change), 1 refused/failed, 2 usage."""
     verb = HostVerb("apply", args, {"ok": False, "target": args.target, "rolled_back": False}, _nothing_done,
                     stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)  # fmt: skip
-    return run_on_host_or_group(verb, apply_main, _plan_edits, check=lambda: _check_args(args))
+    return run_on_host_or_group(verb, apply_main, _plan_edits, check=lambda: _check_args(args),
+                                deployment_main=_apply_deployment)  # fmt: skip
+
+
+async def _apply_deployment(verb: HostVerb) -> int:
+    """The deployment's every member that must carry the edit, checked across them, restarted in its order."""
+    from console.cli.deployment import change_deployment
+
+    args = verb.args
+    return await change_deployment(verb, edits_by_version(args.set, args.unset, args.env, args.unset_env))
 
 
 def _plan_edits(verb: HostVerb) -> PlanFor:

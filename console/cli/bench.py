@@ -231,7 +231,13 @@ async def _shaped(
 
 
 async def _bench_target(
-    args: argparse.Namespace, config: SweepConfig, label: str, renderer: Any, err: Console, shape_ask: Shape = None
+    args: argparse.Namespace,
+    config: SweepConfig,
+    label: str,
+    renderer: Any,
+    err: Console,
+    shape_ask: Shape = None,
+    target: Any = None,
 ) -> list[BenchRecord]:
     def on_event(event: BenchEvent | LengthsCounted) -> None:
         if isinstance(event, ClientPlaced):
@@ -241,10 +247,47 @@ async def _bench_target(
         elif renderer is not None:
             renderer(event)
 
-    async with open_session(args.target, workspace_of(args).ensure(), ssh_config=args.ssh_config) as session:
+    async with open_session(target or args.target, workspace_of(args).ensure(), ssh_config=args.ssh_config) as session:
         if shape_ask is not None:
             config = await _shaped(config, shape_ask, await session.sglang_url(), await session.api_key(), err)
         return await bench_host(session, config, label=label, on_event=on_event, client=args.client)
+
+
+def _deployment(args: argparse.Namespace) -> Any:
+    """The deployment TARGET names (its front door is benchmarked: rank 0, or smg), or None for a host."""
+    from console.core.deployment import is_deployment, load_deployment
+
+    profiles = workspace_of(args).profiles
+    if not args.target or not is_deployment(args.target, profiles):
+        return None
+    return load_deployment(args.target, profiles, ssh_config=args.ssh_config)
+
+
+async def _bench_pd(
+    deployment: Any,
+    args: argparse.Namespace,
+    config: SweepConfig,
+    label: str,
+    renderer: Any,
+    err: Console,
+    shape_ask: Shape,
+    sides: list[dict[str, Any]],
+) -> list[BenchRecord]:
+    """A PD deployment through smg (its front door), the prefill, decode and smg counters read before and after: the
+    per-side figures (console.core.deployment.pd_sides) go into `sides`."""
+    from console.core.deployment import pd_sides
+    from console.core.status import open_members, read_sides
+
+    workspace = workspace_of(args).ensure()
+    async with open_members(deployment, workspace, ssh_config=args.ssh_config) as opened:
+        sessions = {n: s for n, s in opened.items() if not isinstance(s, HostError)}
+        before = await read_sides(deployment, sessions)
+        records = await _bench_url(deployment.router.url, config, shape_ask, err, label=label, target=deployment.name,
+                                   workspace=workspace, on_event=renderer,
+                                   api_key=os.environ.get(API_KEY_ENV) or None)  # fmt: skip
+        after = await read_sides(deployment, sessions)
+    sides.append(pd_sides(deployment, before, after))
+    return records
 
 
 def say_lengths(err: Console, event: LengthsCounted) -> None:
@@ -294,6 +337,7 @@ def run(args: argparse.Namespace) -> int:
         )
     workspace = workspace_of(args).ensure()
     label = args.label or default_label(urlparse(base_url).netloc if args.url else args.target)
+    sides: list[dict[str, Any]] = []  # a PD deployment's per-side figures, once its sweep is over
     show_progress = not args.json and sys.stderr.isatty()
     renderer = ProgressRenderer(err) if show_progress else None
     if args.url:
@@ -309,7 +353,12 @@ def run(args: argparse.Namespace) -> int:
             api_key=os.environ.get(API_KEY_ENV) or None,
         )
     else:
-        coro = _bench_target(args, config, label, renderer, err, shape_ask)
+        deployment = _deployment(args)
+        if deployment is not None and deployment.kind == "pd":
+            coro = _bench_pd(deployment, args, config, label, renderer, err, shape_ask, sides)
+        else:
+            front = deployment.front_door.target if deployment is not None and deployment.front_door else None
+            coro = _bench_target(args, config, label, renderer, err, shape_ask, front)
     try:
         if renderer:
             with renderer.progress:
@@ -337,6 +386,8 @@ def run(args: argparse.Namespace) -> int:
         dumped = [r.model_dump(mode="json") for r in records]
         # --find-capacity: one object, the records and the search's outcome; else the records as a list
         doc: Any = {"records": dumped, "capacity": capacity_json(records)} if config.find_capacity else dumped
+        if sides:  # a PD deployment: one object, the records and the per-side figures
+            doc = {**(doc if isinstance(doc, dict) else {"records": dumped}), "per_side": sides[0]}
         print(json.dumps(doc, indent=2))
     else:
         Console(width=None if sys.stdout.isatty() else 160).print(summary_table(records))
@@ -345,6 +396,11 @@ def run(args: argparse.Namespace) -> int:
         if records:
             written = f"{workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl"
             err.print(f"records appended to {written}", highlight=False, markup=False, soft_wrap=True)
+        if sides:
+            from console.core.deployment import sides_lines
+
+            for line in sides_lines(sides[0]):
+                err.print(f"per side: {line}", highlight=False, markup=False, soft_wrap=True)
     if not records or any(r.stopped for r in records):
         for r in records:
             if r.stopped:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from console.cli.common import run_verb, said, workspace_of
 from console.errors import ExitCode, UsageError
@@ -37,6 +38,7 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
         config = config.model_copy(update={"refresh_s": args.refresh})
     if len(set(targets)) != len(targets):
         raise UsageError("each TARGET once: the same host twice would hold two connections and two tabs")
+    deployments, members, targets = _deployments(targets, workspace.profiles, args.ssh_config)
     targets, groups = resolve_group_targets(targets, workspace.profiles)
     fleet = config.fleet
     if getattr(args, "prometheus", None):
@@ -44,7 +46,8 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
             fleet = fleet.model_copy(update={"prometheus": check_prometheus_url(args.prometheus)})
         except ValueError as exc:
             raise UsageError(f"--prometheus: {exc}") from None
-    resolved = {t: resolve_target(t, profiles_dir=workspace.profiles, ssh_config=args.ssh_config) for t in targets}
+    resolved = {t: members.get(t) or resolve_target(t, profiles_dir=workspace.profiles, ssh_config=args.ssh_config)
+                for t in targets}  # fmt: skip
 
     def make_source(label, on_view, on_journal):  # type: ignore[no-untyped-def]
         return HostWatcher(
@@ -55,7 +58,8 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
         return FleetWatcher(fleet, host_names(resolved), on_view=on_view, interval_s=config.refresh_s)
 
     options = ConsoleOptions(tuple(targets), config, bool(args.read_only), workspace, groups=tuple(groups),
-                             fleet=fleet.prometheus is not None, ssh_config=args.ssh_config)  # fmt: skip
+                             fleet=fleet.prometheus is not None and not deployments, ssh_config=args.ssh_config,
+                             deployments=tuple(deployments))  # fmt: skip
     app = OpsConsoleApp(options, make_source, make_fleet=make_fleet if options.fleet else None)
     if config.theme and config.theme not in app.available_themes:
         raise UsageError(
@@ -63,6 +67,33 @@ def build_app(args: argparse.Namespace, targets: list[str]):  # type: ignore[no-
             f"one of: {', '.join(sorted(app.available_themes))}"
         )
     return app
+
+
+def _deployments(
+    targets: list[str], profiles: Any, ssh_config: str | None
+) -> tuple[list[Any], dict[str, Any], list[str]]:
+    """The deployments among the targets (profiles/deployments/NAME.toml): each member becomes a tab, named by the
+    member (its host's target with the member's unit and port), and the deployment one panel on the overview."""
+    import dataclasses
+
+    from console.core.deployment import is_deployment, load_deployment
+    from console.fleet.groups import is_group_ref
+
+    deployments: list[Any] = []
+    members: dict[str, Any] = {}
+    out: list[str] = []
+    for target in targets:
+        if is_group_ref(target) or not is_deployment(target, profiles):
+            out.append(target)
+            continue
+        deployment = load_deployment(target, profiles, ssh_config=ssh_config)
+        deployments.append(deployment)
+        for member in deployment.members:
+            if member.name in members or member.name in targets:
+                raise UsageError(f"{member.name}: a member of {deployment.name} and another TARGET; name it once")
+            members[member.name] = dataclasses.replace(member.target, label=member.name)
+            out.append(member.name)
+    return deployments, members, out
 
 
 def on_hangup(abandon: Callable[[], None] | None = None) -> None:

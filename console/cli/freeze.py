@@ -115,7 +115,52 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
         stdout=stdout or sys.stdout,
     )
     request = FreezeRequest(args.name, args.note or "", args.doc, args.force)
-    return run_on_host_or_group(verb, freeze_main, _plan_freezes, check=request.checked, group_needs_rolling=False)
+    return run_on_host_or_group(verb, freeze_main, _plan_freezes, check=request.checked, group_needs_rolling=False,
+                                deployment_main=_freeze_deployment)  # fmt: skip
+
+
+async def _freeze_deployment(verb: HostVerb) -> int:
+    """Every member frozen as NAME.MEMBER, the set's index and one document for the deployment
+    (console.core.snapshot.plan_deployment_freeze); a refusal on any member freezes none."""
+    from console.core.deployment import load_deployment
+    from console.core.snapshot import FreezeRequest, plan_deployment_freeze
+    from console.core.status import open_members
+    from console.host.base import HostError
+
+    args = verb.args
+    workspace = workspace_of(args)
+    deployment = load_deployment(args.target, workspace.profiles, ssh_config=args.ssh_config)
+    verb.failure = {"ok": False, "deployment": deployment.name, "name": args.name}
+    request = FreezeRequest(args.name, args.note or "", args.doc, args.force).checked()
+    async with open_members(deployment, workspace, ssh_config=args.ssh_config) as opened:
+        unreachable = [f"{n}: {e}" for n, e in opened.items() if isinstance(e, HostError)]
+        if unreachable:
+            raise HostError(f"{deployment.name}: {'; '.join(unreachable)}; nothing was written")
+        sessions = {n: s for n, s in opened.items() if not isinstance(s, HostError)}
+        pending = await plan_deployment_freeze(deployment, sessions, request, workspace)
+        if not verb.json:
+            for name, member in pending.pendings.items():
+                print(f"== {name}", file=verb.human)
+                render_plan(member.plan, verb.human)
+        if pending.refusals:
+            result = await pending.abort()
+        else:
+            answer = verb.ask(f"Freeze {deployment.name} as {args.name}: each member's document written, its unit "
+                              "enabled, its snapshot kept, and the deployment's document?")  # fmt: skip
+            if answer is Answer.YES:
+                result = await pending.execute(FreezeProgress(verb.human) if verb.shows_progress else ignore)
+            else:
+                result = await pending.abort(verb.cannot_ask if answer is Answer.NO_TERMINAL else "not confirmed")
+
+    def render(out: TextIO) -> None:
+        if result.ok:
+            print(f"{deployment.name}: frozen as {args.name}: {', '.join(m.name for m in result.members.values())}; "
+                  f"set {result.set_path}, document {result.document_path}", file=out)  # fmt: skip
+        else:
+            print(f"{deployment.name}: not frozen ({result.state}): {result.error}", file=out)
+
+    verb.report(result.to_json, render)
+    return 0 if result.ok else 1
 
 
 def _plan_freezes(verb: HostVerb) -> PlanFor:

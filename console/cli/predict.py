@@ -126,7 +126,9 @@ async def predict_main(verb: HostVerb) -> int:
     workspace = workspace_of(args).ensure()
     slo = read_slo(args)
     workload = _workload(args)
-    async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
+    from console.cli.deployment import front_door_of
+
+    async with open_session(front_door_of(args, "predict"), workspace, ssh_config=args.ssh_config) as session:
         request = PredictRequest(
             space=space_from_args(args, await unit_now(session)),
             concurrencies=tuple(parse_int_list(args.concurrency, "--concurrency")) if args.concurrency else (),

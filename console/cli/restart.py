@@ -53,4 +53,11 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
-    return run_on_host_or_group(verb, restart_main, _plan_restarts, check=check)
+    return run_on_host_or_group(verb, restart_main, _plan_restarts, check=check, deployment_main=_restart_deployment)
+
+
+async def _restart_deployment(verb: HostVerb) -> int:
+    """Every member restarted as it is, in the deployment's order (the ranks together), verified as one."""
+    from console.cli.deployment import change_deployment
+
+    return await change_deployment(verb, None)

@@ -186,11 +186,13 @@ def run_on_host_or_group(
     *,
     check: Callable[[], object] = lambda: None,
     group_needs_rolling: bool = True,
+    deployment_main: VerbMain | None = None,
 ) -> int:
     """One run of apply, restart, restore or freeze: check() and the roll's options (usage errors, before anything
     is contacted), then host_main on one host, or the roll of @GROUP with each host's change from planner (its
     --json object, also for a run that did nothing, is the roll's). group_needs_rolling=False: freeze, whose group
-    needs no --rolling (console/cli/rolling_options.py)."""
+    needs no --rolling (console/cli/rolling_options.py). deployment_main: a TARGET that names a deployment
+    (profiles/deployments/NAME.toml) is changed as one by it (console/cli/deployment.py)."""
     specs: list[RollSpec | None] = []
 
     def checked() -> None:
@@ -200,6 +202,11 @@ def run_on_host_or_group(
     async def main(run: HostVerb) -> int:
         spec = specs[0]
         if spec is None:
+            if deployment_main is not None:
+                from console.core.deployment import is_deployment
+
+                if is_deployment(run.args.target, workspace_of(run.args).profiles):
+                    return await deployment_main(run)
             return await host_main(run)
         run.failure = {"ok": False, "group": run.args.target.lstrip("@"), "operation": run.name, "hosts": []}
         return await rolling_main(run, planner, spec)

@@ -33,7 +33,7 @@ from console.fleet.groups import is_group_ref, resolve_group_targets
 from console.fleet.rows import DASH, FIGURE_COLUMNS, figures_cells, router_note, taken_out_line
 
 if TYPE_CHECKING:
-    from console.core.status import GroupStatus, MemberStatus
+    from console.core.status import DeploymentStatus, GroupStatus, MemberStatus
     from console.fleet.settings import FleetSettings
 
 
@@ -116,6 +116,10 @@ async def status_main(args: argparse.Namespace, out: TextIO) -> int:
         return await group_status_main(args, out)
     if args.ssh or args.prometheus:
         raise UsageError(f"{'--ssh' if args.ssh else '--prometheus'} is for @GROUP: one host is always read over SSH")
+    from console.core.deployment import is_deployment
+
+    if is_deployment(args.target, workspace_of(args).profiles):
+        return await deployment_status_main(args, out)
     async with open_session(args.target, workspace_of(args), ssh_config=args.ssh_config) as session:
         status = await read_status(session)
     print(json.dumps(status.to_json(), indent=2) if args.json else render_text(status), file=out)
@@ -190,6 +194,52 @@ def _table(members: list[MemberStatus]) -> str:
         ).rstrip()
         for row in rows
     )
+
+
+async def deployment_status_main(args: argparse.Namespace, out: TextIO) -> int:
+    """`status DEPLOYMENT`: every member side by side, the deployment judged as one (docs/deployments.md)."""
+    from console.core.deployment import load_deployment
+    from console.core.status import read_deployment_status
+
+    workspace = workspace_of(args)
+    deployment = load_deployment(args.target, workspace.profiles, ssh_config=args.ssh_config)
+    status = await read_deployment_status(deployment, workspace, ssh_config=args.ssh_config)
+    print(json.dumps(status.to_json(), indent=2) if args.json else render_deployment_text(status), file=out)
+    return ExitCode.OK if status.ok else ExitCode.FAILED
+
+
+def render_deployment_text(status: DeploymentStatus) -> str:
+    """The deployment's line, a table of its members (state, unit, process, GPUs, health), then what must match and
+    each member's trouble (its failure line, the end of its journal)."""
+    d = status.deployment
+    lines = [f"{d.name}  {d.kind}  {status.health.state.upper()}: {status.health.reason}"]
+    if d.description:
+        lines.append(f"  {d.description}")
+    header = ("member", "host", "role", "state", "service", "pid", "gpus", "health")
+    rows = [header]
+    for m in status.members:
+        member, reading = m.member, m.reading
+        role = f"rank {member.rank}" if member.rank is not None else member.role
+        gpus = f"{len(m.gpus)}" if m.gpus else ("?" if m.gpu_error else "–")
+        rows.append((member.name, member.host, role, m.health.state, reading.summary or (reading.error or "?"),
+                     _fmt(reading.main_pid), gpus, m.health.reason))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]
+    if status.router is not None:
+        router = status.router
+        ready = {True: "ready", False: "not ready", None: f"cannot be asked ({router.reading.error})"}[
+            router.reading.ready
+        ]
+        lines.append(f"  smg {router.url}: {ready}" + (f" ({router.reading.detail})" if router.reading.detail else ""))
+        if router.pd_metrics:
+            lines.append("    " + ", ".join(f"{k} {v:g}" for k, v in sorted(router.pd_metrics.items())))
+    for check in status.checks:
+        lines.append(f"  {check.level}: {check.message}")
+    for m in status.members:
+        if m.health.state != "up" and m.journal_tail:
+            lines.append(f"  journal {m.member.name}: {m.journal_tail[-1]}")
+    lines.append(f"  (each member in full: {hints.STATUS_MEMBER.line(HOST=d.members[0].host)})")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:

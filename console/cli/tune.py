@@ -303,7 +303,10 @@ async def unit_now(session: Session) -> Any:
 
 
 async def tune_main(verb: HostVerb) -> int:
+    from console.cli.deployment import refuse_tune
+
     args = verb.args
+    refuse_tune(args)
     workspace = workspace_of(args).ensure()
     dataset = read_dataset(args, args.output_len)  # before connecting: a bad file changes nothing
     if dataset is not None and dataset.is_trace:

@@ -273,6 +273,9 @@ async def open_session(
     transport other than SSH and local (the demo host's) is whatever the composition root registered
     (console.host.registry): the core names none."""
     if isinstance(target, str):
+        from console.core.deployment import refuse_deployment
+
+        refuse_deployment(target, workspace.profiles, "this verb")  # a deployment's members, named, for one host
         target = resolve_target(target, profiles_dir=workspace.profiles, ssh_config=ssh_config)
     host = await open_host(target, logs_dir=workspace.logs, on_state=on_connection)
     try:

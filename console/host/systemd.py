@@ -392,6 +392,13 @@ class SystemdService:
     async def enable(self) -> None:
         await self._systemctl("enable", self.unit, root=True)
 
+    async def force_stop(self) -> None:
+        """Stop the unit now, for a process that ignores SIGTERM (a multi-node SGLang rank >= 1 waits for rank 0's
+        shutdown): the stop job is queued first, so that Restart= does not start it again, then its control group
+        is killed."""
+        await self._systemctl("stop", "--no-block", self.unit, root=True)
+        await self._systemctl("kill", "--signal=SIGKILL", self.unit, root=True)
+
     def journal(
         self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None
     ) -> AsyncIterator[JournalEntry]:

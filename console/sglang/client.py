@@ -379,6 +379,17 @@ class SglangClient:
         self.last_healthy = response.status_code == 200
         return self.last_healthy
 
+    async def ready(self) -> bool | None:
+        """GET /ready (SGLang 0.5.23: 200 only when up, not paused and not exiting); None where the version has no
+        /ready (404) or the server cannot be reached."""
+        try:
+            response = await self.http.get("/ready")
+        except httpx.HTTPError:
+            return None
+        if response.status_code == 404:
+            return None
+        return response.status_code == 200
+
     async def server_info(self) -> dict[str, Any]:
         data = await self._get_json(self.endpoints.server_info)
         if not isinstance(data, dict):

@@ -7,6 +7,8 @@ journal); workers post messages, widgets render them. A dead or slow host slows 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -22,8 +24,12 @@ from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
 from console.core.apply import plan_restart
+from console.core.change import EditRequest
+from console.core.deployment import Deployment, DeploymentHealth, judge
+from console.core.phases import is_failure_line
 from console.core.session import Session
-from console.core.status import HostView
+from console.core.status import HostView, RouterStatus, failure_since, listing_for, member_reading, read_router
+from console.errors import UsageError
 from console.fleet.telemetry import FleetView
 from console.host.base import HostError, JournalEntry, UnitLocked
 from console.tui.bench_run import BenchRun
@@ -38,6 +44,7 @@ from console.tui.screens.roll import RollScreen, RollSetup
 from console.tui.screens.runs import open_runs
 from console.tui.screens.snapshots import open_snapshots
 from console.tui.screens.tune import open_tune, tune_running
+from console.tui.widgets.deployment import DeploymentPanel
 from console.tui.widgets.fleet_overview import FleetOverview, FleetTable, header_note
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.hostpane import HostPane
@@ -107,6 +114,13 @@ class HostViewChanged(Message):
         self.view = view
 
 
+class RouterChanged(Message):
+    def __init__(self, deployment: str, status: RouterStatus) -> None:
+        super().__init__()
+        self.deployment = deployment
+        self.status = status
+
+
 class JournalArrived(Message):
     def __init__(self, label: str, entries: list[JournalEntry]) -> None:
         super().__init__()
@@ -167,6 +181,8 @@ class DashboardScreen(Screen[object]):
                                    id=f"pane-{index}")  # fmt: skip
             if len(app.labels) > 1:
                 with TabPane(app.overview_title, id=OVERVIEW_TAB):
+                    for index, deployment in enumerate(app.options.deployments, start=1):
+                        yield DeploymentPanel(deployment, id=f"deployment-{index}")
                     yield SelectionBar(id="overview-selection")  # shown while hosts are selected
                     yield Overview(id="overview-table")
         yield FittedFooter(keep=("quit",))  # at 80 columns the keys of least use give way, never quit or help
@@ -219,6 +235,11 @@ class OpsConsoleApp(App[int]):
         self.early_journal: dict[str, list[JournalEntry]] = {}
         self._make_source = make_source
         self.bench_runs: dict[str, BenchRun] = {}  # host -> its benchmark, outliving the screen that shows it
+        # `connect DEPLOYMENT`: each member's deployment, the failure lines of its journal, smg's last answer
+        self.member_of: dict[str, Deployment] = {m.name: d for d in options.deployments for m in d.members}
+        self.member_failures: dict[str, list[tuple[datetime, str, int | None]]] = {}
+        self.routers: dict[str, RouterStatus] = {}
+        self._deployment_panels: dict[str, DeploymentPanel] = {}
         if self.config.theme:
             self.theme = self.config.theme
 
@@ -250,6 +271,13 @@ class OpsConsoleApp(App[int]):
         overview: its one Prometheus worker, the hosts' own workers when each is opened)."""
         for label in self.labels:
             self._start_host(label)
+        overview = self.hosts_overview()
+        if overview is not None:
+            overview.dummy_health = {m.name for d in self.options.deployments for m in d.members if not m.serves_api}
+        for deployment in self.options.deployments:
+            if deployment.router is not None:
+                self.run_worker(self._poll_router(deployment), name=f"smg {deployment.name}", group="hosts",
+                                exit_on_error=False)  # fmt: skip
         if self.fleet_hosts and self._make_fleet is not None:
             fleet = self._make_fleet(self._fleet_from_worker)
             self.run_worker(fleet.run(), name="fleet", group="fleet", exit_on_error=False)
@@ -321,8 +349,55 @@ class OpsConsoleApp(App[int]):
                 self._panes[label] = pane
         return pane
 
+    async def _poll_router(self, deployment: Deployment) -> None:
+        """smg's readiness, worker list and PD counters, once a refresh, for the deployment's panel."""
+        while True:
+            status = await read_router(deployment)
+            self.post_message(RouterChanged(deployment.name, status))
+            await asyncio.sleep(self.config.refresh_s)  # the refresh interval between reads, as the hosts' own
+
+    def on_router_changed(self, message: RouterChanged) -> None:
+        self.routers[message.deployment] = message.status
+        deployment = next((d for d in self.options.deployments if d.name == message.deployment), None)
+        if deployment is not None:
+            self._show_deployment(deployment)
+
+    def deployment_health(self, deployment: Deployment) -> DeploymentHealth:
+        """The deployment judged from its members' latest refreshes (console.core.deployment.judge)."""
+        router = self.routers.get(deployment.name)
+        readings = []
+        for member in deployment.members:
+            view = self.views.get(member.name)
+            status = view.status if view is not None else None
+            service = status.service if status is not None else None
+            failure = None
+            if service is not None:
+                failure = failure_since(self.member_failures.get(member.name, []), service.started_at, service.main_pid)
+            reading = member_reading(member, status, error=view.error if view is not None else None, failure=failure)
+            if router is not None and member.worker_type is not None and router.reading.ready is not None:
+                source = self.sources.get(member.name)
+                peer = source.session.host.peer_address() if source is not None and source.session else None
+                reading = dataclasses.replace(reading, router=listing_for(member.worker_url(peer), router))
+            readings.append(reading)
+        return judge(deployment, readings, router=router.reading if router is not None else None)
+
+    def _show_deployment(self, deployment: Deployment) -> None:
+        if not self.screen_stack:
+            return
+        panel = self._deployment_panels.get(deployment.name)
+        if panel is None or not panel.is_attached:
+            index = self.options.deployments.index(deployment) + 1
+            panel = next(iter(self.dashboard.query(f"#deployment-{index}").results(DeploymentPanel)), None)
+            if panel is None:
+                return
+            self._deployment_panels[deployment.name] = panel
+        panel.show(self.deployment_health(deployment), self.views, self.routers.get(deployment.name))
+
     def on_host_view_changed(self, message: HostViewChanged) -> None:
         self.views[message.view.label] = message.view
+        deployment = self.member_of.get(message.view.label)
+        if deployment is not None:
+            self._show_deployment(deployment)
         pane = self.pane_for(message.view.label)
         if pane is not None:
             pane.show(message.view)
@@ -352,6 +427,14 @@ class OpsConsoleApp(App[int]):
         return running_mark(run.live) if run is not None and run.running else ""
 
     def on_journal_arrived(self, message: JournalArrived) -> None:
+        deployment = self.member_of.get(message.label)
+        if deployment is not None:
+            failures = [(e.timestamp, e.message, e.pid) for e in message.entries if is_failure_line(e.message)]
+            if failures:
+                kept = self.member_failures.setdefault(message.label, [])
+                kept.extend(failures)
+                del kept[:-50]
+                self._show_deployment(deployment)
         pane = self.pane_for(message.label)
         if pane is not None:
             pane.add_journal(message.entries)
@@ -424,12 +507,16 @@ class OpsConsoleApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """On the overview the host actions are dimmed. In read-only mode the keys that would change a host stay
         live and say why they do nothing (`?` says it too): a key that silently does nothing reads as broken."""
-        if action in HOST_ACTIONS and self.current_pane is None:
+        if action in HOST_ACTIONS and self.current_pane is None and not self._deployment_action(action):
             return None
         return True
 
+    def _deployment_action(self, action: str) -> bool:
+        """On the overview of one deployment, e and r are the deployment's (its edit, its restart as one)."""
+        return action in ("edit", "restart") and self.current_pane is None and self._deployment_here() is not None
+
     def why_disabled(self, action: str) -> str:
-        if action in HOST_ACTIONS and self.current_pane is None:
+        if action in HOST_ACTIONS and self.current_pane is None and not self._deployment_action(action):
             if action in ("edit", "restart", "freeze"):
                 return "select hosts (space) to roll it, or open one (Enter)"
             return "open a host first (its number, or Enter on the overview)"
@@ -530,29 +617,95 @@ class OpsConsoleApp(App[int]):
         return pane, session
 
     def action_edit(self) -> None:
+        deployment = self._deployment_here()
+        if deployment is not None and self.current_pane is None:  # the overview: the front door's (or first) unit
+            self.action_show_host(self.labels.index(deployment.members[0].name) + 1)
         found = self._connected_session()
         if found is None:
             return
         pane, session = found
         source = self.sources[pane.label]
         resolved = session.last_server_info or {}
+        deployment = self.member_of.get(pane.label)
         self.push_screen(
             EditScreen(
                 session,
-                label=pane.label,
+                label=pane.label if deployment is None else f"{pane.label} of {deployment.name}",
                 read_only=READ_ONLY if self.options.read_only else "",
                 resolved=dict(resolved),
                 on_applied=source.refresh_now,
+                apply_to_deployment=None if deployment is None else partial(self.change_deployment, deployment),
             )
         )
 
     def action_restart(self) -> None:
+        deployment = self._deployment_here()
+        if deployment is not None:
+            if self.options.read_only:
+                self.notify(READ_ONLY_ACTIONS["restart"], severity="warning")
+            else:
+                self._restart_deployment(deployment)
+            return
         if self.why_disabled("restart"):
             self.notify(self.why_disabled("restart"), severity="warning")
             return
         found = self._connected_session()
         if found is not None:
             self._restart(*found)
+
+    def _deployment_here(self) -> Deployment | None:
+        """The deployment the open tab belongs to (a member's tab), or the one deployment on the overview."""
+        label = self.current_host
+        if label is not None:
+            return self.member_of.get(label)
+        return self.options.deployments[0] if len(self.options.deployments) == 1 else None
+
+    @work(exclusive=True, group="restart")
+    async def _restart_deployment(self, deployment: Deployment) -> None:
+        await self.change_deployment(deployment, None)
+
+    async def change_deployment(self, deployment: Deployment, edits: EditRequest | None) -> None:
+        """The deployment changed (edits) or restarted (None) as one, from a worker: planned on every member (each
+        member's session in this console), the confirmation with each member's diff and the restart order, then
+        the progress until it is over (console.core.roll.plan_deployment_change)."""
+        from console.core.apply import default_owner
+        from console.core.roll import plan_deployment_change
+        from console.tui.screens.deployment import change_body, deployment_progress
+
+        sessions: dict[str, Session] = {}
+        for member in deployment.members:
+            source = self.sources.get(member.name)
+            if source is None or source.session is None:
+                self.notify(f"{member.name} is not connected yet: nothing was changed", severity="warning")
+                return
+            sessions[member.name] = source.session
+        verb = "restart" if edits is None else "apply"
+        try:
+            change = await plan_deployment_change(deployment, sessions, edits, owner=default_owner(verb))
+        except UnitLocked as exc:
+            self.notify(f"A unit is locked: {exc}", title="locked", severity="error", timeout=10)
+            return
+        except (HostError, ValueError, UsageError) as exc:
+            self.notify(f"Cannot plan it: {exc}; nothing was changed", severity="error", timeout=10)
+            return
+        if not change.needs_confirmation:
+            result = await change.abort("nothing to change")
+            self.notify(result.error or "nothing to change", severity="warning", timeout=10)
+            return
+        what = "Restart" if edits is None else "Write these units and restart"
+        question = f"{what} {deployment.name} in this order?"
+        if not await self.push_screen_wait(ConfirmScreen(question, change_body(change), danger=True)):
+            await change.abort("not confirmed; nothing was changed")
+            return
+
+        def done(_result: object) -> None:
+            for member in deployment.members:
+                source = self.sources.get(member.name)
+                if source is not None:
+                    source.refresh_now()
+
+        title = f"{'Restarting' if edits is None else 'Changing'} {deployment.name} ({deployment.kind})"
+        await self.push_screen_wait(deployment_progress(change, title=title, on_done=done))
 
     @work(exclusive=True, group="restart")
     async def _restart(self, pane: HostPane, session: Session) -> None:

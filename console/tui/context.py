@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual.notifications import SeverityLevel
 from textual.screen import Screen, ScreenResultCallbackType, ScreenResultType
 
+from console.core.deployment import Deployment
 from console.core.session import Session
 from console.core.status import HostView
 from console.tui.bench_run import BenchRun
@@ -35,6 +36,7 @@ class ConsoleOptions:
     groups: tuple[str, ...] = ()  # the groups the targets came from (`@prod`), named on the overview
     fleet: bool = False  # the overview reads Prometheus ([fleet]); hosts get a tab (and SSH) when opened
     ssh_config: str | None = None  # --ssh-config: how a roll's own sessions reach the hosts
+    deployments: tuple[Deployment, ...] = ()  # `connect DEPLOYMENT`: its members are the tabs, it is one panel
 
 
 class ConsoleContext(Protocol):

@@ -857,8 +857,11 @@ async def _planned(
     lock_held: bool = False,
     unit_text: str | None = None,
 ) -> PendingApply:
+    from console.core.deployment import refuse_member_change
     from console.sglang.rules import Finding
 
+    if session.workspace is not None:  # one member of a deployment is changed with the deployment, never alone
+        refuse_member_change(session.target, session.workspace.profiles, "a restart" if restart_only else "a change")
     # The version (an HTTP read) and the lock (a channel on the host) go out together: one round trip, not two.
     # lock_held: the caller holds the unit's lock for longer than this apply (a tune holds it for all its trials).
     version_read = asyncio.ensure_future(session.sglang_version())

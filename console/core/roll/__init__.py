@@ -7,6 +7,9 @@
     gate.py       `--gate bench` carried out: the canary's benchmark after its change, its rollback on a regression
     group.py      plan_group_roll -> GroupRoll: the group's lock, a session per host, the router, a snapshot set;
                   what the CLI's rolling verbs and the console's overview both drive
+    deployment.py plan_deployment_change -> DeploymentChange: a deployment (console.core.deployment) changed or
+                  restarted as one, in its restart order; together.py the ranks of one model restarted together,
+                  pd.py prefill and decode servers one at a time behind smg
 
 The vocabulary of a change the roll builds on (edits, plans, the apply's states) is console.core.change.
 
@@ -41,6 +44,13 @@ from console.core.roll.plan import (
 )
 
 if TYPE_CHECKING:
+    from console.core.roll.deployment import (
+        DeploymentChange,
+        DeploymentEvent,
+        DeploymentResult,
+        deployment_version,
+        plan_deployment_change,
+    )
     from console.core.roll.gate import BenchGate
     from console.core.roll.gate_plan import GateBaseline, gate_baseline, gate_label, gate_sweep, plan_gate
     from console.core.roll.group import (
@@ -53,6 +63,7 @@ if TYPE_CHECKING:
         plan_group_roll,
         restart_planner,
     )
+    from console.core.roll.members import MemberChange, MemberEvent, StepEvent
     from console.core.roll.run import (
         ApplyChange,
         BatchStarted,
@@ -80,12 +91,14 @@ def __getattr__(name: str) -> object:
     """A name of the modules not imported with the package (PEP 562): they are imported now, on the first."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import console.core.roll.deployment as deployment
     import console.core.roll.gate as gate
     import console.core.roll.gate_plan as gate_plan
     import console.core.roll.group as group
+    import console.core.roll.members as members
     import console.core.roll.run as run
 
-    for module in (run, group, gate, gate_plan):
+    for module in (run, group, gate, gate_plan, deployment, members):
         if name in vars(module):
             return vars(module)[name]
     raise AttributeError(f"module {__name__!r} lists {name!r} but none of its modules has it")
@@ -97,6 +110,9 @@ __all__ = [
     "Batch",
     "BatchStarted",
     "BenchGate",
+    "DeploymentChange",
+    "DeploymentEvent",
+    "DeploymentResult",
     "FreezeChange",
     "GateBaseline",
     "GateJudged",
@@ -112,6 +128,8 @@ __all__ = [
     "HostOutcome",
     "HostProgress",
     "HostStarted",
+    "MemberChange",
+    "MemberEvent",
     "OpenHost",
     "PendingRoll",
     "PlanHost",
@@ -124,9 +142,11 @@ __all__ = [
     "RollSpec",
     "RollStopped",
     "RouterStep",
+    "StepEvent",
     "WaveSize",
     "apply_planner",
     "batches",
+    "deployment_version",
     "free_set_name",
     "freeze_planner",
     "gate_baseline",
@@ -139,6 +159,7 @@ __all__ = [
     "outcome_of_apply",
     "parse_percent",
     "parse_wave",
+    "plan_deployment_change",
     "plan_gate",
     "plan_group_roll",
     "restart_planner",

@@ -9,9 +9,16 @@ and freeze / restore.
     freeze_plan.py  the pure half of freeze and restore: the capture's checks, the snapshot, the restore edits
     freeze.py       plan_freeze / plan_restore: read the host, carry the plan out
     sets.py         a group freeze's snapshot set: NAME.HOST per host, its index profiles/snapshot-sets/NAME.toml
+    deployment.py   a deployment's freeze: every member as NAME.MEMBER, the set, one document for the deployment
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
+from console.core.snapshot.deployment import (
+    DeploymentFreezeResult,
+    PendingDeploymentFreeze,
+    deployment_document,
+    plan_deployment_freeze,
+)
 from console.core.snapshot.diff import (
     diff_snapshots,
 )
@@ -60,23 +67,27 @@ from console.core.snapshot.store import (
 )
 
 __all__ = [
+    "DeploymentFreezeResult",
     "FreezeEvent",
     "FreezePlan",
     "FreezeRequest",
     "FreezeResult",
     "FreezeStep",
+    "PendingDeploymentFreeze",
     "PendingFreeze",
     "ProductionStatus",
     "Snapshot",
     "SnapshotError",
     "SnapshotSet",
     "best_throughput",
+    "deployment_document",
     "diff_snapshots",
     "load_snapshot",
     "load_snapshot_set",
     "load_snapshots",
     "member_names",
     "next_name",
+    "plan_deployment_freeze",
     "plan_freeze",
     "plan_restore",
     "production_names",

@@ -5,9 +5,22 @@
                 its session and refreshes it for as long as the console runs
     fleet.py    the fleet's figures from one Prometheus query a refresh (FleetWatcher), for the console's overview
     group.py    `status @GROUP`: every member, from Prometheus where it knows the member, over SSH for the rest
+    deployment.py  `status DEPLOYMENT`: every member side by side, the deployment judged as one
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
+from console.core.status.deployment import (
+    DeploymentStatus,
+    RouterStatus,
+    failure_since,
+    listing_for,
+    member_reading,
+    open_members,
+    read_deployment,
+    read_deployment_status,
+    read_router,
+    read_sides,
+)
 from console.core.status.fleet import (
     FleetWatcher,
     fleet_view_once,
@@ -39,6 +52,7 @@ from console.core.status.monitor import (
 
 __all__ = [
     "ConnectionStatus",
+    "DeploymentStatus",
     "FleetWatcher",
     "GroupStatus",
     "HostStatus",
@@ -46,14 +60,23 @@ __all__ = [
     "HostWatcher",
     "MemberStatus",
     "Monitor",
+    "RouterStatus",
     "ServiceStatus",
     "SetupValue",
     "SglangStatus",
     "UnitAsk",
     "alerts_for",
+    "failure_since",
     "fleet_view_once",
     "host_names",
+    "listing_for",
+    "member_reading",
+    "open_members",
+    "read_deployment",
+    "read_deployment_status",
     "read_group_status",
+    "read_router",
+    "read_sides",
     "read_status",
     "setup_label",
     "setup_values",

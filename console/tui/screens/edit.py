@@ -14,7 +14,7 @@ silent changes); this screen only shows it and sends the intents."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
@@ -40,7 +40,7 @@ from console.core.apply import (
     record_applied,
     running_values,
 )
-from console.core.change import ApplyState
+from console.core.change import ApplyState, EditRequest
 from console.core.predict import SetupForecast
 from console.core.session import Session
 from console.core.snapshot import load_snapshots
@@ -114,10 +114,14 @@ class EditScreen(Screen[None]):
         read_only: str = "",
         resolved: dict[str, object] | None = None,
         on_applied: Callable[[], None] | None = None,
+        apply_to_deployment: Callable[[EditRequest], Awaitable[object]] | None = None,
     ) -> None:
         super().__init__()
         self.session = session
         self.label = label
+        # The host is a member of a deployment (`connect DEPLOYMENT`): the edit goes to the deployment, planned on
+        # every member, checked across them and restarted in its order (the app's own flow, from this worker).
+        self.apply_to_deployment = apply_to_deployment
         self.read_only = read_only  # why Apply is off, or "" when it is on
         self.resolved = resolved or {}
         self.on_applied = on_applied
@@ -473,6 +477,17 @@ class EditScreen(Screen[None]):
     @work(exclusive=True, group="editor-apply")
     async def _plan(self, values: dict[str, str]) -> None:
         assert self.preview is not None
+        if self.apply_to_deployment is not None:
+            self.busy = True
+            try:
+                await self.apply_to_deployment(self.preview.edits)
+            finally:
+                self.busy = False
+                self.refresh_bindings()
+            if self.on_applied is not None:
+                self.on_applied()
+            self.dismiss(None)
+            return
         self.busy = True
         self.error = ""
         try:

@@ -20,7 +20,9 @@ from console.tui.widgets.selection import SELECTION_BINDINGS, HostSelection
 COLUMNS = ("host", "state", "SGLang", "setup", "gen tok/s", "accept", "GPU power W", "alerts")
 
 
-def overview_row(view: HostView, now: datetime) -> list[Text]:
+def overview_row(view: HostView, now: datetime, *, dummy_health: bool = False) -> list[Text]:
+    """The host's row; dummy_health: a rank >= 1 of a multi-node deployment, whose /health is a dummy 200 (its state
+    says only that its unit runs: the deployment's panel judges it)."""
     status = view.status
     if status is None:
         state = Text(view.connection.phase if not view.error else "unreachable", style="yellow")
@@ -30,6 +32,8 @@ def overview_row(view: HostView, now: datetime) -> list[Text]:
         state = Text("reconnecting", style="bold red")
     elif svc.error is not None:
         state = Text("unknown", style="yellow")
+    elif dummy_health and svc.active_state == "active":
+        state = Text("runs (rank ≥ 1)", style="cyan")
     elif svc.active_state == "active" and sg.healthy:
         state = Text("healthy", style="green")
     else:
@@ -76,6 +80,7 @@ class Overview(HostSelection, DataTable[Text]):
         super().__init__(id=id, classes=classes)
         self._shown: dict[str, list[tuple[object, ...]]] = {}  # per host, what each cell shows now
         self._rows: dict[str, list[Text]] = {}  # per host, its latest row as overview_row wrote it (no mark)
+        self.dummy_health: set[str] = set()  # ranks >= 1 of a deployment: their /health says nothing
         self.init_selection()
 
     def on_mount(self) -> None:
@@ -87,7 +92,7 @@ class Overview(HostSelection, DataTable[Text]):
     def show(self, view: HostView, now: datetime) -> None:
         """Only the cells that read otherwise are updated: every updated cell has the table measure its column
         again, which with 16 hosts a second was the console's largest single cost."""
-        row = overview_row(view, now)
+        row = overview_row(view, now, dummy_health=view.label in self.dummy_health)
         self._rows[view.label] = row
         self._put(view.label, row)
 
