@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     FAILED = 1
     USAGE = 2
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell pipeline's writer that its reader left
 
 
 def plain_name(field: str) -> str:

@@ -94,3 +94,22 @@ def test_a_library_s_warning_goes_to_the_workspace_s_log_not_stderr(tmp_path: Pa
     logged = log.read_text(encoding="utf-8")
     for line in shown:
         assert line.split(": ", 1)[1] in logged
+
+
+def test_output_to_a_pipe_its_reader_closed_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`opsconsole ... | head`: once head has its lines it closes the pipe, and the verb's next write fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the verb writes
+    try:
+        env = {**os.environ, **STRICT, "OPSCONSOLE_WORKSPACE": str(tmp_path)}
+        done = subprocess.run(
+            [str(OPSCONSOLE), "check-args", "--", "--model-path", "m", "--speculative-algorithm", "EAGLE"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")

@@ -5,13 +5,15 @@ each console.cli.VERB module only turns arguments into a request and events into
 is imported only when that verb runs, so that `opsconsole --help` and `opsconsole check-args` never import
 textual, asyncssh, httpx, pydantic or rich (benchmarks/cli_startup.py measures it).
 
-Exit codes (console.errors): 0 ok, 1 the operation failed or was refused, 2 usage error, 130 Ctrl-C.
+Exit codes (console.errors): 0 ok, 1 the operation failed or was refused, 2 usage error, 130 Ctrl-C, 141 stdout
+closed by its reader.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -448,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # `opsconsole status HOST | head`: the reader has what it wanted; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush cannot fail again
+        return ExitCode.BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -32,14 +32,12 @@ def _demo(args: argparse.Namespace) -> Any:
 
 
 def _targets(host: Any) -> list[str]:
-    """What the console opens: the demo host, or a demo deployment's SGLang members, one tab each (their host
-    profiles; smg is the deployment's router, not a host to tune)."""
+    """What the console opens: `demo`, the demo host or the demo deployment (profiles/deployments/demo.toml), which
+    the console shows as one (its panel judged by rank 0's health or smg's, never a rank's dummy 200) with a tab per
+    member."""
     from console.sim.demo import PROFILE_NAME
 
-    members = getattr(host, "members", None)
-    if members is None:
-        return [PROFILE_NAME]
-    return [m.name for m in sorted(members, key=lambda m: m.name) if m.role != "router"]
+    return [PROFILE_NAME]
 
 
 async def _with_console(args: argparse.Namespace) -> int:

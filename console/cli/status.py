@@ -66,7 +66,7 @@ def render_text(status: HostStatus) -> str:
             + (" (needs daemon-reload)" if svc.need_daemon_reload else "")
         )
     sg = status.sglang
-    health = "healthy" if sg.healthy else "not healthy"
+    health = "healthy" if sg.healthy else "no API of its own (a rank >= 1?)" if sg.no_api else "not healthy"
     lines.append(f"  sglang   {health} version {_fmt(sg.version)} model {_fmt(sg.model_path)}")
     if sg.speculative_algorithm:
         lines.append(

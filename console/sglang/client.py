@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from console import hints
 from console.sglang.flags import UnsupportedVersionError, version_at_least
 from console.sglang.histograms import ITL, LATENCY_HISTOGRAMS, TTFT, Histogram
 from console.sglang.vocabulary import View, dests
@@ -26,6 +27,12 @@ HEALTH_POLL_INTERVAL_S = 0.1  # readiness noticed within 0.5 s of /health turnin
 
 class SglangError(Exception):
     """The SGLang API could not be reached or answered something unusable."""
+
+
+class NoSglangApi(SglangError):
+    """The server answers, but serves neither /server_info nor /get_server_info: not SGLang's API. A rank >= 1 of a
+    multi-node deployment is such a server: its dummy /health, /ping and /health_generate always answer 200, whatever
+    its schedulers do (wave5-facts §4), so its /health says nothing and must not be read as healthy."""
 
 
 @dataclass(frozen=True)
@@ -359,8 +366,17 @@ class SglangClient:
         try:
             info = await self._get_json("/server_info")
             path = "/server_info"
-        except SglangError:
-            info = await self._get_json("/get_server_info")
+        except SglangError as first:
+            try:
+                info = await self._get_json("/get_server_info")
+            except SglangError as second:
+                if str(first).endswith("HTTP 404") and str(second).endswith("HTTP 404"):
+                    raise NoSglangApi(
+                        "no /server_info or /get_server_info (HTTP 404): this is not SGLang's API; a rank >= 1 of a "
+                        "multi-node deployment answers only a dummy /health (always 200): judge it at rank 0 "
+                        f"({hints.STATUS_DEPLOYMENT.line()})"
+                    ) from None
+                raise
             path = "/get_server_info"
         self.last_server_info = info if isinstance(info, dict) else None
         self.version = info.get("version") if isinstance(info, dict) else None

@@ -121,3 +121,26 @@ def test_a_second_demo_is_refused_while_a_deployment_demo_runs(tmp_path: Path) -
         assert second.returncode == 1 and "already running" in second.stderr
     finally:
         _stop(demo, tmp_path)
+
+
+def test_the_two_node_demo_console_shows_the_deployment_and_never_a_rank_1_as_healthy(tmp_path: Path) -> None:
+    """In a real terminal: the overview holds the deployment's panel (judged by rank 0), and rank 1's own tab says
+    that it has no API of its own instead of trusting its dummy /health (which answers 200)."""
+    from tests.tui.test_e2e import Terminal
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    command = [*OPSCONSOLE, "--workspace", str(tmp_path), "demo", "--profile", "two-node", "--time-scale", "0.005"]
+    term = Terminal(command, env)
+    try:
+        term.wait_for("demo-rank1", 120)
+        term.keys("o")
+        overview = term.wait_for("(multinode, 2 members) UP", 120)
+        assert "its own /health is a dummy 200" in overview
+        term.keys("2")
+        tab = term.wait_for("no API of its own", 60)
+        assert "● healthy" not in tab
+        term.keys("q")
+        term.wait_until(lambda screen: not processes_with(str(tmp_path / ".demo")), "the demo to stop", 60)
+    finally:
+        term.close()
+    assert not processes_with(str(tmp_path / ".demo")), "a member of the demo deployment was left running"

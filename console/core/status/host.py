@@ -30,7 +30,9 @@ JSON keys (stable; SGLang's own names where they exist):
                                 "stopped (SGLang exits by SIGKILL on stop)" (console/core/exits.py)
     service.error               why the service could not be read, else absent (and only unit beside it)
     sglang.url                  the local URL used (through the port forward), null when there is none
-    sglang.healthy              /health answered 200
+    sglang.healthy              /health answered 200 (never for a server with no API of its own: see no_api)
+    sglang.no_api               true: the server answers but serves no /server_info: a rank >= 1 of a multi-node
+                                deployment, whose dummy /health always answers 200 (judge it at rank 0)
     sglang.version              /server_info version
     sglang.model_path, sglang.served_model_name
     sglang.speculative_algorithm, sglang.speculative_draft_model_path, sglang.speculative_num_steps,
@@ -83,7 +85,7 @@ from console.core.session import Session
 from console.core.snapshot import ProductionStatus, production_of_host
 from console.host.base import HostError, ServiceState
 from console.host.gpu import GpuProcess, GpuSample, GpuSnapshot
-from console.sglang.client import SglangClient, SglangError, summarize
+from console.sglang.client import NoSglangApi, SglangClient, SglangError, summarize
 
 
 def _lenient(value: Any, handler: Any) -> Any:
@@ -173,6 +175,7 @@ class SglangStatus(BaseModel):
 
     url: str | None = None
     healthy: bool = False
+    no_api: Flag = None  # answers, but no /server_info: a rank >= 1's dummy server (its /health means nothing)
     version: Text = None
     model_path: Text = None
     served_model_name: Text = None
@@ -263,6 +266,9 @@ async def read_sglang(
     elif client.version is None:
         healthy, version = await asyncio.gather(client.healthy(), _version_or_error(client))
         if isinstance(version, SglangError):
+            # A server with no API of its own (a rank >= 1's dummy) answers /health 200 whatever its schedulers do.
+            if isinstance(version, NoSglangApi):
+                return SglangStatus(url=client.base_url, healthy=False, no_api=True, error=str(version))
             return SglangStatus(url=client.base_url, healthy=healthy, error=str(version))
         info = client.last_server_info
         model, load, metrics = await asyncio.gather(

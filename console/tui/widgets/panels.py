@@ -240,6 +240,9 @@ def render_server(
         health = Text(f"● unknown: last seen {last} {age(view.age_s(view.sglang_at, now))} ago", style="bold yellow")
     elif sg.healthy:
         health = Text("● healthy", style="bold green")
+    elif sg.no_api:
+        health = Text("● no API of its own: a rank ≥ 1's /health is a dummy 200; its health is rank 0's")
+        health.stylize("bold yellow")
     elif sg.error:
         health = Text(f"● not answering: {sg.error}", style="bold red")
     else:
