@@ -140,11 +140,22 @@ def profile_toml(*, control: Path, port: int, gpu_command: list[str], unit: str 
 
 
 def _free_port() -> int:
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` different free ports on 127.0.0.1. They are held open together while they are chosen: one at a time,
+    the kernel may hand out the same port twice (a decode's HTTP port was its prefill's bootstrap port)."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    held = [socket.socket() for _ in range(count)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def _running_demo(profile_path: Path) -> str | None:

@@ -39,9 +39,9 @@ from console.sim.demo import (
     STOP_SIGNALS,
     DemoAlreadyRunning,
     _command_name,
-    _free_port,
     _running_demo,
     _say,
+    free_ports,
     profile_toml,
     running_deployment_demo,
     unit_text,
@@ -250,8 +250,11 @@ async def deployment_demo(args: Any) -> AsyncIterator[DeploymentDemo]:
     home = workspace.root / ".demo" / layout
     runtime = Path(tempfile.mkdtemp(prefix="opsconsole-demo-"))
     (profiles / "deployments").mkdir(parents=True, exist_ok=True)
-    front = args.port or _free_port()
-    dist_port = _free_port()
+    # Every port the deployment needs, chosen at once so that no two are the same: the front door, the ranks'
+    # rendezvous, a port per other member, the prefill's bootstrap server and smg's metrics.
+    ports = iter(free_ports(8))
+    front = args.port or next(ports)
+    dist_port = next(ports)
     roles = ["rank0", "rank1"] if layout == "two-node" else ["router", "decode", "prefill"]
     members: list[DemoMember] = []
     demo = DeploymentDemo(workspace, layout, front, members, profiles / "deployments" / "demo.toml", runtime)
@@ -260,16 +263,16 @@ async def deployment_demo(args: Any) -> AsyncIterator[DeploymentDemo]:
         for role in reversed(roles):  # servers first: smg's unit names their URLs
             name = f"demo-{role}"
             unit = "smg-demo.service" if role == "router" else f"sglang-demo-{role}.service"
-            port = front if role in ("rank0", "router") else _free_port()
+            port = front if role in ("rank0", "router") else next(ports)
             state_dir = home / role / "gpu-state"
             state_dir.mkdir(parents=True, exist_ok=True)
             unit_path = home / role / unit
             member = DemoMember(name, unit, port, role, unit_path, state_dir, profiles / f"{name}.toml",
                                 UnitSupervisor(unit, unit_path, home / role / "backups"))  # fmt: skip
             if role == "prefill":
-                member.bootstrap_port = _free_port()
+                member.bootstrap_port = next(ports)
             if role == "router":
-                demo.router_metrics = _free_port()
+                demo.router_metrics = next(ports)
                 text = smg_unit_text(python=sys.executable, port=port, metrics_port=demo.router_metrics,
                                      prefill=by_role["prefill"], decode=by_role["decode"])  # fmt: skip
             else:

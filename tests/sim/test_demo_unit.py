@@ -97,3 +97,13 @@ def test_the_kimi_demo_unit_runs_eagle3_with_its_draft_and_a_tune_of_eagle3_prun
     space = build_space(request, text, unit_name=UNIT, version="0.5.9", architecture=kimi.architecture)
     assert [p.setting.describe() for p in space.pruned if p.code == "draft-model-missing"] == []
     assert len(space.candidates) >= 6  # every topk 1 chain (spec v2 on and off) and the trees without it
+
+
+def test_the_ports_a_demo_deployment_takes_are_all_different() -> None:
+    """Chosen one at a time, the kernel handed a decode's HTTP port out again as its prefill's bootstrap port, and the
+    decode's start failed with 'address already in use'; chosen together, no two are the same."""
+    from console.sim.demo import free_ports
+
+    for _ in range(20):
+        ports = free_ports(8)
+        assert len(set(ports)) == 8
