@@ -34,8 +34,11 @@ from console.core.apply import (
     EditorForm,
     FieldSpec,
     Preview,
+    RestartCost,
     applied_setups,
+    cost_text,
     editor_form,
+    known_restart_cost,
     plan_apply,
     record_applied,
     running_values,
@@ -50,7 +53,7 @@ from console.sglang.client import SglangError
 from console.sglang.specmode import SpecMode
 from console.tui.presenters.prediction import Line, editor_lines
 from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
-from console.tui.screens.confirm import ConfirmScreen, diff_text
+from console.tui.screens.confirm import ConfirmScreen, cost_line, diff_text
 from console.tui.screens.progress import apply_progress
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.inputs import OrderedInput
@@ -137,6 +140,7 @@ class EditScreen(Screen[None]):
         self.forecast: SetupForecast | None = None
         self.running_forecast: SetupForecast | None = None
         self._forecast_of: tuple[Mapping[str, Any], SpecMode | None] | None = None  # what `forecast` is asked of
+        self.restart_cost: RestartCost | None = None  # what a restart of this host costs (read with the unit)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Edit {self.label}: reading the unit ...", style="bold"), id="editor-title")
@@ -162,6 +166,7 @@ class EditScreen(Screen[None]):
             version, source = await self.session.sglang_version()
             unit_text = await self.session.service.read_unit()
             form = editor_form(unit_text, version, unit_name=self.session.service.unit)
+            self.restart_cost = known_restart_cost(self.session)
         except (HostError, ValueError) as exc:  # ValueError: UnitError, the unit is not an SGLang unit
             self.query_one("#editor-title", Static).update(Text(f"Edit {self.label}: {exc}", style="bold red"))
             return
@@ -427,7 +432,10 @@ class EditScreen(Screen[None]):
         if not self.predicts:
             return []
         forecast = self.forecast if preview.ok else None
-        lines = editor_lines(self.foresight, forecast, self.running_forecast, unreadable=self.foresight_error)
+        cost = cost_text(self.restart_cost, self.label) if self.form is not None else ""
+        lines = editor_lines(
+            self.foresight, forecast, self.running_forecast, unreadable=self.foresight_error, restart_cost=cost
+        )
         return _rendered(lines)
 
     def _verdict(self, preview: Preview) -> Text:
@@ -497,7 +505,7 @@ class EditScreen(Screen[None]):
             return
         unit = self.session.service.unit
         warnings = (Text(f"! {w.message}", style="yellow") for w in pending.plan.report.warnings)
-        body = Group(diff_text(pending.plan.diff), *warnings)
+        body = Group(diff_text(pending.plan.diff), *warnings, Text(""), cost_line(pending.restart_cost, self.label))
         confirmed = await self.app.push_screen_wait(
             ConfirmScreen(f"Write this unit to {self.label} and restart {unit}?", body, danger=True)
         )
