@@ -24,13 +24,29 @@ from console.sim import shapes
 from console.sim.dcgm import dcgm_app
 from console.sim.http_api import Api
 from console.sim.server import SimConfig, SimServer
+from console.sim.start_options import StartRefused
+
+SCHEDULER_PY = "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py"
 
 
 async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = None) -> int:
     """Start like SGLang, serve until SIGTERM/SIGINT, drain, exit 0."""
     sim = SimServer(config, engine)
     tasks = [asyncio.create_task(sim.drive(), name="engine"), asyncio.create_task(sim.publish_gpus(), name="gpus")]
-    await sim.start_scheduler()
+    try:
+        await sim.start_scheduler()
+    except StartRefused as refused:  # the start dies as SGLang's does: its lines, a traceback, exit status 1
+        for line in refused.lines:
+            sim.log(line)
+        sys.stderr.write("Traceback (most recent call last):\n")
+        sys.stderr.write(f'  File "{SCHEDULER_PY}", in run_scheduler_process\n')
+        sys.stderr.write(refused.final.rstrip("\n") + "\n")
+        sys.stderr.flush()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        _mark_gpus_idle(sim)
+        return 1
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

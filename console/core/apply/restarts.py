@@ -38,6 +38,7 @@ from console.core.phases import (
     PhaseState,
     PhaseStatus,
 )
+from console.sglang.vocabulary import CACHE_DIR_ENV
 
 FILE = "restarts.jsonl"
 # How many of a host's latest restarts its cost is the median of: recent enough to follow an option that shortened
@@ -344,7 +345,6 @@ START_OPTION_DEFAULTS: Mapping[str, Any] = {
     "weight_cache_mode": "off",
     "weight_loader_prefetch_checkpoints": False,
 }
-CACHE_DIR_ENV = "SGLANG_CACHE_DIR"
 
 
 def start_options(resolved: Mapping[str, Any], unit_text: str, version: str) -> dict[str, Any]:
