@@ -187,3 +187,23 @@ def test_a_record_keeps_the_options_that_shorten_a_start() -> None:
 )
 def test_durations_read_as_a_person_says_them(seconds: float, said: str) -> None:
     assert duration_text(seconds) == said
+
+
+def test_tunes_estimate_prices_its_starts_at_the_hosts_restart_cost() -> None:
+    from console.core.tune import estimate
+
+    def estimate_s(restart_s: float) -> float:  # PendingTune.estimate_s: 12 min of benchmarks and 7 starts
+        return 720.0 + 7 * restart_s
+
+    cost = restart_cost([_record("gpu-a", 8.0, T0, load_share=0.7)], "gpu-a")
+    parts = estimate(estimate_s, cost)
+    assert parts.starts == 7 and parts.total_s == pytest.approx(720.0 + 7 * 480.0)
+    assert parts.text("gpu-a") == (
+        "About 12 min of benchmarks + 7 starts of ~8 min each (a restart of gpu-a takes ~8 min (median of 1; loading "
+        "weights 70 %)): about 1 h 08 min in all"
+    )
+    unknown = estimate(estimate_s, None)
+    assert unknown.total_s is None and unknown.text("gpu-a", at_most=True) == (
+        "At most 12 min of benchmarks + 7 starts (no restart of gpu-a recorded yet: its cost is known after the first "
+        "one the console watches)"
+    )

@@ -6,9 +6,13 @@ Real processes throughout: `opsconsole demo --no-ui` (supervisor and stand-in) a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import signal
 import statistics
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +140,54 @@ def test_the_options_that_shorten_a_start_shorten_the_stand_ins(kimi: Demo, tmp_
 
 def _restart_total(demo: Demo, index: int) -> float:
     return read_restarts(demo.workspace / "logs")[index].total_s
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Iterator[Demo]:
+    """The tests' small Llama (TP 1), whose start takes about 4 s unscaled: where overlap and the weight cache apply."""
+    with running_demo(tmp_path / "ws", profile="tiny-test", time_scale="1", sglang_version="0.5.23") as running:
+        yield running
+
+
+@contextlib.contextmanager
+def weight_cache_daemon(socket_path: Path, tp_size: int) -> Iterator[None]:
+    """The stand-in's weight-cache daemon for the tiny model, stopped (by PID) afterwards."""
+    argv = [sys.executable, "-m", "console.sim.weight_cache", "--model-path", "sim/tiny-test", "--tp-size",
+            str(tp_size), "--socket", str(socket_path), "--sim-profile", "tiny-test"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and "ready" in proc.stdout.readline()
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def test_overlap_and_the_weight_cache_shorten_a_start_where_sglang_allows_them(tiny: Demo, tmp_path: Path) -> None:
+    plain = _apply(
+        tiny, "--unset", "speculative-algorithm", "--unset", "speculative-num-steps", "--unset",
+        "speculative-eagle-topk", "--unset", "speculative-num-draft-tokens",
+    )["restart"]  # fmt: skip
+    base = _phases(plain)
+    # overlap: the weights are staged while the graphs are captured: the start waits for the longer of the two
+    overlapped = _apply(tiny, "--set", "startup-weight-load-mode=overlap")["restart"]
+    hidden = min(base["load_weights"], base["cuda_graph"])
+    assert overlapped["total_s"] == pytest.approx(plain["total_s"] - hidden + base["load_weights"] * 0.1, abs=0.6)
+    _apply(tiny, "--unset", "startup-weight-load-mode")
+    # the weight cache's client without a daemon: said before the restart, and the start loads from disk
+    socket_path = tmp_path / "weights.sock"
+    alone = _apply(tiny, "--set", "weight-cache-mode=client", "--set", f"weight-cache-socket={socket_path}")
+    assert [w["code"] for w in alone["report"]["warnings"]] == ["weight-cache-no-daemon"]
+    assert _phases(alone["restart"])["load_weights"] == pytest.approx(base["load_weights"], rel=0.15)
+    # with the daemon of this model: the weights are mapped from it
+    with weight_cache_daemon(socket_path, tp_size=1):
+        mapped = _phases(_restart(tiny)["restart"])
+    assert mapped["load_weights"] < base["load_weights"] * 0.2
+    # a daemon of another layout: SGLang stops the start (no silent disk load), and says why
+    with weight_cache_daemon(socket_path, tp_size=2):
+        done = tiny.run("restart", "demo", "--yes", "--json", "--timeout", "60")
+    failed = json.loads(done.stdout)
+    assert done.returncode == 1 and failed["state"] == "restart_failed"
+    assert "CacheConfig mismatch" in failed["error"]

@@ -133,7 +133,15 @@ def test_editor_refusing_spec_v2_with_a_tree_on_0_5_9(snap_compare: Any) -> None
 
 
 def test_confirmation_with_the_unit_diff(snap_compare: Any) -> None:
-    from console.tui.screens.confirm import ConfirmScreen, diff_text
+    """As the editor asks it: the diff, then what a restart of this host costs (its recent restarts)."""
+    from datetime import UTC, datetime, timedelta
+
+    from rich.console import Group
+    from rich.text import Text
+
+    from console.core.apply import RestartRecord, restart_cost
+    from console.core.apply.restarts import REST, PhaseTime
+    from console.tui.screens.confirm import ConfirmScreen, cost_line, diff_text
 
     app = scripted_app(views={"gpu-a": view()})
     diff = (
@@ -142,11 +150,17 @@ def test_confirmation_with_the_unit_diff(snap_compare: Any) -> None:
         "-    --speculative-num-steps 2 \\\n+    --speculative-num-steps 3 \\\n"
         "     --speculative-eagle-topk 1 \\\n"
     )
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    restarts = [
+        RestartRecord("gpu-a", "sglang.service", at + timedelta(hours=i), total,
+                      (PhaseTime("load_weights", total * 0.62), PhaseTime(REST, total * 0.38)), "server", "0.5.23",
+                      "EAGLE3 steps 2 topk 1 + spec v2", "apply")
+        for i, total in enumerate((598.0, 612.0, 640.0, 605.0))
+    ]  # fmt: skip
+    body = Group(diff_text(diff), Text(""), cost_line(restart_cost(restarts, "gpu-a"), "gpu-a"))
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        app.push_screen(
-            ConfirmScreen("Write this unit to gpu-a and restart sglang.service?", diff_text(diff), danger=True)
-        )
+        app.push_screen(ConfirmScreen("Write this unit to gpu-a and restart sglang.service?", body, danger=True))
         await wait_until(pilot, lambda: "Write this unit" in screen_text(app), "the question")
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

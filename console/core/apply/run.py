@@ -891,6 +891,36 @@ def _console_warnings(session: Session, plan: Plan) -> list[str]:
     return []
 
 
+# The weight-cache daemon's sockets on the host: the unit's --weight-cache-socket, else SGLang's default template
+# (/tmp/sglang_weight_cache_{device_uuid}.sock, one per GPU: SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE, environ.py:2174).
+_SOCKETS_SCRIPT = (
+    'if [ -n "$1" ]; then [ -S "$1" ] && echo "$1"; '
+    'else for s in /tmp/sglang_weight_cache_*.sock; do [ -S "$s" ] && echo "$s"; done; fi; true'
+)
+
+
+async def _weight_cache_warnings(session: Session, plan: Plan) -> list[str]:
+    """What the rules cannot see of `--weight-cache-mode client`: whether a daemon's socket is there on the host.
+    Without one SGLang loads the weights from disk and says so in a warning line only (weight_cache/ipc_loader.py:
+    50-66): the restart would be no faster than before."""
+    resolved = plan.report.resolved
+    if resolved.get("weight_cache_mode") != "client" or not plan.ok:
+        return []
+    path = str(resolved.get("weight_cache_socket") or "")
+    try:
+        done = await session.host.transport.run(["sh", "-c", _SOCKETS_SCRIPT, "sh", path], timeout=30)
+    except HostError:
+        return []  # unknown: the start will say
+    if done.stdout.strip():
+        return []
+    where = path or "/tmp/sglang_weight_cache_<GPU UUID>.sock"
+    return [
+        f"no weight-cache daemon's socket at {where} on {session.label}: SGLang loads the weights from disk, so the "
+        "restart is no faster. Start the daemon there first (python -m sglang.srt.weight_cache.daemon --model-path "
+        "MODEL --tp-size N, as a service of its own)"
+    ]
+
+
 async def _take_lock(session: Session, owner: str) -> AsyncExitStack:
     """The unit's lock; UnitLocked when another console holds it. A lock this very process let go of a moment
     ago (its release still on its way to the host) is waited for instead of refused."""
@@ -952,6 +982,10 @@ async def _planned(
         )
         cost = known_restart_cost(session)
         warnings = [Finding("console-api-key", m, ("--api-key",)) for m in _console_warnings(session, plan)]
+        warnings += [
+            Finding("weight-cache-no-daemon", m, ("--weight-cache-mode",))
+            for m in await _weight_cache_warnings(session, plan)
+        ]
         session.secrets.learn(secrets_in_unit(plan.new_text))  # the edit's own keys, before anything shows it
         plan = mask_plan(plan, session.secrets)
         plan.report.warnings.extend(warnings)

@@ -35,7 +35,8 @@ def diff_text(diff: str) -> Text:
 
 def cost_line(cost: RestartCost | None, host: str) -> Text:
     """What a restart of the host costs (console/core/apply/restarts.py), in the confirmation before one."""
-    return Text(f"⏱ {cost_text(cost, host)}", style="bold" if cost is not None else "dim")
+    said = cost_text(cost, host)
+    return Text(said[:1].upper() + said[1:], style="bold" if cost is not None else "dim")
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -99,6 +99,10 @@ def _placeholder(spec: FieldSpec) -> str:
 
 def _field_id(dest: str) -> str:
     return "field-" + dest.replace(":", "-").replace("_", "-")
+
+
+def _hint_id(dest: str) -> str:
+    return "hint-" + _field_id(dest)
 
 
 class EditScreen(Screen[None]):
@@ -213,7 +217,7 @@ class EditScreen(Screen[None]):
                 row_classes += " -hinted"
             rows.append(Horizontal(Label(spec.label, classes="field-label"), widget, classes=row_classes))
             if spec.hint:  # why the field is offered, under it
-                rows.append(Static(Text(spec.hint, style="dim"), classes="field-hint"))
+                rows.append(Static(Text(spec.hint, style="dim"), classes="field-hint", id=_hint_id(spec.dest)))
         await container.mount_all(rows)
 
     def _widget(self, spec: FieldSpec, form: EditorForm, disabled: bool) -> Widget:
@@ -378,6 +382,14 @@ class EditScreen(Screen[None]):
                 effective = unit_value == "true" if unit_value else bool(spec.default)
                 out[spec.dest] = unit_value if widget.value == effective else ("true" if widget.value else "false")
         return out
+
+    @on(events.DescendantFocus)
+    def _show_the_fields_reason(self, event: events.DescendantFocus) -> None:
+        """A field scrolled into view brings the line under it that says why it is offered."""
+        ident = event.widget.id or ""
+        if ident.startswith("field-"):
+            for hint in self.query(f"#hint-{ident}"):
+                self.query_one("#editor-form", VerticalScroll).scroll_to_widget(hint, animate=False)
 
     @on(Input.Changed)
     @on(Select.Changed)
