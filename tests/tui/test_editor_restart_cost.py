@@ -13,6 +13,7 @@ from textual.widgets import Input, Select
 
 from console.core.apply.restarts import read_restarts
 from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.edit import EditScreen
 from console.tui.screens.progress import ProgressScreen
 from tests.support.demo import Demo, running_demo
 from tests.tui.support import demo_console, modal_rows, screen_text, wait_until
@@ -39,15 +40,23 @@ async def test_the_confirmation_names_the_hosts_restart_cost_and_a_faster_start_
         await pilot.press("e")
         await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the editor")
         editor = app.screen
+        assert isinstance(editor, EditScreen)
+        # the host's cost, and what would shorten its longest phase that SGLang accepts on this unit: presharded
+        # weights (the overlap and the weight cache refuse its speculative decoding)
+        said = [str(line) for line in editor._restart_lines()]  # as the report shows them (wrapped on screen)
+        assert re.fullmatch(r"A restart of demo takes ~\d+\.\d s \(median of 2; loading weights \d+ %\)", said[0])
+        assert said[1:] == ["  shorter with load format presharded (under faster restarts)"]
+        text = screen_text(app)
+        assert "A restart of demo takes ~" in text and "shorter with load format presharded" in text
         # the group of options that shorten a start, each with what it does
-        assert "faster restarts" in screen_text(app)
+        assert "faster restarts" in text
         editor.query_one("#field-load-format", Select).value = "presharded"
         editor.query_one("#field-env-SGLANG-CACHE-DIR", Input).value = str(tmp_path / "cache")
         await wait_until(pilot, lambda: "ctrl+s: apply 2 changes" in screen_text(app), "the edit")
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         rows = "\n".join(modal_rows(app))
-        assert re.search(r"a restart of demo takes ~\d+\.\d s \(median of 2; loading weights \d+ %\)", rows), rows
+        assert re.search(r"A restart of demo takes ~\d+\.\d s \(median of 2; loading weights \d+ %\)", rows), rows
         assert "--load-format presharded" in rows and "SGLANG_CACHE_DIR=" in rows
         await pilot.press("y")
         await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen), "the progress")

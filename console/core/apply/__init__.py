@@ -17,6 +17,7 @@ from console.core.apply.edit import (
     Preview,
     editor_form,
     running_values,
+    shorter_start_offers,
 )
 from console.core.apply.history import (
     applied_setups,
@@ -73,5 +74,6 @@ __all__ = [
     "record_applied",
     "restart_cost",
     "running_values",
+    "shorter_start_offers",
     "take_unit_lock",
 ]

@@ -49,6 +49,21 @@ START_HINTS = {
 }
 
 
+# What the editor offers against the phase that takes most of a restart, in the order it tries them: each a field
+# and the value that shortens that phase (wave5 §6). Offered only where the release has the field and the rules accept
+# it on the form as it is: overlap not with speculation, the weight cache's client not with it either, ...
+SHORTER_STARTS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "load_weights": (
+        ("load_format", "presharded"),
+        ("startup_weight_load_mode", "overlap"),
+        ("weight_cache_mode", "client"),
+    ),
+    "cuda_graph": ((f"env:{CACHE_DIR_ENV}", "/var/cache/sglang"), ("startup_weight_load_mode", "overlap")),
+    "draft_cuda_graph": ((f"env:{CACHE_DIR_ENV}", "/var/cache/sglang"),),
+    "draft_extend_cuda_graph": ((f"env:{CACHE_DIR_ENV}", "/var/cache/sglang"),),
+}
+
+
 def field_hint(dest: str, version: str) -> str:
     """Why a field is offered, in one line under it ("" for most)."""
     if dest == ACCESS_LOG_SKIPS:
@@ -167,6 +182,19 @@ class EditorForm:
             return Preview(edits, None, tuple(problems))
         plan = plan_for_version(self.unit_text, edits, unit_name=self.unit_name, version=self.version)
         return Preview(edits, plan, (), silent_changes(plan))
+
+
+def shorter_start_offers(form: EditorForm, values: Mapping[str, str], dominant: str) -> tuple[tuple[str, str], ...]:
+    """The (field, value) pairs that would shorten the phase that dominates this host's restarts, each one the rules
+    accept on the form as it is and the form does not have yet; () for a phase none of them shortens."""
+    offered = []
+    dests = {spec.dest for spec in form.fields}
+    for dest, value in SHORTER_STARTS.get(dominant, ()):
+        if dest not in dests or values.get(dest, form.values.get(dest, "")).strip():
+            continue  # not in this release, or already set to something: the operator's choice stands
+        if form.preview({**values, dest: value}).ok:
+            offered.append((dest, value))
+    return tuple(offered)
 
 
 def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.service") -> EditorForm:

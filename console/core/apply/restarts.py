@@ -278,7 +278,7 @@ def _summary(
 
 def no_restart_text(host: str) -> str:
     """What is said where nothing is known of a host's restarts."""
-    return f"no restart of {host} recorded yet: its cost is known after the first one the console watches"
+    return f"no restart of {host} recorded yet (its cost is known after the first)"
 
 
 def cost_text(cost: RestartCost | None, host: str) -> str:

@@ -58,7 +58,7 @@ def editor_lines(
     setup is there, how to get one), or the form's setup at the running setup's levels beside the running setup's own
     figures, the verdict, what would settle it and the main assumption. Nothing for a form the rules refuse
     (`forecast` None with a predictor). `unreadable`: why the running server could not be read for it. `restart_cost`:
-    what the restart the verdict weighs costs on this host (console.core.apply.cost_text), said under it."""
+    what the restart the verdict weighs costs on this host ("a restart: ~10 min"), said with the verdict."""
     if unreadable:
         return [Line(f"No prediction: {unreadable}", "note")]
     if foresight is None:
@@ -87,9 +87,8 @@ def editor_lines(
     for level in forecast.levels:
         lines.append(figures(level, running.level(level.concurrency) if running is not None else None))
     kind = forecast.verdict.kind
-    lines.append(Line(forecast.verdict.text, kind if kind in ("worth", "not-worth") else "unknown"))
-    if restart_cost:
-        lines.append(Line(restart_cost, "note"))
+    weighed = f"{forecast.verdict.text} ({restart_cost})" if restart_cost else forecast.verdict.text
+    lines.append(Line(weighed, kind if kind in ("worth", "not-worth") else "unknown"))
     if forecast.verdict.settle:
         lines.append(Line(forecast.verdict.settle, "note"))
     if forecast.assumptions:

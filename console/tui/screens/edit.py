@@ -36,12 +36,13 @@ from console.core.apply import (
     Preview,
     RestartCost,
     applied_setups,
-    cost_text,
+    duration_text,
     editor_form,
     known_restart_cost,
     plan_apply,
     record_applied,
     running_values,
+    shorter_start_offers,
 )
 from console.core.change import ApplyState
 from console.core.predict import SetupForecast
@@ -434,6 +435,7 @@ class EditScreen(Screen[None]):
             parts.append(Text(self.error, style="bold red"))
         parts.append(Text(""))
         parts.append(self._verdict(preview))
+        parts.extend(self._restart_lines())
         prediction = self._prediction(preview)  # under the verdict: on a small terminal ctrl+s stays in sight
         if prediction:
             parts.append(Text(""))
@@ -444,11 +446,25 @@ class EditScreen(Screen[None]):
         if not self.predicts:
             return []
         forecast = self.forecast if preview.ok else None
-        cost = cost_text(self.restart_cost, self.label) if self.form is not None else ""
+        cost = f"a restart: ~{duration_text(self.restart_cost.median_s)}" if self.restart_cost is not None else ""
         lines = editor_lines(
             self.foresight, forecast, self.running_forecast, unreadable=self.foresight_error, restart_cost=cost
         )
         return _rendered(lines)
+
+    def _restart_lines(self) -> list[RenderableType]:
+        """What a restart of this host costs, and the fields that would shorten the phase that takes most of it (each
+        one the rules accept on the form as it is: console.core.apply.shorter_start_offers)."""
+        if self.form is None:
+            return []
+        lines: list[RenderableType] = [cost_line(self.restart_cost, self.label)]
+        if self.restart_cost is None or self.read_only:
+            return lines
+        offers = shorter_start_offers(self.form, self.values(), self.restart_cost.dominant)
+        if offers:
+            said = ", ".join(f"{self.form.field(dest).label} {value}" for dest, value in offers)
+            lines.append(Text(f"  shorter with {said} (under faster restarts)", style="cyan"))
+        return lines
 
     def _verdict(self, preview: Preview) -> Text:
         if self.read_only:
