@@ -204,3 +204,26 @@ def test_tunes_estimate_prices_its_starts_at_the_hosts_restart_cost() -> None:
     assert unknown.total_s is None and unknown.text("gpu-a", at_most=True) == (
         "At most 12 min of benchmarks + 7 starts (no restart of gpu-a recorded yet (its cost is known after the first))"
     )
+
+
+def test_a_rolls_plan_says_what_each_members_restart_costs() -> None:
+    import io
+    from types import SimpleNamespace
+
+    from console.cli.rolling import render_roll_plan
+    from console.core.roll import ApplyChange, PendingRoll, RollHost, RollSpec, WaveSize
+
+    costs = {"gpu-a": restart_cost([_record("gpu-a", 10.0, T0)], "gpu-a"), "gpu-b": None}
+    hosts = [
+        RollHost(label, None, ApplyChange(SimpleNamespace(  # type: ignore[arg-type]  # what the plan reads of one
+            restart_only=True, restart_cost=cost, session=SimpleNamespace(label=label))))
+        for label, cost in costs.items()
+    ]  # fmt: skip
+    roll = PendingRoll("duo", "restart", hosts, RollSpec(canary=1, wave=WaveSize(count=1)), router=None,
+                       router_before=[], refusals=[], drain_timeout_s=1.0)  # fmt: skip
+    out = io.StringIO()
+    render_roll_plan(roll, "restart", out)
+    assert out.getvalue().splitlines()[-2:] == [
+        "  a restart of gpu-a takes ~10 min (median of 1; loading weights 60 %)",
+        "  no restart of gpu-b recorded yet (its cost is known after the first)",
+    ]
