@@ -191,3 +191,27 @@ def test_overlap_and_the_weight_cache_shorten_a_start_where_sglang_allows_them(t
     failed = json.loads(done.stdout)
     assert done.returncode == 1 and failed["state"] == "restart_failed"
     assert "CacheConfig mismatch" in failed["error"]
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    """The default demo: the Qwen profile as the operators' SGLang 0.5.9, whose /server_info has no startup_time."""
+    with running_demo(tmp_path / "ws") as running:
+        yield running
+
+
+def test_before_0_5_23_the_journals_phase_lines_give_a_restarts_phases(demo: Demo) -> None:
+    for _ in range(2):
+        record = _restart(demo)["restart"]
+        assert record["phases_from"] == "journal" and record["sglang_version"] == "0.5.9"
+        phases = _phases(record)
+        assert {"load_weights", "kv_cache", "cuda_graph", "draft_cuda_graph", "warmup", "rest"} <= set(phases)
+        assert sum(phases.values()) == pytest.approx(record["total_s"], abs=0.01)
+    # a start that fails is no restart's cost; the old unit's start after the rollback is one
+    done, failed = demo.apply("--set", "speculative-draft-model-path=/models/gone", "--yes")
+    assert done.returncode == 1 and failed["rolled_back"] is True
+    assert failed["restart"] is None and failed["rollback_restart"]["start"] == "rollback"
+    assert [r.start for r in read_restarts(demo.workspace / "logs")] == ["restart", "restart", "rollback"]
+    said = demo.run("restart", "demo")  # no terminal: not asked, nothing restarted; the cost said first
+    assert said.returncode == 1
+    assert re.match(r"a restart of demo takes ~\d+\.\d s \(median of 3; .+ \d+ %\)\n", said.stdout), said.stdout

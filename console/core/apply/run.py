@@ -730,6 +730,7 @@ class Applier:
             else:
                 await self._retrying("restore the unit", lambda: self.service.write_unit(self.plan.old_text))
             await self._retrying("daemon-reload", self.service.daemon_reload)
+            self._restart_at = None  # the old unit's start is a restart of its own (the new one's may not have ended)
             await self._restart(before)
         except HostError as exc:
             self._advance(ApplyState.ROLLBACK_FAILED, f"could not restore the old unit: {exc}")
