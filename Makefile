@@ -20,11 +20,14 @@ unexport PYTHONDONTWRITEBYTECODE
 # and its dev tools), so that a fresh machine tomorrow gets what CI passed on today; pyproject.toml keeps the ranges a
 # user installing the package as a library gets. The venv is made anew when the lock changes, so nothing stays from
 # an older one. The editable install builds with the lock's setuptools (no build isolation, which would fetch the
-# newest).
+# newest). The project's own modules, and the tests as pytest rewrites their asserts, are compiled once here: else
+# each of the first test run's workers compiles all of them (8 CPU-s of `make unit`'s first run, docs/measured.md).
 $(STAMP): pyproject.toml requirements.txt
 	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install -q --require-hashes --no-deps -r requirements.txt
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -m compileall -q -j 0 console tests benchmarks >/dev/null
+	$(BIN)/pytest --collect-only -q -p no:cacheprovider >/dev/null
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -4,7 +4,10 @@ No UI: progress goes out as events (console.bench.events); results come back as 
 console.bench.records turns into log records. Standard library only (with the default HTTP client), and
 Python 3.10 compatible: console.bench.agent runs this engine on a GPU host with the Python it has.
 Protocol per level (the benchmark methodology in docs/bench.md):
-1. warm-up requests, excluded from every figure;
+1. warm-up requests, excluded from every figure: in waves of the level's own concurrency (a batch size the server has
+   not run since its start pays its first-use costs there, not in the measurement), at least `warmup` requests; with
+   `warmup_settle` (right after a start) the first repeat of each level sends waves until the round time of two
+   in a row agrees within WARMUP_SETTLE_TOLERANCE (at most WARMUP_MAX_WAVES): the record says which and how many;
 2. POST /flush_cache (so the KV/radix cache and the server's accept-length counters start clean);
 3. the measured requests, from a fixed number or for a duration; GPU telemetry sampled meanwhile;
 4. metrics with bench_serving's definitions; acceptance length from these requests' own meta_info
@@ -41,7 +44,7 @@ from console.bench.events import (
     SweepDone,
     SweepStarted,
 )
-from console.bench.metrics import RequestResult, compute_metrics
+from console.bench.metrics import RequestResult, compute_metrics, decode_rounds
 from console.bench.slo import CapacitySearch, Slo, judge_level
 from console.bench.workloads import PreparedRequest, WorkloadSpec, build_requests
 
@@ -59,6 +62,11 @@ RUNNING_FIGURES_INTERVAL_S = 0.5
 CAPACITY_START_RATE = 1.0
 # At a level's end the GPU poll in flight gets this long to finish before it is cancelled.
 TELEMETRY_FINISH_S = 10.0
+# Warm-up until settled: two waves in a row whose round times agree within this share, at most this many waves. On
+# SGLang 0.5.17 (an 8B-shaped Llama on an H100, issue 46) the first C = 16 run after a restart ran 5-17 % slower than
+# the second when its warm-up was 8 requests: the wave at the level's own concurrency is what the batch needs.
+WARMUP_SETTLE_TOLERANCE = 0.03
+WARMUP_MAX_WAVES = 6
 
 # What a sweep's problems are about (SweepConfig.problems): the config's own fields and its workload's.
 SweepField = Literal[
@@ -119,6 +127,9 @@ class SweepConfig:
     requests: int | None = None  # per level; default a dataset's whole sample, else max(16, 4 × concurrency)
     duration: float | None = None  # seconds per level instead of a request count
     warmup: int = 2
+    # Right after a start: each level's first repeat warms until its round time settles (WARMUP_SETTLE_TOLERANCE),
+    # not just one wave at its concurrency.
+    warmup_settle: bool = False
     repeat: int = 1
     request_timeout: float = 600.0
     max_error_rate: float = 0.5
@@ -240,6 +251,45 @@ class LevelResult:
     accept_length_source: str | None
     cache_flushed: bool
     stopped: str | None = None
+    warmup: Warmup | None = None
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """How a level was warmed: `level` (waves at its own concurrency, at least `warmup` requests) or `settle` (waves
+    until the round time of two in a row agreed, or WARMUP_MAX_WAVES), with each wave's mean round time."""
+
+    mode: str
+    requests: int
+    waves: int
+    wave_size: int
+    round_ms: tuple[float, ...]
+    settled: bool | None  # settle mode: whether two waves agreed before the cap (None in level mode)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "warmup_mode": self.mode,
+            "warmup_requests": self.requests,
+            "warmup_waves": self.waves,
+            "warmup_round_ms": [round(r, 3) for r in self.round_ms],
+            "warmup_settled": self.settled,
+        }
+
+
+def wave_round_ms(results: Sequence[RequestResult]) -> float | None:
+    """A warm-up wave's mean decode round (console.bench.metrics.decode_rounds), None without a decoded request."""
+    value = decode_rounds(results)["round_time_ms"]
+    return float(value) if value else None
+
+
+def settled(rounds_ms: Sequence[float | None], tolerance: float = WARMUP_SETTLE_TOLERANCE) -> bool:
+    """The last two waves' round times agree within `tolerance` (of the later one)."""
+    if len(rounds_ms) < 2:
+        return False
+    before, last = rounds_ms[-2], rounds_ms[-1]
+    if before is None or last is None or last <= 0:
+        return False
+    return abs(before - last) / last <= tolerance
 
 
 @dataclass
@@ -442,23 +492,15 @@ class BenchEngine:
         offset = index * 10_000_000 + repeat_index * 1_000_000
         pool_size = DURATION_POOL if workload.dataset is None else max(DURATION_POOL, len(workload.dataset.requests))
         pool = build_requests(workload, planned if planned is not None else pool_size, offset)
-        warm = build_requests(workload, cfg.warmup, offset + 900_000) if cfg.warmup else []
-
-        if warm:
-            warm_results = await asyncio.gather(
-                *(self._send(workload, req) for req in warm[: max(1, level.concurrency or cfg.warmup)])
-            )
-            rest = warm[max(1, level.concurrency or cfg.warmup) :]
-            for req in rest:
-                warm_results.append(await self._send(workload, req))
-            if not any(r.success for r in warm_results):
-                errors = sorted({r.error for r in warm_results})
-                started = datetime.now(_UTC)
-                return LevelResult(
-                    # the failed warm-up requests are the level's only requests: count them, don't show 0 failed
-                    level, repeat_index, started, started, compute_metrics(warm_results, 0.0), {},
-                    [], None, False, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}",
-                )  # fmt: skip
+        warm_results, warmup = await self._warm_up(workload, level, repeat_index, offset)
+        if warm_results and not any(r.success for r in warm_results):
+            errors = sorted({r.error for r in warm_results})
+            started = datetime.now(_UTC)
+            return LevelResult(
+                # the failed warm-up requests are the level's only requests: count them, don't show 0 failed
+                level, repeat_index, started, started, compute_metrics(warm_results, 0.0), {},
+                [], None, False, stopped=f"every warm-up request failed: {'; '.join(errors)[:300]}", warmup=warmup,
+            )  # fmt: skip
         # After the warm-up (like bench_serving): the measured requests start on an empty cache, and the
         # server's accept-length counters cover them only.
         flushed = await self.client.flush_cache() if cfg.flush_cache else False
@@ -510,7 +552,45 @@ class BenchEngine:
             source,
             flushed,
             stopped,
+            warmup,
         )
+
+    async def _warm_up(
+        self, workload: WorkloadSpec, level: Level, repeat_index: int, offset: int
+    ) -> tuple[list[RequestResult], Warmup | None]:
+        """The level's warm-up (the module's doc): waves of its concurrency (an open-loop or trace level: of
+        `warmup`), at least `warmup` requests; with warmup_settle on the first repeat, until the round settles."""
+        cfg = self.config
+        if cfg.warmup <= 0:
+            return [], None
+        size = max(1, level.concurrency or cfg.warmup)
+        settle = cfg.warmup_settle and repeat_index == 0
+        waves = max(1, -(-cfg.warmup // size))
+        most = max(waves, WARMUP_MAX_WAVES) if settle else waves
+        # Built as needed (a trace's requests are made when taken: TraceRequests has no slices)
+        pool = build_requests(workload, most * size, offset + 900_000)
+        results: list[RequestResult] = []
+        rounds: list[float | None] = []
+        sent = 0
+        while len(rounds) < most:
+            wave = [pool[i] for i in range(sent, sent + size)]
+            sent += size
+            got = list(await asyncio.gather(*(self._send(workload, req) for req in wave)))
+            results.extend(got)
+            rounds.append(wave_round_ms(got))
+            if not any(r.success for r in got):
+                break
+            if len(rounds) >= waves and (not settle or settled(rounds)):
+                break
+        done = Warmup(
+            mode="settle" if settle else "level",
+            requests=sent,
+            waves=len(rounds),
+            wave_size=size,
+            round_ms=tuple(r for r in rounds if r is not None),
+            settled=settled(rounds) if settle else None,
+        )
+        return results, done
 
     async def _sample(self, polls: list[list[Any]], done: asyncio.Event) -> None:
         assert self.gpu_sampler is not None

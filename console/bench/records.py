@@ -113,6 +113,14 @@ class BenchRecord(BaseModel):
     decode_rounds: int | None = None
     round_time_ms: float | None = None
     effective_max_running_requests: int | None = None  # the server's running-request cap (its memory's, where lower)
+    # how the level was warmed (console.bench.engine.Warmup): `level` (waves at its own concurrency) or `settle` (waves
+    # until the round time of two in a row agreed: right after a start), the requests and waves sent, each wave's mean
+    # round; None in records from before it was kept
+    warmup_mode: str | None = None
+    warmup_requests: int | None = None
+    warmup_waves: int | None = None
+    warmup_round_ms: list[float] | None = None
+    warmup_settled: bool | None = None
     max_output_tokens_per_s: float = 0.0
     max_concurrent_requests: int = 0
     mean_ttft_ms: float = 0.0
@@ -241,6 +249,7 @@ def _record(
         accept_length_source=level.accept_length_source,
         **level.metrics,
         **level.telemetry,
+        **(level.warmup.to_record() if level.warmup else {}),
     )
 
 

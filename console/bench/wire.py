@@ -16,7 +16,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from console.bench.engine import LevelResult, ServerInfo, SweepConfig, SweepResult
+from console.bench.engine import LevelResult, ServerInfo, SweepConfig, SweepResult, Warmup
 from console.bench.events import (
     BenchEvent,
     Level,
@@ -150,6 +150,7 @@ def level_to_json(level: LevelResult) -> dict[str, Any]:
         "accept_length_source": level.accept_length_source,
         "cache_flushed": level.cache_flushed,
         "stopped": level.stopped,
+        "warmup": dataclasses.asdict(level.warmup) if level.warmup else None,
     }
 
 
@@ -166,9 +167,16 @@ def level_from_json(data: dict[str, Any]) -> LevelResult:
             accept_length_source=data["accept_length_source"],
             cache_flushed=data["cache_flushed"],
             stopped=data["stopped"],
+            warmup=_warmup(data.get("warmup")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise WireError(f"not a level result: {exc}") from None
+
+
+def _warmup(data: dict[str, Any] | None) -> Warmup | None:
+    if data is None:
+        return None
+    return Warmup(**{**data, "round_ms": tuple(data.get("round_ms") or ())})
 
 
 def server_to_json(server: ServerInfo) -> dict[str, Any]:

@@ -194,7 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests per level (default: a --dataset sample whole, else 4 x the concurrency, at least 16)",
     )
     p.add_argument("--duration", type=float, help="seconds per level (instead of --requests)")
-    p.add_argument("--warmup", type=int, default=2, help="warm-up requests per level, excluded from metrics")
+    p.add_argument(
+        "--warmup", type=int, default=2, help="warm-up requests per level (waves of its concurrency), not measured"
+    )
+    p.add_argument(
+        "--warmup-settle",
+        action="store_true",
+        help="warm each level until its round time settles (right after a restart); the record says how it was warmed",
+    )
     p.add_argument("--input-len", type=int, default=1024)
     p.add_argument("--output-len", type=int, help="default 256; with --dataset it caps the dataset's own")
     p.add_argument("--workload", choices=["random", "chat"], default="random")

@@ -78,6 +78,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         requests=args.requests,
         duration=args.duration,
         warmup=args.warmup,
+        warmup_settle=bool(getattr(args, "warmup_settle", False)),
         repeat=args.repeat,
         request_timeout=args.request_timeout,
         max_error_rate=args.max_error_rate,
@@ -322,7 +323,12 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/red] {said(exc)}", highlight=False, soft_wrap=True)
         return ExitCode.USAGE
     except KeyboardInterrupt:
-        err.print(f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}")
+        err.print(  # a path whole on one line, as written (no wrap at 80 columns in a log, no markup)
+            f"interrupted: the records of the levels that finished (if any) are in {workspace.logs}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
         return ExitCode.INTERRUPTED
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot reach the server: {exc}")
@@ -337,7 +343,8 @@ def run(args: argparse.Namespace) -> int:
         for line in capacity_lines(records, config.find_capacity):
             err.print(line, highlight=False, markup=False, soft_wrap=True)
         if records:
-            err.print(f"records appended to {workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl")
+            written = f"{workspace.logs}/bench-{records[0].started_at:%Y-%m-%d}.jsonl"
+            err.print(f"records appended to {written}", highlight=False, markup=False, soft_wrap=True)
     if not records or any(r.stopped for r in records):
         for r in records:
             if r.stopped:

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import Any
 
 from console import hints
 from console.cli.common import run_verb
@@ -18,20 +19,43 @@ from console.cli.connect import on_hangup, settle
 from console.errors import ExitCode, UsageError
 
 
+def _demo(args: argparse.Namespace) -> Any:
+    """The demo host, or a demo deployment for `--profile two-node | pd` (console.sim.demo_deployments): both are
+    reached as `demo` (a host profile, or profiles/deployments/demo.toml)."""
+    from console.sim.demo import DEPLOYMENT_DEMOS, demo_host
+
+    if args.profile in DEPLOYMENT_DEMOS:
+        from console.sim.demo_deployments import deployment_demo
+
+        return deployment_demo(args)
+    return demo_host(args)
+
+
+def _targets(host: Any) -> list[str]:
+    """What the console opens: the demo host, or a demo deployment's SGLang members, one tab each (their host
+    profiles; smg is the deployment's router, not a host to tune)."""
+    from console.sim.demo import PROFILE_NAME
+
+    members = getattr(host, "members", None)
+    if members is None:
+        return [PROFILE_NAME]
+    return [m.name for m in sorted(members, key=lambda m: m.name) if m.role != "router"]
+
+
 async def _with_console(args: argparse.Namespace) -> int:
     from console.cli.connect import build_app
-    from console.sim.demo import PROFILE_NAME, DemoAlreadyRunning, demo_host
+    from console.sim.demo import DemoAlreadyRunning
 
     try:
-        async with demo_host(args) as host:
+        async with _demo(args) as host:
             connect = argparse.Namespace(
                 workspace=str(host.workspace.root),
                 ssh_config=None,
                 refresh=None,
                 read_only=bool(getattr(args, "read_only", False)),
-                targets=[PROFILE_NAME],
+                targets=_targets(host),
             )
-            app = build_app(connect, [PROFILE_NAME])
+            app = build_app(connect, _targets(host))
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, app.exit)
             on_hangup(host.abandon)
@@ -49,13 +73,13 @@ async def _with_console(args: argparse.Namespace) -> int:
 
 async def _with_web(args: argparse.Namespace) -> int:
     """`demo --web`: the demo host lives as long as the web server; each browser tab runs `connect demo`."""
-    from console.sim.demo import PROFILE_NAME, UNIT, DemoAlreadyRunning, demo_host
+    from console.sim.demo import UNIT, DemoAlreadyRunning
     from console.tui import web
 
     try:
-        async with demo_host(args) as host:
+        async with _demo(args) as host:
             argv = web.console_argv(
-                host.workspace.root, [PROFILE_NAME], read_only=bool(args.read_only), refresh=None, ssh_config=None
+                host.workspace.root, _targets(host), read_only=bool(args.read_only), refresh=None, ssh_config=None
             )
             server = web.server_for(args, argv, title=hints.DEMO.line())
             web.say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
@@ -81,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
     if args.web:
         return run_verb("demo", lambda: _with_web(args))
     if args.no_ui:
+        from console.sim.demo import DEPLOYMENT_DEMOS
         from console.sim.demo import run as run_headless
 
+        if args.profile in DEPLOYMENT_DEMOS:
+            from console.sim import demo_deployments
+
+            return run_verb("demo", lambda: demo_deployments.run_headless(args))
         return run_headless(args)
     return run_verb("demo", lambda: _with_console(args))

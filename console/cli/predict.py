@@ -77,6 +77,8 @@ def render(result: PredictResult, out: TextIO, restart_cost: RestartCost | None 
                     print(f"  assumes: {line}", file=out)
     if result.forecasts:
         print("\nrests on: " + "; ".join(result.forecasts[0][1].rests_on), file=out)
+    if result.split is not None:
+        print(result.split.text, file=out)
     for line in shared:
         print(f"every prediction assumes: {line}", file=out)
     if result.adaptive is not None:

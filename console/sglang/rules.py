@@ -915,6 +915,33 @@ def rule_deprecated_flags(launch: _Launch, argv: Sequence[str]) -> None:
         )
 
 
+def rule_nodes_divide_parallelism(launch: _Launch) -> None:
+    """All versions: TP × PP must split evenly over the nodes [0.5.23 arg_groups/validation_hook.py:179-181]."""
+    nnodes = launch.get("nnodes") or 1
+    world = (launch.get("tp_size") or 1) * (launch.get("pp_size") or 1)
+    if nnodes > 1 and world % nnodes:
+        launch.error(
+            "nnodes-divides-tp",
+            f"--tp-size × --pp-size ({world}) must be a multiple of --nnodes ({nnodes}): every node runs the same "
+            "number of GPUs. Change --tp-size or --nnodes.",
+            ["tp_size", "nnodes"],
+            "AssertionError: tp_size must be divisible by number of nodes",
+        )
+
+
+def rule_pd_fake_backend(launch: _Launch) -> None:
+    """All versions with PD: the `fake` transfer backend moves no KV and exists for decode benchmarks only; a
+    prefill server asserts against it [0.5.23 arg_groups/pd_disaggregation_hook.py:145-149]."""
+    if launch.get("disaggregation_mode") == "prefill" and launch.get("disaggregation_transfer_backend") == "fake":
+        launch.error(
+            "pd-fake-prefill",
+            "--disaggregation-transfer-backend fake is for decode servers only (synthetic decode benchmarks); a "
+            "prefill server refuses it. Use mooncake (the default) or nixl on both sides of the pair.",
+            ["disaggregation_transfer_backend", "disaggregation_mode"],
+            "AssertionError: Prefill server does not support 'fake' as the transfer backend",
+        )
+
+
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -940,6 +967,8 @@ def check_launch(
     for problem in parsed.problems:
         _argv_error(launch, problem)
     rule_deprecated_flags(launch, argv)
+    rule_nodes_divide_parallelism(launch)
+    rule_pd_fake_backend(launch)
     guessed = _architecture(launch, architecture)
     _run_speculative_rules(launch, guessed)
     _run_start_rules(launch, guessed)

@@ -14,6 +14,8 @@ API. The `--sim-*` options:
   --sim-seed N             seed of the acceptance draws and generated text
   --sim-dcgm-port N        also serve dcgm-exporter's /metrics for the simulated GPUs on this port (as the
                            exporter runs beside SGLang on a real host; its default is 9400)
+  --sim-peer-loss-exit-s S a node of a multi-node deployment dies this long after a peer died (default 2:
+                           its next collective; console.sim.multinode)
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def sim_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-state-dir", default=None, metavar="DIR")
     p.add_argument("--sim-seed", type=int, default=0, metavar="N")
     p.add_argument("--sim-dcgm-port", type=int, default=None, metavar="N")
+    p.add_argument("--sim-peer-loss-exit-s", type=float, default=2.0, metavar="S")
     return p
 
 
@@ -178,6 +181,7 @@ def prepare(argv: Sequence[str]) -> tuple[int, dict[str, Any] | None]:
         "seed": opts.sim_seed,
         "dcgm_port": opts.sim_dcgm_port,
         "adaptive_config": adaptive_text if resolved.get("speculative_adaptive") else None,
+        "peer_loss_exit_s": opts.sim_peer_loss_exit_s,
         "startup_logs": logs,
     }
 

@@ -31,7 +31,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +48,12 @@ from console.workspace import Workspace
 
 UNIT = "sglang-demo.service"
 PROFILE_NAME = "demo"
+# `--profile NAME` for a demo deployment of several units (console.sim.demo_deployments) instead of one host.
+DEPLOYMENT_DEMOS = {
+    "two-node": "the Kimi K2.5 profile over two nodes (TP 8 = 2 × 4 GPUs): rank 0 and rank 1",
+    "pd": "the Qwen 3.5 profile as a prefill and a decode server behind smg in PD mode",
+}
+DEPLOYMENT_MEMBERS = ("demo-rank0", "demo-rank1", "demo-prefill", "demo-decode", "demo-router")  # their host profiles
 # Each stops the demo host like Ctrl-C. SIGHUP: the terminal went away (closed, tmux killed, SSH dropped).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -60,12 +66,14 @@ def unit_text(
     time_scale: float,
     state_dir: Path,
     workdir: Path,
+    extra: Sequence[str] = (),
     sglang_version: str | None = None,
 ) -> str:
     """The demo's unit: what the profile's operators run (console.sim.profiles.OperatorUnit: its model, tensor
     parallelism and speculative setup), as an SGLang systemd unit with the stand-in as the launcher, behaving as
-    `sglang_version` (default the operators'). Where that release has no SGLANG_ENABLE_SPEC_V2 (0.5.14 on) the
-    unit does not set it. ValueError for an unknown profile (the message lists the known ones)."""
+    `sglang_version` (default the operators'); `extra` flags (a deployment member's: its node rank, its PD role) go
+    before the stand-in's own. Where that release has no SGLANG_ENABLE_SPEC_V2 (0.5.14 on) the unit does not set it.
+    ValueError for an unknown profile (the message lists the known ones)."""
     sim = get_profile(profile)
     setup = sim.unit
     version = sglang_version or setup.sglang_version
@@ -85,6 +93,7 @@ def unit_text(
         f"--tp-size {sim.tp_size}",
         *speculative,
         "--enable-metrics",
+        *extra,
         f"--sim-profile {shlex.quote(profile)}",
         f"--sim-sglang-version {version}",
         f"--sim-time-scale {time_scale:g}",
@@ -115,14 +124,14 @@ def unit_text(
     )
 
 
-def profile_toml(*, control: Path, port: int, gpu_command: list[str]) -> str:
+def profile_toml(*, control: Path, port: int, gpu_command: list[str], unit: str = UNIT) -> str:
     gpu = ", ".join(f'"{a}"' for a in gpu_command)
     return (
         f"# Written by `{hints.DEMO.line()}`: reach the demo host while that process runs.\n"
         "[host]\n"
         'transport = "demo"\n'
         f'control = "{control}"\n'
-        f'unit = "{UNIT}"\n'
+        f'unit = "{unit}"\n'
         f"gpu_command = [{gpu}]\n"
         "\n"
         "[sglang]\n"
@@ -169,6 +178,15 @@ async def _wait_ready(sup: UnitSupervisor, timeout: float) -> bool:
     return False
 
 
+def running_deployment_demo(profiles: Path) -> str | None:
+    """The control socket of a live member of a demo deployment in this workspace, else None."""
+    for name in DEPLOYMENT_MEMBERS:
+        running = _running_demo(profiles / f"{name}.toml")
+        if running:
+            return running
+    return None
+
+
 class DemoAlreadyRunning(Exception):
     """A demo host already runs for this workspace (the message names its control socket)."""
 
@@ -213,11 +231,12 @@ class DemoHost:
 @contextlib.asynccontextmanager
 async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
     """Start the demo host (supervisor, control socket, profile, the unit started) and stop all of it on the way
-    out, however the block ends. Yields as soon as the unit is started; `wait_ready()` waits for the server."""
+    out, however the block ends. Yields as soon as the unit is started; `wait_ready()` waits for the server.
+    (`--profile two-node` or `pd`: console.sim.demo_deployments runs a demo deployment instead.)"""
     try:
         get_profile(args.profile)
     except ValueError as exc:
-        raise UsageError(f"--profile: {exc}") from None
+        raise UsageError(f"--profile: {exc} (or a demo deployment: {', '.join(DEPLOYMENT_DEMOS)})") from None
     version = getattr(args, "sglang_version", None)
     if version:
         try:
@@ -225,7 +244,7 @@ async def demo_host(args: argparse.Namespace) -> AsyncIterator[DemoHost]:
         except UnsupportedVersionError as exc:
             raise UsageError(f"--sglang-version: {exc}") from None
     workspace = Workspace.resolve(getattr(args, "workspace", None)).ensure()
-    running = _running_demo(workspace.profiles / f"{PROFILE_NAME}.toml")
+    running = _running_demo(workspace.profiles / f"{PROFILE_NAME}.toml") or running_deployment_demo(workspace.profiles)
     if running:
         raise DemoAlreadyRunning(
             f"A demo host is already running for this workspace (control socket {running}); "
@@ -275,18 +294,7 @@ async def run_headless(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         async with demo_host(args) as host:
-            _say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
-            up = asyncio.create_task(_wait_ready(host.supervisor, 900))
-            stopper = asyncio.create_task(stop.wait())
-            await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if not stop.is_set():
-                if not up.result():
-                    _say(f"The demo server did not come up; its journal: {hints.LOGS.line(HOST=PROFILE_NAME)}")
-                _print_howto(host.port, host.profile_path, host.unit_path, host.state_dir, host.workspace)
-                await stop.wait()
-            up.cancel()
-            stopper.cancel()
-            _say("Stopping the demo host ...")
+            await _headless_host(host, args, stop)
     except DemoAlreadyRunning as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -298,6 +306,21 @@ async def run_headless(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(sig)
     _say("Demo host stopped.")
     return 0
+
+
+async def _headless_host(host: DemoHost, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    _say(f"Demo GPU host: {UNIT} (SGLang stand-in, profile {args.profile}) starting ...")
+    up = asyncio.create_task(_wait_ready(host.supervisor, 900))
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({up, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if not stop.is_set():
+        if not up.result():
+            _say(f"The demo server did not come up; its journal: {hints.LOGS.line(HOST=PROFILE_NAME)}")
+        _print_howto(host.port, host.profile_path, host.unit_path, host.state_dir, host.workspace)
+        await stop.wait()
+    up.cancel()
+    stopper.cancel()
+    _say("Stopping the demo host ...")
 
 
 def _say(text: str) -> None:

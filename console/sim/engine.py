@@ -75,11 +75,15 @@ class WindowStats:
 
 class _Request:
     __slots__ = (
-        "after_hit", "context", "generated", "hits", "limit", "max_new_tokens", "prompt_tokens", "rid", "verify_ct",
+        "after_hit", "context", "generated", "hits", "limit", "max_new_tokens", "prefilled", "prompt_tokens", "rid",
+        "verify_ct",
     )  # fmt: skip
 
-    def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, limit: int, hits: Hits):
+    def __init__(
+        self, rid: str, prompt_tokens: int, max_new_tokens: int, limit: int, hits: Hits, prefilled: bool = False
+    ):
         self.rid = rid
+        self.prefilled = prefilled  # its KV (and first token) came from a PD prefill server: admission costs no compute
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max_new_tokens
         self.limit = limit  # tokens it will produce: max_new_tokens or its natural end, whichever is first
@@ -189,9 +193,11 @@ class Engine:
         temperature: float = 0.0,
         ignore_eos: bool = False,
         task: Task = Task.CHAT,
+        prefilled: bool = False,
     ) -> None:
-        """Queue a request (`task`: its prompt's, console.sim.content.classify_prompt). Raises ValueError for a
-        duplicate id or impossible sizes."""
+        """Queue a request (`task`: its prompt's, console.sim.content.classify_prompt). `prefilled`: its KV was
+        computed by a PD prefill server, so its admission step computes nothing (console.sim.pd). Raises ValueError
+        for a duplicate id or impossible sizes."""
         if self.has_request(rid):
             raise ValueError(f"request id {rid!r} is already in flight; use a unique rid")
         if prompt_tokens < 1:
@@ -202,7 +208,7 @@ class Engine:
             raise ValueError("temperature must be >= 0")
         limit = max_new_tokens if ignore_eos else min(max_new_tokens, self._natural_length(rid))
         hits = self.perf.hit_probs(temperature, ignore_eos, task)
-        request = _Request(rid, prompt_tokens, max_new_tokens, limit, hits)
+        request = _Request(rid, prompt_tokens, max_new_tokens, limit, hits, prefilled)
         self._waiting.append(request)
         self._waiting_ids[rid] = request
 
@@ -270,7 +276,8 @@ class Engine:
             free_kv -= reserve
         if not batch:
             return None
-        duration = perf.prefill_s(tokens, len(batch))
+        computed = sum(r.prompt_tokens for r in batch if not r.prefilled)
+        duration = perf.prefill_s(computed, len(batch))
         step = Step(kind="prefill", duration_s=duration, emitted={}, batch_size=len(batch))
         for request in batch:
             request.generated = 1  # the prefill samples the first token

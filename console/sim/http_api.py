@@ -20,6 +20,7 @@ from aiohttp import web
 from console.secrets import redact_argv
 from console.sim import shapes
 from console.sim.content import Task, classify_prompt
+from console.sim.pd import Bootstrap, bootstrap_of
 from console.sim.server import Live, SimServer
 from console.sim.tokenizer import EOS_ID, UNK_ID, chat_prompt_text, pieces
 
@@ -57,6 +58,14 @@ IDS_TASK = Task.CHAT
 
 class BadParameter(ValueError):
     """A request parameter of the wrong type: answered 400 with the message."""
+
+
+class Aborted(Exception):
+    """The request ended with SGLang's abort (a PD room that failed, console.sim.pd): (status, message)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
 
 
 def _number(value: Any, name: str, kind: type[int] | type[float]) -> Any:
@@ -144,6 +153,13 @@ class Api:
             if shapes.detailed(self.cfg.version):
                 return self._http_server_error(str(e))
             return _error(400, str(e))
+        except Aborted as e:
+            # OpenAI routes answer their error object; /generate a FastAPI HTTPException (400: a ValueError's body).
+            if request.path.startswith("/v1/"):
+                return _error(e.status, e.message, "InternalServerError" if e.status >= 500 else "BadRequestError")
+            if e.status == 400:
+                return web.json_response({"error": {"message": e.message}}, status=400)
+            return web.json_response({"detail": e.message}, status=e.status)
         except web.HTTPException as e:  # unknown route or method: FastAPI's JSON, as SGLang answers
             if e.status in (404, 405):
                 return web.json_response({"detail": e.reason}, status=e.status)
@@ -281,22 +297,24 @@ class Api:
             "graph_gb": round(s.memory_split["graph"], 2),
             "token_capacity": s.max_total_num_tokens,
         }
-        return web.json_response(
-            shapes.v1_loads(
-                version=self.cfg.version,
-                running=s.num_running,
-                waiting=s.num_queued,
-                used_tokens=s.used_tokens,
-                max_total_num_tokens=s.max_total_num_tokens,
-                max_running_requests=s.max_running_requests,
-                gen_throughput=s.last_gen_throughput,
-                memory=memory,
-                accept_length=accept,
-                accept_rate=s.window_accept_rate if accept is not None else None,
-                gpu_count=len(s.gpus),
-                accelerator=s.gpus[0].name if s.gpus else "cuda",
-            )
+        loads = shapes.v1_loads(
+            version=self.cfg.version,
+            running=s.num_running,
+            waiting=s.num_queued,
+            used_tokens=s.used_tokens,
+            max_total_num_tokens=s.max_total_num_tokens,
+            max_running_requests=s.max_running_requests,
+            gen_throughput=s.last_gen_throughput,
+            memory=memory,
+            accept_length=accept,
+            accept_rate=s.window_accept_rate if accept is not None else None,
+            gpu_count=len(s.gpus),
+            accelerator=s.gpus[0].name if s.gpus else "cuda",
         )
+        if s.disagg is not None:  # a PD server's queues and transfers (LoadSnapshot.disaggregation)
+            for load in loads["loads"]:
+                load["disaggregation"] = s.disagg.loads_section()
+        return web.json_response(loads)
 
     # --- generation --------------------------------------------------------------------------------
 
@@ -321,6 +339,7 @@ class Api:
         stream: bool,
         task: Task = Task.CHAT,
         prompt: Sequence[Hashable] | None = None,
+        bootstrap: Bootstrap | None = None,
     ) -> Live:
         temperature = sampling.get("temperature")
         # SGLang: a request's own sampling_params.stream_interval, else --stream-interval.
@@ -333,6 +352,7 @@ class Api:
             stream_interval=max(1, interval) if stream else None,
             task=task,
             prompt=prompt,
+            bootstrap=bootstrap or Bootstrap(),  # a client's request: the PD role reads what it carried
         )
 
     def _max_new_tokens(self, sampling: dict[str, Any]) -> int:
@@ -421,7 +441,7 @@ class Api:
             prompt, task = self.sim.tokenizer.count(text), classify_prompt(text)
             tokens = pieces(text)  # the stand-in's tokens as strings (console.sim.tokenizer)
         stream = bool(body.get("stream"))
-        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, task, tokens)
+        req = self._start(prompt, self._max_new_tokens(sampling), sampling, stream, task, tokens, bootstrap_of(body))
         rid = str(body.get("rid") or req.rid)
         if stream:
             return await self._stream_generate(request, req, rid)
@@ -436,7 +456,10 @@ class Api:
     ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         max_new = self._max_new_tokens(sampling)
-        reqs = [self._start(p, max_new, sampling, stream, task) for p, task in prompts]
+        reqs = [
+            self._start(p, max_new, sampling, stream, task, bootstrap=bootstrap_of(body, i))
+            for i, (p, task) in enumerate(prompts)
+        ]
         if stream:
             return await self._stream_batch(request, reqs)
         try:
@@ -495,8 +518,17 @@ class Api:
     async def _wait(self, req: Live) -> None:
         while req.finish is None:
             await req.queue.get()
+        if req.abort is not None:
+            raise Aborted(*req.abort)
 
     def _meta(self, req: Live, rid: str, final: bool, streaming: bool = False) -> dict[str, Any]:
+        meta = self._meta_info(req, rid, final, streaming)
+        if final and req.abort is not None:  # FINISH_ABORT as a stream's last chunk carries it
+            status, message = req.abort
+            meta["finish_reason"] = {"type": "abort", "message": message, "status_code": status}
+        return meta
+
+    def _meta_info(self, req: Live, rid: str, final: bool, streaming: bool) -> dict[str, Any]:
         return shapes.meta_info(
             version=self.cfg.version,
             rid=rid,
@@ -633,7 +665,8 @@ class Api:
     ) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         sampling = self._openai_sampling(body)
-        req = self._start(prompt, self._openai_max_tokens(body, prompt), sampling, stream, task, tokens)
+        max_new = self._openai_max_tokens(body, prompt)
+        req = self._start(prompt, max_new, sampling, stream, task, tokens, bootstrap_of(body))
         model = str(body.get("model") or self.cfg.served_model_name)
         cid = uuid.uuid4().hex
         created = int(time.time())
@@ -707,6 +740,11 @@ class Api:
                     await resp.write(_sse(chunk))
                 if last:
                     break
+            if req.abort is not None:  # an OpenAI stream ends with the error object, then [DONE]
+                status, message = req.abort
+                await resp.write(_sse({"error": {"message": message, "type": "InternalServerError", "code": status}}))
+                await resp.write(DONE)
+                return resp
             self._observe_done(req)
             finish = _finish_name(req.finish)
             if chat:

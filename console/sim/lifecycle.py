@@ -19,8 +19,8 @@ from typing import Any
 from aiohttp import web
 
 from console.sim import gpus as gpu_model
+from console.sim import multinode, shapes
 from console.sim import sglang_log as L
-from console.sim import shapes
 from console.sim.dcgm import dcgm_app
 from console.sim.http_api import Api
 from console.sim.server import SimConfig, SimServer
@@ -30,11 +30,26 @@ SCHEDULER_PY = "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/sche
 
 
 async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = None) -> int:
-    """Start like SGLang, serve until SIGTERM/SIGINT, drain, exit 0."""
+    """Start like SGLang, serve until SIGTERM/SIGINT, drain, exit 0. A node of a multi-node deployment
+    (console.sim.multinode) joins its group first; a rank >= 1 serves only the dummy health server."""
     sim = SimServer(config, engine)
     tasks = [asyncio.create_task(sim.drive(), name="engine"), asyncio.create_task(sim.publish_gpus(), name="gpus")]
+    group = sim.group
+    if sim.disagg is not None:
+        await sim.disagg.start()  # a prefill's bootstrap server answers (503 on /route) while the weights load
     try:
         await sim.start_scheduler()
+        if sim.disagg is not None:
+            await sim.disagg.register_ranks()
+        if group is not None:
+            group.watch(stop_engine=tasks[0].cancel, cleanup=lambda: _mark_gpus_idle(sim))
+            group.load = sim.batch_now
+            await group.all_loaded()
+    except multinode.GroupError as e:
+        assert group is not None
+        multinode.die_like_sglang(
+            group.log, str(e), group.spec.local_ranks[0], lambda: _mark_gpus_idle(sim), running_leader=False
+        )
     except StartRefused as refused:  # the start dies as SGLang's does: its lines, a traceback, exit status 1
         for line in refused.lines:
             sim.log(line)
@@ -42,11 +57,14 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
         sys.stderr.write(f'  File "{SCHEDULER_PY}", in run_scheduler_process\n')
         sys.stderr.write(refused.final.rstrip("\n") + "\n")
         sys.stderr.flush()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        _mark_gpus_idle(sim)
+        await _stop_tasks(sim, tasks)
         return 1
+    if group is not None and not group.spec.leader:
+        all_schedulers = sim.metrics is not None and config.resolved.get("enable_metrics_for_all_schedulers")
+        mirrored = sim.mirrored_metrics if all_schedulers else None
+        return await multinode.serve_follower(
+            group, on_exit=lambda: _stop_tasks(sim, tasks), scheduler_metrics=mirrored
+        )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -88,11 +106,19 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     while sim.live:
         await asyncio.sleep(0.05)
     await runner.cleanup()
+    if group is not None:
+        await group.shutdown()  # the ShutdownReq broadcast: every other rank stops
+    if sim.disagg is not None:
+        await sim.disagg.close()
+    await _stop_tasks(sim, tasks)
+    return 0
+
+
+async def _stop_tasks(sim: SimServer, tasks: list[Any]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     _mark_gpus_idle(sim)
-    return 0
 
 
 # What PyTorch prints (raw, to stderr) when SGLang's process tree is killed with NCCL still set up (its
@@ -122,6 +148,10 @@ async def _shut_down_0517(sim: SimServer, config: SimConfig, runner: web.AppRunn
             break
         await asyncio.sleep(tick)
     await runner.cleanup()
+    if sim.group is not None:
+        await sim.group.shutdown()  # the ShutdownReq broadcast: every other rank stops
+    if sim.disagg is not None:
+        await sim.disagg.close()
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -36,9 +36,12 @@ class SimMetrics:
     token histograms where the version records them: 0.5.11 and later always, before only with
     --collect-tokens-histogram (`token_histograms`)."""
 
-    def __init__(self, model_name: str, token_histograms: bool = False) -> None:
+    def __init__(
+        self, model_name: str, token_histograms: bool = False, engine_type: str = "unified", tp_rank: int = 0
+    ) -> None:
         self.registry = CollectorRegistry()
-        labels = {"model_name": model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+        labels = {"model_name": model_name, "engine_type": engine_type, "tp_rank": str(tp_rank), "pp_rank": "0"}
+        self.labels = labels  # every scheduler family's (PD's too: console.sim.pd)
 
         def gauge(name: str, doc: str) -> Gauge:
             return Gauge(f"sglang:{name}", doc, _LABELS, registry=self.registry, multiprocess_mode="mostrecent")
@@ -150,17 +153,20 @@ class RealMetrics(SimMetrics):
     tp_rank, pp_rank and moe_ep_rank; the tokenizer's carry is_streaming; the HTTP ones endpoint and method.
     Families the stand-in has no figure for stay at 0, as on an idle server."""
 
-    def __init__(self, model_name: str, spec_version: str = "0.5.17") -> None:
+    def __init__(
+        self, model_name: str, spec_version: str = "0.5.17", engine_type: str = "unified", tp_rank: int = 0
+    ) -> None:
         disable_created_metrics()  # SGLang's multiprocess collector exposes no *_created series
         self.registry = CollectorRegistry()
         self.own = {
-            "engine_type": "unified",
+            "engine_type": engine_type,
             "model_name": model_name,
-            "tp_rank": "0",
+            "tp_rank": str(tp_rank),
             "pp_rank": "0",
             "moe_ep_rank": "0",
             "pid": str(os.getpid()),
         }
+        self.labels = {k: v for k, v in self.own.items() if k != "pid"}
         self.families: dict[str, Any] = {}
         self._lazy: dict[str, dict[str, str]] = {}
         spec = json.loads((_SPECS / f"sglang-{spec_version}.json").read_text())
@@ -278,14 +284,19 @@ def _flag(streaming: bool) -> str:
     return "true" if streaming else "false"
 
 
-def metrics_for(version: str, model_name: str, collect_tokens_histogram: bool = False) -> SimMetrics:
+def metrics_for(
+    version: str,
+    model_name: str,
+    collect_tokens_histogram: bool = False,
+    engine_type: str = "unified",
+    tp_rank: int = 0,
+) -> SimMetrics:
     """The /metrics of the emulated version: the 71 families measured on 0.5.17 for 0.5.17 and 0.5.23 (which defines
     every 0.5.17 name too, by its source, but was not run), else the 17 known from the sources, with the token
     histograms where the version records them (0.5.11+, or --collect-tokens-histogram)."""
     from console.sim.shapes import at_least, detailed
 
-    if detailed(version):
-        return RealMetrics(model_name)
-    if at_least(version, "0.5.23"):  # its source defines every 0.5.17 family (spec_cap_length and the rest)
-        return RealMetrics(model_name)
-    return SimMetrics(model_name, token_histograms=collect_tokens_histogram or at_least(version, "0.5.11"))
+    if detailed(version) or at_least(version, "0.5.23"):  # 0.5.23's source defines every 0.5.17 family
+        return RealMetrics(model_name, engine_type=engine_type, tp_rank=tp_rank)
+    histograms = collect_tokens_histogram or at_least(version, "0.5.11")
+    return SimMetrics(model_name, token_histograms=histograms, engine_type=engine_type, tp_rank=tp_rank)

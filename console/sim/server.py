@@ -10,6 +10,7 @@ only on the steps SGLang's rule picks: `should_send`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import time
@@ -21,8 +22,8 @@ from typing import Any
 
 from console.sglang.flags import server_fields
 from console.sim import gpus as gpu_model
+from console.sim import multinode, pd, shapes
 from console.sim import sglang_log as L
-from console.sim import shapes
 from console.sim.content import Task
 from console.sim.metrics import SimMetrics, metrics_for
 from console.sim.prefix_cache import PrefixCache
@@ -58,6 +59,8 @@ class SimConfig:
     seed: int = 0
     dcgm_port: int | None = None  # where dcgm-exporter's /metrics of the simulated GPUs is served (None: nowhere)
     adaptive_config: str | None = None  # the text of --speculative-adaptive-config's file (None: SGLang's default)
+    # Multi-node: how long a rank lives on after a peer died (its next collective; console.sim.multinode).
+    peer_loss_exit_s: float = 2.0
     log: Callable[[str], None] = field(default=lambda s: print(s, flush=True))
 
     @property
@@ -102,6 +105,11 @@ class Live:
     cached_tokens: int = 0  # the prompt's leading tokens found in the prefix cache
     finish: str | None = None
     first_token_at: float | None = None
+    # Ended with an error instead of tokens ("abort"): (HTTP status, SGLang's message); PD rooms that failed.
+    abort: tuple[int, str] | None = None
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    task: Task = Task.CHAT
 
 
 class SimServer:
@@ -121,12 +129,31 @@ class SimServer:
         self.window_accept_length: float | None = None
         self.window_accept_rate: float | None = None
         self.metrics: SimMetrics | None = None
+        # PD disaggregation (console.sim.pd): None unless --disaggregation-mode is prefill or decode.
+        pd_spec = pd.PdSpec.from_resolved(config.resolved)
         if config.resolved.get("enable_metrics"):
             self.metrics = metrics_for(
                 config.version,
                 config.served_model_name,
                 collect_tokens_histogram=bool(config.resolved.get("collect_tokens_histogram")),
+                engine_type=pd_spec.mode if pd_spec is not None else "unified",
+                tp_rank=multinode.first_tp_rank(config.resolved),
             )
+        self.disagg: pd.Disaggregation | None = None
+        if pd_spec is not None:
+            self.disagg = pd.Disaggregation(
+                pd_spec,
+                pd.Callbacks(
+                    add=self._engine_add,
+                    release=self.release,
+                    fail=self.fail,
+                    kv_bytes=self.kv_bytes,
+                    log=lambda message: self.log(message),
+                    die=self.die,
+                ),
+            )
+            if self.metrics is not None:
+                self.disagg.attach_metrics(self.metrics.registry, self.metrics.labels)
         self._prefix_cache: PrefixCache | None = None  # made once the KV pool's size is known
         self.started_at = time.time()
         self.startup_time = 0.0
@@ -153,9 +180,13 @@ class SimServer:
         # --speculative-adaptive: the tier the last decode round ran (internal_states, spec_num_steps)
         self.launch_steps = int(config.resolved.get("speculative_num_steps") or 0)
         self.active_steps = self.launch_steps
-        count = config.gpu_count or config.profile.gpu_count
+        count = config.gpu_count or multinode.gpus_per_node(config.resolved) or config.profile.gpu_count
         self.gpus = gpu_model.idle_gpus(config.profile.gpu, count, config.profile.name)
         self._gpu_clock = time.monotonic()
+        # Multi-node and the gate (console.sim.multinode): None on a plain single node.
+        spec = multinode.GroupSpec.from_resolved(config.resolved, peer_loss_exit_s=config.peer_loss_exit_s)
+        self.group = multinode.Group(spec, self.log_as) if spec is not None else None
+        self.first_tp_rank = multinode.first_tp_rank(config.resolved)
 
     # --- derived figures -------------------------------------------------------------------------
 
@@ -192,7 +223,12 @@ class SimServer:
     def log(self, message: str, rank: str | None = None) -> None:
         """A scheduler line: "[... TP0] message"; 0.5.17 with one GPU prints no rank (measured)."""
         if rank is None:
-            rank = "" if self.detailed and int(self.config.resolved.get("tp_size") or 1) <= 1 else "TP0"
+            single = self.detailed and int(self.config.resolved.get("tp_size") or 1) <= 1
+            rank = "" if single else f"TP{self.first_tp_rank}"
+        self.config.log(L.line(message, rank=rank))
+
+    def log_as(self, message: str, rank: str) -> None:
+        """A line with the given rank prefix ("" for the main process): the multi-node group's lines."""
         self.config.log(L.line(message, rank=rank))
 
     def log_access(self, peer: str, method: str, target: str, status: int, http_version: str = "1.1") -> None:
@@ -227,22 +263,97 @@ class SimServer:
         log_metrics: bool = True,
         task: Task = Task.CHAT,
         prompt: Sequence[Hashable] | None = None,
+        bootstrap: pd.Bootstrap | None = None,
     ) -> Live:
         """A request into the batch; `task` is what its prompt asks for (console.sim.content.classify_prompt): code
         accepts more draft tokens than chat, translation fewer. `prompt` (its token ids, or words) is matched against
-        the prefix cache: the tokens found there are the request's cached_tokens."""
+        the prefix cache: the tokens found there are the request's cached_tokens. On a PD server `bootstrap` is what
+        the client's request carried (None: the stand-in's own requests, which go SGLang's fake path), and the role
+        decides when the request enters the engine (console.sim.pd)."""
         self._seq += 1
         rid = uuid.uuid4().hex
         seed = self.config.seed * 1_000_003 + self._seq
         req = Live(rid, prompt_tokens, max(1, max_new_tokens), seed, time.time(), stream_interval, log_metrics)
+        req.temperature, req.ignore_eos, req.task = max(0.0, temperature), ignore_eos, task
         if prompt is not None and log_metrics:
             req.cached_tokens = self.prefix_cache.admit(prompt)
         self.live[rid] = req
-        self.engine.add(rid, max(1, prompt_tokens), req.max_new_tokens, max(0.0, temperature), ignore_eos, task=task)
+        if self.disagg is not None:
+            self.disagg.admit(req, bootstrap or pd.INTERNAL)
+        else:
+            self._engine_add(req)
         if self.metrics and log_metrics:
             self.metrics.on_request(prompt_tokens, cached_tokens=req.cached_tokens)
-        self._wake.set()
         return req
+
+    def _engine_add(self, req: Live, *, prefilled: bool = False, max_new_tokens: int | None = None) -> None:
+        if req.rid not in self.live or req.finish is not None:
+            return  # the client went away while its KV was on its way
+        max_new = req.max_new_tokens if max_new_tokens is None else max_new_tokens
+        ignore_eos = req.ignore_eos or max_new_tokens is not None
+        self.engine.add(
+            req.rid, max(1, req.prompt_tokens), max_new, req.temperature, ignore_eos, task=req.task, prefilled=prefilled
+        )
+        self._wake.set()
+
+    # --- PD (console.sim.pd calls these) -----------------------------------------------------------------------
+
+    def release(self, req: Live) -> None:
+        """A PD prefill request whose KV has gone answers now."""
+        req.finish = req.finish or "length"
+        req.queue.put_nowait(0)
+        self._output.set()
+        self._output = asyncio.Event()
+
+    def fail(self, req: Live, status: int, message: str) -> None:
+        """End a request with SGLang's abort (status, message) instead of tokens."""
+        self.engine.abort(req.rid)
+        req.abort = (status, message)
+        req.finish = "abort"
+        req.queue.put_nowait(0)
+
+    def kv_bytes(self, prompt_tokens: int) -> float:
+        """The KV cache bytes of so many tokens, over every GPU of the server."""
+        per_gpu = self.memory_split["kvcache"] * 2**30 / max(1, self.max_total_num_tokens)
+        return prompt_tokens * per_gpu * max(1, int(self.config.resolved.get("tp_size") or 1))
+
+    def die(self, error: str) -> None:
+        """A fatal scheduler exception (a PD peer that does not match): the server goes as SGLang's does."""
+        multinode.die_like_sglang(
+            self.log_as, error, self.first_tp_rank, self._forget_gpus, running_leader=self.status == "Up"
+        )
+
+    def batch_now(self) -> dict[str, float]:
+        """Rank 0's batch as its heartbeats carry it to the other ranks (console.sim.multinode)."""
+        return {
+            "running": self.num_running,
+            "busy": float(not self.engine.idle),
+            "queued": self.num_queued,
+            "used_tokens": self.used_tokens,
+            "token_usage": self.token_usage,
+            "gen_throughput": self.last_gen_throughput,
+        }
+
+    def mirrored_metrics(self) -> tuple[bytes, str]:
+        """(a rank >= 1 with --enable-metrics-for-all-schedulers) its scheduler's /metrics: rank 0's batch, which
+        every TP rank computes, under its own tp_rank."""
+        assert self.metrics is not None
+        batch = (self.group.mirror if self.group is not None else None) or {}
+        self.metrics.on_window(
+            running=int(batch.get("running", 0)),
+            queued=int(batch.get("queued", 0)),
+            used_tokens=int(batch.get("used_tokens", 0)),
+            token_usage=batch.get("token_usage", 0.0),
+            gen_throughput=batch.get("gen_throughput", 0.0),
+            accept_length=None,
+            accept_rate=None,
+            max_total_num_tokens=self.max_total_num_tokens,
+        )
+        return self.metrics.render()
+
+    def _forget_gpus(self) -> None:
+        with contextlib.suppress(OSError):
+            (gpu_model.state_dir(self.config.state_dir) / gpu_model.STATE_FILE).unlink(missing_ok=True)
 
     def forget(self, req: Live) -> None:
         """The client went away: drop the request from the batch, as SGLang aborts it."""
@@ -343,6 +454,8 @@ class SimServer:
             if req.first_token_at is None:
                 req.first_token_at = now
             if rid in finished:
+                if self.disagg is not None and self.disagg.hold_finish(req):
+                    continue  # a PD prefill answers once its KV has gone to the decode
                 req.finish = reasons.get(rid, "length")
             if req.finish is not None or should_send(len(req.ids), req.stream_interval):
                 req.queue.put_nowait(n)
@@ -416,7 +529,10 @@ class SimServer:
         dt, self._gpu_clock = now - self._gpu_clock, now
         up = self.status != "Starting" or self.memory_used_mib >= self.engine.perf.memory_used_mib()
         used = self.engine.perf.memory_used_mib() if up else self.memory_used_mib
-        loads = self.engine.perf.gpu_load(self.num_running, busy=not self.engine.idle, memory_used_mib=used)
+        running, busy = self.num_running, not self.engine.idle
+        if self.group is not None and self.group.mirror is not None:  # a rank >= 1 computes rank 0's batch
+            running, busy = int(self.group.mirror.get("running", 0)), bool(self.group.mirror.get("busy", 0))
+        loads = self.engine.perf.gpu_load(running, busy=busy, memory_used_mib=used)
         proc_name = "python3"
         proc = (gpu_model.GpuProcess(os.getpid(), proc_name, max(0, used - 530)),) if used else ()
         self.gpus = [
@@ -450,6 +566,20 @@ class SimServer:
     async def _phase(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds * self.config.time_scale))
 
+    async def init_parallel(self) -> None:
+        """0.5.23's "Init parallel begin/ends" with, between them, the ranks' rendezvous (console.sim.multinode), then
+        the gate (--gated-launch-port) before any weights. GroupError when the group does not form."""
+        logged = shapes.at_least(self.config.version, "0.5.23") or self.group is not None
+        started = time.monotonic()
+        if logged:
+            self.log("Init parallel begin.")
+        if self.group is not None:
+            await self.group.rendezvous()
+        if logged:
+            self.log(f"Init parallel ends. elapsed={time.monotonic() - started:.2f} s")
+        if self.group is not None:
+            await self.group.wait_gate()
+
     async def start_scheduler(self) -> None:
         """Weights, KV cache and CUDA graphs, with SGLang's log lines; the port is not bound meanwhile."""
         if self.detailed:
@@ -459,6 +589,7 @@ class SimServer:
             await start_scheduler_0523(self)
             return
         self.log(L.server_args(self.args() or dict(self.config.resolved)), rank="")
+        await self.init_parallel()
         p = self.config.profile
         phases = dict(self.engine.startup_phases())
         total = p.gpu.memory_mib / 1024
@@ -505,6 +636,9 @@ class SimServer:
         phases = dict(self.engine.startup_phases())
         args = self.args()
         self.log(L.server_args(args), rank="")
+        if self.group is not None:
+            await self.group.rendezvous()
+            await self.group.wait_gate()
         draft = cfg.speculative and str(resolved.get("speculative_algorithm")) in ("EAGLE", "EAGLE3", "STANDALONE")
         total = p.gpu.memory_mib / 1024
         final_gib = self.engine.perf.memory_used_mib() / 1024

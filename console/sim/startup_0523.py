@@ -78,8 +78,7 @@ async def start_scheduler_0523(sim: Any) -> None:
     kv = max(0.1, final_gib - weights - draft_weights - graph_total - 0.52)
     avail = total - 0.52
     sim.memory_used_mib = 530
-    sim.log("Init parallel begin.")
-    sim.log("Init parallel ends. elapsed=0.05 s")
+    await sim.init_parallel()  # the ranks' rendezvous and the gate, between its two lines (console.sim.multinode)
     load = weight_load(sim)
     marker = compile_cache_marker(dict(os.environ), cfg.version, p.architecture, int(resolved.get("tp_size") or 1))
     jit = 1.0 - p.startup.capture_jit_share if warm(marker) else 1.0  # a warm compile cache: no JIT compiles

@@ -16,6 +16,11 @@
 # Issue 37 (predict from one benchmark at steps 3, then restarts; predict_session.py, detached like tune):
 #   bash scripts/real_sglang/run.sh predict .sgc2 .sgc3    # then `run.sh wait`; tune.tgz holds predict.json, bench-*
 #   (predict_report.py OUTDIR prints the comparison)
+# Issue 46 (predict on a GPU-bound target: an 8B-shaped Llama and the repeat draft; predict_gpu_session.py, detached):
+#   bash scripts/real_sglang/run.sh gpubuild .sgc1         # part 1 staged; the 16 GB target and its draft built with
+#                                                          #   the image's torch (build_gpu_target.py weights)
+#   bash scripts/real_sglang/run.sh predict8b .sgc2 .sgc3  # last parts, install, tokenizer, the session; then `wait`
+#   (predict_gpu_report.py OUTDIR prints the table; env BUDGET_S, DURATION, PHASES pass through)
 # /opt survives between calls only while the machine stays warm (about 30 s idle), so the calls follow each other.
 set -u
 O=${O:-/opt}  # /opt on the GPU machine (SIM=1 O=/tmp/x for issue 20's dry run here, see below)
@@ -37,6 +42,12 @@ install() {
 # Issue 20's session. `SIM=1 O=/tmp/x PY=.venv/bin/python bash run.sh tune`, then `... wait`, runs the same driver
 # against the stand-in here (no bundle, no models: tune_session.py --sim): the detached session, `wait`, the snapshot.
 RT=$O/rt; REPO_COPY=$O/repo; WAIT_S=${WAIT_S:-570}
+gpu_models() {  # where the 16 GB target lives: memory (/dev/shm) where it has room, else /opt
+  if [ -f /dev/shm/sgm/gpu-target.json ]; then echo /dev/shm/sgm
+  elif [ -f $O/sgm/gpu-target.json ]; then echo $O/sgm
+  elif [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -gt 41943040 ] 2>/dev/null; then echo /dev/shm/sgm
+  else echo $O/sgm; fi
+}
 prep() {  # the target, the drafts and their offline figures; meanwhile an import profile of SGLang's server, which
           # also writes the bytecode of every module a start imports (the bundle ships none), so the first start is
           # not the one that compiles them
@@ -68,7 +79,7 @@ print(p.pid)' $RT/session.log $PY scripts/real_sglang/${SESSION:-tune_session.py
 }
 snapshot() {  # what the session has so far, as at most 8 files in $OUT (each under 16 MiB: the journal and the
               # bench records, the big ones, travel on their own)
-  cp $O/build_drafts.log $O/importtime.txt.gz $M/drafts.json $RT/summary.json "$OUT/" 2>/dev/null
+  cp $O/build_drafts.log $O/importtime.txt.gz $M/drafts.json "$(gpu_models)/gpu-target.json" $RT/summary.json "$OUT/" 2>/dev/null
   [ -f $RT/journal.jsonl ] && gzip -c $RT/journal.jsonl > "$OUT/journal.jsonl.gz"
   tar -C $RT/work/ws -czf "$OUT/bench.tgz" logs 2>/dev/null
   tar -C $RT --exclude=work/sim-state --exclude=work/control.sock --exclude=work/ws/logs --exclude=journal.jsonl \
@@ -130,6 +141,26 @@ predict)  # issue 37: one benchmark at steps 3 predicts steps 2 and 1, then rest
   export PYTHONPATH=$SG
   prep; SESSION=predict_session.py launch; wait_session
   ;;
+gpubuild)  # issue 46: the GPU-bound target and its draft, with the image's torch (no bundle needed)
+  shift; stage "$@"
+  M=$(gpu_models); df -h /dev/shm /opt | tail -2
+  t=$SECONDS; $PY scripts/real_sglang/build_gpu_target.py weights $M 2>&1 | tee -a "$OUT/driver.log"
+  log "gpu target in $M rc=${PIPESTATUS[0]} in $((SECONDS - t)) s"; cp $M/gpu-target.json "$OUT/" 2>/dev/null
+  ;;
+predict8b)  # issue 46: the session on the GPU-bound target (predict_gpu_session.py)
+  shift
+  if [ "${SIM:-0}" = 1 ]; then SG=""; SESSION=predict_gpu_session.py launch; wait_session; exit; fi
+  stage "$@"
+  install || exit 1
+  export PYTHONPATH=$SG
+  M=$(gpu_models)
+  [ -f $M/gpu-target.json ] || { log "no target in $M: run.sh gpubuild first"; exit 1; }
+  t=$SECONDS
+  ( $PY -X importtime -c "import sglang.srt.server_args, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler" \
+      2> $O/importtime.txt >/dev/null; gzip -f $O/importtime.txt; log "import profile in $((SECONDS - t)) s" ) &
+  $PY scripts/real_sglang/build_gpu_target.py tokenizer $M 2>&1 | tail -2; wait
+  SESSION=predict_gpu_session.py launch; wait_session
+  ;;
 wait) wait_session ;;
-*) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait | traffic [DIR...] | tokens [DIR...]" >&2; exit 2 ;;
+*) echo "usage: run.sh stage DIR... | session [DIR...] | tune [DIR...] | wait | traffic [DIR...] | tokens [DIR...] | gpubuild DIR | predict8b [DIR...]" >&2; exit 2 ;;
 esac

@@ -83,9 +83,12 @@ def schedule_server() -> Iterator[Callable[..., ScheduleServer]]:
         tokens_per_chunk: int = 1,
         spec: bool = False,
         fail_every: int = 0,
+        cold_requests: int = 0,
+        cold_factor: float = 1.0,
     ) -> ScheduleServer:
         args = ["--ttft-ms", str(ttft_ms), "--interval-ms", str(interval_ms)]
         args += ["--tokens-per-chunk", str(tokens_per_chunk), "--fail-every", str(fail_every)]
+        args += ["--cold-requests", str(cold_requests), "--cold-factor", str(cold_factor)]
         if spec:
             args.append("--spec")
         # On the 2-core CI machine the server gets its own core so its timers are not delayed by the client.

@@ -6,11 +6,13 @@ sent (ignore_eos semantics). Chunk i is due at arrival + ttft + i × interval (a
 does not accumulate). With `--spec`, the final meta_info reports spec_verify_ct = number of chunks, like a
 speculative server accepting `tokens_per_chunk` tokens per verify step.
 
-`--interval-ms 0` emits as fast as the server can (for the client-speed benchmark).
+`--interval-ms 0` emits as fast as the server can (for the client-speed benchmark). `--cold-requests N --cold-factor F`
+is a server just started: its first N requests stream F times slower (the warm-up tests).
 
 Run: python -m tests.bench.schedule_server --port 0 [--ttft-ms 50 --interval-ms 20 --tokens-per-chunk 2]
 Prints `LISTENING <port>` on stdout once it accepts connections. GET /in_flight says how many streamed answers
-are being sent (a client that went away ends its own).
+are being sent (a client that went away ends its own) and, in `peaks_at_flush`, the most that were sent at once before
+each /flush_cache (what a level's warm-up sent together: the engine flushes after it).
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ class Schedule:
         spec: bool,
         fail_every: int = 0,
         events_per_write: int = FAST_BATCH,
+        cold_requests: int = 0,
+        cold_factor: float = 1.0,
     ) -> None:
+        self.cold_requests = cold_requests
+        self.cold_factor = cold_factor
         self.events_per_write = events_per_write
         self.fail_every = fail_every  # every k-th request answers HTTP 500 (guard-rail tests); 0: never
         self.ttft = ttft_ms / 1000.0
@@ -53,19 +59,24 @@ class Schedule:
         return sizes
 
 
-IN_FLIGHT = {"streams": 0}  # streamed answers being sent now (GET /in_flight): a client that went away ends its own
+# streamed answers being sent now (GET /in_flight): a client that went away ends its own; the most at once since the
+# last flush, and at each flush
+IN_FLIGHT: dict[str, Any] = {"streams": 0, "peak": 0, "peaks_at_flush": []}
 
 
-async def _emit(request: web.Request, schedule: Schedule, events: Any) -> web.StreamResponse:
+async def _emit(
+    request: web.Request, schedule: Schedule, events: Any, interval: float | None = None
+) -> web.StreamResponse:
     """Send the events (an iterator of bytes, one per chunk) on the schedule, then [DONE]."""
     IN_FLIGHT["streams"] += 1
+    IN_FLIGHT["peak"] = max(IN_FLIGHT["peak"], IN_FLIGHT["streams"])
     try:
-        return await _emit_counted(request, schedule, events)
+        return await _emit_counted(request, schedule, events, schedule.interval if interval is None else interval)
     finally:
         IN_FLIGHT["streams"] -= 1
 
 
-async def _emit_counted(request: web.Request, schedule: Schedule, events: Any) -> web.StreamResponse:
+async def _emit_counted(request: web.Request, schedule: Schedule, events: Any, interval: float) -> web.StreamResponse:
     arrived = time.perf_counter()
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
@@ -79,8 +90,8 @@ async def _emit_counted(request: web.Request, schedule: Schedule, events: Any) -
             b"".join(rest[i : i + schedule.events_per_write]) for i in range(0, len(rest), schedule.events_per_write)
         ]
     for i, event in enumerate(events):
-        if schedule.interval > 0 or i == 0:
-            delay = arrived + schedule.ttft + i * schedule.interval - time.perf_counter()
+        if interval > 0 or i == 0:
+            delay = arrived + schedule.ttft + i * interval - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
         await resp.write(event)
@@ -146,7 +157,9 @@ def build_app(schedule: Schedule) -> web.Application:
         counter["n"] += 1
         if schedule.fail_every and counter["n"] % schedule.fail_every == 0:
             return web.json_response({"error": {"message": "injected failure"}}, status=500)
-        return await _emit(request, schedule, _generate_events(schedule, prompt, total, f"r{counter['n']}"))
+        cold = counter["n"] <= schedule.cold_requests
+        interval = schedule.interval * (schedule.cold_factor if cold else 1.0)
+        return await _emit(request, schedule, _generate_events(schedule, prompt, total, f"r{counter['n']}"), interval)
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -171,6 +184,8 @@ def build_app(schedule: Schedule) -> web.Application:
         return web.json_response({"object": "list", "data": [card]})
 
     async def flush(_request: web.Request) -> web.Response:
+        IN_FLIGHT["peaks_at_flush"].append(IN_FLIGHT["peak"])
+        IN_FLIGHT["peak"] = IN_FLIGHT["streams"]
         return web.Response(text="Cache flushed.\n")
 
     async def health(_request: web.Request) -> web.Response:
@@ -191,8 +206,9 @@ def build_app(schedule: Schedule) -> web.Application:
 
 async def _serve(args: argparse.Namespace) -> None:
     schedule = Schedule(
-        args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.spec, args.fail_every, args.events_per_write
-    )
+        args.ttft_ms, args.interval_ms, args.tokens_per_chunk, args.spec, args.fail_every, args.events_per_write,
+        args.cold_requests, args.cold_factor,
+    )  # fmt: skip
     runner = web.AppRunner(build_app(schedule), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, backlog=4096)
@@ -212,6 +228,8 @@ def main() -> None:
     parser.add_argument("--spec", action="store_true", help="report spec_verify_ct like a speculative server")
     parser.add_argument("--fail-every", type=int, default=0, help="every k-th request fails with HTTP 500")
     parser.add_argument("--events-per-write", type=int, default=FAST_BATCH, help="with --interval-ms 0")
+    parser.add_argument("--cold-requests", type=int, default=0, help="the first N requests stream --cold-factor slower")
+    parser.add_argument("--cold-factor", type=float, default=1.0)
     parser.add_argument("--cpu", type=int, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:

@@ -67,4 +67,6 @@ def test_the_spread_the_bands_carry_is_the_records_own() -> None:
     evidence = Evidence.from_records(r for r in grid_records() if "/random/" in r.label)
     key = evidence.workloads()[0]
     noise = evidence.noise(key)
-    assert noise is not None and 0.05 < noise < 0.3  # a half-spread: 22 % full spread at the median cell
+    # the runs' relative standard deviation, pooled over the 18 cells run twice (22 % full spread at the median
+    # cell, and some far more: the H200's tiny server drifted between runs)
+    assert noise is not None and 0.1 < noise < 0.5 and evidence.noise_dof(key) == 18

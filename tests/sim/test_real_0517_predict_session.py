@@ -73,3 +73,30 @@ def test_what_the_console_said_then_is_what_it_says_now_and_the_verdicts(run: st
     }
     # the server's round was slower with fewer steps: steps 1 measured below steps 3 at C = 1, in both sessions
     assert measured[1] < measured[3]
+
+
+def test_every_run_measured_after_the_restarts_falls_inside_its_band() -> None:
+    """Bands that mean what they say (issue 46): each run of steps 2, 1 and 3 again (other launches than the one the
+    records came from) against the band predicted from steps 3's benchmark alone, throughput and accept length. Both
+    sessions: 23 of 24 runs' tok/s inside (the miss: the second session's steps 2 at C = 16, 3,667 against a band to
+    3,439; this host-bound server's runs spread widely, and the bands with them: ±40-50 % at t of 2 degrees of
+    freedom), 24 of 24 accept lengths; before, 16 and 0 of 24."""
+    tok = accept = total = 0
+    for run in ("run1", "run2"):
+        records, _doc = session(run)
+        base = Evidence.from_records(records["steps3-base"])
+        predictor = Predictor(base, base.workloads()[0], incumbent=base.levels[0].setup)
+        for label in ("steps2", "steps1", "steps3"):
+            measured = Evidence.from_records(records[label])
+            forecast = predictor.forecast(measured.levels[0].setup, measured.levels[0].overlap, [1, 16])
+            for level in forecast.levels:
+                assert level.accept_length is not None
+                for m in (m for m in measured.levels if m.concurrency == level.concurrency):
+                    total += 1
+                    tok += level.output_tok_s.low <= m.output_tok_s <= level.output_tok_s.high
+                    accept += level.accept_length.low <= accept_of(m) <= level.accept_length.high
+    assert total == 24 and tok >= 23 and accept == 24, (tok, accept)
+
+
+def accept_of(m: Measured) -> float:
+    return 1.0 + (m.mean_accepted or 0.0)

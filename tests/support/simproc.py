@@ -51,6 +51,14 @@ class SimProcess:
     owns_state_dir: bool = False  # created for this process: removed by stop()
     lines: list[str] = field(default_factory=list)
     address: str = "127.0.0.1"  # where it listens (its --host, when given one)
+    arrived: list[float] = field(default_factory=list)  # time.monotonic() at which each line was read
+
+    def arrival_of(self, text: str) -> float:
+        """When the first line holding `text` was read (KeyError if none was)."""
+        for line, at in zip(list(self.lines), list(self.arrived), strict=False):
+            if text in line:
+                return at
+        raise KeyError(text)
 
     @property
     def url(self) -> str:
@@ -124,6 +132,7 @@ def start_sim(
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            sim.arrived.append(time.monotonic())
             sim.lines.append(line.rstrip("\n"))
 
     threading.Thread(target=pump, daemon=True).start()

@@ -50,8 +50,10 @@ def test_a_level_is_its_warm_up_its_duration_and_the_tail_of_the_requests_in_fli
     assert level_seconds(10.0, 1, warmup=2, request_s=2.0) == pytest.approx(10.0 + 2 * 2.0 + 0.5 * 2.0)
     # C = 8: the two warm-up requests together; the last of eight in flight ends 8/9 of a request after the deadline
     assert level_seconds(10.0, 8, warmup=2, request_s=2.0) == pytest.approx(10.0 + 2.0 + 8 / 9 * 2.0)
-    # more warm-up requests than the level's concurrency: the rest one after another
-    assert level_seconds(10.0, 2, warmup=5, request_s=1.0) == pytest.approx(10.0 + 4 + 2 / 3)
+    # more warm-up requests than the level's concurrency: waves of C together (5 requests at C = 2: three waves)
+    assert level_seconds(10.0, 2, warmup=5, request_s=1.0) == pytest.approx(10.0 + 3 + 2 / 3)
+    # right after a start the first repeat warms until two waves agree: one wave more at the least
+    assert level_seconds(10.0, 8, warmup=2, request_s=2.0, settle=True) == pytest.approx(10.0 + 2 * 2.0 + 8 / 9 * 2.0)
     assert level_seconds(10.0, 32, warmup=0, request_s=1.0) == pytest.approx(10.0 + 32 / 33)
 
 
@@ -70,7 +72,8 @@ def test_the_grids_estimate_is_every_setups_levels_for_every_repeat_and_its_star
     per_workload = level_seconds(60.0, 1, warmup=2, request_s=5.0) + level_seconds(60.0, 32, warmup=2, request_s=5.0)
     total = tune_seconds(["a", "b", "c"], cells, GRID, running="b", duration_s=60.0, warmup=2, request_s=5.0,
                          restart_s=100.0)  # fmt: skip
-    assert total == pytest.approx(3 * 2 * 2 * per_workload + 3 * 100.0)
+    # the two setups started (a, c) warm their first repeat of each of the 4 levels until it settles: a wave more
+    assert total == pytest.approx(3 * 2 * 2 * per_workload + 2 * 4 * 5.0 + 3 * 100.0)
 
 
 def test_a_request_before_any_was_measured_is_its_output_tokens_at_the_priors_pace() -> None:

@@ -9,7 +9,7 @@ What the rest of console/ uses is imported from here; the modules are this packa
 
 from console.core.predict.acceptance import Fit, Histogram, Runs, fit_histograms, fit_means, mean_accepted
 from console.core.predict.evidence import Evidence, Measured, overlap_of, workload_key
-from console.core.predict.forecast import Figure, LevelForecast, Predictor, SetupForecast, Unknown, Verdict
+from console.core.predict.forecast import Figure, LevelForecast, Predictor, SetupForecast, Split, Unknown, Verdict
 
 __all__ = [
     "Evidence",
@@ -21,6 +21,7 @@ __all__ = [
     "Predictor",
     "Runs",
     "SetupForecast",
+    "Split",
     "Unknown",
     "Verdict",
     "fit_histograms",

@@ -146,6 +146,25 @@ def log_likelihood(runs: Runs, histograms: Sequence[Histogram]) -> float:
     return total
 
 
+def _fronts(chains: Sequence[Runs]) -> tuple[Runs, ...]:
+    """The chains that can be the band's edges: the accept length grows with both chances (a right guess more often
+    is never fewer accepted), so its least and most over a set of chains are on the set's lower-left and upper-right
+    fronts (no chain below, or above, in both chances). What is used of a band is its edges; this keeps them only
+    (from hundreds of chains to a few dozen: the fit's calibration asks for the edges of every measured setup)."""
+
+    def front(sign: float) -> list[Runs]:
+        ordered = sorted(chains, key=lambda r: (sign * r.after_hit, sign * r.after_miss), reverse=True)
+        out: list[Runs] = []
+        best = -math.inf
+        for r in ordered:
+            if sign * r.after_miss > best:
+                out.append(r)
+                best = sign * r.after_miss
+        return out
+
+    return tuple(dict.fromkeys([*front(1.0), *front(-1.0)]))
+
+
 def _grid(center: float, half_span: float, points: int) -> list[float]:
     low, high = max(_EPS, center - half_span), min(1 - _EPS, center + half_span)
     step = (high - low) / (points - 1)
@@ -190,6 +209,16 @@ def fit_histograms(histograms: Iterable[Histogram]) -> Fit | None:
 
 @functools.lru_cache(maxsize=256)
 def _fit_histograms(data: tuple[Histogram, ...]) -> Fit:
+    rounds = sum(h.rounds for h in data)
+    if max(h.depth for h in data) == 1:
+        # One draft a round: a round accepts it or not, which says how often the first guess is right and nothing of
+        # what follows a right one. Like one depth's mean (fit_means): every chain with that rate, no runs to the
+        # strongest seen (the H100's 8B from steps 1 alone: a maximum-likelihood chain on that ridge put steps 3 at
+        # 1.85, where it measured 2.28-2.37).
+        mean = sum(h.mean_accepted * h.rounds for h in data) / rounds
+        ridge = _fit_means(((1, mean, rounds),))
+        return Fit(ridge.runs, ridge.band, "histograms of one draft a round", rounds, 1)
+
     def score(runs: Runs) -> float:
         return log_likelihood(runs, data)
 
@@ -197,7 +226,7 @@ def _fit_histograms(data: tuple[Histogram, ...]) -> Fit:
     # The band: scan a window around the optimum wide enough for the likelihood to fall by the drop.
     span = 6.0 / math.sqrt(sum(h.rounds for h in data))
     window = [Runs(h, m) for h in _grid(runs.after_hit, span, 15) for m in _grid(runs.after_miss, span, 15)]
-    band = tuple(r for r in window if score(r) >= best - LIKELIHOOD_DROP)
+    band = _fronts([r for r in window if score(r) >= best - LIKELIHOOD_DROP])
     return Fit(runs, band, "histograms", sum(h.rounds for h in data), max(h.depth for h in data))
 
 
@@ -232,7 +261,7 @@ def _fit_means(data: tuple[tuple[int, float, int], ...]) -> Fit:
 
     _, runs, scored = _search(lambda r: -error(r))
     tolerance = 0.015**2 * max(m for _, m, _ in data) ** 2
-    band = tuple(r for s, r in scored if -s <= tolerance)
+    band = _fronts([r for s, r in scored if -s <= tolerance])
     return Fit(runs, band, "means", total, max(d for d, _, _ in data))
 
 

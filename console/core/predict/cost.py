@@ -127,7 +127,9 @@ class RoundCost:
         no record has, half of what the verify tokens it adds or drops cost by the fit (UNMEASURED_WIDTH)."""
         phi = features(setup, overlap, batch)
         value = sum(p * m for p, m in zip(phi, self.mean, strict=True))
-        variance = sum(phi[i] * phi[j] * self.covariance[i][j] for i in range(len(phi)) for j in range(len(phi)))
+        used = [(i, p) for i, p in enumerate(phi) if p]  # most terms are off for a setup: only its own count
+        cov = self.covariance
+        variance = sum(p * q * cov[i][j] for i, p in used for j, q in used)
         gap = min(abs(setup.verify_tokens - n) for n in self.verify_widths) if self.verify_widths else 0
         per_token = self.mean[TERMS.index("per_verify_token")] + (
             self.mean[TERMS.index("tree_token")] if setup.speculative and setup.topk > 1 else 0.0
@@ -152,10 +154,12 @@ def _fit(points: Sequence[Point], prior_mean: list[float], prior_sd: list[float]
     for p in points:
         phi = features(p.setup, p.overlap, p.batch)
         weight = 1.0 / (noise * p.round_ms) ** 2
-        for i in range(n):
-            rhs[i] += weight * phi[i] * p.round_ms
-            for j in range(n):
-                precision[i][j] += weight * phi[i] * phi[j]
+        used = [(i, weight * f) for i, f in enumerate(phi) if f]  # a point's terms that are on (the rest add 0)
+        for i, wi in used:
+            rhs[i] += wi * p.round_ms
+            row = precision[i]
+            for j, _ in used:
+                row[j] += wi * phi[j]
     mean = _cholesky_solve(precision, rhs)
     covariance = _inverse(precision)
     widths = frozenset(p.setup.verify_tokens for p in points)

@@ -9,16 +9,18 @@ Records written before those figures were kept (before the prediction) still ser
 times the accept length and their decode batch the concurrency times the share of a request spent decoding, both
 read off the level's means (`Measured.derived`: the prediction says so).
 
-`Evidence.noise` is the run-to-run spread the records show: for every (setup, workload, level) measured more than once
-(repeats, or runs on different days), (max - min) / (2 x median) of the output tok/s, the median over those cells.
+`Evidence.noise` is the run-to-run spread the records show: the relative standard deviation of output tok/s pooled over
+every (setup, workload, level) measured more than once (repeats, or runs of other launches and days), per level where
+that level was repeated; `noise_dof` how many degrees of freedom it rests on (a band takes Student's t of them).
 Nothing is assumed where nothing was repeated: `noise` is None and every band says so.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,13 +85,15 @@ class Measured:
     run_id: str
     label: str
     started_at: str
+    host: str = ""  # the record's target: this host's, or another of its group's (pooled)
 
     @classmethod
     def from_record(cls, record: BenchRecord) -> Measured | None:
         """None for a level without a finished request, a rate level (open loop) or one without decode figures."""
         if record.max_concurrency is None or record.request_rate is not None or record.completed <= 0:
             return None
-        setup = SpecSetup.from_server_args(record.server_args, record.spec_mode)
+        mode = record.spec_mode
+        setup = SpecSetup.from_server_args(record.server_args, mode)
         output_len = record.total_output_tokens / record.completed
         accept = record.accept_length if setup.speculative else None
         rounds, mean_accepted = _rounds(record, setup, output_len)
@@ -106,7 +110,7 @@ class Measured:
         histogram = tuple(record.spec_accept_histogram) if setup.speculative and record.spec_accept_histogram else None
         return cls(
             setup=setup,
-            overlap=overlap_of(record.server_args, record.spec_mode),
+            overlap=overlap_of(record.server_args, mode),
             workload=workload_key(record.workload),
             concurrency=record.max_concurrency,
             output_tok_s=record.output_throughput,
@@ -124,13 +128,12 @@ class Measured:
             max_running=_int(record.effective_max_running_requests)
             or _int(record.server_args.get("max_running_requests")),
             percentiles={
-                k: float(v)
-                for k, v in record.model_dump().items()
-                if k.endswith("_ms") and "_" in k and isinstance(v, (int, float))
+                k: float(v) for k in _LATENCY_FIELDS if isinstance(v := getattr(record, k, None), (int, float))
             },
             run_id=record.run_id,
             label=record.label,
             started_at=record.started_at.isoformat(),
+            host=record.target,
         )
 
     def mean(self, metric: str) -> float:
@@ -141,6 +144,13 @@ class Measured:
     def cell(self) -> tuple[SpecSetup, bool, str, int]:
         """What repeats of one measurement share: the setup (its draft included), the overlap, workload and level."""
         return self.setup, self.overlap, self.workload, self.concurrency
+
+
+# The record's latency figures an SLO is held to (mean_ttft_ms, p95_tpot_ms, ...): its fields ending in _ms.
+_LATENCY_FIELDS = tuple(
+    name for name in BenchRecord.model_fields if name.endswith("_ms") and name.split("_")[0] in
+    ("mean", "median", "std", "p90", "p95", "p99", "max")
+)  # fmt: skip
 
 
 def _int(value: Any) -> int | None:
@@ -193,18 +203,60 @@ class Evidence:
             out.setdefault(m.cell, []).append(m)
         return out
 
-    def noise(self, workload: str | None = None) -> float | None:
-        """The median half-spread of output tok/s over the cells measured more than once; None without one."""
-        spreads = []
-        for workload_name in [workload] if workload else self.workloads():
-            for cell in self.cells(workload_name).values():
-                figures = [m.output_tok_s for m in cell]
-                if len(figures) >= 2 and statistics.median(figures) > 0:
-                    spreads.append((max(figures) - min(figures)) / (2 * statistics.median(figures)))
-        return statistics.median(spreads) if spreads else None
+    def noise(self, workload: str | None = None, concurrency: int | None = None) -> float | None:
+        """The runs' relative standard deviation of output tok/s: pooled over the cells measured more than once (at
+        `concurrency`, where some cell of that level was; else over every level); None without one. A level's
+        spread is its own: at C = 1 a run is a few requests, and their accept lengths differ (the H100's 8B: 0.3 %
+        at C = 16, 2-5 % at C = 1)."""
+        return _pooled_sd(self._figures(workload, concurrency, lambda m: m.output_tok_s))
+
+    def noise_dof(self, workload: str | None = None) -> int:
+        """How many degrees of freedom the runs' spread rests on over every level (a cell of n runs gives n - 1)."""
+        return sum(len(f) - 1 for f in self._figures(workload, None, lambda m: m.output_tok_s))
+
+    def _figures(
+        self, workload: str | None, concurrency: int | None, figure: Callable[[Measured], float | None]
+    ) -> list[list[float]]:
+        cells = [
+            cell
+            for workload_name in ([workload] if workload else self.workloads())
+            for cell in self.cells(workload_name).values()
+        ]
+        out = []
+        for level in ([concurrency] if concurrency is not None else []) + [None]:
+            out = [
+                figures
+                for cell in cells
+                if level is None or cell[0].concurrency == level
+                if len(figures := [f for m in cell if (f := figure(m)) is not None]) >= 2
+            ]
+            if out:
+                break
+        return out
+
+    def accept_noise(self, workload: str | None = None, concurrency: int | None = None) -> float | None:
+        """The runs' relative standard deviation of the accept length over the cells measured more than once (repeats
+        and runs alike: a level's own rounds are one launch's and one set of prompts', and the next run's differ by
+        more than their count says: two launches of one setup on the H100, 1.652 and 1.623); None without one."""
+        return _pooled_sd(self._figures(workload, concurrency, _accept_length))
 
     def repeated_cells(self, workload: str) -> int:
         return sum(1 for cell in self.cells(workload).values() if len(cell) >= 2)
+
+
+def _accept_length(m: Measured) -> float | None:
+    return 1.0 + m.mean_accepted if m.mean_accepted is not None else None
+
+
+def _pooled_sd(cells: list[list[float]]) -> float | None:
+    """The relative standard deviation pooled over cells (each about its own mean): sqrt(sum of squares / dof)."""
+    squares, dof = 0.0, 0
+    for figures in cells:
+        mean = statistics.fmean(figures)
+        if mean > 0:
+            squares += sum((f / mean - 1.0) ** 2 for f in figures)
+            dof += len(figures) - 1
+    return math.sqrt(squares / dof) if dof else None
 
 
 def median_figure(levels: Sequence[Measured], figure: str) -> float:

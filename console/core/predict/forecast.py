@@ -5,8 +5,8 @@
     forecast.levels[0].output_tok_s      -> Figure(value=92.1, low=85.0, high=99.3)
     forecast.verdict.text                -> "not worth a restart: slower at C=1 and C=48"
 
-Three parts, each fitted from the records of this host and this workload only (never from the stand-in's model: the
-layering test holds it):
+Three parts, each fitted from the records of this host (and its group's pooled: the caller's choice, Measured.host
+says whose) and this workload only (never from the stand-in's model: the layering test holds it):
 - acceptance (console.core.predict.acceptance): the drafts a round accepts, from the chain's runs fitted to the
   histograms of every chain setup of the same draft (or their mean accept lengths), at the candidate's depth; a tree
   from measured trees of that draft, else with its further branches' catch assumed;
@@ -14,12 +14,15 @@ layering test holds it):
 - the level: a closed loop of C clients whose requests take the prefill (the TTFT the records show at that level,
   without the time they waited for a free place) and (L - 1) / tokens-per-round rounds; the decode batch is where the
   round's cost and the time spent decoding agree (a fixed point), the running requests capped as SGLang caps them
-  (48 with speculation unless the unit says otherwise, and the memory cap the running server reported).
+  (48 with speculation unless the unit says otherwise, and the memory cap the running server reported); and what
+  each level measured of that model (`level_factor`: a short level's tail, the batch's curve), alike for every setup.
 
 Each figure has a band: the fit's 95 % along that setup's terms, the acceptance's range (the chains the data cannot
-tell apart, and the assumptions), and the run-to-run spread the records measured (`Evidence.noise`, never assumed: a
-band without repeats says so). The verdict compares the band with the running setup's (its measured median and the same
-spread): "worth a restart" only where the candidate's low edge clears the incumbent's high edge.
+tell apart, and the assumptions), and the run-to-run spread the records measured (`Evidence.noise`, per level, at
+Student's t of its degrees of freedom; never assumed: a band without repeats says so). The verdict compares the band
+with the running setup's (its measured median and the same spread): "worth a restart" only where the candidate's low
+edge clears the incumbent's high edge. Where the round rests on one setup, `split` names the one benchmark of another
+chain depth that would tell the draft's steps from the target's forward, and what it would narrow the bands to.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from console.core.predict.acceptance import (
     fit_means,
     log_likelihood,
     mean_accepted,
+    round_distribution,
     tree_runs,
 )
 from console.core.predict.cost import ASSUMPTIONS, Point, RoundCost, fit_round_cost
@@ -56,6 +60,22 @@ SPEC_MAX_RUNNING = 48
 UNMEASURED_WEIGHT_NOISE = 0.05
 # The fit's band: two standard deviations.
 FIT_SIGMAS = 2.0
+# Student's t at 97.5 % by degrees of freedom (the normal's 1.96 past the table): a 95 % band of the runs' spread,
+# which the records estimate from few repeats (two runs of each of three levels: 3 degrees of freedom, t = 3.18).
+# Before issue 46 the band took twice the median half-spread, about 1.1 standard deviations: it held three runs in
+# four on the H100's and H200's captures, where it said 95 %.
+_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
+         15: 2.13, 20: 2.09, 30: 2.04}  # fmt: skip
+
+
+def t975(dof: int) -> float:
+    """Student's t quantile at 97.5 % (the next tabulated degrees of freedom below, conservatively)."""
+    if dof <= 0:
+        return 1.96
+    known = [d for d in _T975 if d <= dof]
+    return _T975[max(known)] if dof <= 30 else 1.96
+
+
 # A level's own acceptance replaces the pooled one when the pooled chain explains its histograms worse than the level's
 # own fit by this much (twice the log-likelihood: chi-square with 2 degrees of freedom at 95 %).
 LEVEL_TEST = 5.99
@@ -152,6 +172,32 @@ class _Edges:
     batch: float
 
 
+@dataclass(frozen=True)
+class Split:
+    """Where the round's cost rests on one setup's records: the one benchmark more (a restart) that would split it into
+    the target's part and the draft's, and what it would narrow the other setups' bands to (their median, per
+    level, now and after), if that setup measured what it is predicted to (with the runs' spread the records show)."""
+
+    setup: SpecSetup
+    overlap: bool
+    bands_now: dict[int, float]
+    bands_after: dict[int, float]
+
+    @property
+    def text(self) -> str:
+        levels = ", ".join(f"C={c}" for c in self.bands_now)
+        return (
+            f"one benchmark of {self.setup.name()} (a restart) would split the round into the target's part and the "
+            f"draft's: the other setups' bands from {_span(self.bands_now)} to about {_span(self.bands_after)} "
+            f"({levels})"
+        )
+
+
+def _span(bands: dict[int, float]) -> str:
+    low, high = min(bands.values()), max(bands.values())
+    return f"±{low:.0%}" if round(low * 100) == round(high * 100) else f"±{low:.0%}-{high:.0%}"
+
+
 class Unknown(Exception):
     """No measured base for part of a setup: the message says which, and what one benchmark would settle it."""
 
@@ -171,8 +217,10 @@ class Predictor:
         incumbent: SpecSetup | None = None,
         incumbent_overlap: bool = True,
         cross_check: bool = True,
+        host: str | None = None,
     ) -> None:
         self.evidence = evidence
+        self.host = host  # whose records are the host's own (the rest pooled from its group); None: all own
         self.workload = workload
         self.levels_measured = evidence.of(workload)
         if not self.levels_measured:
@@ -180,13 +228,22 @@ class Predictor:
         self.incumbent = incumbent
         self.incumbent_overlap = incumbent_overlap
         self.noise = evidence.noise(workload)
+        self.accept_noise = evidence.accept_noise(workload)
+        levels = {m.concurrency for m in self.levels_measured}
+        self.spread_t = t975(evidence.noise_dof(workload))
+        # each level's own spread where a cell of that level was repeated (C = 1 spreads most: a run is few requests)
+        self._noise_at = {c: evidence.noise(workload, c) for c in levels}
+        self._accept_noise_at = {c: evidence.accept_noise(workload, c) for c in levels}
         points = [Point(m.setup, m.overlap, m.decode_batch, m.round_ms) for m in self.levels_measured]
         cost = fit_round_cost(points, self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE)
         assert cost is not None  # every Measured has a positive round and batch
         self.cost: RoundCost = cost
         self._acceptance_fits: dict[tuple[tuple[str | None, str | None], int | None], Fit | None] = {}
         self._catches: dict[tuple[str | None, str | None], tuple[float, float, float, str | None]] = {}
+        self._acceptances: dict[tuple[SpecSetup, int | None], _Acceptance | Unknown] = {}
         self.calibration = 1.0  # the fit's edges read it while it is being measured
+        self._level_factor: dict[int, float] = {}
+        self._level_factor = self._level_factors()
         self.model_error, self.calibration = self._calibrate(cross_check)
 
     # ---- acceptance ------------------------------------------------------------------------------------------
@@ -224,7 +281,19 @@ class Predictor:
 
     def acceptance(self, setup: SpecSetup, concurrency: int | None = None) -> _Acceptance:
         """Tokens per round (bonus included) for a setup at a level (None: every level pooled), with its range;
-        Unknown where its draft has no record."""
+        Unknown where its draft has no record. Once per setup and level (the calibration asks again)."""
+        key = (setup, concurrency)
+        if key not in self._acceptances:
+            try:
+                self._acceptances[key] = self._acceptance(setup, concurrency)
+            except Unknown as exc:
+                self._acceptances[key] = exc
+        known = self._acceptances[key]
+        if isinstance(known, Unknown):
+            raise known
+        return known
+
+    def _acceptance(self, setup: SpecSetup, concurrency: int | None) -> _Acceptance:
         if not setup.speculative:
             return _Acceptance(1.0, 1.0, 1.0, "no draft", ())
         fit = self._chain_fit(setup, concurrency)
@@ -358,8 +427,34 @@ class Predictor:
             batch = 0.5 * (batch + new_batch)
         cycle_ms = prefill + decode_ms
         tok_s = running * length / cycle_ms * 1000.0 if cycle_ms > 0 else 0.0
+        tok_s *= self.level_factor(concurrency)
         ttft = prefill + (concurrency - running) * cycle_ms / running
         return tok_s, round_ms / tokens, ttft, batch
+
+    def level_factor(self, concurrency: int) -> float:
+        """What the level measured of what the model of a steady closed loop gives it, the measured setups' median
+        (the nearest measured level's for another): a level of a few seconds ends with its last requests in flight,
+        fewer than C at a time, and its tok/s counts that tail (the H100's 8B: 5-8 % at C = 16 with 5 s levels), and
+        what a linear round cost misses at that batch, alike for every setup there."""
+        if not self._level_factor:
+            return 1.0
+        nearest = min(self._level_factor, key=lambda c: (abs(math.log(c / concurrency)), c))
+        return self._level_factor[nearest]
+
+    def _level_factors(self) -> dict[int, float]:
+        ratios: dict[int, list[float]] = {}
+        cells: dict[tuple[SpecSetup, bool, int], list[float]] = {}
+        for m in self.levels_measured:
+            cells.setdefault((m.setup, m.overlap, m.concurrency), []).append(m.output_tok_s)
+        for (setup, overlap, c), figures in cells.items():
+            try:
+                tokens = self.acceptance(setup, c).tokens
+            except Unknown:
+                continue
+            steady = self._closed_loop(setup, overlap, c, tokens, 0.0)[0]
+            if steady > 0:
+                ratios.setdefault(c, []).append(statistics.median(figures) / steady)
+        return {c: statistics.median(r) for c, r in ratios.items()}
 
     def _fit_edges(self, setup: SpecSetup, overlap: bool, concurrency: int, acceptance: _Acceptance) -> _Edges:
         """The level's output tok/s and TPOT at the fit's centre and at its edges (the acceptance's range, the round
@@ -409,7 +504,96 @@ class Predictor:
         worst = math.sqrt(sum(z * z for z in scores) / len(scores)) if scores else 0.0
         return error, max(1.0, worst)
 
+    def noise_at(self, concurrency: int) -> float | None:
+        """The runs' spread at this level (Evidence.noise), the records' whole where the level was not repeated."""
+        own = self._noise_at.get(concurrency)
+        return own if own is not None else self.noise
+
+    def accept_noise_at(self, concurrency: int) -> float | None:
+        own = self._accept_noise_at.get(concurrency)
+        return own if own is not None else self.accept_noise
+
+    # ---- one more setup ------------------------------------------------------------------------------------------
+
+    def rests_on_one_setup(self) -> bool:
+        return len({m.setup for m in self.levels_measured if m.setup.speculative}) <= 1
+
+    def split(self, candidates: Sequence[tuple[SpecSetup, bool]], levels: Sequence[int]) -> Split | None:
+        """Where the records hold one speculative setup: of `candidates`, the one whose benchmark would narrow the
+        others' bands most (each tried as if measured at the incumbent's levels, at its predicted figures, with the
+        incumbent's repeats' spread), and the bands before and after; None where two setups are measured already."""
+        if not self.rests_on_one_setup() or self.incumbent is None:
+            return None
+        others = [(s, o) for s, o in candidates if (s, o) != (self.incumbent, self.incumbent_overlap)]
+        # what splits a round is another depth of the same draft's chain (the draft's steps apart from the target's
+        # forward); a tree or another draft only where the space has no such chain
+        inc = self.incumbent
+        chains = [
+            (s, o) for s, o in others
+            if s.speculative and s.topk == 1 and s.algorithm == inc.algorithm and s.draft == inc.draft
+            and s.steps != inc.steps
+        ]  # fmt: skip
+        best: Split | None = None
+        for setup, overlap in chains or others:
+            try:
+                extra = self._as_measured(setup, overlap)
+            except Unknown:
+                continue
+            if not extra:
+                continue
+            after = Predictor(
+                Evidence([*self.levels_measured, *extra]), self.workload, incumbent=self.incumbent,
+                incumbent_overlap=self.incumbent_overlap, cross_check=False, host=self.host,
+            )  # fmt: skip
+            after.calibration = self.calibration
+            rest = [(s, o) for s, o in others if (s, o) != (setup, overlap)] or [(setup, overlap)]
+            bands, now = self._median_bands(after, rest, levels), self._median_bands(self, rest, levels)
+            gain = sum(now.values()) - sum(bands.values())
+            if bands and (best is None or gain > sum(best.bands_now.values()) - sum(best.bands_after.values())):
+                best = Split(setup, overlap, now, bands)
+        return best
+
+    @staticmethod
+    def _median_bands(predictor: Predictor, setups: Sequence[tuple[SpecSetup, bool]], levels: Sequence[int]
+                      ) -> dict[int, float]:  # fmt: skip
+        per_level: dict[int, list[float]] = {}
+        for setup, overlap in setups:
+            for level in predictor.forecast(setup, overlap, levels).levels:
+                per_level.setdefault(level.concurrency, []).append(level.output_tok_s.band)
+        return {c: statistics.median(bands) for c, bands in per_level.items()}
+
+    def _as_measured(self, setup: SpecSetup, overlap: bool) -> list[Measured]:
+        """The setup's levels as if measured at the incumbent's levels: its predicted tok/s, round and batch, its
+        accept length (a chain's histogram from the fitted runs), each of the incumbent's repeats scaled alike."""
+        out: list[Measured] = []
+        template = [m for m in self.levels_measured if (m.setup, m.overlap) == (self.incumbent, self.incumbent_overlap)]
+        fit = self._chain_fit(setup, None) if setup.speculative and setup.topk == 1 else None
+        for c in sorted({m.concurrency for m in template}):
+            here = [m for m in template if m.concurrency == c]
+            tokens = self.acceptance(setup, c).tokens
+            tok_s, tpot, ttft, batch = self._closed_loop(setup, overlap, c, tokens, 0.0)
+            round_ms = self.cost.predict(setup, overlap, batch)[0]
+            middle = statistics.median(m.output_tok_s for m in here)
+            for m in here:
+                scale = m.output_tok_s / middle if middle > 0 else 1.0
+                histogram = None
+                if fit is not None and fit.source == "histograms" and setup.speculative:
+                    dist = round_distribution(fit.runs, setup.depth)
+                    histogram = tuple(round(p * m.rounds) for p in dist)
+                out.append(replace(
+                    m, setup=setup, overlap=overlap, output_tok_s=tok_s * scale, tpot_ms=tpot / scale, ttft_ms=ttft,
+                    decode_batch=batch, round_ms=round_ms / scale, accept_length=tokens if setup.speculative else None,
+                    mean_accepted=tokens - 1.0 if setup.speculative else None, histogram=histogram,
+                    run_id=f"{m.run_id} (as if)", derived=False,
+                ))  # fmt: skip
+        return out
+
     # ---- a setup ---------------------------------------------------------------------------------------------
+
+    def _own(self, levels: list[Measured]) -> list[Measured]:
+        """A setup's measured levels as its own figure: the host's own where it has some, else its group's."""
+        mine = [m for m in levels if not self.host or not m.host or m.host == self.host]
+        return mine or levels
 
     def forecast(self, setup: SpecSetup, overlap: bool, levels: Sequence[int], slo: Slo | None = None) -> SetupForecast:
         """The setup at each level (closed-loop concurrency), with its bands, what they rest on and the verdict."""
@@ -419,17 +603,24 @@ class Predictor:
         except Unknown as exc:
             return SetupForecast(setup, overlap, [], [], [], Verdict("unknown", f"unknown: {exc}", {}, exc.settle),
                                  self.noise)  # fmt: skip
-        noise_band = math.hypot(2.0 * self.noise if self.noise is not None else 0.0, 2.0 * self.model_error)
         out: list[LevelForecast] = []
         for c in levels:
+            noise = self.noise_at(c)
+            noise_band = math.hypot(self.spread_t * noise if noise is not None else 0.0, 2.0 * self.model_error)
             edges = self._fit_edges(setup, overlap, c, acceptances[c])
             value = edges.value
             low, high = _widen(value, edges.low, edges.high, noise_band)
-            own = [m for m in self.levels_measured if m.setup == setup and m.overlap == overlap and m.concurrency == c]
-            measured = _measured(own, 2.0 * self.noise if self.noise is not None else 0.0)
+            own = self._own(
+                [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (setup, overlap, c)]
+            )
+            measured = _measured(own, self.spread_t * noise if noise is not None else 0.0)
             accept = None
             if setup.speculative:
-                accept = Figure(acceptances[c].tokens, acceptances[c].low, acceptances[c].high)
+                # the fit's range (the chains its rounds cannot tell apart) and the spread of the accept length between
+                # runs of one setup (Evidence.accept_noise), in quadrature: a level's rounds are many, its runs few
+                a = acceptances[c]
+                a_low, a_high = _widen(a.tokens, a.low, a.high, self.spread_t * (self.accept_noise_at(c) or 0.0))
+                accept = Figure(a.tokens, a_low, a_high)
             level = LevelForecast(
                 c, Figure(value, low, high), Figure(edges.tpot, edges.tpot_low, edges.tpot_high), edges.ttft, accept,
                 edges.batch, measured,
@@ -437,10 +628,13 @@ class Predictor:
             if slo is not None:
                 level = self._judge(level, slo, setup)
             out.append(level)
-        rests_on = [
-            f"acceptance: {acceptance.rests_on}",
-            f"round cost: {len(self.levels_measured)} levels of {len(self.evidence.setups(self.workload))} setups",
-        ]
+        rests_on = [f"acceptance: {acceptance.rests_on}", f"round cost: {self.measured_setups_text()}"]
+        pooled = self.pooled_hosts()
+        if pooled:
+            count = sum(pooled.values())
+            rests_on.append(
+                f"pooled: {count} levels of {', '.join(sorted(pooled))} (its group's, the same model, draft and GPU)"
+            )
         if any(m.derived for m in self.levels_measured):
             rests_on.append("rounds of older records read off their mean TPOT and accept length")
         assumptions = [*acceptance.assumptions, *(ASSUMPTIONS[t] for t in self.cost.assumed(setup, overlap))]
@@ -450,6 +644,27 @@ class Predictor:
             assumptions.append("no speculation never measured: its round is the target's forward the fit implies")
         forecast = SetupForecast(setup, overlap, out, rests_on, assumptions, Verdict("unknown", ""), self.noise)
         return _with_verdict(forecast, self._incumbent_figures(levels, slo), self)
+
+    def measured_setups_text(self) -> str:
+        """`12 levels of 2 setups: EAGLE steps 3 topk 1 (running; 2026-12-07), EAGLE steps 1 ... (2026-12-05)`:
+        every setup the records hold, by name, with the day of its newest record."""
+        newest: dict[SpecSetup, str] = {}
+        for m in self.levels_measured:
+            newest[m.setup] = max(newest.get(m.setup, ""), m.started_at[:10])
+        named = [
+            f"{setup.name()} ({'running; ' if setup == self.incumbent else ''}{day})"
+            for setup, day in sorted(newest.items(), key=lambda item: (item[0] != self.incumbent, item[1]))
+        ]
+        return f"{len(self.levels_measured)} levels of {len(newest)} setups: " + ", ".join(named)
+
+    def pooled_hosts(self) -> dict[str, int]:
+        """The levels from other hosts than the incumbent's own (pooled records of its group), by host."""
+        own = self.host
+        out: dict[str, int] = {}
+        for m in self.levels_measured:
+            if own and m.host and m.host != own:
+                out[m.host] = out.get(m.host, 0) + 1
+        return out
 
     def _judge(self, level: LevelForecast, slo: Slo, setup: SpecSetup) -> LevelForecast:
         """The SLO held to the predicted means, each percentile scaled from its mean as this workload's records at
@@ -474,14 +689,14 @@ class Predictor:
     def _incumbent_figures(self, levels: Sequence[int], slo: Slo | None) -> dict[int, Figure] | None:
         if self.incumbent is None:
             return None
-        noise_band = 2.0 * self.noise if self.noise is not None else 0.0
         figures: dict[int, Figure] = {}
+        incumbent, overlap = self.incumbent, self.incumbent_overlap
         for c in levels:
-            own = [
-                m
-                for m in self.levels_measured
-                if m.setup == self.incumbent and m.overlap == self.incumbent_overlap and m.concurrency == c
-            ]
+            noise = self.noise_at(c)
+            noise_band = self.spread_t * noise if noise is not None else 0.0
+            own = self._own(
+                [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (incumbent, overlap, c)]
+            )
             measured = _measured(own, noise_band)
             if measured is None:
                 try:

@@ -5,31 +5,35 @@
         plan = await bench_running(session, plan, request, on_event=...)   # one sweep, no restart
     result = predict(plan, request)                  # pure: each candidate's forecast and verdict
 
-It reads only the host's own records (logs/bench-*.jsonl of the workspace: this target, the model and SGLang version
-it runs now, at most `max_age_days` old) and changes nothing on the host; the one benchmark it may run is of the
-setup already running, with repeats so that the noise is measured, not assumed.
+It reads the host's own records (logs/bench-*.jsonl of the workspace, through its index console.bench.index: this
+target and the SGLang version it runs now, at most `max_age_days` old: every setup measured there, named in what the
+prediction rests on) and those of the other hosts of its groups (profiles/groups.toml) that run the same model, draft
+and GPU with that version (pooled, and said so); it changes nothing on the host. The one benchmark it may run is of
+the setup already running, with repeats so that the noise is measured, not assumed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from console.bench.engine import SweepConfig
+from console.bench.index import Entry, RecordIndex
 from console.bench.records import BenchRecord, load_run
-from console.bench.runs import list_runs
 from console.bench.workloads import WorkloadSpec
 from console.core.bench import bench_host
-from console.core.predict import Evidence, Predictor, SetupForecast, Unknown, overlap_of, workload_key
+from console.core.predict import Evidence, Predictor, SetupForecast, Split, Unknown, overlap_of, workload_key
 from console.core.session import Session
 from console.core.tune.adaptive import AdaptiveForecast, forecast_adaptive
 from console.core.tune.search import Cell
 from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.errors import UsageError
+from console.fleet.groups import load_groups
 from console.sglang.setup import SpecSetup
 from console.sglang.slo import Slo
 from console.sglang.specmode import SpecMode, spec_mode
@@ -81,6 +85,7 @@ class PredictResult:
     slo: Slo | None = None
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (setup, SGLang's reason)
     adaptive: AdaptiveForecast | None = None  # each tier, and the tier SGLang's table settles on per level
+    split: Split | None = None  # where the round rests on one setup: the benchmark that would split it
 
     def to_json(self) -> dict[str, Any]:
         plan = self.plan
@@ -100,7 +105,20 @@ class PredictResult:
             "setups": [_forecast_json(name, f) for name, f in self.forecasts],
             "pruned": [{"setup": setup, "reason": reason} for setup, reason in self.pruned],
             "adaptive": self.adaptive.to_json() if self.adaptive is not None else None,
+            "split": _split_json(self.split),
         }
+
+
+def _split_json(split: Split | None) -> dict[str, Any] | None:
+    if split is None:
+        return None
+    return {
+        "key": split.setup.key,
+        "name": split.setup.name(),
+        "text": split.text,
+        "bands_now": {str(c): round(b, 4) for c, b in split.bands_now.items()},
+        "bands_after": {str(c): round(b, 4) for c, b in split.bands_after.items()},
+    }
 
 
 def _forecast_json(name: str, forecast: SetupForecast) -> dict[str, Any]:
@@ -150,7 +168,7 @@ async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan
     running_overlap = overlap_of(info, spec_mode(version, info))
     original = await session.service.read_unit()
     space = build_space(request.space, original, unit_name=session.service.unit, version=version)
-    records = host_records(session, version, request.max_age_days)
+    records = host_records(session, version, request.max_age_days, running=running, model=_model_name(model))
     workload, spec = _workload(request, records, running, session)
     levels = request.concurrencies or _levels(records, running, workload) or DEFAULT_LEVELS
     plan = PredictPlan(session.label, version, str(model) if model else None, running, running_overlap, space,
@@ -159,20 +177,64 @@ async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan
     return replace(plan, stale=_stale(plan))
 
 
-def host_records(session: Session, version: str, max_age_days: float) -> list[BenchRecord]:
-    """The workspace's records of this target and SGLang version, at most `max_age_days` old (the host's own)."""
+def host_records(
+    session: Session, version: str, max_age_days: float, *, running: SpecSetup | None = None, model: str | None = None
+) -> list[BenchRecord]:
+    """The workspace's records of this target and SGLang version, at most `max_age_days` old, and with `running` the
+    records of the other hosts of its groups that ran the same model (`model`, the served name), draft and GPU on that
+    version (console.fleet.groups; their `target` says whose they are)."""
     if session.workspace is None:
         return []
-    runs, _problems = list_runs(session.workspace.logs)
+    peers = group_peers(session) if running is not None else set()
+    return records_for(session.workspace.logs, session.label, version, max_age_days, running=running, model=model,
+                       peers=peers)  # fmt: skip
+
+
+def records_for(
+    logs: Path,
+    label: str,
+    version: str,
+    max_age_days: float,
+    *,
+    running: SpecSetup | None = None,
+    model: str | None = None,
+    peers: Collection[str] = (),
+) -> list[BenchRecord]:
+    """host_records from a logs/ folder: `label`'s own records, and `peers`' that match (the same model, the running
+    setup's draft, a GPU the host's own records show), through the index (console.bench.index)."""
     since = datetime.now(UTC) - timedelta(days=max_age_days)
-    out: list[BenchRecord] = []
-    for run in runs:
-        out.extend(
-            r
-            for r in run.records
-            if r.target == session.label and r.sglang_version == version and r.started_at >= since
-        )
-    return out
+    entries = RecordIndex(logs).entries(since=since, targets={label, *peers})
+    own = [e for e in entries if e.target == label and e.sglang_version == version]
+    gpus = {e.gpu for e in own if e.gpu}
+    draft = running.draft_model_path if running is not None else None
+
+    def pooled(e: Entry) -> bool:
+        return (
+            e.target in peers
+            and e.sglang_version == version
+            and (model is None or e.model == model)
+            and bool(gpus) and e.gpu in gpus
+            and e.draft == draft
+        )  # fmt: skip
+
+    mine = {id(e) for e in own}
+    return [e.load() for e in entries if id(e) in mine or pooled(e)]
+
+
+def _model_name(model: Any) -> str | None:
+    return str(model) if model else None
+
+
+def group_peers(session: Session) -> set[str]:
+    """The other members of every group (profiles/groups.toml) this host is in; none where there is no such file or
+    it cannot be read (predict goes on with the host's own records)."""
+    if session.workspace is None:
+        return set()
+    try:
+        groups = load_groups(session.workspace.profiles)
+    except UsageError:
+        return set()
+    return {m for g in groups.values() if session.label in g.members for m in g.members} - {session.label}
 
 
 def _workload(
@@ -192,7 +254,11 @@ def _workload(
         return workload_key(run[0].workload), None
     if request.workload is not None:
         return workload_key(request.workload.describe()), request.workload
-    mine = [r for r in records if SpecSetup.from_server_args(r.server_args, r.spec_mode) == running]
+    mine = [
+        r
+        for r in records
+        if r.target == session.label and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
+    ]
     if not mine:
         return None, None
     return workload_key(max(mine, key=lambda r: r.started_at).workload), None
@@ -250,7 +316,8 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
     started = time.perf_counter()
     evidence = Evidence.from_records(plan.records)
     try:
-        predictor = Predictor(evidence, plan.workload, incumbent=plan.running, incumbent_overlap=plan.running_overlap)
+        predictor = Predictor(evidence, plan.workload, incumbent=plan.running, incumbent_overlap=plan.running_overlap,
+                              host=plan.target)  # fmt: skip
     except Unknown as exc:
         raise UsageError(f"{exc}: {exc.settle}") from None
     slo = Slo.from_json(request.slo) if request.slo else None
@@ -267,9 +334,10 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
     adaptive = None
     if plan.adaptive and plan.running.speculative:
         adaptive = forecast_adaptive(predictor, plan.running, plan.running_overlap, plan.levels)
+    split = predictor.split([(setup, overlap) for _name, setup, overlap in wanted], plan.levels)
     elapsed = (time.perf_counter() - started) * 1000.0
     return PredictResult(plan, forecasts, predictor.noise, predictor.model_error, predictor.calibration, elapsed,
-                         slo, pruned, adaptive)  # fmt: skip
+                         slo, pruned, adaptive, split)  # fmt: skip
 
 
 # --- tune --strategy predict -----------------------------------------------------------------------------------
@@ -328,6 +396,7 @@ class Foresight:
     predictor: Predictor | None
     why_not: str | None = None  # what is missing for a prediction (and what would give it), when predictor is None
     evidence: Evidence | None = None  # the records it was fitted from, for a refit on other traffic (on_workload)
+    host: str | None = None  # whose records are the host's own (the rest its group's, pooled)
 
     def on_workload(self, spec: WorkloadSpec) -> Foresight:
         """The same host's prediction on other traffic of its records (a tune's own workload, where it is not the
@@ -341,7 +410,7 @@ class Foresight:
             return replace(self, workload=workload, predictor=None, why_not=f"{why}: benchmark it (b) to predict")
         try:
             predictor = Predictor(
-                self.evidence, workload, incumbent=self.running, incumbent_overlap=self.running_overlap
+                self.evidence, workload, incumbent=self.running, incumbent_overlap=self.running_overlap, host=self.host
             )
         except Unknown as exc:
             return replace(self, workload=workload, predictor=None, why_not=f"{exc}: {exc.settle}")
@@ -382,8 +451,13 @@ async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_day
     info = await (await session.sglang()).server_info()
     mode = spec_mode(version, info)
     running, overlap = SpecSetup.from_server_args(info, mode), overlap_of(info, mode)
-    records = host_records(session, version, max_age_days)
-    mine = [r for r in records if SpecSetup.from_server_args(r.server_args, r.spec_mode) == running]
+    model = info.get("served_model_name") or info.get("model_path")
+    records = host_records(session, version, max_age_days, running=running, model=_model_name(model))
+    mine = [
+        r
+        for r in records
+        if r.target == session.label and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
+    ]
     if not mine:
         why = f"no benchmark of the running setup ({running.name()}) in logs/: benchmark it (b) to predict"
         return Foresight(running, overlap, tuple(levels), None, None, why)
@@ -391,7 +465,7 @@ async def foresight(session: Session, *, levels: Sequence[int] = (), max_age_day
     chosen = tuple(levels) or tuple(_levels(records, running, workload))
     evidence = Evidence.from_records(records)
     try:
-        predictor = Predictor(evidence, workload, incumbent=running, incumbent_overlap=overlap)
+        predictor = Predictor(evidence, workload, incumbent=running, incumbent_overlap=overlap, host=session.label)
     except Unknown as exc:
-        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}", evidence)
-    return Foresight(running, overlap, chosen, workload, predictor, None, evidence)
+        return Foresight(running, overlap, chosen, workload, None, f"{exc}: {exc.settle}", evidence, session.label)
+    return Foresight(running, overlap, chosen, workload, predictor, None, evidence, session.label)

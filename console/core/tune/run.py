@@ -700,7 +700,7 @@ class _TuneRun:
                 return
             self.running = candidate.key
             self.emit(TrialApplied(trial, state, restarted, _now()))
-            await self._bench(trial, stage, candidate)
+            await self._bench(trial, stage, candidate, settle=restarted)
             return
         if state is ApplyState.ABORTED:
             self._skip(trial, applied.error or "interrupted")
@@ -745,7 +745,9 @@ class _TuneRun:
 
     # -- benchmarks -----------------------------------------------------------------------------------------
 
-    async def _bench(self, trial: TrialRef, stage: Stage, candidate: Candidate) -> None:
+    async def _bench(self, trial: TrialRef, stage: Stage, candidate: Candidate, *, settle: bool = False) -> None:
+        """The trial's benchmarks; right after its start (`settle`) each level warms until its round time settles (the
+        first run after a restart ran 5-17 % slow on a real GPU server when it did not: console.bench.engine)."""
         record = self.trials[trial.candidate]
         record.state = "benchmarked"
         figures: list[tuple[Cell, float]] = []
@@ -754,7 +756,7 @@ class _TuneRun:
         for workload in dict.fromkeys(cell.workload for cell in trial.cells):
             cells = [c for c in trial.cells if c.workload == workload]
             label = f"{self.label}/{candidate.key}/{workload}/s{stage.index}"
-            records = await self._bench_workload(trial, stage, workload, cells, label)
+            records = await self._bench_workload(trial, stage, workload, cells, label, settle=settle)
             if records is None:
                 return  # interrupted
             labels.append(label)
@@ -777,7 +779,7 @@ class _TuneRun:
             self._progress(cell)
 
     async def _bench_workload(
-        self, trial: TrialRef, stage: Stage, workload: str, cells: list[Cell], label: str
+        self, trial: TrialRef, stage: Stage, workload: str, cells: list[Cell], label: str, *, settle: bool = False
     ) -> list[BenchRecord] | None:
         req = self.request
         config = SweepConfig(
@@ -787,6 +789,7 @@ class _TuneRun:
             concurrencies=[c.concurrency for c in cells],
             duration=req.duration_s * stage.duration_fraction,
             warmup=req.warmup,
+            warmup_settle=settle,
             repeat=stage.repeats,
             request_timeout=req.request_timeout_s,
             time_cap=max(3600.0, req.duration_s * stage.repeats * len(cells) * 4),

@@ -6,7 +6,8 @@ as it runs it:
 - A start for every trial whose setup the host does not run yet: none for the setup the host already runs, which a
   stage begins with (Search.next_stage); one more to put the original unit back, unless the tune never left it.
 - For every level of every repeat (one concurrency of one workload), the engine's `_run_level`: the warm-up
-  requests (the first min(warmup, C) together, each further one after the last), a cache flush, the measured
+  requests in waves of C together (ceil(warmup / C) waves; right after a start the first repeat's warm-up goes on
+  until its round time settles: at least one wave more, `SETTLE_WAVES`), a cache flush, the measured
   duration (`--duration`, a screening run its `screen_fraction` of it), and the tail: the requests in flight at the
   deadline run to their end, so the level ends when the last of its C requests does, on average C / (C + 1) of a
   request after the deadline (the latest of C points spread evenly over a request's length). The warm-up and the
@@ -40,11 +41,18 @@ def request_seconds(output_len: int, token_s: float = TOKEN_S) -> float:
     return max(1, output_len) * token_s
 
 
-def level_seconds(duration_s: float, concurrency: int, *, warmup: int, request_s: float) -> float:
+# Right after a start a level's first repeat warms until two waves agree (console.bench.engine): one wave more than
+# otherwise when the first two agree, which is what the estimate counts.
+SETTLE_WAVES = 1
+
+
+def level_seconds(duration_s: float, concurrency: int, *, warmup: int, request_s: float, settle: bool = False) -> float:
     """One level of one repeat as the bench engine runs it (the module's docstring): warm-up, flush (one HTTP call,
     nothing beside a request), the measured duration, the tail."""
     together = max(1, concurrency)
-    warm_rounds = (1 if warmup > 0 else 0) + max(0, warmup - together)
+    warm_rounds = -(-warmup // together) if warmup > 0 else 0
+    if settle and warmup > 0:
+        warm_rounds = max(warm_rounds, 1) + SETTLE_WAVES
     tail = concurrency / (concurrency + 1.0)
     return duration_s + (warm_rounds + tail) * request_s
 
@@ -84,18 +92,20 @@ def tune_seconds(
     assert first is not None  # a fresh search always has its first stage
     starts = sum(1 for run in first.runs if run.candidate != running)
     bench = stage_bench_seconds(first, duration_s=duration_s, warmup=warmup, request_s=request_s)
+    settle = SETTLE_WAVES * request_s if warmup > 0 else 0.0  # a started setup's first repeat of each level
+    bench += settle * sum(len(run.cells) for run in first.runs if run.candidate != running)
     kept = min(len(candidates), policy.keep_per_level)
     if policy.strategy == "halving" and kept >= 2:
         starts += min(len(candidates), kept * len(cells))
         full = sum(level_seconds(duration_s, cell.concurrency, warmup=warmup, request_s=request_s) for cell in cells)
-        bench += kept * policy.repeats * full
+        bench += kept * policy.repeats * full + kept * len(cells) * settle
     if policy.strategy == "predict":
         # The running setup first, then one setup a stage while the prediction says one can win: at most every other
         # setup (counted as such: how many it will try is what it finds out).
         others = len(candidates) - (1 if running in candidates else 0)
         starts += others
         full = sum(level_seconds(duration_s, cell.concurrency, warmup=warmup, request_s=request_s) for cell in cells)
-        bench += others * policy.repeats * full
+        bench += others * (policy.repeats * full + len(cells) * settle)
     restore = 1 if starts else 0  # no start at all: the host ran the original unit throughout
     return bench + (starts + restore) * restart_s
 
