@@ -22,6 +22,9 @@
     error            why it failed (with the exception line from the journal), else null
     journal_excerpt  the journal lines that explain a failure (traceback, exception, systemd exit lines)
     rollback_journal_excerpt  the same for the old unit's start, when the rollback did not come up
+    restart_cost     what a restart of this host was said to cost before this one (its recent restarts: median,
+                     dominant phase), else null; restart / rollback_restart: the starts this apply made, as kept in
+                     logs/restarts.jsonl (docs/cli.md)
 
 Ctrl-C while the new unit starts rolls back (a second Ctrl-C abandons the rollback and leaves at once).
 """

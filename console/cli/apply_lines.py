@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly
-from console.core.apply import ApplyResult, PendingApply
+from console.core.apply import ApplyResult, PendingApply, cost_text
 from console.core.change import ApplyState, Plan
 from console.core.events import ApplyEvent, LogLine, Notice, PhaseChanged, Reconnecting, StepChanged
 
@@ -97,7 +97,15 @@ async def confirm_and_execute(pending: PendingApply, verb: HostVerb) -> ApplyRes
     """Ask (unless --yes; never without a terminal), then execute with progress (none with --json) and Ctrl-C
     rolling back; a refusal ends the pending apply with the reason. For apply and the verbs built on it."""
     if pending.needs_confirmation:
-        question = f"Write this unit to {pending.session.label} and restart {pending.session.service.unit}?"
+        label, unit = pending.session.label, pending.session.service.unit
+        cost = cost_text(pending.restart_cost, label)  # what the restart will cost, said before it starts
+        question = (
+            f"Restart {unit} on {label}?" if pending.restart_only else f"Write this unit to {label} and restart {unit}?"
+        )
+        if verb.json:  # the one JSON object carries it (restart_cost); a person asked on the terminal reads it here
+            question = f"{cost}\n{question}"
+        else:
+            print(cost, file=verb.human)
         answer = verb.ask(question)
         if answer is Answer.NO_TERMINAL:
             await pending.abort(verb.cannot_ask)

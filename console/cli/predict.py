@@ -20,6 +20,7 @@ from console.bench.workloads import WorkloadSpec
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, workspace_of
 from console.cli.traffic import DEFAULT_OUTPUT_LEN, read_dataset, read_slo
 from console.cli.tune import space_from_args, unit_now
+from console.core.apply import RestartCost, cost_text, duration_text, known_restart_cost
 from console.core.bench import parse_int_list
 from console.core.session import open_session
 from console.core.tune import PredictRequest, PredictResult, bench_running, plan_predict, predict
@@ -35,7 +36,9 @@ class BaseBenchProgress(HumanProgress[BenchEvent]):
             self.say(f"  {event.level.label}{repeat}: {event.metrics['output_throughput']:,.1f} tok/s")
 
 
-def render(result: PredictResult, out: TextIO) -> None:
+def render(result: PredictResult, out: TextIO, restart_cost: RestartCost | None = None) -> None:
+    """The prediction for a person; `restart_cost`: what a restart of the host costs, said with the verdicts that
+    weigh one (console/core/apply/restarts.py)."""
     plan = result.plan
     running = result.forecasts[0][1]
     print(f"{plan.target}: SGLang {plan.sglang_version}, {plan.model or '?'}; traffic {plan.workload}", file=out)
@@ -47,9 +50,12 @@ def render(result: PredictResult, out: TextIO) -> None:
     )
     if result.slo is not None:
         print(f"SLO: {result.slo.text()}", file=out)
+    print(f"restart: {cost_text(restart_cost, plan.target)}", file=out)
     shared = _shared_assumptions(result)
     for name, forecast in result.forecasts:
-        print(f"\n{name}: {forecast.verdict.text}", file=out)
+        weighs = forecast is not running and forecast.verdict.kind in ("worth", "not-worth", "unknown")
+        cost = f" (a restart: ~{duration_text(restart_cost.median_s)})" if weighs and restart_cost is not None else ""
+        print(f"\n{name}: {forecast.verdict.text}{cost}", file=out)
         for level in forecast.levels:
             now = running.level(level.concurrency)
             base = (now.measured or now.output_tok_s) if now else None
@@ -157,7 +163,9 @@ async def predict_main(verb: HostVerb) -> int:
                 print(f"benchmarking {plan.running.name()} (running, no restart)", file=verb.human)
             plan = await bench_running(session, plan, request, on_event=progress)
         result = predict(plan, request)
-    verb.report(result.to_json, lambda out: render(result, out))
+        cost = known_restart_cost(session)
+    verb.report(lambda: {**result.to_json(), "restart_cost": cost.to_json() if cost else None},
+                lambda out: render(result, out, cost))  # fmt: skip
     return ExitCode.OK
 
 

@@ -35,6 +35,7 @@ from console.cli.common import Answer, HostVerb, HumanProgress, VerbMain, interr
 from console.cli.freeze_lines import render_plan as render_freeze_plan
 from console.cli.freeze_lines import step_line as freeze_step_line
 from console.cli.rolling_options import check_rolling
+from console.core.apply import cost_text
 from console.core.events import Notice
 from console.core.roll import (
     BatchStarted,
@@ -146,6 +147,9 @@ def render_roll_plan(roll: PendingRoll, operation: str, out: TextIO) -> None:
             shown.add(key)
             print(f"{host.label}:", file=out)
             render_plan(change.pending.plan, out)
+    restarting = [h.change.pending for h in roll.hosts if isinstance(h.change, ApplyChange)]
+    for pending in restarting:  # each member's restart, one after the other: what each costs, said before the roll
+        print(f"  {cost_text(pending.restart_cost, pending.session.label)}", file=out)
     for refusal in report.refusals:
         print(f"REFUSED: {refusal}", file=out)
 

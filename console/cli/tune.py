@@ -48,6 +48,7 @@ from console.core.tune import (
     TuneStarted,
     afterwards,
     best_at_problem,
+    estimate,
     plan_tune,
     space_from_axes,
     space_from_file,
@@ -317,13 +318,16 @@ async def tune_main(verb: HostVerb) -> int:
         space = space_from_args(args, await unit_now(session))
         request = request_from_args(args, space, dataset)
         async with await plan_tune(session, request) as pending:
+            parts = estimate(pending.estimate_s, pending.restart_cost)
+            said = parts.text(session.label, at_most=request.strategy == "predict")
             if not verb.json:
                 render_space(pending, verb.human)
+                print(said, file=verb.human)
             question = (
                 f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
                 f"them (afterwards {afterwards(request)})?"
             )
-            answer = verb.ask(question)
+            answer = verb.ask(f"{said}\n{question}" if verb.json else question)
             if answer is Answer.NO_TERMINAL:
                 await pending.abort("no confirmation")
                 raise UsageError(verb.cannot_ask)
@@ -335,7 +339,7 @@ async def tune_main(verb: HostVerb) -> int:
             result, interrupted = await interruptibly(
                 pending.execute(on_event=progress), lambda: pending.request_abort("interrupted (Ctrl-C)")
             )
-    verb.report(result.to_json, lambda out: render_result(result, out))
+    verb.report(lambda: {**result.to_json(), "estimate": parts.to_json()}, lambda out: render_result(result, out))
     if interrupted and result.host_healthy:
         return ExitCode.INTERRUPTED
     return ExitCode.OK if result.ok else ExitCode.FAILED

@@ -21,7 +21,7 @@ from console.sglang.adaptive import AdaptiveConfigError, candidate_union
 from console.sglang.argv import ArgvProblem, parse_argv
 from console.sglang.flags import FlagTable, flag_table, flag_versions, version_at_least
 from console.sglang.specmode import EAGLE_FAMILY, SpecMode, spec_v2_worker
-from console.sglang.vocabulary import SPEC_V2_ENV, View, dests
+from console.sglang.vocabulary import CACHE_DIR_ENV, SPEC_V2_ENV, View, dests
 
 SPEC_TRIPLE = dests(View.DRAFT_TREE)  # steps, topk, draft tokens
 
@@ -969,7 +969,9 @@ def check_launch(
     rule_deprecated_flags(launch, argv)
     rule_nodes_divide_parallelism(launch)
     rule_pd_fake_backend(launch)
-    _run_speculative_rules(launch, _architecture(launch, architecture))
+    guessed = _architecture(launch, architecture)
+    _run_speculative_rules(launch, guessed)
+    _run_start_rules(launch, guessed)
     launch.report.resolved = dict(launch.values)
     return launch.report
 
@@ -1141,3 +1143,217 @@ _NEW_DRAFT_RULES: Mapping[str, Callable[[_Launch], None]] = {
     "DSPARK": rule_dspark,
     "UNO": rule_uno,
 }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The options that shorten a start (wave5-facts §6): what SGLang refuses of them and what they cannot do. Each exists
+# only in the releases whose flag table has it (a flag a release lacks is an unknown flag, refused by the parser).
+
+_OVERLAP_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+_OVERLAP_DTYPES = ("auto", "half", "float16", "bfloat16")
+# Where a cache dir does not outlive a reboot (and /tmp not even a restart of a unit with PrivateTmp=yes).
+_VOLATILE_DIRS = ("/tmp", "/var/tmp/systemd-private", "/dev/shm", "/run")
+
+
+def _run_start_rules(launch: _Launch, architecture: str | None) -> None:
+    rule_weight_cache(launch)
+    rule_startup_overlap(launch, architecture)
+    rule_loader_extra_config(launch)
+    rule_prefetch_checkpoints(launch)
+    rule_cache_dir(launch)
+
+
+def _overlap_refusal(launch: _Launch, architecture: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """Why `--startup-weight-load-mode overlap` is refused, as SGLang says it (the first of its checks that fails, in
+    its order), with the flags behind it; None where nothing the launch says refuses it. Checks the console cannot
+    make (the checkpoint's own dtype, quantization and architecture where not given) are left to the start.
+    [0.5.23 model_runner_components/startup_weight_load.py:327-430; StartupWeightLoadOptions :100-140]"""
+    get = launch.get
+    backends = [get("cuda_graph_backend_decode"), get("cuda_graph_backend_prefill")]
+    graphs_off = bool(get("disable_cuda_graph")) or (
+        (bool(get("disable_decode_cuda_graph")) or backends[0] == "disabled")
+        and (bool(get("disable_prefill_cuda_graph")) or backends[1] == "disabled")
+    )
+    dp = max(int(get("dp_size") or 1), int(get("attn_dp_size") or 1))
+    basic: tuple[tuple[bool, str, tuple[str, ...]], ...] = (
+        (get("device") not in (None, "cuda"), "CUDA only", ("device",)),
+        (graphs_off, "CUDA graph capture is disabled", ("disable_cuda_graph",)),
+        (get("load_format") not in (None, "auto", "safetensors"), "load format must be auto or safetensors",
+         ("load_format",)),
+        (get("speculative_algorithm") is not None, "speculative decoding is not supported", ("speculative_algorithm",)),
+        (int(get("tp_size") or 1) not in (1, 2), "only TP1 and TP2 are supported", ("tp_size",)),
+        (int(get("attn_cp_size") or 1) != 1, "attention context parallelism is not supported", ("attn_cp_size",)),
+        (int(get("dcp_size") or 1) != 1, "decode context parallelism is not supported", ("dcp_size",)),
+        (int(get("pp_size") or 1) != 1, "pipeline parallelism is not supported", ("pp_size",)),
+        (dp != 1, "data parallelism is not supported", ("dp_size",)),
+        (int(get("ep_size") or 1) != 1, "expert parallelism is not supported", ("ep_size",)),
+        (float(get("cpu_offload_gb") or 0) > 0, "CPU offload is not supported", ("cpu_offload_gb",)),
+        (int(get("offload_group_size") or -1) > 0, "layer-group offloading is not supported", ("offload_group_size",)),
+        (bool(get("enable_memory_saver")), "memory saver is not supported", ("enable_memory_saver",)),
+        (bool(get("enable_weights_cpu_backup")), "CPU weight backup is not supported", ("enable_weights_cpu_backup",)),
+        (bool(get("enable_lora") or get("lora_paths")), "LoRA is not supported", ("enable_lora",)),
+        (bool(get("weight_loader_disable_mmap")), "safetensors mmap must be enabled", ("weight_loader_disable_mmap",)),
+        (bool(get("weight_loader_drop_cache_after_load")), "dropping the page cache during load is not supported",
+         ("weight_loader_drop_cache_after_load",)),
+        (bool(get("custom_weight_loader")), "custom weight loaders are not supported", ("custom_weight_loader",)),
+        (bool(get("enable_torch_compile")), "torch.compile is not supported", ("enable_torch_compile",)),
+        (get("dtype") not in (None, *_OVERLAP_DTYPES), "FP16 or BF16 only", ("dtype",)),
+        (get("quantization") not in (None, "unquant"), "quantization is not supported", ("quantization",)),
+        (architecture is not None and architecture not in _OVERLAP_ARCHITECTURES,
+         "model architecture is not in the startup-overlap allowlist", ("model_path",)),
+    )  # fmt: skip
+    return next(((reason, dests) for refused, reason, dests in basic if refused), None)
+
+
+def rule_startup_overlap(launch: _Launch, architecture: str | None) -> None:
+    """0.5.23: `--startup-weight-load-mode overlap` captures the CUDA graphs while the checkpoint is staged and commits
+    the weights after: a start as long as the longer of the two instead of both. Only for an allowlist; anything else
+    fails the start with ValueError "--startup-weight-load-mode=overlap is not supported: <reason>".
+    [0.5.23 startup_weight_load.py:298-318, 327-430; wave5 §6]"""
+    if launch.get("startup_weight_load_mode") != "overlap":
+        return
+    refusal = _overlap_refusal(launch, architecture)
+    if refusal is None:
+        return
+    reason, dests = refusal
+    text = f"--startup-weight-load-mode=overlap is not supported: {reason}"
+    launch.error(
+        "startup-overlap-unsupported",
+        f"{text}. SGLang {launch.version} fails the start; the overlap is only for an unquantized FP16/BF16 Llama, "
+        "Qwen2 or Qwen3 on one or two GPUs without speculative decoding. Use --startup-weight-load-mode serial.",
+        ["startup_weight_load_mode", *dests],
+        f"ValueError: {text}",
+    )
+
+
+def rule_weight_cache(launch: _Launch) -> None:
+    """0.5.17+: `--weight-cache-mode client` maps the weights from a standalone daemon over CUDA IPC instead of
+    reading them from disk. With speculative decoding SGLang refuses it at startup (the daemon does not export the
+    draft's weights) [0.5.23 arg_groups/model_path_hook.py:278-287; 0.5.17 server_args.py:7323-7332]; only unquantized
+    or block-wise FP8 weights are shared (any other --quantization fails the load) [0.5.23 weight_cache/protocol.py:
+    162-199]; `daemon` mode starts a daemon with the engine and ends it with the engine, so a restart is no faster
+    [0.5.23 fields/model.py:377-390]."""
+    mode = launch.get("weight_cache_mode")
+    if mode in (None, "off"):
+        return
+    if launch.get("speculative_algorithm") is not None:
+        text = (
+            "--weight-cache-mode is not supported together with speculative decoding (--speculative-algorithm): the "
+            "weight cache daemon does not export the draft model's weights. Disable one of them (--weight-cache-mode "
+            "off) for this configuration."
+        )
+        launch.error(
+            "weight-cache-speculative",
+            f"--weight-cache-mode {mode} with speculative decoding: SGLang {launch.version} refuses to start (the "
+            "weight-cache daemon does not export the draft model's weights). Use --weight-cache-mode off, or run "
+            "without --speculative-algorithm.",
+            ["weight_cache_mode", "speculative_algorithm"],
+            f"ValueError: {text}",
+        )
+        return
+    quantization = launch.get("quantization")
+    if quantization not in (None, "unquant", "fp8"):
+        text = (
+            f"[weight_cache:client] quantization method {quantization!r} is not verified for CUDA IPC zero-copy weight "
+            "sharing. Its process_weights_after_loading may stamp Python-side metadata (e.g. format_ue8m0) or "
+            "repack/transpose weights into shapes the meta-initialized client cannot reproduce, which would silently "
+            "serve wrong-numerics weights. Verified methods: '' (unquantized), 'fp8'. Note: FP8 is only verified for "
+            "block-wise configs (weight_block_size set), not per-tensor FP8. Disable the weight cache "
+            "(--weight-cache-mode off) for this model."
+        )
+        launch.error(
+            "weight-cache-quantization",
+            f"--weight-cache-mode {mode} with --quantization {quantization}: SGLang {launch.version} shares only "
+            "unquantized or block-wise FP8 weights and fails the load. Use --weight-cache-mode off for this model.",
+            ["weight_cache_mode", "quantization"],
+            f"sglang.srt.weight_cache.protocol.UnsupportedQuantForIPCError: {text}",
+        )
+        return
+    if mode == "daemon":
+        launch.warn(
+            "weight-cache-daemon",
+            "--weight-cache-mode daemon starts the weight-cache daemon with the engine and stops it with the engine: "
+            "a restart is no faster (the first start is slower). For faster restarts run the standalone daemon "
+            "(python -m sglang.srt.weight_cache.daemon --model-path MODEL --tp-size N) as a service of its own and "
+            "use --weight-cache-mode client.",
+            ["weight_cache_mode"],
+        )
+
+
+def rule_loader_extra_config(launch: _Launch) -> None:
+    """All versions: `--model-loader-extra-config` is read as a JSON object at startup (LoadConfig, orjson.loads:
+    [0.5.23 configs/load_config.py:137]); presharded takes presharded_path and draft_presharded_path from it. Not
+    JSON: the start fails (orjson words the detail its own way)."""
+    import json
+
+    text = launch.get("model_loader_extra_config")
+    if not isinstance(text, str) or text.strip() in ("", "{}"):
+        return
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        launch.error(
+            "loader-extra-config-json",
+            f"--model-loader-extra-config is not JSON ({exc}): SGLang {launch.version} fails the start reading it. "
+            'Write a JSON object, e.g. \'{"presharded_path": "/srv/presharded"}\'.',
+            ["model_loader_extra_config"],
+            f"orjson.JSONDecodeError: {exc}",
+        )
+        return
+    if not isinstance(value, dict):
+        launch.error(
+            "loader-extra-config-json",
+            f"--model-loader-extra-config must be a JSON object, not {type(value).__name__}: the loader reads its "
+            'keys. Write it as {"key": value, ...}.',
+            ["model_loader_extra_config"],
+            None,
+        )
+
+
+def loader_extra_config(launch_values: Mapping[str, Any]) -> dict[str, Any]:
+    """--model-loader-extra-config as the loader reads it ({} where unset or not a JSON object)."""
+    import json
+
+    text = launch_values.get("model_loader_extra_config")
+    try:
+        value = json.loads(text) if isinstance(text, str) and text.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def rule_prefetch_checkpoints(launch: _Launch) -> None:
+    """0.5.12+: `--weight-loader-prefetch-checkpoints` has each rank read a share of the checkpoint into the page
+    cache (network storage: read once instead of once per rank), and turns multi-threaded safetensors loading off
+    unless the loader's extra config sets enable_multithread_load=true [0.5.23 fields/model.py:303-309]: on local
+    NVMe, where prefetch does nothing, the start gets slower."""
+    if not launch.get("weight_loader_prefetch_checkpoints"):
+        return
+    if loader_extra_config(launch.values).get("enable_multithread_load") is True:
+        return
+    launch.warn(
+        "prefetch-single-thread",
+        "--weight-loader-prefetch-checkpoints turns multi-threaded safetensors loading off: it shortens a start where "
+        "the checkpoint is on network storage (NFS, Lustre), and lengthens one on local NVMe, where prefetch does "
+        'nothing. There, add "enable_multithread_load": true to --model-loader-extra-config or leave it off.',
+        ["weight_loader_prefetch_checkpoints", "model_loader_extra_config"],
+    )
+
+
+def rule_cache_dir(launch: _Launch) -> None:
+    """0.5.23: `import sglang` points the Triton, Inductor, CUDA, TileLang and FlashInfer caches under
+    $SGLANG_CACHE_DIR (default ~/.cache/sglang), with DeepGEMM's JIT and FlashInfer's autotune results; kept, the next
+    start compiles nothing again [0.5.23 srt/environ.py:1383, 2308-2336; sglang/__init__.py:10-14]. A folder that
+    does not outlive a reboot (/tmp, /dev/shm, /run; /tmp not even a restart with PrivateTmp=yes) keeps nothing."""
+    path = launch.env.get(CACHE_DIR_ENV)
+    if path is None or not launch.at_least("0.5.23"):
+        return
+    volatile = next((d for d in _VOLATILE_DIRS if path == d or path.startswith(d + "/")), None)
+    if volatile is not None:
+        launch.warn(
+            "cache-dir-volatile",
+            f"{CACHE_DIR_ENV}={path} is under {volatile}, which does not outlive a reboot (nor, for /tmp, a restart "
+            "of a unit with PrivateTmp=yes): each such start compiles its kernels again. Use a persistent folder of "
+            "this host, e.g. /var/cache/sglang.",
+            [CACHE_DIR_ENV],
+        )

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-Group = Literal["speculative", "serving", "identity"]
+Group = Literal["speculative", "serving", "faster restarts", "identity"]
 
 # The environment variable that asks SGLang up to 0.5.12 for the spec-v2 (overlap) worker.
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+# Where SGLang 0.5.23 keeps its compiled kernels (Triton, Inductor, DeepGEMM, FlashInfer; default ~/.cache/sglang).
+CACHE_DIR_ENV = "SGLANG_CACHE_DIR"
 
 # SGLang's own renamings, on every version: a value a unit may ask that SGLang runs under another name by design
 # (NEXTN, MTP, is the EAGLE worker: rules.rule_nextn_is_eagle). The same setup under two names, never a drift.
@@ -167,6 +169,32 @@ TERMS: tuple[Term, ...] = (
     _term(
         "uvicorn_access_log_exclude_prefixes", "--uvicorn-access-log-exclude-prefixes", "access log: skip paths",
         "serving", (V.EDITOR,), name="access log skips", first_version="0.5.9",  # a list: paths the log leaves out
+    ),
+    # --- what shortens a start (wave5 §6; the editor's group, each where the release has it) ---
+    _term("load_format", "--load-format", "load format", "faster restarts", (V.EDITOR,)),
+    _term(
+        "model_loader_extra_config", "--model-loader-extra-config", "loader extra config (JSON)", "faster restarts",
+        (V.EDITOR,), name="loader config",
+    ),
+    _term(
+        "weight_loader_prefetch_checkpoints", "--weight-loader-prefetch-checkpoints", "prefetch checkpoints",
+        "faster restarts", (V.EDITOR,), first_version="0.5.12",
+    ),
+    _term(
+        "startup_weight_load_mode", "--startup-weight-load-mode", "weight load during graph capture",
+        "faster restarts", (V.EDITOR,), name="weight load mode", first_version="0.5.23",
+    ),
+    _term(
+        "weight_cache_mode", "--weight-cache-mode", "weight cache", "faster restarts", (V.EDITOR,),
+        first_version="0.5.17",
+    ),
+    _term(
+        "weight_cache_socket", "--weight-cache-socket", "weight cache socket", "faster restarts", (V.EDITOR,),
+        first_version="0.5.17",
+    ),
+    _term(
+        f"env:{CACHE_DIR_ENV}", None, f"compile cache dir ({CACHE_DIR_ENV})", "faster restarts", (V.EDITOR,),
+        name="compile cache dir", env=CACHE_DIR_ENV, first_version="0.5.23",  # 0.5.23 moves every JIT cache under it
     ),
     # --- what runs ---
     _term("model_path", "--model-path", "model path", "identity", (V.DRIFT, V.SNAPSHOT), name="model"),

@@ -24,6 +24,9 @@ from console.sim import sglang_log as L
 from console.sim.dcgm import dcgm_app
 from console.sim.http_api import Api
 from console.sim.server import SimConfig, SimServer
+from console.sim.start_options import StartRefused
+
+SCHEDULER_PY = "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py"
 
 
 async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = None) -> int:
@@ -47,6 +50,15 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
         multinode.die_like_sglang(
             group.log, str(e), group.spec.local_ranks[0], lambda: _mark_gpus_idle(sim), running_leader=False
         )
+    except StartRefused as refused:  # the start dies as SGLang's does: its lines, a traceback, exit status 1
+        for line in refused.lines:
+            sim.log(line)
+        sys.stderr.write("Traceback (most recent call last):\n")
+        sys.stderr.write(f'  File "{SCHEDULER_PY}", in run_scheduler_process\n')
+        sys.stderr.write(refused.final.rstrip("\n") + "\n")
+        sys.stderr.flush()
+        await _stop_tasks(sim, tasks)
+        return 1
     if group is not None and not group.spec.leader:
         all_schedulers = sim.metrics is not None and config.resolved.get("enable_metrics_for_all_schedulers")
         mirrored = sim.mirrored_metrics if all_schedulers else None

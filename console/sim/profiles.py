@@ -88,6 +88,12 @@ class StartupPhases:
     draft_graph_per_step_s: float  # draft decode graphs: one set per draft step
     draft_extend_graph_s: float
     warmup_s: float
+    # What the options that shorten a start can take off (console/sim/start_options.py); assumptions, not measured:
+    # the share of weight loading that is post-processing (re-quantization, repacking), which a presharded checkpoint
+    # skips, and the share of graph capture that is JIT compiles (Triton, DeepGEMM, FlashInfer), which a warm compile
+    # cache skips.
+    requantize_share: float = 0.2
+    capture_jit_share: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -298,6 +304,7 @@ _KIMI = SimProfile(
         draft_graph_per_step_s=21.0,
         draft_extend_graph_s=12.0,
         warmup_s=10.0,
+        requantize_share=0.35,  # INT4 experts repacked for the Marlin kernels at every load
     ),
     ignore_eos_rejection_scale=0.9,
     temperature_accept_drop=0.12,

@@ -20,12 +20,24 @@ longer. The durations are the profile's (console.sim.perf.startup_phases) times 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
 from console.sglang.adaptive import candidate_union, parse_config
+from console.sim import gpus as gpu_model
 from console.sim import sglang_log as L
 from console.sim import shapes
+from console.sim.start_options import (
+    OVERLAP_COMMIT_SHARE,
+    WeightLoad,
+    compile_cache_marker,
+    keep_compiled,
+    leave_presharded,
+    presharded_load,
+    warm,
+    weight_cache_load,
+)
 
 CUDA_GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
 
@@ -39,8 +51,20 @@ def adaptive_tiers(resolved: dict[str, Any], adaptive_config: str | None) -> lis
     return candidate_union(config)
 
 
+def weight_load(sim: Any) -> WeightLoad:
+    """How the target's weights load at this start, by the options that shorten one (console.sim.start_options)."""
+    cfg, resolved = sim.config, sim.config.resolved
+    state = gpu_model.state_dir(cfg.state_dir)
+    if resolved.get("load_format") == "presharded":
+        return presharded_load(resolved, state, cfg.profile.startup.requantize_share)
+    if resolved.get("weight_cache_mode") == "client":
+        return weight_cache_load(resolved, gpu_model.gpu_uuid(cfg.profile.name, 0), cfg.profile.name)
+    return WeightLoad()
+
+
 async def start_scheduler_0523(sim: Any) -> None:
-    """The scheduler's start (the port is not bound meanwhile); sets sim.startup_breakdown."""
+    """The scheduler's start (the port is not bound meanwhile); sets sim.startup_breakdown. StartRefused where an
+    option that shortens a start cannot do what it asks (console.sim.start_options)."""
     p, cfg, resolved = sim.config.profile, sim.config, sim.config.resolved
     scale = cfg.time_scale
     phases = dict(sim.engine.startup_phases())
@@ -55,17 +79,32 @@ async def start_scheduler_0523(sim: Any) -> None:
     avail = total - 0.52
     sim.memory_used_mib = 530
     await sim.init_parallel()  # the ranks' rendezvous and the gate, between its two lines (console.sim.multinode)
-    load_s = phases.get("load_weights", 0.0) * scale
+    load = weight_load(sim)
+    marker = compile_cache_marker(dict(os.environ), cfg.version, p.architecture, int(resolved.get("tp_size") or 1))
+    jit = 1.0 - p.startup.capture_jit_share if warm(marker) else 1.0  # a warm compile cache: no JIT compiles
+    overlap = resolved.get("startup_weight_load_mode") == "overlap"
+    load_s = phases.get("load_weights", 0.0) * scale * load.factor
     models = [(p.architecture, weights, load_s)]
     if draft:
         suffix = "Eagle3" if resolved.get("speculative_algorithm") == "EAGLE3" else "Eagle"
-        models.append((p.architecture + suffix, draft_weights, load_s * 0.1))
-    for arch, gib, seconds in models:
+        models.append((p.architecture + suffix, draft_weights, phases.get("load_weights", 0.0) * scale * 0.1))
+    for line in load.before:
+        sim.log(line)
+    loaded_s = 0.0
+    for n, (arch, gib, seconds) in enumerate(models):
         sim.log(L.load_weight_begin(avail))
+        if overlap and n == 0:  # staged while the graphs are captured, committed after them (below)
+            continue
         await asyncio.sleep(seconds)
+        loaded_s += seconds
         sim._use(weight=gib)
         avail -= gib
+        if n == 0:
+            leave_presharded(load)
+            for line in load.after:
+                sim.log(line)
         sim.log(L.load_weight_end_0517(seconds, arch, avail, gib))
+    staging = asyncio.ensure_future(asyncio.sleep(load_s)) if overlap else None
     kv_s = phases.get("kv_cache_alloc", 0.0) * scale
     await asyncio.sleep(kv_s)
     for gib in [kv * 0.8, kv * 0.2] if draft else [kv]:
@@ -79,7 +118,7 @@ async def start_scheduler_0523(sim: Any) -> None:
     tiers = adaptive_tiers(resolved, cfg.adaptive_config) if cfg.speculative else [0]
     graphs: list[tuple[str, str, str, bool, float]] = []  # (name, timing key, begin's listing, end lists bs, s)
     if not resolved.get("disable_cuda_graph"):
-        target_s = phases.get("capture_cuda_graph", 0.0) * scale
+        target_s = phases.get("capture_cuda_graph", 0.0) * scale * jit
         graphs.append(("target prefill", "prefill", f"backend=breakable, num_tokens={tokens}", False, target_s * 0.6))
         verify_s = target_s * 0.4 / len(tiers)
         for steps in tiers:
@@ -87,8 +126,8 @@ async def start_scheduler_0523(sim: Any) -> None:
             name, key = ("target verify", "target_verify") if cfg.speculative and steps else ("target decode", "decode")
             graphs.append((name, key, f"backend=full, num_tokens_per_req={per_req}", True, verify_s))
         if draft:
-            draft_s = phases.get("capture_draft_cuda_graph", 0.0) * scale
-            extend_s = phases.get("capture_draft_extend_cuda_graph", 0.0) * scale
+            draft_s = phases.get("capture_draft_cuda_graph", 0.0) * scale * jit
+            extend_s = phases.get("capture_draft_extend_cuda_graph", 0.0) * scale * jit
             graphs.append(("draft prefill", "draft_prefill", f"backend=breakable, num_tokens={tokens}", False,
                            draft_s * 0.3))  # fmt: skip
             for steps in [s for s in tiers if s > 0]:
@@ -113,10 +152,26 @@ async def start_scheduler_0523(sim: Any) -> None:
             f"Capture {name} CUDA graph end. {bs}elapsed={seconds:.2f} s, mem usage={share:.2f} GB, "
             f"avail mem={avail:.2f} GB."
         )
+    if staging is not None:  # the overlap: what staging is left after the capture, then the commit
+        captured_at = time.time()
+        await staging
+        commit_s = load_s * OVERLAP_COMMIT_SHARE
+        await asyncio.sleep(commit_s)
+        sim._use(weight=weights)
+        avail -= weights
+        window = captured_at - sim.started_at
+        loaded_s += time.time() - captured_at  # the weights' time that the capture did not hide
+        sim.log(
+            f"Load weight end. Committed real weights after CUDA graph capture in {commit_s:.2f} s (capture overlap "
+            f"window {window:.2f} s, startup overlap total {time.time() - sim.started_at:.2f} s)"
+        )
+    problem = keep_compiled(marker)
+    if problem is not None:
+        sim.log(problem)
     sim.log(L.scheduler_summary(sim.max_total_num_tokens, chunked, sim.max_running_requests, cfg.context_length, avail))
     scheduler_e2e = time.time() - sim.started_at
     sim.startup_breakdown = {
-        "load_weight": round(load_s, 4),
+        "load_weight": round(loaded_s, 4),  # the target's and the draft's, as startup_time.py sums them
         "kv_cache_allocation": round(kv_s, 4),
         "scheduler_e2e": round(scheduler_e2e, 4),
         "cuda_graph": {k: round(v, 4) for k, v in timings.items()},

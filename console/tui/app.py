@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
+from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -35,7 +36,7 @@ from console.host.base import HostError, JournalEntry, UnitLocked
 from console.tui.bench_run import BenchRun
 from console.tui.context import ConsoleOptions
 from console.tui.screens.bench import open_bench, running_mark
-from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.confirm import ConfirmScreen, cost_line
 from console.tui.screens.edit import EditScreen
 from console.tui.screens.freeze import open_freeze
 from console.tui.screens.help import HelpScreen, KeyRow
@@ -722,7 +723,8 @@ class OpsConsoleApp(App[int]):
         if status is not None and status.service.need_daemon_reload:
             body = Text("The unit on disk changed and is not loaded: the restart runs the loaded one.", style="yellow")
         unit = session.service.unit
-        if not await self.push_screen_wait(ConfirmScreen(f"Restart {unit} on {pane.label}?", body, danger=True)):
+        said = Group(body, Text(""), cost_line(pending.restart_cost, pane.label))
+        if not await self.push_screen_wait(ConfirmScreen(f"Restart {unit} on {pane.label}?", said, danger=True)):
             await pending.abort("not confirmed; nothing was restarted")
             return
         source = self.sources[pane.label]

@@ -101,11 +101,14 @@ def poll(condition: Any, timeout: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def running_demo(workspace: Path, profile: str | None = None, time_scale: str = TIME_SCALE) -> Iterator[Demo]:
-    """`opsconsole demo --no-ui [--profile NAME]` in its own session, healthy; stopped with Ctrl-C (by PID)
-    afterwards. A larger `time_scale` makes a restart take longer (0.02: a few seconds)."""
+def running_demo(
+    workspace: Path, profile: str | None = None, time_scale: str = TIME_SCALE, sglang_version: str | None = None
+) -> Iterator[Demo]:
+    """`opsconsole demo --no-ui [--profile NAME] [--sglang-version V]` in its own session, healthy; stopped with Ctrl-C
+    (by PID) afterwards. A larger `time_scale` makes a restart take longer (0.02: a few seconds)."""
     workspace.mkdir()
     chosen = ["--profile", profile] if profile else []
+    chosen += ["--sglang-version", sglang_version] if sglang_version else []
     proc = subprocess.Popen(
         [str(OPSCONSOLE), "--workspace", str(workspace), "demo", "--no-ui", *chosen, "--time-scale", time_scale],
         stdout=subprocess.PIPE,

@@ -492,13 +492,19 @@ async def scripted_editor() -> AsyncIterator[tuple[OpsConsoleApp, Pilot[Any], Ed
 
 @asynccontextmanager
 async def demo_console(
-    workspace: str, *, read_only: bool = False, size: tuple[int, int] = (120, 40), timeout: float = 60.0
+    workspace: str,
+    *,
+    read_only: bool = False,
+    size: tuple[int, int] = (120, 40),
+    timeout: float = 60.0,
+    version: str = "0.5.9",
 ) -> AsyncIterator[tuple[OpsConsoleApp, Pilot[Any]]]:
-    """The real console (`opsconsole connect demo`, refresh 0.5 s) on a running demo host, once its server shows."""
+    """The real console (`opsconsole connect demo`, refresh 0.5 s) on a running demo host, once its server shows
+    (as SGLang `version`: the demo's --sglang-version)."""
     args = argparse.Namespace(workspace=workspace, ssh_config=None, refresh=0.5, read_only=read_only, targets=["demo"])
     app = build_app(args, ["demo"])
     async with app.run_test(size=size) as pilot:
-        await wait_until(pilot, lambda: "SGLang 0.5.9" in screen_text(app), "the dashboard", timeout)
+        await wait_until(pilot, lambda: f"SGLang {version}" in screen_text(app), "the dashboard", timeout)
         yield app, pilot
     await nothing_outlives_the_console(timeout)
 

@@ -9,7 +9,8 @@ from textual.widgets import Input
 from console.tui.screens.edit import EditScreen
 from tests.tui.support import FixedSession, screen_text, scripted_app, scripted_editor, view, wait_until
 
-REASON = "keep the console's polling out of the server's log: /health /metrics"
+# (its paths wrap where the form has a scrollbar: the first is on the line of the reason)
+REASON = "keep the console's polling out of the server's log: /health"
 
 
 def _all_in(text: str, *phrases: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,6 +120,39 @@ def test_editor_with_a_valid_edit_and_its_silent_changes(snap_compare: Any) -> N
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
+def test_editor_with_the_hosts_restart_cost_and_what_would_shorten_it(snap_compare: Any, tmp_path: Path) -> None:
+    """SGLang 0.5.23, four restarts of about 10 min kept in the workspace, loading weights most of each: the report
+    says so and offers what SGLang accepts on this unit against it (presharded; not the overlap nor the weight cache,
+    which refuse speculative decoding); the options' group is in view (scrolled to)."""
+    from datetime import UTC, datetime, timedelta
+
+    from console.core.apply.restarts import REST, PhaseTime, RestartRecord, append_restart
+    from console.tui.screens.edit import EditScreen
+    from console.workspace import Workspace
+    from tests.tui.support import DEMO_UNIT, FixedSession
+
+    workspace = Workspace(tmp_path).ensure()
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    for i, total in enumerate((598.0, 612.0, 640.0, 605.0)):
+        phases = (PhaseTime("load_weights", total * 0.62), PhaseTime("cuda_graph", total * 0.2),
+                  PhaseTime(REST, total * 0.18))  # fmt: skip
+        append_restart(workspace.logs, RestartRecord("gpu-a", "sglang.service", at + timedelta(hours=i), total, phases,
+                                                     "server", "0.5.23", "EAGLE3 steps 2 topk 1", "apply"))  # fmt: skip
+    unit = DEMO_UNIT.replace('Environment="SGLANG_ENABLE_SPEC_V2=False"\n', "")
+    app = scripted_app(views={"gpu-a": view()})
+    editor = EditScreen(FixedSession(unit, version="0.5.23", workspace=workspace), label="gpu-a")  # type: ignore[arg-type]
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app.push_screen(editor)
+        await wait_until(pilot, lambda: "shorter with" in screen_text(app), "the report with the cost")
+        editor.query_one("#field-load-format").focus()
+        await wait_until(pilot, lambda: "presharded: the first start" in screen_text(app), "the options in view")
+        await without_cursor(pilot)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
 def test_editor_refusing_spec_v2_with_a_tree_on_0_5_9(snap_compare: Any) -> None:
     app, run_before = _editor_app({"speculative_eagle_topk": "2", "speculative_num_draft_tokens": "4"})
 
@@ -133,7 +167,15 @@ def test_editor_refusing_spec_v2_with_a_tree_on_0_5_9(snap_compare: Any) -> None
 
 
 def test_confirmation_with_the_unit_diff(snap_compare: Any) -> None:
-    from console.tui.screens.confirm import ConfirmScreen, diff_text
+    """As the editor asks it: the diff, then what a restart of this host costs (its recent restarts)."""
+    from datetime import UTC, datetime, timedelta
+
+    from rich.console import Group
+    from rich.text import Text
+
+    from console.core.apply import RestartRecord, restart_cost
+    from console.core.apply.restarts import REST, PhaseTime
+    from console.tui.screens.confirm import ConfirmScreen, cost_line, diff_text
 
     app = scripted_app(views={"gpu-a": view()})
     diff = (
@@ -142,11 +184,17 @@ def test_confirmation_with_the_unit_diff(snap_compare: Any) -> None:
         "-    --speculative-num-steps 2 \\\n+    --speculative-num-steps 3 \\\n"
         "     --speculative-eagle-topk 1 \\\n"
     )
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    restarts = [
+        RestartRecord("gpu-a", "sglang.service", at + timedelta(hours=i), total,
+                      (PhaseTime("load_weights", total * 0.62), PhaseTime(REST, total * 0.38)), "server", "0.5.23",
+                      "EAGLE3 steps 2 topk 1 + spec v2", "apply")
+        for i, total in enumerate((598.0, 612.0, 640.0, 605.0))
+    ]  # fmt: skip
+    body = Group(diff_text(diff), Text(""), cost_line(restart_cost(restarts, "gpu-a"), "gpu-a"))
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        app.push_screen(
-            ConfirmScreen("Write this unit to gpu-a and restart sglang.service?", diff_text(diff), danger=True)
-        )
+        app.push_screen(ConfirmScreen("Write this unit to gpu-a and restart sglang.service?", body, danger=True))
         await wait_until(pilot, lambda: "Write this unit" in screen_text(app), "the question")
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from console.core.change import EditRequest, FlagValue, Plan, plan_for_version, values_equal
-from console.sglang.vocabulary import SPEC_V2_ENV, TERMS, View, runs_as, terms
+from console.sglang.vocabulary import CACHE_DIR_ENV, SPEC_V2_ENV, TERMS, View, runs_as, term, terms
 
 FieldKind = Literal["int", "float", "text", "choice", "switch", "list"]
 SPEC_V2_DEST = f"env:{SPEC_V2_ENV}"
@@ -31,6 +31,39 @@ ACCESS_LOG_SKIPS = "uvicorn_access_log_exclude_prefixes"
 TOKEN_HISTOGRAMS = "collect_tokens_histogram"
 
 
+# What each option that shortens a start does, and what it asks (wave5 §6; the rules check what SGLang refuses).
+START_HINTS = {
+    "load_format": "presharded: the first start also writes per-rank shards; later ones load them, no re-quantization",
+    "model_loader_extra_config": 'presharded: {"presharded_path": DIR} where the model folder is read-only or not '
+    "shared by every node",
+    "weight_loader_prefetch_checkpoints": "checkpoint on network storage: each rank reads its share once "
+    "(multi-threaded load off)",
+    "startup_weight_load_mode": "overlap: graphs captured while the weights load; FP16/BF16 Llama, Qwen2, Qwen3 on "
+    "TP 1-2, no speculation",
+    "weight_cache_mode": "client: weights mapped from a standalone daemon over CUDA IPC, no disk read; not with "
+    "speculation",
+    "weight_cache_socket": "the daemon's socket (default /tmp/sglang_weight_cache_<GPU UUID>.sock); absent: a "
+    "disk load",
+    f"env:{CACHE_DIR_ENV}": "compiled kernels kept here for the next start (default ~/.cache/sglang): a folder "
+    "that lasts",
+}
+
+
+# What the editor offers against the phase that takes most of a restart, in the order it tries them: each a field
+# and the value that shortens that phase (wave5 §6). Offered only where the release has the field and the rules accept
+# it on the form as it is: overlap not with speculation, the weight cache's client not with it either, ...
+SHORTER_STARTS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "load_weights": (
+        ("load_format", "presharded"),
+        ("startup_weight_load_mode", "overlap"),
+        ("weight_cache_mode", "client"),
+    ),
+    "cuda_graph": ((f"env:{CACHE_DIR_ENV}", "/var/cache/sglang"), ("startup_weight_load_mode", "overlap")),
+    "draft_cuda_graph": ((f"env:{CACHE_DIR_ENV}", "/var/cache/sglang"),),
+    "draft_extend_cuda_graph": ((f"env:{CACHE_DIR_ENV}", "/var/cache/sglang"),),
+}
+
+
 def field_hint(dest: str, version: str) -> str:
     """Why a field is offered, in one line under it ("" for most)."""
     if dest == ACCESS_LOG_SKIPS:
@@ -39,7 +72,7 @@ def field_hint(dest: str, version: str) -> str:
         return f"keep the console's polling out of the server's log: {' '.join(polled_paths(version))}"
     if dest == TOKEN_HISTOGRAMS:
         return "length histograms in /metrics, for bench --shape-from-server"
-    return ""
+    return START_HINTS.get(dest, "")
 
 
 @dataclass(frozen=True)
@@ -151,10 +184,23 @@ class EditorForm:
         return Preview(edits, plan, (), silent_changes(plan))
 
 
+def shorter_start_offers(form: EditorForm, values: Mapping[str, str], dominant: str) -> tuple[tuple[str, str], ...]:
+    """The (field, value) pairs that would shorten the phase that dominates this host's restarts, each one the rules
+    accept on the form as it is and the form does not have yet; () for a phase none of them shortens."""
+    offered = []
+    dests = {spec.dest for spec in form.fields}
+    for dest, value in SHORTER_STARTS.get(dominant, ()):
+        if dest not in dests or values.get(dest, form.values.get(dest, "")).strip():
+            continue  # not in this release, or already set to something: the operator's choice stands
+        if form.preview({**values, dest: value}).ok:
+            offered.append((dest, value))
+    return tuple(offered)
+
+
 def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.service") -> EditorForm:
     """The editor's fields for that SGLang version, filled with what the unit has. Raises UnitError."""
     from console.sglang.argv import parse_argv
-    from console.sglang.flags import flag_table
+    from console.sglang.flags import flag_table, version_at_least
     from console.sglang.rules import builtin_algorithms, spec_v2_env_default
     from console.sglang.traffic_shape import histograms_need_flag
     from console.sglang.unit import UnitFile
@@ -172,6 +218,13 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
             fields.append(FieldSpec(dest, label, group, "switch", None, default=spec_v2_env_default(version)))
             raw = env.get(SPEC_V2_ENV)
             values[dest] = "" if raw is None else ("true" if raw.lower() in ("1", "true", "yes", "y") else "false")
+            continue
+        if dest.startswith("env:"):  # another variable the unit's environment sets: text, where the release reads it
+            first = term(dest).first_version
+            if first is not None and not version_at_least(version, first):
+                continue
+            fields.append(FieldSpec(dest, label, group, "text", None, hint=field_hint(dest, version)))
+            values[dest] = env.get(dest.removeprefix("env:"), "")
             continue
         spec = table.spec_for(dest)
         if spec is None:

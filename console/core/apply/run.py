@@ -41,6 +41,16 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from console import hints
+from console.core.apply.restarts import (
+    RestartCost,
+    RestartKind,
+    RestartRecord,
+    append_restart,
+    cost_from_server,
+    host_restart_cost,
+    restart_record,
+    start_options,
+)
 from console.core.change import (
     ApplyState,
     EditRequest,
@@ -72,6 +82,7 @@ from console.core.session import Session
 from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
 from console.host.unit_switch import UnitSwitch
 from console.secrets import secrets_in_unit
+from console.sglang.setup import SpecSetup
 
 T = TypeVar("T")
 # What to apply: the edits, or how to make them from the SGLang version the rules check against (values are parsed by
@@ -127,6 +138,11 @@ class ApplyResult:
     rollback: StartWatch | None = None
     verification: Verification | None = None
     error: str | None = None
+    # What a restart of this host was said to cost before this one (its recent ones), and what this one's starts
+    # cost: the new unit's (or the restarted one's), and the old unit's after a rollback.
+    restart_cost: RestartCost | None = None
+    restart: RestartRecord | None = None
+    rollback_restart: RestartRecord | None = None
 
     @property
     def ok(self) -> bool:
@@ -164,6 +180,9 @@ class ApplyResult:
             "error": self.error,
             "journal_excerpt": self.journal_excerpt(),
             "rollback_journal_excerpt": self.journal_excerpt(rollback=True),
+            "restart_cost": self.restart_cost.to_json() if self.restart_cost else None,
+            "restart": self.restart.to_json() if self.restart else None,
+            "rollback_restart": self.rollback_restart.to_json() if self.rollback_restart else None,
         }
 
 
@@ -196,6 +215,7 @@ class Applier:
         self._abort_reason: str | None = None
         self._abort = asyncio.Event()
         self._ready_info: dict[str, Any] | None = None  # /server_info read beside the /health that said ready
+        self._restart_at: datetime | None = None  # when the restart being watched was asked (its cost's start)
         self.result = ApplyResult(
             Rollout.start(_now(), restart_only=restart_only), plan, session.label, session.service.unit
         )
@@ -283,6 +303,7 @@ class Applier:
         # together with the write (the write changes neither), then daemon-reload, then restart.
         reads: asyncio.Future[tuple[ServiceState, str | None]] | None = None
         if self.service.switches:
+            self._restart_at = _now()  # the switch writes, reloads and restarts in one command
             change: asyncio.Future[Any] = asyncio.ensure_future(self._switch())
         else:
             reads = asyncio.ensure_future(
@@ -478,6 +499,8 @@ class Applier:
 
     async def _restart(self, before: ServiceState) -> None:
         """Restart; after a dropped connection, find out whether it happened before restarting again."""
+        if self._restart_at is None:  # a restart asked again after a dropped link is still the same restart
+            self._restart_at = _now()
         try:
             await self.service.restart()
         except ConnectionDropped:
@@ -526,8 +549,43 @@ class Applier:
             with contextlib.suppress(asyncio.CancelledError, HostError):
                 await follower
         if watch.healthy:
-            tracker.mark_ready(_now())
+            ready = _now()
+            tracker.mark_ready(ready)
+            self._record_start(tracker, ready, start)
+        self._restart_at = None
         return watch
+
+    def _record_start(self, tracker: PhaseTracker, ready: datetime, start: StartKind) -> None:
+        """Keep what this start cost in the workspace (console/core/apply/restarts.py): every path that restarts a
+        unit comes through here, once per start that reached ready."""
+        workspace = self.session.workspace
+        if self._restart_at is None or workspace is None:
+            return
+        plan = self.plan
+        report = plan.old_report if start == "rollback" else plan.report
+        kind: RestartKind = "rollback" if start == "rollback" else "restart" if self.restart_only else "apply"
+        info = self._ready_info or {}
+        record = restart_record(
+            host=self.session.label,
+            unit=self.service.unit,
+            began=self._restart_at,
+            ready=ready,
+            startup_time=info.get("startup_time"),
+            journal_phases=tracker.phases,
+            sglang_version=str(info.get("version") or plan.sglang_version),
+            setup=SpecSetup.from_server_args(report.resolved, report.spec_mode).name(),
+            start=kind,
+            options=start_options(report.resolved, plan.old_text if start == "rollback" else plan.new_text,
+                                  plan.sglang_version),
+        )  # fmt: skip
+        if start == "rollback":
+            self.result.rollback_restart = record
+        else:
+            self.result.restart = record
+        try:
+            append_restart(workspace.logs, record)
+        except OSError as exc:  # the restart itself went well: say the figure was not kept, go on
+            self._emit(Notice(f"this restart's cost was not kept in {workspace.logs}: {exc}"))
 
     async def _poll_until_healthy(
         self, before: ServiceState, timeout_s: float, *, abortable: bool
@@ -672,6 +730,7 @@ class Applier:
             else:
                 await self._retrying("restore the unit", lambda: self.service.write_unit(self.plan.old_text))
             await self._retrying("daemon-reload", self.service.daemon_reload)
+            self._restart_at = None  # the old unit's start is a restart of its own (the new one's may not have ended)
             await self._restart(before)
         except HostError as exc:
             self._advance(ApplyState.ROLLBACK_FAILED, f"could not restore the old unit: {exc}")
@@ -751,13 +810,27 @@ class PendingApply:
     Leaving the block without either aborts (nothing changed) and releases the lock."""
 
     def __init__(
-        self, session: Session, plan: Plan, lock: AsyncExitStack, *, timeout_s: float, restart_only: bool = False
+        self,
+        session: Session,
+        plan: Plan,
+        lock: AsyncExitStack,
+        *,
+        timeout_s: float,
+        restart_only: bool = False,
+        restart_cost: RestartCost | None = None,
     ) -> None:
         self.session = session
         self.plan = plan
         self.restart_only = restart_only
         self._lock = lock
         self._applier = Applier(session, plan, timeout_s=timeout_s, restart_only=restart_only)
+        self._applier.result.restart_cost = restart_cost
+
+    @property
+    def restart_cost(self) -> RestartCost | None:
+        """What a restart of this host costs, by its recent ones (None: none recorded and the server says nothing),
+        for the confirmation to say before it starts (console/core/apply/restarts.py)."""
+        return self._applier.result.restart_cost
 
     @property
     def needs_confirmation(self) -> bool:
@@ -817,6 +890,36 @@ def _console_warnings(session: Session, plan: Plan) -> list[str]:
             f"restart the server answers 401; put the new key in the variable named by {where} first"
         ]
     return []
+
+
+# The weight-cache daemon's sockets on the host: the unit's --weight-cache-socket, else SGLang's default template
+# (/tmp/sglang_weight_cache_{device_uuid}.sock, one per GPU: SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE, environ.py:2174).
+_SOCKETS_SCRIPT = (
+    'if [ -n "$1" ]; then [ -S "$1" ] && echo "$1"; '
+    'else for s in /tmp/sglang_weight_cache_*.sock; do [ -S "$s" ] && echo "$s"; done; fi; true'
+)
+
+
+async def _weight_cache_warnings(session: Session, plan: Plan) -> list[str]:
+    """What the rules cannot see of `--weight-cache-mode client`: whether a daemon's socket is there on the host.
+    Without one SGLang loads the weights from disk and says so in a warning line only (weight_cache/ipc_loader.py:
+    50-66): the restart would be no faster than before."""
+    resolved = plan.report.resolved
+    if resolved.get("weight_cache_mode") != "client" or not plan.ok:
+        return []
+    path = str(resolved.get("weight_cache_socket") or "")
+    try:
+        done = await session.host.transport.run(["sh", "-c", _SOCKETS_SCRIPT, "sh", path], timeout=30)
+    except HostError:
+        return []  # unknown: the start will say
+    if done.stdout.strip():
+        return []
+    where = path or "/tmp/sglang_weight_cache_<GPU UUID>.sock"
+    return [
+        f"no weight-cache daemon's socket at {where} on {session.label}: SGLang loads the weights from disk, so the "
+        "restart is no faster. Start the daemon there first (python -m sglang.srt.weight_cache.daemon --model-path "
+        "MODEL --tp-size N, as a service of its own)"
+    ]
 
 
 async def _take_lock(session: Session, owner: str) -> AsyncExitStack:
@@ -881,14 +984,34 @@ async def _planned(
             version_source=source,
             replacement=unit_text,
         )
+        cost = known_restart_cost(session)
         warnings = [Finding("console-api-key", m, ("--api-key",)) for m in _console_warnings(session, plan)]
+        warnings += [
+            Finding("weight-cache-no-daemon", m, ("--weight-cache-mode",))
+            for m in await _weight_cache_warnings(session, plan)
+        ]
         session.secrets.learn(secrets_in_unit(plan.new_text))  # the edit's own keys, before anything shows it
         plan = mask_plan(plan, session.secrets)
         plan.report.warnings.extend(warnings)
     except BaseException:
         await stack.aclose()
         raise
-    return PendingApply(session, plan, stack, timeout_s=timeout_s, restart_only=restart_only)
+    return PendingApply(session, plan, stack, timeout_s=timeout_s, restart_only=restart_only, restart_cost=cost)
+
+
+def known_restart_cost(session: Session) -> RestartCost | None:
+    """What a restart of the session's host costs: the median of its recent restarts kept in the workspace, else the
+    running server's own account of its last start (0.5.23's startup_time, as last read), else None."""
+    # getattr: a session made for a screen's own tests (no workspace, no server read) is asked the same
+    workspace = getattr(session, "workspace", None)
+    try:
+        cost = host_restart_cost(workspace.logs if workspace else None, session.label, session.service.unit)
+    except OSError:  # an unreadable workspace file: the restart goes on, its cost unsaid
+        cost = None
+    if cost is None:
+        info = getattr(session, "last_server_info", None) or {}
+        cost = cost_from_server(session.label, info.get("startup_time"))
+    return cost
 
 
 async def plan_apply(

@@ -22,6 +22,7 @@ from typing import cast
 from console.bench.datasets import DEFAULT_SAMPLE as DEFAULT_DATASET_SAMPLE
 from console.bench.slo import EXAMPLE, parse_slo
 from console.bench.workloads import DatasetSample
+from console.core.apply import RestartCost, cost_text, duration_text
 from console.core.bench import parse_int_list
 from console.core.tune.report import Objective
 from console.core.tune.run import TuneRequest
@@ -316,14 +317,44 @@ def _number(key: str, value: str, *, whole: bool = False, positive: bool = False
 
 @dataclass(frozen=True)
 class Estimate:
-    """How long a planned tune takes: benchmark time, plus how many starts of the service (whose length the
-    console does not know before the first one)."""
+    """How long a planned tune takes: benchmark time, plus how many starts of the service, each as long as the host's
+    recent restarts (`restart`: console/core/apply/restarts.py; None where none is known yet)."""
 
     bench_s: float
     starts: int
+    restart: RestartCost | None = None
+
+    @property
+    def total_s(self) -> float | None:
+        """Benchmarks and starts together; None where a start's length is not known."""
+        return None if self.restart is None else self.bench_s + self.starts * self.restart.median_s
+
+    def starts_text(self, host: str) -> str:
+        """ "7 starts of ~7 min 40 s each (a restart of gpu-a: median of 4; loading weights 71 %)"."""
+        starts = f"{self.starts} start{'s' * (self.starts != 1)}"
+        if self.restart is None:
+            return f"{starts} ({cost_text(None, host)})"
+        return f"{starts} of ~{duration_text(self.restart.median_s)} each ({self.restart.text()})"
+
+    def to_json(self) -> dict[str, object]:
+        total = self.total_s
+        return {
+            "bench_s": round(self.bench_s, 1),
+            "starts": self.starts,
+            "restart_cost": self.restart.to_json() if self.restart else None,
+            "total_s": None if total is None else round(total, 1),
+        }
+
+    def text(self, host: str, *, at_most: bool = False) -> str:
+        """ "About 12 min of benchmarks + 7 starts of ~7 min 40 s each (...): about 66 min in all"."""
+        about = "At most" if at_most else "About"
+        said = f"{about} {self.bench_s / 60:.0f} min of benchmarks + {self.starts_text(host)}"
+        total = self.total_s
+        return said if total is None else f"{said}: {about.lower()} {duration_text(total)} in all"
 
 
-def estimate(estimate_s: Callable[[float], float]) -> Estimate:
-    """From PendingTune.estimate_s (linear in the start's length): its benchmark part and its number of starts."""
+def estimate(estimate_s: Callable[[float], float], restart: RestartCost | None = None) -> Estimate:
+    """From PendingTune.estimate_s (linear in the start's length): its benchmark part and its number of starts, and
+    what a restart of the host costs (PendingTune.restart_cost)."""
     zero = estimate_s(0.0)
-    return Estimate(bench_s=zero, starts=round(estimate_s(1.0) - zero))
+    return Estimate(bench_s=zero, starts=round(estimate_s(1.0) - zero), restart=restart)

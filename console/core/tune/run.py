@@ -50,7 +50,7 @@ from console.bench.events import BenchEvent
 from console.bench.records import BenchRecord
 from console.bench.slo import Capacity, Slo
 from console.bench.workloads import DatasetSample, WorkloadSpec
-from console.core.apply import default_owner
+from console.core.apply import RestartCost, default_owner, known_restart_cost
 from console.core.bench import bench_host
 from console.core.change import ApplyState
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
@@ -463,6 +463,9 @@ class PendingTune:
         self._bench_task: asyncio.Task[Any] | None = None
         self._emit: EventSink[TuneEvent] = ignore
         self._finished = False
+        # What a restart of this host costs (its recent ones, else the server's own account), for the estimate:
+        # plan_tune reads it.
+        self.restart_cost: RestartCost | None = None
         self.host = TuneHost(
             session,
             timeout_s=request.timeout_s,
@@ -949,7 +952,9 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
         finally:
             await stack.aclose()
         raise
-    return PendingTune(session, request, space, original, stack, guard, owner)
+    pending = PendingTune(session, request, space, original, stack, guard, owner)
+    pending.restart_cost = known_restart_cost(session)
+    return pending
 
 
 def checked_request(request: TuneRequest, profile_slo: tuple[tuple[str, float], ...] = ()) -> TuneRequest:

@@ -52,11 +52,13 @@ def editor_lines(
     running: SetupForecast | None,
     *,
     unreadable: str = "",
+    restart_cost: str = "",
 ) -> list[Line]:
     """The editor's prediction: while the records are read, why there is none (and, where no benchmark of the running
     setup is there, how to get one), or the form's setup at the running setup's levels beside the running setup's own
     figures, the verdict, what would settle it and the main assumption. Nothing for a form the rules refuse
-    (`forecast` None with a predictor). `unreadable`: why the running server could not be read for it."""
+    (`forecast` None with a predictor). `unreadable`: why the running server could not be read for it. `restart_cost`:
+    what the restart the verdict weighs costs on this host ("a restart: ~10 min"), said with the verdict."""
     if unreadable:
         return [Line(f"No prediction: {unreadable}", "note")]
     if foresight is None:
@@ -85,7 +87,8 @@ def editor_lines(
     for level in forecast.levels:
         lines.append(figures(level, running.level(level.concurrency) if running is not None else None))
     kind = forecast.verdict.kind
-    lines.append(Line(forecast.verdict.text, kind if kind in ("worth", "not-worth") else "unknown"))
+    weighed = f"{forecast.verdict.text} ({restart_cost})" if restart_cost else forecast.verdict.text
+    lines.append(Line(weighed, kind if kind in ("worth", "not-worth") else "unknown"))
     if forecast.verdict.settle:
         lines.append(Line(forecast.verdict.settle, "note"))
     if forecast.assumptions:

@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.core.apply import RestartCost, cost_text
 from console.tui.widgets.footer import FittedFooter
 
 
@@ -30,6 +31,12 @@ def diff_text(diff: str) -> Text:
             style = "cyan"
         out.append(line + "\n", style=style)
     return out
+
+
+def cost_line(cost: RestartCost | None, host: str) -> Text:
+    """What a restart of the host costs (console/core/apply/restarts.py), in the confirmation before one."""
+    said = cost_text(cost, host)
+    return Text(said[:1].upper() + said[1:], style="bold" if cost is not None else "dim")
 
 
 class ConfirmScreen(ModalScreen[bool]):

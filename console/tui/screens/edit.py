@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -34,11 +34,15 @@ from console.core.apply import (
     EditorForm,
     FieldSpec,
     Preview,
+    RestartCost,
     applied_setups,
+    duration_text,
     editor_form,
+    known_restart_cost,
     plan_apply,
     record_applied,
     running_values,
+    shorter_start_offers,
 )
 from console.core.change import ApplyState, EditRequest
 from console.core.predict import SetupForecast
@@ -50,7 +54,7 @@ from console.sglang.client import SglangError
 from console.sglang.specmode import SpecMode
 from console.tui.presenters.prediction import Line, editor_lines
 from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
-from console.tui.screens.confirm import ConfirmScreen, diff_text
+from console.tui.screens.confirm import ConfirmScreen, cost_line, diff_text
 from console.tui.screens.progress import apply_progress
 from console.tui.widgets.footer import FittedFooter
 from console.tui.widgets.inputs import OrderedInput
@@ -98,6 +102,10 @@ def _field_id(dest: str) -> str:
     return "field-" + dest.replace(":", "-").replace("_", "-")
 
 
+def _hint_id(dest: str) -> str:
+    return "hint-" + _field_id(dest)
+
+
 class EditScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "apply", "Apply", id="editor-apply"),
@@ -141,6 +149,7 @@ class EditScreen(Screen[None]):
         self.forecast: SetupForecast | None = None
         self.running_forecast: SetupForecast | None = None
         self._forecast_of: tuple[Mapping[str, Any], SpecMode | None] | None = None  # what `forecast` is asked of
+        self.restart_cost: RestartCost | None = None  # what a restart of this host costs (read with the unit)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Edit {self.label}: reading the unit ...", style="bold"), id="editor-title")
@@ -166,6 +175,7 @@ class EditScreen(Screen[None]):
             version, source = await self.session.sglang_version()
             unit_text = await self.session.service.read_unit()
             form = editor_form(unit_text, version, unit_name=self.session.service.unit)
+            self.restart_cost = known_restart_cost(self.session)
         except (HostError, ValueError) as exc:  # ValueError: UnitError, the unit is not an SGLang unit
             self.query_one("#editor-title", Static).update(Text(f"Edit {self.label}: {exc}", style="bold red"))
             return
@@ -212,7 +222,7 @@ class EditScreen(Screen[None]):
                 row_classes += " -hinted"
             rows.append(Horizontal(Label(spec.label, classes="field-label"), widget, classes=row_classes))
             if spec.hint:  # why the field is offered, under it
-                rows.append(Static(Text(spec.hint, style="dim"), classes="field-hint"))
+                rows.append(Static(Text(spec.hint, style="dim"), classes="field-hint", id=_hint_id(spec.dest)))
         await container.mount_all(rows)
 
     def _widget(self, spec: FieldSpec, form: EditorForm, disabled: bool) -> Widget:
@@ -378,6 +388,14 @@ class EditScreen(Screen[None]):
                 out[spec.dest] = unit_value if widget.value == effective else ("true" if widget.value else "false")
         return out
 
+    @on(events.DescendantFocus)
+    def _show_the_fields_reason(self, event: events.DescendantFocus) -> None:
+        """A field scrolled into view brings the line under it that says why it is offered."""
+        ident = event.widget.id or ""
+        if ident.startswith("field-"):
+            for hint in self.query(f"#hint-{ident}"):
+                self.query_one("#editor-form", VerticalScroll).scroll_to_widget(hint, animate=False)
+
     @on(Input.Changed)
     @on(Select.Changed)
     @on(Switch.Changed)
@@ -421,6 +439,7 @@ class EditScreen(Screen[None]):
             parts.append(Text(self.error, style="bold red"))
         parts.append(Text(""))
         parts.append(self._verdict(preview))
+        parts.extend(self._restart_lines())
         prediction = self._prediction(preview)  # under the verdict: on a small terminal ctrl+s stays in sight
         if prediction:
             parts.append(Text(""))
@@ -431,8 +450,25 @@ class EditScreen(Screen[None]):
         if not self.predicts:
             return []
         forecast = self.forecast if preview.ok else None
-        lines = editor_lines(self.foresight, forecast, self.running_forecast, unreadable=self.foresight_error)
+        cost = f"a restart: ~{duration_text(self.restart_cost.median_s)}" if self.restart_cost is not None else ""
+        lines = editor_lines(
+            self.foresight, forecast, self.running_forecast, unreadable=self.foresight_error, restart_cost=cost
+        )
         return _rendered(lines)
+
+    def _restart_lines(self) -> list[RenderableType]:
+        """What a restart of this host costs, and the fields that would shorten the phase that takes most of it (each
+        one the rules accept on the form as it is: console.core.apply.shorter_start_offers)."""
+        if self.form is None:
+            return []
+        lines: list[RenderableType] = [cost_line(self.restart_cost, self.label)]
+        if self.restart_cost is None or self.read_only:
+            return lines
+        offers = shorter_start_offers(self.form, self.values(), self.restart_cost.dominant)
+        if offers:
+            said = ", ".join(f"{self.form.field(dest).label} {value}" for dest, value in offers)
+            lines.append(Text(f"  shorter with {said} (under faster restarts)", style="cyan"))
+        return lines
 
     def _verdict(self, preview: Preview) -> Text:
         if self.read_only:
@@ -512,7 +548,7 @@ class EditScreen(Screen[None]):
             return
         unit = self.session.service.unit
         warnings = (Text(f"! {w.message}", style="yellow") for w in pending.plan.report.warnings)
-        body = Group(diff_text(pending.plan.diff), *warnings)
+        body = Group(diff_text(pending.plan.diff), *warnings, Text(""), cost_line(pending.restart_cost, self.label))
         confirmed = await self.app.push_screen_wait(
             ConfirmScreen(f"Write this unit to {self.label} and restart {unit}?", body, danger=True)
         )

@@ -47,6 +47,7 @@ from textual.worker import Worker
 
 from console.bench.datasets import DatasetError, describe_line, sample_dataset
 from console.bench.workloads import DatasetSample
+from console.core.apply import duration_text
 from console.core.bench import dataset_files, slo_text
 from console.core.session import Session
 from console.core.tune import (
@@ -78,7 +79,7 @@ from console.tui.presenters.prediction import Ranked, predicted_ranking
 from console.tui.presenters.tune_board import TuneBoard
 from console.tui.runners import TunePlanner, tune_on_host
 from console.tui.screens import FORM_FOCUS_BINDINGS, unless_closing
-from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.confirm import ConfirmScreen, cost_line
 from console.tui.screens.progress import ProgressScreen
 from console.tui.widgets.inputs import OrderedInput
 
@@ -479,7 +480,7 @@ class TuneFormScreen(Screen[None]):
         finally:
             self.busy = False
             self.refresh_bindings()
-        parts = estimate(pending.estimate_s)
+        parts = estimate(pending.estimate_s, pending.restart_cost)
         unit = self.session.service.unit
         guard = (
             "If this console goes away, the host puts the original unit back by itself."
@@ -503,6 +504,8 @@ class TuneFormScreen(Screen[None]):
                 f"({_count(len(request.cells()), 'level')}{budget})",
                 style="bold",
             ),
+            cost_line(parts.restart, self.label),
+            *([Text(f"{at_most} {duration_text(parts.total_s)} in all", style="bold")] if parts.total_s else []),
             Text(guard, style="dim"),
         )
         if request.strategy == "predict":
@@ -573,7 +576,7 @@ class TuneView:
         self.label = label
         self.unit = pending.session.service.unit
         self.board = TuneBoard.planned(pending.space)
-        self.estimate = estimate(pending.estimate_s)
+        self.estimate = estimate(pending.estimate_s, pending.restart_cost)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Tuning {self.unit} on {self.label}", style="bold"), id="tune-title")
@@ -635,7 +638,8 @@ def status_text(board: TuneBoard, now: datetime, screen: TuneProgress, parts: Es
     lines: list[RenderableType] = []
     elapsed = _minutes(board.elapsed_s(now))
     head = Text(f"elapsed {elapsed}", style="bold")
-    head.append(f"   estimate: about {parts.bench_s / 60:.0f} min of benchmarks + {parts.starts} starts", style="dim")
+    starts = f"{parts.starts} starts" + (f" of ~{duration_text(parts.restart.median_s)}" if parts.restart else "")
+    head.append(f"   estimate: about {parts.bench_s / 60:.0f} min of benchmarks + {starts}", style="dim")
     if board.stage_estimate_s is not None and board.finished is None:
         head.append(f"   this stage: about {_minutes(board.stage_estimate_s)}", style="dim")
     lines.append(head)
