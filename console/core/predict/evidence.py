@@ -255,7 +255,7 @@ class Evidence:
         by moments, pooled over every cell measured in more than one launch, relative to each cell's mean), with the
         launches' degrees of freedom it rests on; None where no cell was measured in two launches with a repeat in
         one. Output tok/s, or the accept length (`accept`). Two launches of a setup differ by more than two runs of
-        one: the H100's 8B steps 2 at C = 1, 222 and 238 tok/s (two runs each, 2 % apart)."""
+        one: the H100's 8B steps 2 at C = 1, 222 and 238 tok/s (two runs each, 1-5 % apart)."""
         figure: Callable[[Measured], float | None] = _accept_length if accept else (lambda m: m.output_tok_s)
         between = within = 0.0
         dof_between = dof_within = 0

@@ -3,11 +3,11 @@
 A run of a setup after a restart differs from what the records measured for two reasons, and each band counts both:
 
 - **the runs**: two runs of one launch differ (a level's requests, the batch's timing; at C = 1 a run is a few
-  requests, whose accept lengths differ). `Evidence.noise` measures it: the relative standard deviation pooled over
-  the cells run more than once, per level where that level was repeated, taken at Student's t of the degrees of
-  freedom it rests on (that level's own where it is that level's: two setups' two runs at C = 1 are 2, t = 4.30);
+  requests, whose accept lengths differ). `Evidence.spread` measures it: the relative standard deviation pooled over
+  the cells run more than once, every level's, and a level's own where it was repeated and came out wider
+  (forecast._spread_at), taken at Student's t of the pooled degrees of freedom (two runs of three levels: 3);
 - **the launches**: a server started again differs from the one before by more than its runs differ from each other
-  (the H100's 8B: steps 2 at C = 1 ran 222 tok/s in one launch and 238 in the next, its runs 2 % apart; the H200's
+  (the H100's 8B: steps 2 at C = 1 ran 222 tok/s in one launch and 238 in the next, its runs 1-5 % apart; the H200's
   tiny server: steps 3 at C = 16, 2,784 and 3,730 tok/s). A record does not say which start of the server it ran in;
   a change of setup does (`evidence.launches`). The launches' variance, as a multiple of the runs' (the ratio, so
   that a host whose runs spread little is not given a launch term from a noisier host), is estimated from the cells
