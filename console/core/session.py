@@ -22,14 +22,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, Literal, TypeVar
 
 from console.core.change import VersionSource, choose_version
 from console.core.console_requests import SentRequests
 from console.errors import NamesFields
-from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup
+from console.host.base import HostError, JournalEntry, ServiceManager, ServiceState, UnitBackup, UnitLocked
 from console.host.connect import HostPoll, HostSession, open_host
 from console.host.gpu import GpuSnapshot
 from console.host.ssh import ConnectionState
@@ -46,6 +48,78 @@ UNIT_KEY_NOTICE = (
     "the server asks for an API key and no profile names one (api_key_env): using the unit's --api-key, "
     "kept in memory only"
 )
+
+
+# A unit's lock is held by a live connection and let go of by closing it; the host notices at its next heartbeat (0.2 s
+# on systemd hosts, console/host/systemd.py; 50 ms on the demo host's supervisor), later on a loaded machine. How
+# long a lock this very process let go of may take to be released there before a new take of it gives up.
+OWN_LOCK_RELEASE_S = 10.0
+OWN_LOCK_RETRY_S = 0.05
+
+_T = TypeVar("_T")
+
+
+class _OwnLocks:
+    """The unit locks this process holds open and the ones it let go of lately, by their owner line. A lock refused
+    as held by one this process let go of is on its way to being released (the host has not noticed the closed
+    connection yet): it is waited for. One held by anyone else, or by this process's own lock still open (an apply
+    beside a tune in the console), is refused at once."""
+
+    def __init__(self) -> None:
+        self.open: Counter[str] = Counter()
+        self.let_go: dict[str, float] = {}
+
+    def hold(self, owner: str) -> None:
+        self.open[_line(owner)] += 1
+
+    def release(self, owner: str) -> None:
+        key = _line(owner)
+        self.open[key] -= 1
+        if self.open[key] <= 0:
+            del self.open[key]
+            now = time.monotonic()
+            self.let_go[key] = now
+            for old in [k for k, at in self.let_go.items() if now - at > OWN_LOCK_RELEASE_S]:
+                del self.let_go[old]
+
+    def on_its_way(self, holder: str) -> bool:
+        key = _line(holder)
+        return key in self.let_go and key not in self.open
+
+
+_OWN_LOCKS = _OwnLocks()
+
+
+def _line(owner: str) -> str:
+    return " ".join(owner.split())  # as the host keeps it (one line in the lock file)
+
+
+@asynccontextmanager
+async def _own_lock(owner: str, take: Callable[[], AbstractAsyncContextManager[_T]]) -> AsyncIterator[_T]:
+    """The unit's lock (or guard) as `take` gives it; UnitLocked when another holds it. A lock this very process let
+    go of a moment ago (two tunes one after the other, an apply after a tune) is waited for until the host lets go of
+    it, instead of refused: every operation that takes the lock goes through here (MaskedService)."""
+    taken = False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + OWN_LOCK_RELEASE_S
+
+    def let_go() -> None:  # after the lock's own exit: its connection closed, the host yet to notice
+        if taken:
+            _OWN_LOCKS.release(owner)
+
+    async with AsyncExitStack() as stack:
+        stack.callback(let_go)
+        while True:
+            try:
+                value = await stack.enter_async_context(take())
+                break
+            except UnitLocked as exc:
+                if not _OWN_LOCKS.on_its_way(exc.holder) or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(OWN_LOCK_RETRY_S)
+        taken = True
+        _OWN_LOCKS.hold(owner)
+        yield value
 
 
 class HostInputError(NamesFields, HostError):
@@ -124,13 +198,15 @@ class MaskedService:
         await self.inner.enable()
 
     def lock(self, owner: str) -> AbstractAsyncContextManager[None]:
-        return self.inner.lock(owner)
+        """The host's unit lock; a lock this process let go of a moment ago is waited for (_own_lock)."""
+        return _own_lock(owner, lambda: self.inner.lock(owner))
 
     def guard(self, owner: str, *, grace_s: float) -> AbstractAsyncContextManager[Any] | None:
         """The unit's lock with a restore-on-exit guard (console.host.systemd.SystemdService.guard) where the
-        host's service manager offers one; None where it does not (the caller holds the plain lock)."""
+        host's service manager offers one; None where it does not (the caller holds the plain lock). As lock(), a
+        lock this process let go of a moment ago is waited for."""
         make = getattr(self.inner, "guard", None)
-        return None if make is None else make(owner, grace_s=grace_s)
+        return None if make is None else _own_lock(owner, lambda: make(owner, grace_s=grace_s))
 
     async def journal(
         self, *, lines: int = 100, follow: bool = False, after_cursor: str | None = None

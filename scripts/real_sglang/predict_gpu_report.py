@@ -86,13 +86,20 @@ def accept_of(m: Measured) -> float:
 def predict(
     records: dict[str, list[BenchRecord]], known: list[str], targets: list[str]
 ) -> tuple[Predictor, list[Cell]]:
-    """Predict `targets` (setup names of LAUNCHES) from the records of the `known` labels, steps 1 running."""
+    """Predict `targets` (setup names of LAUNCHES) from the records of the `known` labels, steps 1 running; each
+    target held to its launches that are not among the known (a measured setup: its next launch only)."""
     evidence = Evidence.from_records([r for label in known for r in records[label]])
     running = Evidence.from_records(records["s1"]).levels[0]
     predictor = Predictor(evidence, evidence.workloads()[0], incumbent=running.setup, incumbent_overlap=running.overlap)
     cells = []
     for name in targets:
-        launches = {label: Evidence.from_records(records[label]).levels for label in LAUNCHES[name] if label in records}
+        launches = {
+            label: Evidence.from_records(records[label]).levels
+            for label in LAUNCHES[name]
+            if label in records and label not in known
+        }
+        if not launches:
+            continue
         first = next(iter(launches.values()))[0]
         forecast: SetupForecast = predictor.forecast(first.setup, first.overlap, list(LEVELS))
         for level in forecast.levels:
@@ -126,10 +133,29 @@ def rounds(records: dict[str, list[BenchRecord]]) -> dict[str, dict[int, tuple[f
     return out
 
 
+def coverage(candidates: list[Cell], again: list[Cell]) -> dict[str, tuple[int, int]]:
+    """Runs inside their band, of all runs: the candidates' (tok/s, accept length), and with the measured setups' next
+    launches too."""
+
+    def count(cells: list[Cell], accept: bool) -> tuple[int, int]:
+        pairs = [c.accept_inside() if accept else c.inside() for c in cells]
+        return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+    return {
+        "tok": count(candidates, False),
+        "accept": count(candidates, True),
+        "tok_with_next_launches": count(candidates + again, False),
+        "accept_with_next_launches": count(candidates + again, True),
+    }
+
+
 def report(folder: Path) -> dict[str, Any]:
     records = load(folder)
     one, cells_one = predict(records, ["s1"], ["s2", "s3", "tree"])
     two, cells_two = predict(records, ["s1", "s3"], ["s2", "tree"])
+    # the measured setups' own next launches, against the same predictions
+    _, again_one = predict(records, ["s1"], ["s1"])
+    _, again_two = predict(records, ["s1", "s3"], ["s1", "s3"])
     split = one.split([(m.setup, m.overlap) for label in ("s1", "s2", "s3", "tree")
                        for m in Evidence.from_records(records[label]).levels[:1]], list(LEVELS))  # fmt: skip
 
@@ -150,10 +176,17 @@ def report(folder: Path) -> dict[str, Any]:
     return {
         "one_setup": {
             "rows": rows(cells_one),
+            "again": rows(again_one),
+            "coverage": coverage(cells_one, again_one),
             "rests_on": one.measured_setups_text(),
             "split": split.text if split else None,
         },
-        "two_setups": {"rows": rows(cells_two), "rests_on": two.measured_setups_text()},
+        "two_setups": {
+            "rows": rows(cells_two),
+            "again": rows(again_two),
+            "coverage": coverage(cells_two, again_two),
+            "rests_on": two.measured_setups_text(),
+        },
         "rounds": {k: {str(c): v for c, v in levels.items()} for k, levels in rounds(records).items()},
         "warmup": {
             label: [
@@ -187,7 +220,7 @@ def main() -> int:
             "| setup | C | predicted tok/s (band) | measured: launch 1 / launch 2 | error | inside | verdict "
             "| accept: predicted (band) / measured |"
         )
-        for r in doc[part]["rows"]:
+        for r in doc[part]["rows"] + doc[part]["again"]:
             runs = " / ".join(", ".join(f"{v:,.0f}" for v in vs) for vs in r["runs"].values())
             accepts = " / ".join(", ".join(f"{v:.2f}" for v in vs) for vs in r["accepts"].values())
             a = r["accept"]
@@ -196,6 +229,7 @@ def main() -> int:
                   f"| {a[0]:.2f} ({a[1]:.2f}-{a[2]:.2f}) / {accepts} |")  # fmt: skip
         if doc[part].get("split"):
             print(doc[part]["split"])
+        print("inside their bands: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in doc[part]["coverage"].items()))
     print("\nround ms / decode batch / GPU busy %:")
     for label, levels in doc["rounds"].items():
         print(

@@ -119,7 +119,9 @@ def test_kimi_no_speculation_is_worth_it_at_c1_only_as_the_seeds_measured(kimi: 
     forecast = forecast_of(kimi, evidence, KIMI_LEVELS)
     assert_close_or_inside(forecast, measured)
     assert forecast.verdict.kind == "worth"
-    assert forecast.verdict.per_level == {1: "better", 48: "slower"}
+    # at C = 48 2 % behind the running setup: a new launch's mean may differ by as much as two runs do (the
+    # launches' prior, no setup of these records launched twice), ±2 % here: not told apart
+    assert forecast.verdict.per_level == {1: "better", 48: "within"}
 
 
 def test_the_running_setup_is_named_as_such(kimi: Predictor) -> None:

@@ -25,6 +25,7 @@ import pytest
 
 from console.bench.records import BenchRecord
 from console.core.predict import Evidence, Measured, Predictor
+from tests.sim.test_real_0517_predict_gpu import least_inside
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real-0.5.17" / "predict"
 
@@ -75,27 +76,39 @@ def test_what_the_console_said_then_is_what_it_says_now_and_the_verdicts(run: st
     assert measured[1] < measured[3]
 
 
+def inside_bands(base_run: str, measured_run: str) -> tuple[int, int, int]:
+    """(tok/s inside, accept lengths inside, runs): each run of steps 2, 1 and 3 of `measured_run` against the band
+    predicted from `base_run`'s steps-3 benchmark alone."""
+    tok = accept = total = 0
+    base_records, _doc = session(base_run)
+    records, _ = session(measured_run)
+    base = Evidence.from_records(base_records["steps3-base"])
+    predictor = Predictor(base, base.workloads()[0], incumbent=base.levels[0].setup)
+    for label in ("steps2", "steps1", "steps3"):
+        measured = Evidence.from_records(records[label])
+        forecast = predictor.forecast(measured.levels[0].setup, measured.levels[0].overlap, [1, 16])
+        for level in forecast.levels:
+            assert level.accept_length is not None
+            for m in (m for m in measured.levels if m.concurrency == level.concurrency):
+                total += 1
+                tok += level.output_tok_s.low <= m.output_tok_s <= level.output_tok_s.high
+                accept += level.accept_length.low <= accept_of(m) <= level.accept_length.high
+    return tok, accept, total
+
+
 def test_every_run_measured_after_the_restarts_falls_inside_its_band() -> None:
     """Bands that mean what they say (issue 46): each run of steps 2, 1 and 3 again (other launches than the one the
-    records came from) against the band predicted from steps 3's benchmark alone, throughput and accept length. Both
-    sessions: 23 of 24 runs' tok/s inside (the miss: the second session's steps 2 at C = 16, 3,667 against a band to
-    3,439; this host-bound server's runs spread widely, and the bands with them: ±40-50 % at t of 2 degrees of
-    freedom), 24 of 24 accept lengths; before, 16 and 0 of 24."""
-    tok = accept = total = 0
-    for run in ("run1", "run2"):
-        records, _doc = session(run)
-        base = Evidence.from_records(records["steps3-base"])
-        predictor = Predictor(base, base.workloads()[0], incumbent=base.levels[0].setup)
-        for label in ("steps2", "steps1", "steps3"):
-            measured = Evidence.from_records(records[label])
-            forecast = predictor.forecast(measured.levels[0].setup, measured.levels[0].overlap, [1, 16])
-            for level in forecast.levels:
-                assert level.accept_length is not None
-                for m in (m for m in measured.levels if m.concurrency == level.concurrency):
-                    total += 1
-                    tok += level.output_tok_s.low <= m.output_tok_s <= level.output_tok_s.high
-                    accept += level.accept_length.low <= accept_of(m) <= level.accept_length.high
-    assert total == 24 and tok >= 23 and accept == 24, (tok, accept)
+    records came from) against the band predicted from steps 3's benchmark alone, throughput and accept length, in
+    both sessions; and each session's runs against the other session's prediction (launches 18 minutes apart, the
+    server's speed 28 % apart at the median). A band of 95 % holds at least 21 of 24 runs but for a chance of 3 %
+    (test_real_0517_predict_gpu.least_inside). Now 24 of 24 each way, the bands ±64 % at the median (this host-bound
+    server's runs spread 7-17 %, at t of 2 degrees of freedom and the launches' prior beside them); before the
+    launches' spread, 23 of 24 in the same session (±46 %) and 19 of 24 across sessions; before issue 46, 16 and 0
+    of 24 in the same session."""
+    for pairs in ((("run1", "run1"), ("run2", "run2")), (("run1", "run2"), ("run2", "run1"))):
+        counts = [inside_bands(base_run, measured_run) for base_run, measured_run in pairs]
+        tok, accept, total = (sum(c[i] for c in counts) for i in range(3))
+        assert total == 24 and tok >= least_inside(24) and accept >= least_inside(24), (pairs, tok, accept)
 
 
 def accept_of(m: Measured) -> float:

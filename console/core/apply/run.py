@@ -79,7 +79,7 @@ from console.core.events import (
 from console.core.exits import OldProcessLines
 from console.core.phases import PhaseEvent, PhaseTracker, exception_line
 from console.core.session import Session
-from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup, UnitLocked
+from console.host.base import ConnectionDropped, HostError, JournalEntry, ServiceState, UnitBackup
 from console.host.unit_switch import UnitSwitch
 from console.secrets import secrets_in_unit
 from console.sglang.setup import SpecSetup
@@ -102,9 +102,6 @@ HEALTH_PROBE_TIMEOUT_S = 5.0
 SERVER_INFO_GRACE_S = 15.0
 # The old unit gets longer to come back than the new one got: a rollback must not give up early.
 ROLLBACK_TIMEOUT_FACTOR = 2.0
-# How long this console waits for the host to let go of its own previous lock (released a moment ago: the
-# host notices the closed channel at its next heartbeat, 0.2 s on systemd hosts).
-OWN_LOCK_RELEASE_S = 2.0
 # A service still inactive this long after a restart returned did not start at all.
 INACTIVE_GRACE_S = 5.0
 DEFAULT_TIMEOUT_S = 900.0
@@ -923,19 +920,11 @@ async def _weight_cache_warnings(session: Session, plan: Plan) -> list[str]:
 
 
 async def _take_lock(session: Session, owner: str) -> AsyncExitStack:
-    """The unit's lock; UnitLocked when another console holds it. A lock this very process let go of a moment
-    ago (its release still on its way to the host) is waited for instead of refused."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + OWN_LOCK_RELEASE_S
-    while True:
-        stack = AsyncExitStack()
-        try:
-            await stack.enter_async_context(session.service.lock(owner))
-            return stack
-        except UnitLocked as exc:
-            if not held_by(exc.holder, socket.gethostname(), os.getpid()) or loop.time() >= deadline:
-                raise
-        await asyncio.sleep(POLL_INTERVAL_S / 4)
+    """The unit's lock; UnitLocked when another console holds it (a lock this very process let go of a moment ago,
+    its release still on its way to the host, is waited for: console.core.session's MaskedService.lock)."""
+    stack = AsyncExitStack()
+    await stack.enter_async_context(session.service.lock(owner))
+    return stack
 
 
 # The same lock for the other operations that change the unit (freeze): one holder per unit, whatever it does.

@@ -134,6 +134,13 @@ class Fit:
             low = min(low, mean_accepted(self.runs, depth, self.deepest, DEEPER_FALL))
         return central, low, high
 
+    def predict_deeper(self, depth: int) -> float:
+        """The fitted chain's mean drafts accepted at `depth` with the chances falling DEEPER_FALL a position past the
+        deepest measured (the central value where it is not deeper): the assumption's own edge."""
+        if depth > self.deepest:
+            return min(mean_accepted(self.runs, depth, self.deepest, DEEPER_FALL), mean_accepted(self.runs, depth))
+        return mean_accepted(self.runs, depth)
+
 
 def log_likelihood(runs: Runs, histograms: Sequence[Histogram]) -> float:
     """How likely these histograms are under the chain (log, up to a constant)."""

@@ -21,7 +21,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.bench.records import BenchRecord
@@ -86,6 +86,8 @@ class Measured:
     label: str
     started_at: str
     host: str = ""  # the record's target: this host's, or another of its group's (pooled)
+    unit_hash: str = ""  # the unit file it ran under (an edit restarts the server)
+    launch: str = ""  # which start of the server it ran in (Evidence assigns it: `launches`)
 
     @classmethod
     def from_record(cls, record: BenchRecord) -> Measured | None:
@@ -134,6 +136,7 @@ class Measured:
             label=record.label,
             started_at=record.started_at.isoformat(),
             host=record.target,
+            unit_hash=record.unit_hash or "",
         )
 
     def mean(self, metric: str) -> float:
@@ -179,6 +182,10 @@ class Evidence:
 
     levels: list[Measured] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if any(not m.launch for m in self.levels):
+            self.levels = launches(self.levels)
+
     @classmethod
     def from_records(cls, records: Iterable[BenchRecord]) -> Evidence:
         levels = [m for r in sorted(records, key=lambda r: r.started_at) if (m := Measured.from_record(r))]
@@ -210,13 +217,21 @@ class Evidence:
         at C = 16, 2-5 % at C = 1)."""
         return _pooled_sd(self._figures(workload, concurrency, lambda m: m.output_tok_s))
 
-    def noise_dof(self, workload: str | None = None) -> int:
-        """How many degrees of freedom the runs' spread rests on over every level (a cell of n runs gives n - 1)."""
-        return sum(len(f) - 1 for f in self._figures(workload, None, lambda m: m.output_tok_s))
+    def noise_dof(self, workload: str | None = None, concurrency: int | None = None) -> int:
+        """How many degrees of freedom the runs' spread rests on (a cell of n runs gives n - 1): at `concurrency`
+        where some cell of that level was repeated (what `noise` took there), else over every level."""
+        return sum(len(f) - 1 for f in self._figures(workload, concurrency, lambda m: m.output_tok_s))
 
     def _figures(
         self, workload: str | None, concurrency: int | None, figure: Callable[[Measured], float | None]
     ) -> list[list[float]]:
+        return [[f for _, f in cell] for cell in self._launch_figures(workload, concurrency, figure)]
+
+    def _launch_figures(
+        self, workload: str | None, concurrency: int | None, figure: Callable[[Measured], float | None]
+    ) -> list[list[tuple[str, float]]]:
+        """Each cell measured more than once: its figures with the launch each ran in (at `concurrency` where some
+        cell of that level was, else at every level)."""
         cells = [
             cell
             for workload_name in ([workload] if workload else self.workloads())
@@ -228,11 +243,44 @@ class Evidence:
                 figures
                 for cell in cells
                 if level is None or cell[0].concurrency == level
-                if len(figures := [f for m in cell if (f := figure(m)) is not None]) >= 2
+                if len(figures := [(m.launch, f) for m in cell if (f := figure(m)) is not None]) >= 2
             ]
             if out:
                 break
         return out
+
+    def launch_ratio(self, workload: str | None = None, *, accept: bool = False) -> tuple[float, int] | None:
+        """How much more a launch's figures differ from another launch's than one run's from the next run's in the
+        same launch: the between-launch variance over the within-launch one (a random-effects analysis of variance,
+        by moments, pooled over every cell measured in more than one launch, relative to each cell's mean), with the
+        launches' degrees of freedom it rests on; None where no cell was measured in two launches with a repeat in
+        one. Output tok/s, or the accept length (`accept`). Two launches of a setup differ by more than two runs of
+        one: the H100's 8B steps 2 at C = 1, 222 and 238 tok/s (two runs each, 1-5 % apart)."""
+        figure: Callable[[Measured], float | None] = _accept_length if accept else (lambda m: m.output_tok_s)
+        between = within = 0.0
+        dof_between = dof_within = 0
+        size = 0.0  # the launches' effective size, weighed by their degrees of freedom
+        for cell in self._launch_figures(workload, None, figure):
+            mean = statistics.fmean(f for _, f in cell)
+            if mean <= 0:
+                continue
+            groups: dict[str, list[float]] = {}
+            for launch, f in cell:
+                groups.setdefault(launch, []).append(f / mean)
+            within += sum((f - statistics.fmean(g)) ** 2 for g in groups.values() for f in g)
+            dof_within += len(cell) - len(groups)
+            if len(groups) < 2:
+                continue
+            grand = statistics.fmean(f for g in groups.values() for f in g)
+            between += sum(len(g) * (statistics.fmean(g) - grand) ** 2 for g in groups.values())
+            dof_between += len(groups) - 1
+            count = len(cell)
+            size += count - sum(len(g) ** 2 for g in groups.values()) / count
+        if not dof_between or not dof_within or within <= 0:
+            return None
+        ms_between, ms_within = between / dof_between, within / dof_within
+        launch_variance = max(0.0, (ms_between - ms_within) / (size / dof_between))
+        return launch_variance / ms_within, dof_between
 
     def accept_noise(self, workload: str | None = None, concurrency: int | None = None) -> float | None:
         """The runs' relative standard deviation of the accept length over the cells measured more than once (repeats
@@ -240,8 +288,33 @@ class Evidence:
         more than their count says: two launches of one setup on the H100, 1.652 and 1.623); None without one."""
         return _pooled_sd(self._figures(workload, concurrency, _accept_length))
 
+    def spread(
+        self, workload: str | None = None, concurrency: int | None = None, *, accept: bool = False
+    ) -> tuple[float | None, int]:
+        """`noise` (or `accept_noise`) and the degrees of freedom it rests on, taken from the same cells."""
+        cells = self._figures(workload, concurrency, _accept_length if accept else (lambda m: m.output_tok_s))
+        return _pooled_sd(cells), sum(len(f) - 1 for f in cells)
+
     def repeated_cells(self, workload: str) -> int:
         return sum(1 for cell in self.cells(workload).values() if len(cell) >= 2)
+
+
+def launches(levels: Sequence[Measured]) -> list[Measured]:
+    """Each level with the launch of the server it ran in, where it has none yet. A record does not say when its
+    server started; a change of setup does (another setup, overlap or unit file on a host needs a restart): a launch
+    is a stretch of one host's records, in time, under one unit. Records of one setup with no other between them count
+    as one launch (the server may have been restarted between them: their spread then counts as the runs')."""
+    order = sorted(range(len(levels)), key=lambda i: (levels[i].host, levels[i].started_at))
+    named: dict[int, str] = {}
+    current: tuple[object, ...] | None = None
+    name = ""
+    for i in order:
+        m = levels[i]
+        here = (m.host, m.setup, m.overlap, m.unit_hash)
+        if here != current:
+            current, name = here, f"{m.host}@{m.started_at}"
+        named[i] = name
+    return [m if m.launch else replace(m, launch=named[i]) for i, m in enumerate(levels)]
 
 
 def _accept_length(m: Measured) -> float | None:

@@ -17,12 +17,16 @@ says whose) and this workload only (never from the stand-in's model: the layerin
   (48 with speculation unless the unit says otherwise, and the memory cap the running server reported); and what
   each level measured of that model (`level_factor`: a short level's tail, the batch's curve), alike for every setup.
 
-Each figure has a band: the fit's 95 % along that setup's terms, the acceptance's range (the chains the data cannot
-tell apart, and the assumptions), and the run-to-run spread the records measured (`Evidence.noise`, per level, at
-Student's t of its degrees of freedom; never assumed: a band without repeats says so). The verdict compares the band
-with the running setup's (its measured median and the same spread): "worth a restart" only where the candidate's low
-edge clears the incumbent's high edge. Where the round rests on one setup, `split` names the one benchmark of another
-chain depth that would tell the draft's steps from the target's forward, and what it would narrow the bands to.
+Each figure has a band for one run of a new launch of that setup: the fit's 95 % along that setup's terms, the
+acceptance's range (the chains the data cannot tell apart; an assumption's range held whole, the spread beyond its
+edges), the model's own miss on the measured setups, and the spread of runs and of launches
+(console.core.predict.spread: the runs' spread the records measured, per level, at Student's t of its degrees of
+freedom, never assumed, a band without repeats says so; a launch's beside it, the records' own where a setup ran in
+more than one launch, else a prior). The verdict compares means, not runs: the candidate's new launch (the band
+without the runs' spread) with the running setup's measured mean (its runs' spread over the square root of their
+count): "worth a restart" only where the candidate's low edge clears the incumbent's high edge. Where the round rests
+on one setup, `split` names the one benchmark of another chain depth that would tell the draft's steps from the
+target's forward, and what it would narrow the bands to.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from console.core.predict.acceptance import (
 )
 from console.core.predict.cost import ASSUMPTIONS, Point, RoundCost, fit_round_cost
 from console.core.predict.evidence import Evidence, Measured
+from console.core.predict.spread import Spread, launch_ratio
 from console.sglang.setup import SpecSetup
 from console.sglang.slo import Slo
 
@@ -60,22 +65,6 @@ SPEC_MAX_RUNNING = 48
 UNMEASURED_WEIGHT_NOISE = 0.05
 # The fit's band: two standard deviations.
 FIT_SIGMAS = 2.0
-# Student's t at 97.5 % by degrees of freedom (the normal's 1.96 past the table): a 95 % band of the runs' spread,
-# which the records estimate from few repeats (two runs of each of three levels: 3 degrees of freedom, t = 3.18).
-# Before issue 46 the band took twice the median half-spread, about 1.1 standard deviations: it held three runs in
-# four on the H100's and H200's captures, where it said 95 %.
-_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
-         15: 2.13, 20: 2.09, 30: 2.04}  # fmt: skip
-
-
-def t975(dof: int) -> float:
-    """Student's t quantile at 97.5 % (the next tabulated degrees of freedom below, conservatively)."""
-    if dof <= 0:
-        return 1.96
-    known = [d for d in _T975 if d <= dof]
-    return _T975[max(known)] if dof <= 30 else 1.96
-
-
 # A level's own acceptance replaces the pooled one when the pooled chain explains its histograms worse than the level's
 # own fit by this much (twice the log-likelihood: chi-square with 2 degrees of freedom at 95 %).
 LEVEL_TEST = 5.99
@@ -112,6 +101,9 @@ class LevelForecast:
     accept_length: Figure | None  # tokens per round, the bonus included
     decode_batch: float
     measured: Figure | None = None  # this setup's own records at this level (median, spread), where it has some
+    # the mean of a new launch of it (its own records' median where it has some), what the verdict compares with the
+    # running setup's measured mean
+    mean: Figure | None = None
     slo_met: bool | None = None
     goodput_req_s: float | None = None
 
@@ -150,6 +142,10 @@ class _Acceptance:
     high: float
     rests_on: str
     assumptions: tuple[str, ...]
+    # the assumptions' own edges (a tree's branches catching least and most, a deeper chain's positions falling), at
+    # the fitted chain: between them the band holds every value; the fit's and the runs' spread lie beyond
+    floor: float | None = None
+    ceiling: float | None = None
 
 
 def _fit_chains(chains: Sequence[Measured]) -> Fit | None:
@@ -170,6 +166,8 @@ class _Edges:
     tpot_high: float
     ttft: float
     batch: float
+    floor: float  # the output tok/s at the acceptance assumptions' own edges, the round at its mean
+    ceiling: float
 
 
 @dataclass(frozen=True)
@@ -230,10 +228,15 @@ class Predictor:
         self.noise = evidence.noise(workload)
         self.accept_noise = evidence.accept_noise(workload)
         levels = {m.concurrency for m in self.levels_measured}
-        self.spread_t = t975(evidence.noise_dof(workload))
-        # each level's own spread where a cell of that level was repeated (C = 1 spreads most: a run is few requests)
-        self._noise_at = {c: evidence.noise(workload, c) for c in levels}
-        self._accept_noise_at = {c: evidence.accept_noise(workload, c) for c in levels}
+        # each level's own spread where a cell of that level was repeated (C = 1 spreads most: a run is few requests),
+        # and how much more launches differ (console/core/predict/spread.py)
+        self.launches = launch_ratio(evidence.launch_ratio(workload))
+        self.accept_launches = launch_ratio(evidence.launch_ratio(workload, accept=True))
+        self._spreads = {
+            (c, accept): _spread_at(evidence, workload, c, accept, self.accept_launches if accept else self.launches)
+            for c in levels
+            for accept in (False, True)
+        }
         points = [Point(m.setup, m.overlap, m.decode_batch, m.round_ms) for m in self.levels_measured]
         cost = fit_round_cost(points, self.noise if self.noise is not None else UNMEASURED_WEIGHT_NOISE)
         assert cost is not None  # every Measured has a positive round and batch
@@ -245,6 +248,7 @@ class Predictor:
         self._level_factor: dict[int, float] = {}
         self._level_factor = self._level_factors()
         self.model_error, self.calibration = self._calibrate(cross_check)
+        self.accept_error = self._accept_error()
 
     # ---- acceptance ------------------------------------------------------------------------------------------
 
@@ -313,7 +317,8 @@ class Predictor:
             )
         if setup.topk == 1:
             central, low, high = fit.predict(setup.depth)
-            return _Acceptance(1 + central, 1 + low, 1 + high, what, tuple(assumptions))
+            floor = fit.predict_deeper(setup.depth)
+            return _Acceptance(1 + central, 1 + low, 1 + high, what, tuple(assumptions), 1 + floor, 1 + central)
         branches = max(1.0, min(float(setup.topk), (setup.draft_tokens - 1) / max(setup.steps, 1)))
         catch, catch_low, catch_high, tree_what = self._tree_catch(setup, fit)
         if tree_what is None:
@@ -334,6 +339,8 @@ class Predictor:
             max(accepted(r, catch_high) for r in chains),
             what,
             tuple(assumptions),
+            accepted(fit.runs, catch_low),
+            accepted(fit.runs, catch_high),
         )
 
     def _tree_catch(self, setup: SpecSetup, chain: Fit) -> tuple[float, float, float, str | None]:
@@ -463,8 +470,14 @@ class Predictor:
         value, tpot, ttft, batch = self._closed_loop(setup, overlap, concurrency, acceptance.tokens, 0.0)
         slow, tpot_high, _, _ = self._closed_loop(setup, overlap, concurrency, acceptance.low, sigmas)
         fast, tpot_low, _, _ = self._closed_loop(setup, overlap, concurrency, acceptance.high, -sigmas)
-        return _Edges(value, min(slow, value), max(fast, value), tpot, min(tpot_low, tpot), max(tpot_high, tpot),
-                      ttft, batch)  # fmt: skip
+        floor = ceiling = value
+        if acceptance.floor is not None and acceptance.floor != acceptance.tokens:
+            floor = self._closed_loop(setup, overlap, concurrency, acceptance.floor, 0.0)[0]
+        if acceptance.ceiling is not None and acceptance.ceiling != acceptance.tokens:
+            ceiling = self._closed_loop(setup, overlap, concurrency, acceptance.ceiling, 0.0)[0]
+        low, high = min(slow, value), max(fast, value)
+        return _Edges(value, low, high, tpot, min(tpot_low, tpot), max(tpot_high, tpot), ttft, batch,
+                      min(max(floor, low), value), max(min(ceiling, high), value))  # fmt: skip
 
     def _calibrate(self, cross_check: bool) -> tuple[float, float]:
         """(model error, calibration). The model error is how far the model misses the measured setups themselves:
@@ -504,14 +517,31 @@ class Predictor:
         worst = math.sqrt(sum(z * z for z in scores) / len(scores)) if scores else 0.0
         return error, max(1.0, worst)
 
-    def noise_at(self, concurrency: int) -> float | None:
-        """The runs' spread at this level (Evidence.noise), the records' whole where the level was not repeated."""
-        own = self._noise_at.get(concurrency)
-        return own if own is not None else self.noise
+    def _accept_error(self) -> float:
+        """How far the acceptance misses the measured setups' own accept lengths: the root mean square of (predicted -
+        measured) / measured over every speculative (setup, level) measured, the measured one its runs' median (the
+        throughput's model error's counterpart: the chain's shape, pooled over levels and depths, does not follow
+        every level; the H100's steps 3 at C = 1, 2.31 from steps 1's and 3's records against 2.26 measured)."""
+        cells: dict[tuple[SpecSetup, int], list[float]] = {}
+        for m in self.levels_measured:
+            if m.setup.speculative and m.mean_accepted is not None:
+                cells.setdefault((m.setup, m.concurrency), []).append(1.0 + m.mean_accepted)
+        misses: list[float] = []
+        for (setup, c), figures in cells.items():
+            with contextlib.suppress(Unknown):
+                measured = statistics.median(figures)
+                misses.append(self.acceptance(setup, c).tokens / measured - 1.0)
+        return math.sqrt(sum(e * e for e in misses) / len(misses)) if misses else 0.0
 
-    def accept_noise_at(self, concurrency: int) -> float | None:
-        own = self._accept_noise_at.get(concurrency)
-        return own if own is not None else self.accept_noise
+    def spread(self, concurrency: int, *, accept: bool = False) -> Spread:
+        """The runs' and the launches' spread at this level (console/core/predict/spread.py): the level's own where it
+        was measured, the records' whole at another."""
+        known = self._spreads.get((concurrency, accept))
+        if known is None:
+            known = _spread_at(self.evidence, self.workload, None, accept,
+                               self.accept_launches if accept else self.launches)  # fmt: skip
+            self._spreads[(concurrency, accept)] = known
+        return known
 
     # ---- one more setup ------------------------------------------------------------------------------------------
 
@@ -605,25 +635,35 @@ class Predictor:
                                  self.noise)  # fmt: skip
         out: list[LevelForecast] = []
         for c in levels:
-            noise = self.noise_at(c)
-            noise_band = math.hypot(self.spread_t * noise if noise is not None else 0.0, 2.0 * self.model_error)
+            spread, model = self.spread(c), 2.0 * self.model_error
             edges = self._fit_edges(setup, overlap, c, acceptances[c])
             value = edges.value
-            low, high = _widen(value, edges.low, edges.high, noise_band)
+            # one run of a new launch: the fit's edges, the runs' and the launches' spread and the model's own miss
+            low, high = _band(edges.low, edges.high, edges.floor, edges.ceiling, math.hypot(spread.run, model))
+            # the new launch's mean (the verdict's): its runs averaged out, not its launch
+            mean_low, mean_high = _band(edges.low, edges.high, edges.floor, edges.ceiling,
+                                        math.hypot(spread.launch, model))  # fmt: skip
             own = self._own(
                 [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (setup, overlap, c)]
             )
-            measured = _measured(own, self.spread_t * noise if noise is not None else 0.0)
+            measured = _measured(own, spread.run)
+            mean = Figure(value, mean_low, mean_high)
+            if own:
+                middle = statistics.median(m.output_tok_s for m in own)
+                half = math.hypot(spread.mean(len(own)), spread.launch)
+                mean = Figure(middle, middle * max(0.0, 1.0 - half), middle * (1.0 + half))
             accept = None
             if setup.speculative:
                 # the fit's range (the chains its rounds cannot tell apart) and the spread of the accept length between
-                # runs of one setup (Evidence.accept_noise), in quadrature: a level's rounds are many, its runs few
+                # runs and launches of one setup, in quadrature: a level's rounds are many, its runs and launches few
                 a = acceptances[c]
-                a_low, a_high = _widen(a.tokens, a.low, a.high, self.spread_t * (self.accept_noise_at(c) or 0.0))
+                floor, ceiling = a.floor or a.tokens, a.ceiling or a.tokens
+                a_low, a_high = _band(a.low, a.high, min(floor, a.tokens), max(ceiling, a.tokens),
+                                      math.hypot(self.spread(c, accept=True).run, 2.0 * self.accept_error))  # fmt: skip
                 accept = Figure(a.tokens, a_low, a_high)
             level = LevelForecast(
                 c, Figure(value, low, high), Figure(edges.tpot, edges.tpot_low, edges.tpot_high), edges.ttft, accept,
-                edges.batch, measured,
+                edges.batch, measured, mean=mean,
             )  # fmt: skip
             if slo is not None:
                 level = self._judge(level, slo, setup)
@@ -692,22 +732,47 @@ class Predictor:
         figures: dict[int, Figure] = {}
         incumbent, overlap = self.incumbent, self.incumbent_overlap
         for c in levels:
-            noise = self.noise_at(c)
-            noise_band = self.spread_t * noise if noise is not None else 0.0
+            spread = self.spread(c)
             own = self._own(
                 [m for m in self.levels_measured if (m.setup, m.overlap, m.concurrency) == (incumbent, overlap, c)]
             )
-            measured = _measured(own, noise_band)
-            if measured is None:
-                try:
-                    tokens = self.acceptance(self.incumbent, c)
-                except Unknown:
-                    continue
-                value, _, _, _ = self._closed_loop(self.incumbent, self.incumbent_overlap, c, tokens.tokens, 0.0)
-                low, high = _widen(value, value, value, noise_band)
-                measured = Figure(value, low, high)
-            figures[c] = measured
+            if own:
+                # the running launch's mean, as its runs measured it (no restart: no launch's spread)
+                middle = statistics.median(m.output_tok_s for m in own)
+                half = spread.mean(len(own))
+                figures[c] = Figure(middle, middle * max(0.0, 1.0 - half), middle * (1.0 + half))
+                continue
+            try:
+                tokens = self.acceptance(self.incumbent, c)
+            except Unknown:
+                continue
+            value, _, _, _ = self._closed_loop(self.incumbent, self.incumbent_overlap, c, tokens.tokens, 0.0)
+            low, high = _widen(value, value, value, math.hypot(spread.launch, 2.0 * self.model_error))
+            figures[c] = Figure(value, low, high)
         return figures
+
+
+def _spread_at(evidence: Evidence, workload: str, concurrency: int | None, accept: bool, launches: float) -> Spread:
+    """The runs' spread a band carries at a level: the level's own (its cells run more than once) where it is wider
+    than every level's pooled, else the pooled, at Student's t of the pooled degrees of freedom. A level's own rests on
+    few runs and can come out narrow by chance (the H100's 8B from steps 1 and 3: 1.1 % at C = 1, steps 1's runs
+    replaying each other, where every level's pooled says 1.6 % and steps 2's runs there spread 2-5 %); it is kept
+    where it is wider (at C = 1 a run is a few requests)."""
+    whole, dof = evidence.spread(workload, None, accept=accept)
+    own = evidence.spread(workload, concurrency, accept=accept)[0] if concurrency is not None else None
+    sd = max(own, whole) if own is not None and whole is not None else whole
+    return Spread(sd, dof, launches)
+
+
+def _band(low: float, high: float, floor: float, ceiling: float, noise_band: float) -> tuple[float, float]:
+    """A band's edges: between the assumptions' edges (`floor`, `ceiling`) every value is as likely as the
+    assumption says; beyond each, the fit's own range there and the runs' spread, their relative half-widths added in
+    quadrature. Where nothing is assumed (floor = ceiling = the value) this is `_widen`: an assumed edge is not a
+    deviation that the spread averages with (the H100's topk-2 tree catches nothing a chain misses: it measured its
+    chain's accept length, the assumption's floor, and its runs spread around it)."""
+    below = math.hypot((floor - low) / floor, noise_band) if floor > 0 else 0.0
+    above = math.hypot((high - ceiling) / ceiling, noise_band) if ceiling > 0 else 0.0
+    return floor * max(0.0, 1.0 - below), ceiling * (1.0 + above)
 
 
 def _widen(value: float, low: float, high: float, noise_band: float) -> tuple[float, float]:
@@ -728,8 +793,10 @@ def _measured(own: Sequence[Measured], noise_band: float) -> Figure | None:
 
 
 def _with_verdict(forecast: SetupForecast, incumbent: dict[int, Figure] | None, predictor: Predictor) -> SetupForecast:
-    """The candidate against the running setup, level by level (its own measurement where it has one, else the
-    prediction): better only where its band's low edge clears the incumbent's high edge."""
+    """The candidate against the running setup, level by level: the mean of a new launch of it (its own measurement
+    where it has one, else the prediction; `LevelForecast.mean`) against the running launch's measured mean; better
+    only where the candidate's low edge clears the incumbent's high edge. A run's spread averages out over a launch's
+    hours; a launch's does not (the restart gives one)."""
     setup = forecast.setup
     if setup == predictor.incumbent and forecast.overlap == predictor.incumbent_overlap:
         return replace(forecast, verdict=Verdict("running", "the running setup"))
@@ -741,7 +808,7 @@ def _with_verdict(forecast: SetupForecast, incumbent: dict[int, Figure] | None, 
         theirs = incumbent.get(level.concurrency)
         if theirs is None:
             continue
-        mine = level.measured or level.output_tok_s
+        mine = level.mean or level.output_tok_s
         change[level.concurrency] = mine.value / theirs.value - 1 if theirs.value else 0.0
         if mine.low > theirs.high:
             per_level[level.concurrency] = "better"

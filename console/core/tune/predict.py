@@ -146,6 +146,8 @@ def _forecast_json(name: str, forecast: SetupForecast) -> dict[str, Any]:
                 "accept_length_high": round(lv.accept_length.high, 4) if lv.accept_length else None,
                 "decode_batch": round(lv.decode_batch, 2),
                 "measured_output_throughput": round(lv.measured.value, 2) if lv.measured else None,
+                "mean_output_throughput_low": round(lv.mean.low, 2) if lv.mean else None,
+                "mean_output_throughput_high": round(lv.mean.high, 2) if lv.mean else None,
                 "versus_running": forecast.verdict.per_level.get(lv.concurrency),
                 "slo_met": lv.slo_met,
                 "request_goodput": lv.goodput_req_s,
