@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from console.core.apply import held_by, lock_owner
 from console.core.change import (
     ApplyState,
     EditRequest,
@@ -73,9 +72,3 @@ def test_a_masked_plan_shows_no_secret_but_keeps_the_texts_to_write() -> None:
     assert "sk-unit-key" in shown.new_text and shown.new_text == plan.new_text  # what gets written is untouched
 
 
-def test_a_lock_holder_is_this_process_only_with_its_host_and_pid() -> None:
-    mine = lock_owner("ops", "console-1", 4242, T0)
-    assert held_by(mine, "console-1", 4242)
-    assert not held_by(mine, "console-1", 424)
-    assert not held_by(mine, "console-2", 4242)
-    assert not held_by(lock_owner("ops", "console-1", 4242, T0, verb="opsconsole restart"), "console-11", 4242)

@@ -767,12 +767,6 @@ def lock_owner(user: str, host: str, pid: int, at: datetime, *, verb: str = hint
     return f"{user}@{host} ({verb}, pid {pid}) since {at.strftime('%Y-%m-%d %H:%M:%S %Z')}".strip()
 
 
-def held_by(holder: str, host: str, pid: int) -> bool:
-    """Whether a lock holder (as lock_owner wrote it) is the process `pid` on `host`: this very console, whose
-    previous lock the host has not let go of yet (a release takes up to one heartbeat there)."""
-    return f"@{host} (" in holder and f", pid {pid}) since " in holder
-
-
 def default_owner(verb: str = hints.verb("apply")) -> str:
     """user@machine (verb, pid N) since TIME: what the unit's lock tells whoever it refuses."""
     try:
