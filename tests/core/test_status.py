@@ -19,7 +19,7 @@ SERVICE_KEYS = {
     "unit_file_state", "need_daemon_reload", "fragment_path", "last_exit", "summary",
 }  # fmt: skip
 SGLANG_KEYS = {
-    "url", "healthy", "version", "model_path", "served_model_name", "speculative_algorithm",
+    "url", "healthy", "no_api", "version", "model_path", "served_model_name", "speculative_algorithm",
     "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
     "disable_overlap_schedule", "speculative_adaptive", "adaptive_num_steps", "adaptive_num_draft_tokens",
     "max_running_requests", "effective_max_running_requests_per_dp",
