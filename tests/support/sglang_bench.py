@@ -17,6 +17,7 @@ tokens the server counts.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,20 @@ def bench_serving_script(version: str = SGLANG_VERSION) -> Path:
     target = cache_root() / f"sglang-{version}" / "bench_serving.py"
     if target.exists():
         return target
+    hint = "; set SGLANG_BENCH_SERVING=/path/to/bench_serving.py"
+    with sglang_wheel(version, "to get bench_serving.py", hint=hint) as wheel:
+        names = [n for n in wheel.namelist() if n.endswith("sglang/bench_serving.py")]
+        if not names:
+            raise BenchUnavailable(f"{Path(str(wheel.filename)).name} has no sglang/bench_serving.py")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(wheel.read(names[0]))
+    return target
+
+
+@contextlib.contextmanager
+def sglang_wheel(version: str, purpose: str, *, hint: str = "") -> Iterator[zipfile.ZipFile]:
+    """The released sglang `version` wheel (no dependencies, by `pip download` from the machine's own index), open as
+    long as it is read; BenchUnavailable with `purpose` and pip's words when it cannot be had."""
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", f"sglang=={version}", "--no-deps", "-q", "-d", tmp],
@@ -65,17 +81,10 @@ def bench_serving_script(version: str = SGLANG_VERSION) -> Path:
         )
         wheels = list(Path(tmp).glob("sglang-*.whl"))
         if done.returncode != 0 or not wheels:
-            raise BenchUnavailable(
-                f"could not download the sglang {version} wheel to get bench_serving.py "
-                f"(pip said: {done.stderr.strip()[-400:]}); set SGLANG_BENCH_SERVING=/path/to/bench_serving.py"
-            )
+            said = done.stderr.strip()[-400:]
+            raise BenchUnavailable(f"could not download the sglang {version} wheel {purpose} (pip said: {said}){hint}")
         with zipfile.ZipFile(wheels[0]) as wheel:
-            names = [n for n in wheel.namelist() if n.endswith("sglang/bench_serving.py")]
-            if not names:
-                raise BenchUnavailable(f"{wheels[0].name} has no sglang/bench_serving.py")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(wheel.read(names[0]))
-    return target
+            yield wheel
 
 
 SAMPLE_SHAREGPT = """

@@ -13,15 +13,11 @@ on a machine with pip's cache warm about 1.5 s a wheel, 9 s for the six; later a
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from console.sglang.flags import SUPPORTED_VERSIONS
-from tests.support.sglang_bench import BenchUnavailable, cache_root
+from tests.support.sglang_bench import BenchUnavailable, cache_root, sglang_wheel
 
 TOKENIZER_MANAGER = "sglang/srt/managers/tokenizer_manager.py"
 MEMBERS = (TOKENIZER_MANAGER,)
@@ -42,27 +38,14 @@ def fetch_release(version: str) -> bool:
     if is_cached(version):
         return False
     wheel_version = WHEEL_OF.get(version, version)
-    with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", f"sglang=={wheel_version}", "--no-deps", "-q", "-d", tmp],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        wheels = list(Path(tmp).glob("sglang-*.whl"))
-        if done.returncode != 0 or not wheels:
-            raise BenchUnavailable(
-                f"could not download the sglang {wheel_version} wheel to read its source "
-                f"(pip said: {done.stderr.strip()[-400:]})"
-            )
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            names = set(wheel.namelist())
-            for member in MEMBERS:
-                if member not in names:
-                    raise BenchUnavailable(f"{wheels[0].name} has no {member}")
-                target = release_dir(version) / member
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(wheel.read(member))
+    with sglang_wheel(wheel_version, "to read its source") as wheel:
+        names = set(wheel.namelist())
+        for member in MEMBERS:
+            if member not in names:
+                raise BenchUnavailable(f"{Path(str(wheel.filename)).name} has no {member}")
+            target = release_dir(version) / member
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(wheel.read(member))
     return True
 
 
