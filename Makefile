@@ -86,8 +86,9 @@ lock-upgrade: $(STAMP)
 # What upstream ships next, before it reaches users: the newest release of every dependency in a venv of its own
 # (.venv-latest), the packages that differ from the lock, the fast tier and the check that no verb writes anything
 # but its own words to stderr. Not part of `make test`: CI must not change with the calendar (docs/dependencies.md).
+# FULL=1: the whole suite on them instead, as `make test` runs it.
 test-latest:
-	PYTHON=$(PYTHON) bash scripts/test-latest.sh $(UNIT_WORKERS)
+	PYTHON=$(PYTHON) FULL=$(FULL) bash scripts/test-latest.sh $(UNIT_WORKERS)
 
 clean:
 	rm -rf $(VENV) .venv-latest .mypy_cache .ruff_cache .pytest_cache

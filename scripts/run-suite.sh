@@ -18,7 +18,9 @@
 # bulk instead.
 set -uo pipefail
 BIN=${BIN:-.venv/bin}
-WORKERS=${1:?usage: run-suite.sh WORKERS}
+WORKERS=${1:?usage: run-suite.sh WORKERS [PYTEST ARGS...]}
+shift
+EXTRA=("$@")  # given to both pytests (make test-latest FULL=1 leaves out the check that the venv is the lock)
 
 priority_cgroup() {
     # A child of the cgroup this runs in, in cgroup v1's cpu hierarchy or in a v2 tree.
@@ -45,13 +47,13 @@ remove_cgroup() {
 
 "$BIN/python" -m tests.suite_setup || { echo "run-suite: the setup failed (above): no test was run" >&2; exit 1; }
 
-BULK=("$BIN/pytest" tests -m "not alone" -n "$WORKERS" --dist worksteal)
+BULK=("$BIN/pytest" tests -m "not alone" -n "$WORKERS" --dist worksteal "${EXTRA[@]}")
 
 cg=$(priority_cgroup)
 if [ -z "$cg" ]; then
     echo "run-suite: no cgroup to give the timed tests priority in: they run after the rest" >&2
     "${BULK[@]}"; bulk_rc=$?
-    "$BIN/pytest" tests -m alone; exit $((bulk_rc || $?))
+    "$BIN/pytest" tests -m alone "${EXTRA[@]}"; exit $((bulk_rc || $?))
 fi
 trap remove_cgroup EXIT
 
@@ -63,7 +65,7 @@ env --default-signal=INT "${BULK[@]}" &
 bulk_pid=$!
 # Its own cache off: two sessions would write .pytest_cache at once.
 (echo "$BASHPID" >"$cg/cgroup.procs" && exec env --default-signal=INT "$BIN/pytest" tests -m alone \
-    -p no:cacheprovider) >"$log" 2>&1 &
+    -p no:cacheprovider "${EXTRA[@]}") >"$log" 2>&1 &
 timed_pid=$!
 # Ctrl-C reaches both pytests from the terminal; they stop, tear down what they started, and the script waits. The
 # timed run gets it once more: where the Ctrl-C ends a test's child process (bench_serving) first, that test fails
