@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
-from console.sglang.flags import version_at_least
+from console.sglang.flags import flag_table, version_at_least
 from console.sglang.specmode import SpecMode, is_speculative
 from console.sglang.vocabulary import SPEC_V2_ENV, flag_of, term
 
@@ -37,6 +37,7 @@ _DESTS = {
 }
 _DRAFT_MODEL = "speculative_draft_model_path"
 _OVERLAP = "disable_overlap_schedule"
+_ADAPTIVE = ("speculative_adaptive", "speculative_adaptive_config")  # 0.5.23: steps switched at run time
 _NUMBERS = tuple(_DESTS)[1:]  # steps, topk, draft tokens
 _SHORT = {"draft_tokens": "draft"}  # how a name says them ("EAGLE3 steps 2 topk 4 draft 8"); the rest as the axis
 
@@ -178,17 +179,20 @@ class SpecSetup:
 
     def edits(self, version: str) -> SetupEdits:
         """The edits that make a unit of SGLang `version` run this setup, every axis set or removed explicitly.
-        Without speculation the spec-v2 variable means nothing and the overlap scheduler is SGLang's default."""
+        Without speculation the spec-v2 variable means nothing and the overlap scheduler is SGLang's default. A setup
+        is static: where the release has --speculative-adaptive it is taken off (with its config), else a unit that
+        ran adaptive would switch this setup's steps at run time (tune's trials measured the tiers, not the setup)."""
+        adaptive = tuple(flag_of(dest) for dest in _ADAPTIVE if dest in flag_table(version).by_dest)
         if not self.speculative:
             unset = (*(flag_of(dest) for dest in _DESTS.values()), flag_of(_DRAFT_MODEL), flag_of(_OVERLAP))
-            return SetupEdits(unset_flags=unset, unset_env=(SPEC_V2_ENV,))
+            return SetupEdits(unset_flags=(*unset, *adaptive), unset_env=(SPEC_V2_ENV,))
         sets: list[tuple[str, str | bool]] = [
             (flag_of(dest), str(getattr(self, axis))) for axis, dest in _DESTS.items()
         ]
         if self.draft_model_path:
             sets.append((flag_of(_DRAFT_MODEL), self.draft_model_path))
         v2 = spec_v2_edits(version, self.spec_v2)
-        return v2._replace(set_flags=(*sets, *v2.set_flags))
+        return v2._replace(set_flags=(*sets, *v2.set_flags), unset_flags=(*v2.unset_flags, *adaptive))
 
 
 # The setup's fields, in order: the names of tune's axes everywhere they are typed or read.

@@ -67,3 +67,13 @@ def test_spec_v2_is_the_variable_up_to_0_5_12_and_the_overlap_from_0_5_14() -> N
     assert TREE.edits("0.5.12").set_env == (("SGLANG_ENABLE_SPEC_V2", "False"),)
     assert KIMI.edits("0.5.14").set_env == () and "--disable-overlap-schedule" in KIMI.edits("0.5.14").unset_flags
     assert ("--disable-overlap-schedule", True) in TREE.edits("0.5.14").set_flags
+
+
+def test_a_setup_is_static_where_the_release_has_adaptive_steps() -> None:
+    """A unit that ran --speculative-adaptive would switch a setup's steps at run time: tune's trials would measure the
+    tiers SGLang picked, not the setup. The setup's edits take adaptive off (and its config) where the release has it."""
+    adaptive = ("--speculative-adaptive", "--speculative-adaptive-config")
+    for version in ("0.5.17", "0.5.23"):
+        assert set(adaptive) <= set(KIMI.edits(version).unset_flags)
+        assert set(adaptive) <= set(SpecSetup(None).edits(version).unset_flags)
+    assert not set(adaptive) & set(KIMI.edits("0.5.9").unset_flags)  # no such flag before
