@@ -70,6 +70,7 @@ def command(verb_name: str, *words: str) -> CommandLine:
 APPLY_SET = command("apply", "{HOST}", "--set", "{FLAG}")  # FLAG: a boolean launch flag, without its dashes
 APPLY_ROLLING = command("apply", "--rolling", "{GROUP}")
 APPLY_DEPLOYMENT = command("apply", "{DEPLOYMENT}", "--set", "FLAG=VALUE")
+APPLY_GATE = command("apply", "{DEPLOYMENT}", "--set", "gated-launch-port=PORT")
 BENCH = command("bench", "{HOST}")
 BENCH_REPEATED = command("bench", "{HOST}", "--concurrency", "{LEVEL}", "--repeat", "3")
 CHECK_ARGS_EXAMPLE = command("check-args", "--", "--model-path", "M", "--speculative-algorithm", "EAGLE")
@@ -88,3 +89,4 @@ STATUS_DEPLOYMENT = command("status", "{DEPLOYMENT}")
 STATUS_MEMBER = command("status", "{HOST}")
 STATUS_OVER_SSH = command("status", "{GROUP}", "--ssh")
 TRUST = command("trust", "{HOST}")
+TUNE_DEPLOYMENT = command("tune", "{DEPLOYMENT}")

@@ -57,14 +57,15 @@ CORE_TOP_LEVEL = 8
 CORE_SUBPACKAGES = ("apply", "bench", "change", "deployment", "predict", "roll", "snapshot", "status", "tune")
 CORE_ARROWS: Mapping[str, frozenset[str]] = {
     "apply": frozenset({"change", "deployment", "events", "exits", "phases", "session"}),  # a member is never alone
-    "bench": frozenset({"session", "status"}),  # the form's setup label, the unit's ask
+    "bench": frozenset({"deployment", "session", "status"}),  # the form's setup label, the unit's ask; a front door
     "change": frozenset({"exits"}),  # a start judged from systemd's state; below the session and the events
     "deployment": frozenset({"change"}),  # the type, its checks and restart order: below whoever reads or changes it
     "predict": frozenset({"bench", "events", "session"}),
     "roll": frozenset({"apply", "bench", "change", "deployment", "events", "phases", "session", "snapshot", "status"}),
     "snapshot": frozenset({"apply", "change", "deployment", "events", "session"}),
     "status": frozenset({"change", "deployment", "exits", "phases", "session", "snapshot"}),  # a stop's account
-    "tune": frozenset({"apply", "bench", "change", "events", "predict", "session"}),
+    # a deployment's tune: each trial the deployment's change (roll), its health as status judges it
+    "tune": frozenset({"apply", "bench", "change", "deployment", "events", "predict", "roll", "session", "status"}),
 }
 
 

@@ -45,6 +45,16 @@ COMPARED_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("tokens_per_joule", "tok/J", True, "tok/J"),
     MetricSpec("failed", "failed", False, ""),
 )
+# A PD deployment's runs (their records keep each level's figures side by side, BenchRecord.per_side): the sides'
+# own figures, shown when a run compared has them.
+PD_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("pd_prefill_ttft_ms", "prefill TTFT (prefill servers)", False, "ms"),
+    MetricSpec("pd_prefill_ms_smg", "prefill (smg)", False, "ms"),
+    MetricSpec("pd_decode_tpot_ms", "decode TPOT (decode servers)", False, "ms"),
+    MetricSpec("pd_kv_transfer_ms", "KV transfer", False, "ms"),
+    MetricSpec("pd_kv_bootstrap_ms", "KV bootstrap", False, "ms"),
+    MetricSpec("pd_failures", "PD failures", False, ""),
+)
 # Relative differences below this are "same" when no noise was measured (float and timer noise).
 SAME_BELOW_PCT = 0.5
 # A crossing of two setups is named at a level (C ≈ 30) only when the measured levels around it are at most this
@@ -103,6 +113,7 @@ class Comparison:
     levels: list[LevelComparison]
     notes: list[str] = field(default_factory=list)
     slo: Slo | None = None  # the SLO the runs were judged against (the baseline's, when they differ)
+    metrics: tuple[MetricSpec, ...] = COMPARED_METRICS  # the rows, in order (PD_METRICS too where a run has them)
 
     def capacity(self, label: str) -> Capacity | None:
         """The run's capacity at the SLO: its highest level that met it (None without an SLO)."""
@@ -177,10 +188,14 @@ def _judge(base: Cell, cand: Cell, spec: MetricSpec) -> None:
         cand.verdict = "better" if (diff > 0) == spec.higher_is_better else "worse"
 
 
-def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[MetricSpec] = COMPARED_METRICS) -> Comparison:
-    """runs[0] is the baseline. Each run is the records of one sweep (all levels, all repeats)."""
+def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[MetricSpec] | None = None) -> Comparison:
+    """runs[0] is the baseline. Each run is the records of one sweep (all levels, all repeats). `metrics`: the rows
+    (default COMPARED_METRICS, and PD_METRICS where a run is a PD deployment's, its records side by side)."""
     if not runs:
         raise ValueError("nothing to compare: give at least one run")
+    if metrics is None:
+        pd = any(r.per_side for records in runs for r in records)
+        metrics = COMPARED_METRICS + (PD_METRICS if pd else ())
     labels: list[str] = []
     for records in runs:
         label = records[0].label if records else "?"
@@ -222,7 +237,7 @@ def compare_runs(runs: Sequence[Sequence[BenchRecord]], metrics: Sequence[Metric
             notes.append("the runs were judged against different SLOs: ✔/✖ and goodput are each run's own")
         if any(not r.slo for records in runs for r in records):
             notes.append("some runs had no SLO: they have no goodput and no ✔/✖")
-    return Comparison(labels[0], labels, levels, notes, slo)
+    return Comparison(labels[0], labels, levels, notes, slo, tuple(metrics))
 
 
 def ascii_plot(

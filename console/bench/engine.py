@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from console.bench import telemetry
 from console.bench.client import WAIT_TIMEOUTS, BenchClient
@@ -239,6 +239,16 @@ def fit_dataset(workload: WorkloadSpec, server: ServerInfo, long_prompts: LongPr
     return replace(workload, dataset=fitted)
 
 
+class LevelProbe(Protocol):
+    """Something read around each level's measured requests (after its warm-up, so that they alone are in it): `start`
+    before them, `finish` after, its answer kept in the level's record as `per_side` (a PD deployment's figures side by
+    side: console.core.bench.deployment). A probe that fails leaves the record without it, never the level."""
+
+    async def start(self) -> Any: ...
+
+    async def finish(self, started: Any) -> dict[str, Any] | None: ...
+
+
 @dataclass
 class LevelResult:
     level: Level
@@ -252,6 +262,7 @@ class LevelResult:
     cache_flushed: bool
     stopped: str | None = None
     warmup: Warmup | None = None
+    per_side: dict[str, Any] | None = None  # the sweep's LevelProbe's answer for this level
 
 
 @dataclass(frozen=True)
@@ -388,8 +399,10 @@ class BenchEngine:
         on_event: Callable[[BenchEvent], None] | None = None,
         gpu_sampler: telemetry.GpuSampler | None = None,
         on_level: Callable[[LevelResult], None] | None = None,
+        level_probe: LevelProbe | None = None,
     ) -> None:
         config.validate()
+        self.level_probe = level_probe
         self.client = client
         self.config = config
         self._emit = on_event or (lambda _e: None)
@@ -505,6 +518,7 @@ class BenchEngine:
         # server's accept-length counters cover them only.
         flushed = await self.client.flush_cache() if cfg.flush_cache else False
 
+        probed = await self._probe_start()
         self._emit(LevelStarted(level, repeat_index, planned, cfg.duration))
         polls: list[list[Any]] = []
         sampling_done = asyncio.Event()
@@ -540,6 +554,7 @@ class BenchEngine:
             metrics["accept_length"] = await _server_accept_length(self.client)
             source = "server_after_flush" if metrics["accept_length"] is not None else None
         tele = telemetry.aggregate(polls, metrics["total_output_tokens"], duration)
+        per_side = await self._probe_finish(probed)
         self._emit(LevelDone(level, repeat_index, metrics, tele, stopped))
         return LevelResult(
             level,
@@ -553,7 +568,24 @@ class BenchEngine:
             flushed,
             stopped,
             warmup,
+            per_side,
         )
+
+    async def _probe_start(self) -> Any:
+        if self.level_probe is None:
+            return None
+        try:
+            return await self.level_probe.start()
+        except Exception:  # the figures beside the level are best effort: the level runs without them
+            return None
+
+    async def _probe_finish(self, started: Any) -> dict[str, Any] | None:
+        if self.level_probe is None or started is None:
+            return None
+        try:
+            return await self.level_probe.finish(started)
+        except Exception:
+            return None
 
     async def _warm_up(
         self, workload: WorkloadSpec, level: Level, repeat_index: int, offset: int

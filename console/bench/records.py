@@ -166,12 +166,58 @@ class BenchRecord(BaseModel):
     max_memory_used_mib: float | None = None
     energy_j: float | None = None
     tokens_per_joule: float | None = None
+    # a PD deployment's level side by side, as its prefill and decode servers and smg counted it over the level's
+    # measured requests (console.core.deployment.sides: prefill's TTFT, decode's TPOT, the KV transfer, every failure
+    # and smg_pd_* counter's increase); None for a server of its own
+    per_side: dict[str, Any] | None = None
 
     @property
     def spec_mode(self) -> SpecMode | None:
         """The spec-v2 worker and the overlap of the measured setup: the server's resolved args where the record
         has them with the version, else the verdict the record kept (console.sglang.specmode.spec_mode)."""
         return record_spec_mode(self.server_args, self.spec_v2, self.sglang_version)
+
+    def _side(self, side: str, key: str) -> float | None:
+        value = (self.per_side or {}).get(side, {}).get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    # A PD deployment's level side by side, as figures `compare` lines up (None for a server of its own).
+    @property
+    def pd_prefill_ttft_ms(self) -> float | None:
+        """TTFT as the prefill servers measured it over the level (prefill's side)."""
+        return self._side("prefill", "ttft_ms_servers")
+
+    @property
+    def pd_prefill_ms_smg(self) -> float | None:
+        """The prefill's duration as smg measured it."""
+        return self._side("prefill", "prefill_ms_smg")
+
+    @property
+    def pd_decode_tpot_ms(self) -> float | None:
+        """TPOT as the decode servers measured it (their inter-token latency: decode's side)."""
+        return self._side("decode", "tpot_ms_servers")
+
+    @property
+    def pd_kv_transfer_ms(self) -> float | None:
+        return self._side("decode", "kv_transfer_ms")
+
+    @property
+    def pd_kv_bootstrap_ms(self) -> float | None:
+        return self._side("decode", "kv_bootstrap_ms")
+
+    @property
+    def pd_failures(self) -> float | None:
+        """Every PD failure counter's increase over the level: both sides' bootstrap and transfer failures and prefill
+        retries, and smg's smg_pd_*_total (its bootstrap and rendezvous failures)."""
+        if not self.per_side:
+            return None
+        total = 0.0
+        for side in ("prefill", "decode"):
+            failures = self.per_side.get(side, {}).get("failures", {})
+            total += sum(float(v) for v in failures.values() if isinstance(v, (int, float)))
+        smg = self.per_side.get("smg", {})
+        total += sum(float(v) for k, v in smg.items() if "fail" in k and isinstance(v, (int, float)))
+        return total
 
     @property
     def level(self) -> LevelKey:
@@ -250,6 +296,7 @@ def _record(
         **level.metrics,
         **level.telemetry,
         **(level.warmup.to_record() if level.warmup else {}),
+        per_side=level.per_side,
     )
 
 

@@ -273,20 +273,27 @@ async def _bench_pd(
     shape_ask: Shape,
     sides: list[dict[str, Any]],
 ) -> list[BenchRecord]:
-    """A PD deployment through smg (its front door), the prefill, decode and smg counters read before and after: the
-    per-side figures (console.core.deployment.pd_sides) go into `sides`."""
-    from console.core.deployment import pd_sides
-    from console.core.status import open_members, read_sides
+    """A PD deployment through smg (its front door), each level's figures side by side in its record
+    (console.core.bench.bench_deployment); the whole sweep's go into `sides`."""
+    from console.core.bench import bench_deployment
+    from console.core.status import open_members
 
     workspace = workspace_of(args).ensure()
+    api_key = os.environ.get(API_KEY_ENV) or None
+    config = await _shaped(config, shape_ask, deployment.router.url, api_key, err)
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, LengthsCounted):
+            say_lengths(err, event)
+        elif renderer is not None:
+            renderer(event)
+
     async with open_members(deployment, workspace, ssh_config=args.ssh_config) as opened:
         sessions = {n: s for n, s in opened.items() if not isinstance(s, HostError)}
-        before = await read_sides(deployment, sessions)
-        records = await _bench_url(deployment.router.url, config, shape_ask, err, label=label, target=deployment.name,
-                                   workspace=workspace, on_event=renderer,
-                                   api_key=os.environ.get(API_KEY_ENV) or None)  # fmt: skip
-        after = await read_sides(deployment, sessions)
-    sides.append(pd_sides(deployment, before, after))
+        records, sweep = await bench_deployment(deployment, sessions, config, label=label, workspace=workspace,
+                                                on_event=on_event, api_key=api_key)  # fmt: skip
+    if sweep is not None:
+        sides.append(sweep)
     return records
 
 

@@ -13,7 +13,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from console.bench.comparison import COMPARED_METRICS, Cell, Comparison, ascii_plot, compare_runs
+from console.bench.comparison import Cell, Comparison, ascii_plot, compare_runs
 from console.bench.present import delta_style, delta_text, value_text
 from console.bench.records import load_run
 from console.bench.sidebyside import slo_lines
@@ -51,7 +51,7 @@ def render(comparison: Comparison) -> Group:
             else:
                 header.append(_slo_mark(run.slo_met))
         table.add_row(*header)
-        for spec in COMPARED_METRICS:
+        for spec in comparison.metrics:
             if all((r.cells[spec.key].median is None) for r in level.runs):
                 continue
             cells = level.cells(spec.key, comparison.labels)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from console import hints
 from console.cli.apply_lines import ApplyProgress, render_plan
 from console.cli.common import Answer, HostVerb, HumanProgress, ignore, interruptibly, workspace_of
 from console.core.events import Notice
@@ -96,14 +95,47 @@ def render_deployment_result(result: DeploymentResult, out: TextIO) -> None:
 async def change_deployment(verb: HostVerb, edits: Any) -> int:
     """apply (edits, or a function of the version) or restart (None) of the deployment verb.args.target."""
     from console.core.apply import default_owner
-    from console.core.deployment import load_deployment
     from console.core.roll import plan_deployment_change
+
+    args = verb.args
+
+    async def plan(deployment: Any, sessions: Any) -> tuple[DeploymentChange, list[str]]:
+        change = await plan_deployment_change(deployment, sessions, edits, owner=default_owner(),
+                                              only=getattr(args, "only", ()) or (), timeout_s=args.timeout)  # fmt: skip
+        return change, []
+
+    return await _run_change(verb, plan)
+
+
+async def restore_deployment(verb: HostVerb) -> int:
+    """`restore DEPLOYMENT NAME`: every member back to its snapshot of the set NAME, through the deployment's change
+    (checked across members first, restarted in its order, rolled back as one)."""
+    from console import hints
+    from console.core.apply import default_owner
+    from console.core.roll import plan_deployment_restore
+
+    args = verb.args
+    workspace = workspace_of(args)
+
+    owner = default_owner(hints.verb("restore"))
+
+    async def plan(deployment: Any, sessions: Any) -> tuple[DeploymentChange, list[str]]:
+        return await plan_deployment_restore(deployment, sessions, args.snapshot, workspace, owner=owner,
+                                             timeout_s=args.timeout)  # fmt: skip
+
+    return await _run_change(verb, plan, snapshot=args.snapshot)
+
+
+async def _run_change(verb: HostVerb, plan: Any, *, snapshot: str | None = None) -> int:
+    from console.core.deployment import load_deployment
     from console.core.status import open_members
 
     args = verb.args
     workspace = workspace_of(args)
     deployment = load_deployment(args.target, workspace.profiles, ssh_config=args.ssh_config)
     verb.failure = {"ok": False, "deployment": deployment.name, "kind": deployment.kind, "operation": verb.name}
+    if snapshot is not None:
+        verb.failure["snapshot"] = snapshot
     async with open_members(deployment, workspace, ssh_config=args.ssh_config) as sessions:
         unreachable = [
             f"{deployment.member(n).describe()}: {e}" for n, e in sessions.items() if isinstance(e, HostError)
@@ -111,20 +143,27 @@ async def change_deployment(verb: HostVerb, edits: Any) -> int:
         if unreachable:
             raise HostError(f"{deployment.name}: {'; '.join(unreachable)}; nothing was changed on any member")
         opened = {n: s for n, s in sessions.items() if not isinstance(s, HostError)}
-        change = await plan_deployment_change(deployment, opened, edits, owner=default_owner(),
-                                              only=getattr(args, "only", ()) or (), timeout_s=args.timeout)  # fmt: skip
+        change, notes = await plan(deployment, opened)
         async with change:
             if not verb.json:
+                if snapshot is not None:
+                    print(f"Restore snapshot set {snapshot} on {deployment.name}: every member back to its snapshot",
+                          file=verb.human)  # fmt: skip
+                for note in notes:
+                    print(f"  note: {note}", file=verb.human)
                 render_deployment_plan(change, verb.human)
             result = await _confirm_and_execute(change, verb)
-    verb.report(result.to_json, lambda out: render_deployment_result(result, out))
+    extra = {"snapshot": snapshot, "restore_notes": notes} if snapshot is not None else {}
+    verb.report(lambda: {**result.to_json(), **extra}, lambda out: render_deployment_result(result, out))
     return result.exit_code
 
 
 async def _confirm_and_execute(change: DeploymentChange, verb: HostVerb) -> DeploymentResult:
     if change.needs_confirmation:
         members = ", ".join(m.name for m in change.members if m.restart_only or m.plan.changed)
-        what = "restart" if change.operation == "restart" else "write these units and restart"
+        what = {"restart": "restart", "restore": "restore these units and restart"}.get(
+            change.operation, "write these units and restart"
+        )
         answer = verb.ask(f"{what.capitalize()} {change.deployment.name} ({members}) in this order?")
         if answer is Answer.NO_TERMINAL:
             return await change.abort(verb.cannot_ask)
@@ -135,10 +174,10 @@ async def _confirm_and_execute(change: DeploymentChange, verb: HostVerb) -> Depl
     return result
 
 
-def front_door_of(args: Any, verb: str) -> Any:
+def front_door_of(args: Any) -> Any:
     """TARGET for a verb that reads one server and changes nothing (predict): a host as it is, a multi-node deployment
-    its rank 0 (the front door, whose records a benchmark of the deployment keeps); a PD deployment is refused, its
-    figures being per side (UsageError saying what to run instead)."""
+    its rank 0 (the front door, whose records a benchmark of the deployment keeps). A PD deployment has no one server
+    at its front door: predict reads its records through smg itself (console/cli/predict.py)."""
     from console.core.deployment import is_deployment, load_deployment
 
     profiles = workspace_of(args).profiles
@@ -146,22 +185,6 @@ def front_door_of(args: Any, verb: str) -> Any:
         return args.target
     deployment = load_deployment(args.target, profiles, ssh_config=args.ssh_config)
     front = deployment.front_door
-    if deployment.kind == "multinode" and front is not None:
-        return front.target
-    raise UsageError(
-        f"{verb} of {deployment.name}: a prefill/decode deployment's figures are per side, which {verb} does not "
-        f"model yet; benchmark it through smg instead: {hints.BENCH.line(HOST=deployment.name)}"
-    )
-
-
-def refuse_tune(args: Any) -> None:
-    """tune restarts with each setup it tries: on a deployment that would be a restart of every rank (or a roll
-    through smg) per setup, which tune does not do yet; UsageError saying what to run instead."""
-    from console.core.deployment import is_deployment
-
-    if args.target and is_deployment(args.target, workspace_of(args).profiles):
-        raise UsageError(
-            f"tune of the deployment {args.target} is not supported yet (each setup would restart every member in the "
-            f"deployment's order); try a setup with {hints.APPLY_DEPLOYMENT.line(DEPLOYMENT=args.target)} and "
-            f"measure it with {hints.BENCH.line(HOST=args.target)}"
-        )
+    if front is None:
+        raise UsageError(f"{deployment.name} has no one server at its front door: name it to predict, not a member")
+    return front.target

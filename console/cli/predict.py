@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from console.bench.events import BenchEvent, LevelDone
 from console.bench.workloads import WorkloadSpec
@@ -87,6 +87,15 @@ def render(result: PredictResult, out: TextIO, restart_cost: RestartCost | None 
             print(line, file=out)
     for setup, reason in result.pruned:
         print(f"pruned: {setup}: {reason}", file=out)
+    if result.per_side:
+        from console.core.deployment import sides_lines
+
+        print("\nmeasured per side (the running setup's newest records):", file=out)
+        for concurrency, sides in result.per_side.items():
+            for line in sides_lines(sides):
+                print(f"  C={concurrency}: {line}", file=out)
+    for line in plan.scope:
+        print(f"PD: {line}", file=out)
 
 
 def _shared_assumptions(result: PredictResult) -> list[str]:
@@ -130,40 +139,81 @@ def check_args(args: argparse.Namespace) -> None:
 async def predict_main(verb: HostVerb) -> int:
     args = verb.args
     workspace = workspace_of(args).ensure()
+    from console.cli.deployment import front_door_of
+    from console.core.deployment import is_deployment, load_deployment
+
+    if args.target and is_deployment(args.target, workspace.profiles):
+        deployment = load_deployment(args.target, workspace.profiles, ssh_config=args.ssh_config)
+        if deployment.kind == "pd":
+            return await _predict_pd(verb, deployment)
+    async with open_session(front_door_of(args), workspace, ssh_config=args.ssh_config) as session:
+        return await _predict(verb, session)
+
+
+async def _predict_pd(verb: HostVerb, deployment: Any) -> int:
+    """A PD deployment: its records through smg, its running setup and space from its first decode server's (whose
+    rounds the setup changes), the running setup benchmarked through smg where it must be; PD_SCOPE said with it."""
+    import os
+
+    from console.core.bench import API_KEY_ENV, bench_deployment
+    from console.core.status import open_members
+    from console.core.tune import PD_SCOPE, reference_member
+    from console.host.base import HostError
+
+    args = verb.args
+    workspace = workspace_of(args)
+    async with open_members(deployment, workspace, ssh_config=args.ssh_config) as opened:
+        sessions = {n: s for n, s in opened.items() if not isinstance(s, HostError)}
+        reference = reference_member(deployment)
+        if reference.name not in sessions:
+            raise opened[reference.name]  # type: ignore[misc]
+        api_key = os.environ.get(API_KEY_ENV) or None
+
+        async def through_smg(sweep: Any, label: str, on_event: Any) -> Any:
+            records, _sides = await bench_deployment(deployment, sessions, sweep, label=label, workspace=workspace,
+                                                     on_event=on_event, api_key=api_key)  # fmt: skip
+            return records
+
+        return await _predict(verb, sessions[reference.name], target=deployment.name, scope=PD_SCOPE,
+                              bench=through_smg)  # fmt: skip
+
+
+async def _predict(
+    verb: HostVerb, session: Any, *, target: str | None = None, scope: tuple[str, ...] = (), bench: Any = None
+) -> int:
+    args = verb.args
     slo = read_slo(args)
     workload = _workload(args)
-    from console.cli.deployment import front_door_of
-
-    async with open_session(front_door_of(args, "predict"), workspace, ssh_config=args.ssh_config) as session:
-        request = PredictRequest(
-            space=space_from_args(args, await unit_now(session)),
-            concurrencies=tuple(parse_int_list(args.concurrency, "--concurrency")) if args.concurrency else (),
-            workload=workload,
-            from_run=args.from_run,
-            slo=slo.to_json() if slo is not None else None,
-            max_age_days=args.max_age,
-            base_duration_s=args.duration,
-            adaptive=bool(getattr(args, "adaptive", False)),
+    request = PredictRequest(
+        space=space_from_args(args, await unit_now(session)),
+        concurrencies=tuple(parse_int_list(args.concurrency, "--concurrency")) if args.concurrency else (),
+        workload=workload,
+        from_run=args.from_run,
+        slo=slo.to_json() if slo is not None else None,
+        max_age_days=args.max_age,
+        base_duration_s=args.duration,
+        adaptive=bool(getattr(args, "adaptive", False)),
+    )
+    plan = await plan_predict(session, request, target=target, scope=scope)
+    if plan.stale:
+        levels = ",".join(str(c) for c in plan.levels)
+        question = (
+            f"{plan.stale}. Benchmark it now at C={levels} (2 repeats of {args.duration:g} s each, no restart) "
+            "to predict from?"
         )
-        plan = await plan_predict(session, request)
-        if plan.stale:
-            levels = ",".join(str(c) for c in plan.levels)
-            question = (
-                f"{plan.stale}. Benchmark it now at C={levels} (2 repeats of {args.duration:g} s each, no restart) "
-                "to predict from?"
-            )
-            answer = verb.ask(question)
-            if answer is Answer.NO_TERMINAL:
-                raise UsageError(verb.cannot_ask)
-            if answer is Answer.NO:
-                print("not confirmed; nothing was run", file=verb.stderr)
-                return ExitCode.FAILED
-            progress = ignore if verb.json else BaseBenchProgress(verb.human)
-            if not verb.json:
-                print(f"benchmarking {plan.running.name()} (running, no restart)", file=verb.human)
-            plan = await bench_running(session, plan, request, on_event=progress)
-        result = predict(plan, request)
-        cost = known_restart_cost(session)
+        answer = verb.ask(question)
+        if answer is Answer.NO_TERMINAL:
+            raise UsageError(verb.cannot_ask)
+        if answer is Answer.NO:
+            print("not confirmed; nothing was run", file=verb.stderr)
+            return ExitCode.FAILED
+        progress = ignore if verb.json else BaseBenchProgress(verb.human)
+        if not verb.json:
+            door = f" through {target}'s front door" if target else ""
+            print(f"benchmarking {plan.running.name()} (running, no restart){door}", file=verb.human)
+        plan = await bench_running(session, plan, request, on_event=progress, bench=bench)
+    result = predict(plan, request)
+    cost = known_restart_cost(session)
     verb.report(lambda: {**result.to_json(), "restart_cost": cost.to_json() if cost else None},
                 lambda out: render(result, out, cost))  # fmt: skip
     return ExitCode.OK

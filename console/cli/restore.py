@@ -1,6 +1,8 @@
 """`opsconsole restore TARGET SNAPSHOT [--yes] [--timeout S] [--json]`: bring a snapshot's flags and environment
 back through the validated apply (console.core.snapshot.plan_restore -> console.core.apply): the rules check the
-restored unit first, a start that fails is rolled back, and what the server resolves is verified.
+restored unit first, a start that fails is rolled back, and what the server resolves is verified. A deployment
+(`restore DEPLOYMENT NAME`) gets every member's snapshot of the set NAME back through the deployment's change
+(apply DEPLOYMENT's object plus `snapshot` and `restore_notes`).
 
 A secret the snapshot holds masked (an API key) stays as it is on the host. Restoring does not change which
 snapshot is production (the host's latest freeze): status then reports the difference as drift until the next
@@ -60,7 +62,16 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO
         stdin=stdin or sys.stdin,
         stdout=stdout or sys.stdout,
     )
-    return run_on_host_or_group(verb, restore_main, _plan_restores, check=lambda: _check_args(args))
+    return run_on_host_or_group(verb, restore_main, _plan_restores, check=lambda: _check_args(args),
+                                deployment_main=_restore_deployment)  # fmt: skip
+
+
+async def _restore_deployment(verb: HostVerb) -> int:
+    """Every member back to its own snapshot of the set SNAPSHOT (`freeze DEPLOYMENT --name SNAPSHOT`), through the
+    deployment's change (console/cli/deployment.py)."""
+    from console.cli.deployment import restore_deployment
+
+    return await restore_deployment(verb)
 
 
 def _plan_restores(verb: HostVerb) -> PlanFor:

@@ -68,7 +68,7 @@ class TuneProgress(HumanProgress[TuneEvent]):
             guard = (
                 "the host restores the original unit if this console goes away"
                 if event.guarded
-                else ("no restore guard on this host: if this console dies, the unit stays as the last trial left it")
+                else ("no restore guard: if this console dies, the units stay as the last trial left them")
             )
             self.objective = event.objective
             self.say(f"tuning {len(event.space.candidates)} setups on {len(event.cells)} levels ({guard})")
@@ -92,6 +92,8 @@ class TuneProgress(HumanProgress[TuneEvent]):
                 self.say(f"  {inner.state.value.replace('_', ' ')}{detail}")
             elif isinstance(inner, Reconnecting):
                 self.say(f"  connection lost during {inner.operation}; reconnecting")
+            else:
+                self._deployment_step(inner)
         elif isinstance(event, TrialApplied):
             how = "restarted and verified" if event.restarted else "already running"
             self.say(f"  {how}; benchmarking {', '.join(c.label for c in event.trial.cells)}")
@@ -128,6 +130,18 @@ class TuneProgress(HumanProgress[TuneEvent]):
         elif isinstance(event, Notice | Reconnecting):
             text = event.message if isinstance(event, Notice) else f"connection lost during {event.operation}"
             self.say(text)
+
+    def _deployment_step(self, event: object) -> None:
+        """A deployment's trial: each step of its restart order as it ends (console.core.roll's StepEvent)."""
+        from console.core.roll import StepEvent
+
+        if isinstance(event, StepEvent) and event.state != "begun":
+            back = "rollback: " if event.rollback else ""
+            failed = "FAILED: " if event.state == "failed" else ""
+            step = event.step.kind.replace("_", " ")
+            self.say(f"  {back}{step} {', '.join(event.step.members)}: {failed}{event.detail}")
+        elif isinstance(event, Notice):
+            self.say(f"  {event.message}")
 
 
 def _margin(pct: float | None) -> str:
@@ -304,41 +318,84 @@ async def unit_now(session: Session) -> Any:
 
 
 async def tune_main(verb: HostVerb) -> int:
-    from console.cli.deployment import refuse_tune
+    from console.core.deployment import is_deployment
 
     args = verb.args
-    refuse_tune(args)
     workspace = workspace_of(args).ensure()
     dataset = read_dataset(args, args.output_len)  # before connecting: a bad file changes nothing
     if dataset is not None and dataset.is_trace:
         raise UsageError(f"--dataset {dataset.file} is a trace: replay it with `bench --dataset` (tune sends a sample)")
     if dataset is not None:
         print(f"dataset {describe_line(dataset)}", file=verb.stderr)
+    if is_deployment(args.target, workspace.profiles):
+        return await _tune_deployment(verb, dataset)
     async with open_session(args.target, workspace, ssh_config=args.ssh_config) as session:
         space = space_from_args(args, await unit_now(session))
         request = request_from_args(args, space, dataset)
         async with await plan_tune(session, request) as pending:
-            parts = estimate(pending.estimate_s, pending.restart_cost)
-            said = parts.text(session.label, at_most=request.strategy == "predict")
-            if not verb.json:
-                render_space(pending, verb.human)
-                print(said, file=verb.human)
             question = (
                 f"Restart {session.service.unit} on {session.label} with each of these setups and benchmark "
                 f"them (afterwards {afterwards(request)})?"
             )
-            answer = verb.ask(f"{said}\n{question}" if verb.json else question)
-            if answer is Answer.NO_TERMINAL:
-                await pending.abort("no confirmation")
-                raise UsageError(verb.cannot_ask)
-            if answer is Answer.NO:
-                await pending.abort("not confirmed")
-                print("not confirmed; nothing was changed", file=verb.stderr)
-                return ExitCode.FAILED
-            progress = TuneProgress(verb.human) if verb.shows_progress else ignore
-            result, interrupted = await interruptibly(
-                pending.execute(on_event=progress), lambda: pending.request_abort("interrupted (Ctrl-C)")
+            return await _confirm_and_run(verb, pending, request, question, session.label)
+
+
+async def _tune_deployment(verb: HostVerb, dataset: DatasetSample | None) -> int:
+    """Every trial the deployment's change (its restart order), benchmarked through its front door; every member's
+    original unit back at the end (console.core.tune.plan_deployment_tune)."""
+    import os
+
+    from console.core.bench import API_KEY_ENV
+    from console.core.deployment import load_deployment
+    from console.core.status import open_members
+    from console.core.tune import plan_deployment_tune, reference_member
+    from console.host.base import HostError
+
+    args = verb.args
+    workspace = workspace_of(args)
+    deployment = load_deployment(args.target, workspace.profiles, ssh_config=args.ssh_config)
+    async with open_members(deployment, workspace, ssh_config=args.ssh_config) as opened:
+        unreachable = [f"{deployment.member(n).describe()}: {e}" for n, e in opened.items() if isinstance(e, HostError)]
+        if unreachable:
+            raise HostError(f"{deployment.name}: {'; '.join(unreachable)}; nothing was changed on any member")
+        sessions = {n: s for n, s in opened.items() if not isinstance(s, HostError)}
+        reference = reference_member(deployment)
+        space = space_from_args(args, await unit_now(sessions[reference.name]))
+        request = request_from_args(args, space, dataset)
+        api_key = os.environ.get(API_KEY_ENV) or None
+        async with await plan_deployment_tune(deployment, sessions, request, api_key=api_key) as pending:
+            if not verb.json:
+                print(f"{deployment.name}: {deployment.kind}, {len(deployment.members)} members; the setups are "
+                      f"{reference.name}'s unit with each edit, made on every member", file=verb.human)  # fmt: skip
+            how = "every rank together" if deployment.kind == "multinode" else "one member at a time through smg"
+            door = "rank 0" if deployment.kind == "multinode" else "smg"
+            question = (
+                f"Change {deployment.name} to each of these setups ({how}, in its restart order) and benchmark them "
+                f"through {door} (afterwards {afterwards(request)})?"
             )
+            return await _confirm_and_run(verb, pending, request, question, deployment.name)
+
+
+async def _confirm_and_run(
+    verb: HostVerb, pending: PendingTune, request: TuneRequest, question: str, label: str
+) -> int:
+    parts = estimate(pending.estimate_s, pending.restart_cost)
+    said = parts.text(label, at_most=request.strategy == "predict")
+    if not verb.json:
+        render_space(pending, verb.human)
+        print(said, file=verb.human)
+    answer = verb.ask(f"{said}\n{question}" if verb.json else question)
+    if answer is Answer.NO_TERMINAL:
+        await pending.abort("no confirmation")
+        raise UsageError(verb.cannot_ask)
+    if answer is Answer.NO:
+        await pending.abort("not confirmed")
+        print("not confirmed; nothing was changed", file=verb.stderr)
+        return ExitCode.FAILED
+    progress = TuneProgress(verb.human) if verb.shows_progress else ignore
+    result, interrupted = await interruptibly(
+        pending.execute(on_event=progress), lambda: pending.request_abort("interrupted (Ctrl-C)")
+    )
     verb.report(lambda: {**result.to_json(), "estimate": parts.to_json()}, lambda out: render_result(result, out))
     if interrupted and result.host_healthy:
         return ExitCode.INTERRUPTED

@@ -274,6 +274,34 @@ def _load_figures(load: Any) -> tuple[int | None, int | None, float | None]:
     )
 
 
+# A PD server's queues in /v1/loads' "disaggregation" section (0.5.23 load_snapshot.DisaggregationMetrics): requests
+# the server holds besides its running and waiting ones (a prefill's waiting for their decode to bootstrap or for
+# their KV to go; a decode's waiting for memory, for their KV, or retracted).
+PD_QUEUE_FIELDS = (
+    "prefill_bootstrap_queue_reqs",
+    "prefill_inflight_queue_reqs",
+    "decode_prealloc_queue_reqs",
+    "decode_transfer_queue_reqs",
+    "decode_retracted_queue_reqs",
+)
+
+
+def pd_queued(load: Any) -> int | None:
+    """The requests in a PD server's queues, summed over its DP ranks, from /v1/loads (what its scheduler publishes
+    as they move, as smg's load poll reads it); None where the answer has no disaggregation section (an older
+    version, or a server that is not a PD server: mode "null" counts as 0). Pure."""
+    ranks = load.get("loads") if isinstance(load, dict) else None
+    if not isinstance(ranks, list):
+        return None
+    sections = [r["disaggregation"] for r in ranks if isinstance(r, dict) and isinstance(r.get("disaggregation"), dict)]
+    if not sections:
+        return None
+    total = 0
+    for section in sections:
+        total += sum(int(v) for k in PD_QUEUE_FIELDS if isinstance(v := section.get(k), int | float))
+    return total
+
+
 @dataclass
 class SglangClient:
     """One SGLang server. `base_url` is usually http://127.0.0.1:LOCAL_PORT through the SSH forward."""

@@ -180,7 +180,8 @@ def deployment_toml(layout: str, members: Sequence[DemoMember], router_metrics: 
             f'unit = "{router.unit}"',
             "",
         ]
-    for member in sorted((m for m in members if m.role != "router"), key=lambda m: m.name):
+    # ranks by rank, the prefill server before the decode server (the order a change rolls them in)
+    for member in sorted((m for m in members if m.role != "router"), key=lambda m: (m.role != "prefill", m.name)):
         out += ["[[member]]", f'host = "{member.name}"']
         if member.role.startswith("rank"):
             out += ['role = "rank"', f"rank = {member.role[4:]}"]

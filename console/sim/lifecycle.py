@@ -37,12 +37,15 @@ async def serve(config: SimConfig, engine: Any, bound: asyncio.Event | None = No
     group = sim.group
     if sim.disagg is not None:
         await sim.disagg.start()  # a prefill's bootstrap server answers (503 on /route) while the weights load
+    if group is not None:
+        # From the rendezvous on, a lost peer ends this rank too: at the gate (rank 0 broadcasts the gate's flag every
+        # second: gloo's collective fails at once), while the weights load and once it serves.
+        group.watch(stop_engine=tasks[0].cancel, cleanup=lambda: _mark_gpus_idle(sim))
     try:
         await sim.start_scheduler()
         if sim.disagg is not None:
             await sim.disagg.register_ranks()
         if group is not None:
-            group.watch(stop_engine=tasks[0].cancel, cleanup=lambda: _mark_gpus_idle(sim))
             group.load = sim.batch_now
             await group.all_loaded()
     except multinode.GroupError as e:

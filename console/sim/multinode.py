@@ -20,6 +20,8 @@ What it offers (SGLang 0.5.23, ../shared/research/wave5-facts.md §4; the stand-
 - When a peer dies (its connection closes without a shutdown, or it is silent for --watchdog-timeout seconds) the
   rank's engine stops where it is (a collective that never completes) and, after `--sim-peer-loss-exit-s` seconds
   (default 2: the next collective), the rank dies as above. So killing any rank takes the whole deployment down.
+  This holds from the rendezvous on: at the gate too (rank 0 broadcasts the gate's flag to every rank each second,
+  a collective that fails once a peer is gone) and while the weights load.
 - Ranks >= 1 show rank 0's batch on their simulated GPUs (rank 0 sends its load with each heartbeat).
 
 The wire between ranks is the stand-in's own (JSON lines over the TCP connection each rank >= 1 keeps to rank 0),

@@ -26,7 +26,7 @@ from textual.widgets import TabbedContent, TabPane
 
 from console.core.apply import plan_restart
 from console.core.change import EditRequest
-from console.core.deployment import Deployment, DeploymentHealth, judge
+from console.core.deployment import GATE_DEST, Deployment, DeploymentHealth, judge
 from console.core.phases import is_failure_line
 from console.core.session import Session
 from console.core.status import HostView, RouterStatus, failure_since, listing_for, member_reading, read_router
@@ -352,8 +352,9 @@ class OpsConsoleApp(App[int]):
 
     async def _poll_router(self, deployment: Deployment) -> None:
         """smg's readiness, worker list and PD counters, once a refresh, for the deployment's panel."""
+        read = self.options.read_router or read_router
         while True:
-            status = await read_router(deployment)
+            status = await read(deployment)
             self.post_message(RouterChanged(deployment.name, status))
             await asyncio.sleep(self.config.refresh_s)  # the refresh interval between reads, as the hosts' own
 
@@ -636,6 +637,8 @@ class OpsConsoleApp(App[int]):
                 resolved=dict(resolved),
                 on_applied=source.refresh_now,
                 apply_to_deployment=None if deployment is None else partial(self.change_deployment, deployment),
+                # a rank's editor offers the gate, its cost said under it (never added for the operator)
+                extra_fields=(GATE_DEST,) if deployment is not None and deployment.kind == "multinode" else (),
             )
         )
 

@@ -6,7 +6,7 @@ OpsConsoleApp (console/tui/app.py) is the one implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,7 +16,7 @@ from textual.screen import Screen, ScreenResultCallbackType, ScreenResultType
 
 from console.core.deployment import Deployment
 from console.core.session import Session
-from console.core.status import HostView
+from console.core.status import HostView, RouterStatus
 from console.tui.bench_run import BenchRun
 from console.tui.config import ConsoleConfig
 from console.tui.runners import Runners
@@ -37,6 +37,8 @@ class ConsoleOptions:
     fleet: bool = False  # the overview reads Prometheus ([fleet]); hosts get a tab (and SSH) when opened
     ssh_config: str | None = None  # --ssh-config: how a roll's own sessions reach the hosts
     deployments: tuple[Deployment, ...] = ()  # `connect DEPLOYMENT`: its members are the tabs, it is one panel
+    # how a PD deployment's smg is read each refresh (None: console.core.status.read_router; tests: a scripted smg)
+    read_router: Callable[[Deployment], Awaitable[RouterStatus]] | None = None
 
 
 class ConsoleContext(Protocol):

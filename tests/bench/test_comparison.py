@@ -72,3 +72,37 @@ def test_speculative_args_first_and_secrets_masked() -> None:
     )
     assert list(ordered)[:2] == ["speculative_algorithm", "speculative_eagle_topk"]
     assert ordered["api_key"] == "***"
+
+
+def sides(prefill_ttft: float, tpot: float, failures: float = 0.0) -> dict[str, Any]:
+    """A PD level's figures as console.core.deployment.pd_sides keeps them in its record."""
+    counters = {
+        "num_bootstrap_failed_reqs_total": failures,
+        "num_transfer_failed_reqs_total": 0.0,
+        "num_prefill_retries_total": 0.0,
+    }
+    prefill = {"ttft_ms_smg": 1.0, "prefill_ms_smg": prefill_ttft + 1, "ttft_ms_servers": prefill_ttft}
+    decode = {"tpot_ms_servers": tpot, "first_token_ms_smg": None, "kv_transfer_ms": 2.0, "kv_bootstrap_ms": 0.5}
+    return {
+        "prefill": {**prefill, "failures": dict(counters)},
+        "decode": {**decode, "failures": dict(counters)},
+        "smg": {"smg_pd_bootstrap_failures_total": 0.0},
+    }
+
+
+def test_a_pd_deployments_runs_are_compared_side_by_side_too() -> None:
+    base = [rec("pd-a", 8, i, output_throughput=600.0, per_side=sides(60.0, 9.0)) for i in range(2)]
+    cand = [rec("pd-b", 8, i, output_throughput=800.0, per_side=sides(70.0, 7.0, failures=1)) for i in range(2)]
+    comparison = compare_runs([base, cand])
+    pd = ["pd_prefill_ttft_ms", "pd_prefill_ms_smg", "pd_decode_tpot_ms", "pd_kv_transfer_ms", "pd_kv_bootstrap_ms"]
+    assert [m.key for m in comparison.metrics][-6:] == [*pd, "pd_failures"]
+    tpot = _cell(comparison, "C=8", "pd-b", "pd_decode_tpot_ms")
+    assert (tpot.median, tpot.verdict) == (7.0, "better")  # decode's side got faster
+    ttft = _cell(comparison, "C=8", "pd-b", "pd_prefill_ttft_ms")
+    assert (ttft.median, ttft.verdict) == (70.0, "worse")  # prefill's side got slower
+    assert _cell(comparison, "C=8", "pd-b", "pd_failures").median == 2.0  # one on each side
+    metrics = comparison.as_dict()["levels"][0]["runs"][1]["metrics"]
+    assert metrics["pd_decode_tpot_ms"]["median"] == 7.0
+    # a host's runs are compared on the host's figures alone
+    host = compare_runs([[rec("a", 8, output_throughput=1.0)], [rec("b", 8, output_throughput=2.0)]])
+    assert not any(m.key.startswith("pd_") for m in host.metrics)

@@ -70,5 +70,3 @@ def test_a_masked_plan_shows_no_secret_but_keeps_the_texts_to_write() -> None:
     assert "sk-unit-key" not in visible and "hf_secret_value" not in visible
     assert shown.report.resolved["api_key"] == "***"
     assert "sk-unit-key" in shown.new_text and shown.new_text == plan.new_text  # what gets written is untouched
-
-

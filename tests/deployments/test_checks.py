@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from console.core.deployment import Deployment, MemberLaunch, check_members, errors, resolve_deployment
+from console.core.apply import editor_form
+from console.core.deployment import (
+    GATE_DEST,
+    Deployment,
+    MemberLaunch,
+    check_members,
+    errors,
+    gate_note,
+    no_gate_text,
+    resolve_deployment,
+)
 from console.sglang.rules import check_launch
 
 SPEC = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "d", "--speculative-num-steps", "2",
@@ -154,3 +164,31 @@ def test_a_pd_pair_may_differ_in_tensor_parallelism(pd: Deployment) -> None:
 def test_a_single_host_has_nothing_to_match(profiles: Path) -> None:
     single = resolve_deployment("gpu-a", profiles)
     assert check_members(single, [launch(single, "gpu-a", PD_BASE)]) == []
+
+
+def test_the_gate_is_offered_with_its_cost_never_added_and_its_change_said_before_it_is_confirmed(
+    ranks: Deployment,
+) -> None:
+    """Without the gate the warning says what it would give, why it is not added (no timeout: a start without a
+    console waits for ever) and the command that adds it; adding or removing it is a note of the change; a rank's
+    editor offers the field with that cost under it, a host's editor does not."""
+    ungated = [a for a in RANK if a not in ("--gated-launch-port", "30100")]
+    (warning,) = [m for m in check_members(ranks, two_ranks(ranks, ungated, ungated)) if m.code == "no-gate"]
+    assert warning.message == no_gate_text("kimi-2node")
+    assert "no timeout" in warning.message and "waits at it for ever" in warning.message
+    assert "opsconsole apply kimi-2node --set gated-launch-port=PORT" in warning.message
+    added = gate_note("kimi-2node", None, 30100)
+    assert added is not None and "POST /gate/activate" in added and "opsconsole restart kimi-2node" in added
+    assert "waits there for ever" in added
+    assert gate_note("kimi-2node", 30100, 30100) is None
+    removed = gate_note("kimi-2node", 30100, None)
+    assert removed is not None and "removed" in removed
+    unit = "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server " + " ".join([*ungated, "--node-rank", "0"])
+    plain = editor_form(unit, "0.5.23")
+    assert GATE_DEST not in {f.dest for f in plain.fields}
+    form = editor_form(unit, "0.5.23", extra=(GATE_DEST,))
+    gate = form.field(GATE_DEST)
+    assert (gate.flag, gate.kind, form.values[GATE_DEST]) == ("--gated-launch-port", "int", "")
+    assert "waits for ever" in gate.hint and "no timeout" in gate.hint
+    preview = form.preview({GATE_DEST: "30100"})
+    assert preview.edits.set_flags == (("--gated-launch-port", "30100"),)

@@ -133,3 +133,55 @@ async def test_the_editor_on_a_rank_changes_the_deployment_one_diff_per_rank(dem
         assert [(m.starts, m.outcome) for m in result.members] == [(1, "done"), (1, "done")]
     after = await asyncio.to_thread(_status, demo)
     assert after.ok and after.member("demo-rank0").host.sglang.speculative_num_steps == steps + 1
+
+
+async def test_a_ranks_editor_offers_the_gate_with_its_cost_and_the_change_opens_it_once_both_ranks_joined(
+    demo: Path,
+) -> None:
+    """The demo's ranks run without the gate: rank 0's editor offers it (its cost under the field), the confirmation
+    says what it means for every later start, and the change restarts both ranks with the gate, opened by the
+    console once both have joined; removed again with apply, its note saying so."""
+    import json
+
+    from console.core.apply import GATE_HINT
+    from tests.deployments.demo_support import opsconsole
+    from tests.support.simproc import free_port
+
+    before = await asyncio.to_thread(_status, demo)
+    assert before.ok
+    port = str(free_port())
+    app = build_app(_args(demo), ["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("1")  # rank 0's tab
+        await wait_until(pilot, lambda: app.views.get("demo-rank0") is not None
+                         and app.views["demo-rank0"].status is not None, "rank 0 read", 60)  # fmt: skip
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, EditScreen) and app.screen.form is not None, "editor")
+        editor = app.screen
+        assert isinstance(editor, EditScreen)
+        await wait_until(pilot, lambda: "Nothing to apply" in screen_text(app), "the report")
+        assert editor.form is not None and editor.form.field("gated_launch_port").hint == GATE_HINT
+        await set_field(pilot, editor, "gated_launch_port", port)
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation", 60)
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        body = Console(width=200, record=True, file=io.StringIO())
+        body.print(confirm.body)
+        text = body.export_text()
+        assert text.count(f"+    --gated-launch-port {port}") == 2, text  # both ranks
+        assert f"--gated-launch-port {port} on every rank" in text and "waits there for ever" in text, text
+        assert "open gate demo-rank0" in text  # the new units' order: the gate opened once both have joined
+        await pilot.press("y")
+        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen), "the progress")
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_until(pilot, lambda: progress.done, "the change to end", 120)
+        result = progress.result
+        assert result is not None and result.state == "verified", result.error if result else progress.error
+    journal = opsconsole(demo, "logs", "demo-rank1", "--lines", "200")
+    assert "Gated launch activated" in journal.stdout, journal.stdout[-2000:]
+    removed = opsconsole(demo, "apply", "demo", "--unset", "gated-launch-port", "--yes", "--json", "--timeout", "120")
+    assert removed.returncode == 0, removed.stderr[-2000:]
+    notes = json.loads(removed.stdout)["notes"]
+    assert any("--gated-launch-port removed" in n for n in notes), notes

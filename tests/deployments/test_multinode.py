@@ -9,6 +9,7 @@ changed and restarted as one deployment (docs/deployments.md).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.deployments.bed import (
+    GATE_PORT,
     Bed,
     deployment_bed,
     flags_unit,
@@ -23,6 +25,7 @@ from tests.deployments.bed import (
     open_gate_if_waiting,
     rank_flags,
     ranks_toml,
+    wait_for,
 )
 from tests.e2e.cli import json_output, server_info
 from tests.testbed.host import GpuHost
@@ -123,10 +126,16 @@ class HealthProbe:
             self._stop.wait(0.05)
 
 
-def starts_since(host: GpuHost, marker: str) -> int:
-    """How many processes of the unit began since the marker line was logged (each start logs Init parallel begin)."""
-    text = host.journal(2000)
-    return text.split(marker, 1)[-1].count("Init parallel begin.")
+def host_clock(host: GpuHost) -> str:
+    """The host's clock now, as journalctl --since takes it (@seconds since the epoch)."""
+    return "@" + host.root_run(["date", "+%s.%N"]).stdout.strip()
+
+
+def groups_since(host: GpuHost, since: str) -> int:
+    """How many times the unit's rank joined a whole group since `since` (host_clock's): its "Init parallel ends."
+    lines (a start whose group never formed logs none)."""
+    text = host.root_run(["journalctl", "-u", host.unit, "--since", since, "--no-pager", "-o", "cat"]).stdout
+    return text.count("Init parallel ends.")
 
 
 def start_time_s(host: GpuHost) -> float:
@@ -190,3 +199,124 @@ def test_rank_1_failing_to_start_puts_both_ranks_back_healthy(duo: Bed) -> None:
     finally:
         duo.hosts[0].root_run(["rm", "-rf", DRAFT_DIR])
         restore(duo)
+
+
+# A tune's space whose third setup cannot start on rank 1: its draft model is on node0 only.
+SPACE_RANK1_FAILS = f"""
+[[candidate]]
+algorithm = "EAGLE"
+steps = 2
+topk = 1
+spec_v2 = "on"
+
+[[candidate]]
+algorithm = "EAGLE"
+steps = 3
+topk = 1
+spec_v2 = "on"
+
+[[candidate]]
+algorithm = "EAGLE"
+steps = 2
+topk = 1
+spec_v2 = "on"
+draft_model_path = "{DRAFT_DIR}"
+"""
+TUNE_SHORT = ("--concurrency", "2", "--duration", "2", "--repeat", "1", "--warmup", "1", "--input-len", "128",
+              "--output-len", "64", "--timeout", "120")  # fmt: skip
+
+
+@pytest.mark.long(120)
+def test_a_tune_changes_both_ranks_per_trial_and_a_setup_failing_on_rank_1_rolls_both_back(duo: Bed) -> None:
+    try:
+        duo.hosts[0].root_run(["mkdir", "-p", DRAFT_DIR])
+        since = [host_clock(h) for h in duo.hosts]
+        shas = [h.unit_sha256() for h in duo.hosts]
+        space = duo.workspace / "space.toml"
+        space.write_text(SPACE_RANK1_FAILS)
+        started = time.monotonic()
+        done = duo.opsconsole("tune", NAME, "--space", str(space), *TUNE_SHORT, "--yes", "--json", timeout=600)
+        took = time.monotonic() - started
+        result = json_output(done)
+        assert done.returncode == 0, (result.get("error"), done.stderr[-3000:])
+        trials = result["trials"]
+        (broken,) = [t for t in trials if t["state"] == "failed"]  # the setup with the draft (its config omits it)
+        assert "rank1" in broken["error"] and DRAFT_DIR in broken["error"], broken
+        assert any(line.startswith("rank1: ") and DRAFT_DIR in line for line in broken["journal"]), broken["journal"]
+        assert [t["state"] for t in trials if t is not broken] == ["benchmarked", "benchmarked"]
+        # Every member's original unit back, byte for byte, the deployment up.
+        assert (result["final_unit"], result["host_healthy"]) == ("original", True)
+        assert [h.unit_sha256() for h in duo.hosts] == shas
+        assert duo.status()["state"] == "up"
+        # Both ranks formed a group together as often as each other: every trial, the rollback and the put-back
+        # restarted both (the failing trial's start formed none: rank 1 never joined).
+        formed = [groups_since(h, at) for h, at in zip(duo.hosts, since, strict=True)]
+        assert formed[0] == formed[1] and formed[0] >= result["restarts"] - 1, (formed, result["restarts"])
+        print(f"\n2-node tune on testbed hosts: {len(trials)} setups in {took:.0f} s, {result['restarts']} restarts "
+              f"({formed[0]} groups formed by both ranks, the rollback included); the setup failing on rank 1 rolled "
+              f"back: {broken['error'][:120]}")  # fmt: skip
+    finally:
+        duo.hosts[0].root_run(["rm", "-rf", DRAFT_DIR])
+        restore(duo)
+
+
+def journal_since(host: GpuHost, since: str) -> list[tuple[float, str]]:
+    """The unit's journal lines since `since` (host_clock's), each with its time (seconds since the epoch; the
+    testbed's hosts share this machine's clock)."""
+    text = host.root_run(["journalctl", "-u", host.unit, "--since", since, "--no-pager", "-o", "short-unix"]).stdout
+    out = []
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            out.append((float(stamp), rest.partition(": ")[2]))
+    return out
+
+
+def first(lines: list[tuple[float, str]], needle: str) -> float:
+    found = [at for at, text in lines if needle in text]
+    assert found, f"no {needle!r} in the journal: {[text for _, text in lines][-20:]}"
+    return found[0]
+
+
+SLOW_NODE_S = 3  # rank 1's node starts its process this much later than rank 0's (ExecStartPre in its unit)
+
+
+def slow(unit: str) -> str:
+    return unit.replace("ExecStart=", f"ExecStartPre=/bin/sleep {SLOW_NODE_S}\nExecStart=", 1)
+
+
+def test_the_gate_opens_only_once_every_rank_has_joined_and_a_start_without_the_console_waits_at_it(duo: Bed) -> None:
+    originals = [h.unit_text for h in duo.hosts]
+    assert all(f"--gated-launch-port {GATE_PORT}" in u for u in originals)
+    try:
+        # Started as a reboot starts them (systemd, no console), rank 1's node slower: both wait at the gate.
+        duo.install([originals[0], slow(originals[1])])
+        since = host_clock(duo.hosts[0])
+        waiting = "Gated launch still waiting for activation. rank=0 elapsed=10 s"
+        wait_for(lambda: any(waiting in t for _, t in journal_since(duo.hosts[0], since)), 40, "rank 0 at the gate")
+        assert not http_ok(duo.hosts[0]), "rank 0 serves although nobody opened the gate"
+        # The console's restart: every rank down, started together, the gate opened once all have joined.
+        since = host_clock(duo.hosts[0])
+        done = duo.opsconsole("restart", NAME, "--yes", "--json", "--timeout", "120")
+        result = json_output(done)
+        assert done.returncode == 0 and result["state"] == "verified", (result.get("error"), done.stderr[-3000:])
+        assert "open_gate" in [s["step"] for s in result["order"]]
+        rank0, rank1 = (journal_since(h, since) for h in duo.hosts)
+        joined = [first(lines, "Init parallel begin.") for lines in (rank0, rank1)]
+        at_gate = [first(lines, "Gated launch waiting for activation") for lines in (rank0, rank1)]
+        opened = [first(lines, "Gated launch activated") for lines in (rank0, rank1)]
+        loads = [first(lines, "Load weight begin") for lines in (rank0, rank1)]
+        last_joined = max(joined)
+        assert joined[1] - joined[0] >= SLOW_NODE_S - 0.5, joined  # rank 1 did join last, seconds later
+        assert min(loads) >= last_joined, (loads, joined)  # no rank loads weights before the last one joined
+        assert min(opened) >= max(at_gate), (opened, at_gate)  # opened only once every rank was at the gate
+        assert all(g < o <= w for g, o, w in zip(at_gate, opened, loads, strict=True)), (at_gate, opened, loads)
+        print(f"\ngated restart: rank 1 joined {joined[1] - joined[0]:.2f} s after rank 0; the gate opened "
+              f"{min(opened) - max(at_gate):.2f} s after the last rank reached it; weights began "
+              f"{min(loads) - last_joined:.2f} s after the last join; down {result['downtime_s']} s")  # fmt: skip
+    finally:
+        duo.install(originals)
+        deadline = time.monotonic() + 120
+        while not open_gate_if_waiting(duo.hosts[0]):
+            assert time.monotonic() < deadline, "the ranks did not come back"
+            time.sleep(0.2)  # polling the server's own answer

@@ -70,8 +70,9 @@ def test_spec_v2_is_the_variable_up_to_0_5_12_and_the_overlap_from_0_5_14() -> N
 
 
 def test_a_setup_is_static_where_the_release_has_adaptive_steps() -> None:
-    """A unit that ran --speculative-adaptive would switch a setup's steps at run time: tune's trials would measure the
-    tiers SGLang picked, not the setup. The setup's edits take adaptive off (and its config) where the release has it."""
+    """A unit that ran --speculative-adaptive would switch a setup's steps at run time: tune's trials would measure
+    the tiers SGLang picked, not the setup. The setup's edits take adaptive off (and its config) where the release
+    has it."""
     adaptive = ("--speculative-adaptive", "--speculative-adaptive-config")
     for version in ("0.5.17", "0.5.23"):
         assert set(adaptive) <= set(KIMI.edits(version).unset_flags)

@@ -138,6 +138,22 @@ def test_the_gate_holds_every_rank_before_the_weights_until_activated() -> None:
         assert rank0.arrival_of("Gated launch control server started on 127.0.0.1:") < activated_at
 
 
+@pytest.mark.parametrize("stopped", [0, 1])
+def test_ranks_waiting_at_the_gate_go_when_a_peer_goes(stopped: int) -> None:
+    """At the gate rank 0 broadcasts the gate's flag to every rank each second (gloo): a peer gone fails it, and the
+    rank left dies as with a peer lost later, instead of waiting at a gate nobody will open (SIGTERM to rank 0, as
+    the console's restart stops it; SIGKILL to rank 1, whose node died)."""
+    gate = free_port()
+    with running_ranks(2, "--gated-launch-port", str(gate), "--sim-peer-loss-exit-s", "0.5", healthy=False) as ranks:
+        for rank in ranks:
+            rank.wait_for(f"Gated launch waiting for activation. rank={(rank is ranks[1] and 1) or 0}")
+        os.kill(ranks[stopped].proc.pid, signal.SIGTERM if stopped == 0 else signal.SIGKILL)
+        survivor = ranks[1 - stopped]
+        assert ended(survivor, 30) == -signal.SIGKILL
+        assert "Connection closed by peer" in survivor.output()
+        assert "Load weight begin" not in survivor.output()
+
+
 def test_the_gate_on_a_single_node() -> None:
     gate = free_port()
     single = start_sim(["--sim-profile", "tiny-test", "--sim-time-scale", "0.05", "--gated-launch-port", str(gate)])

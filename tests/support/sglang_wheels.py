@@ -16,10 +16,11 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.sglang.flags import SUPPORTED_VERSIONS
+from console.sglang.flags import SUPPORTED_VERSIONS, version_at_least
 from tests.support.sglang_bench import BenchUnavailable, cache_root, sglang_wheel
 
 TOKENIZER_MANAGER = "sglang/srt/managers/tokenizer_manager.py"
+LOAD_SNAPSHOT = "sglang/srt/managers/load_snapshot.py"  # /v1/loads' sections (0.5.23 on)
 MEMBERS = (TOKENIZER_MANAGER,)
 # The wheel each supported release's rules are read from (console/sglang/flagdata): the release itself.
 WHEEL_OF = {version: version for version in SUPPORTED_VERSIONS}
@@ -30,17 +31,22 @@ def release_dir(version: str) -> Path:
 
 
 def is_cached(version: str) -> bool:
-    return all((release_dir(version) / member).exists() for member in MEMBERS)
+    return all((release_dir(version) / member).exists() for member in members_of(version))
+
+
+def members_of(version: str) -> tuple[str, ...]:
+    """The files kept of a release: MEMBERS, and from 0.5.23 on the module that shapes /v1/loads."""
+    return (*MEMBERS, LOAD_SNAPSHOT) if version_at_least(version, "0.5.23") else MEMBERS
 
 
 def fetch_release(version: str) -> bool:
-    """Every file of MEMBERS of this release's wheel into the cache; True when it had to download the wheel."""
+    """Every file of members_of(version) of this release's wheel into the cache; True when it had to download it."""
     if is_cached(version):
         return False
     wheel_version = WHEEL_OF.get(version, version)
     with sglang_wheel(wheel_version, "to read its source") as wheel:
         names = set(wheel.namelist())
-        for member in MEMBERS:
+        for member in members_of(version):
             if member not in names:
                 raise BenchUnavailable(f"{Path(str(wheel.filename)).name} has no {member}")
             target = release_dir(version) / member

@@ -35,6 +35,7 @@ from console.core.tune import (
     request_from_form,
     unit_speculation,
 )
+from console.core.tune.host import TuneHost
 from console.core.tune.predict import predict_untried
 from console.core.tune.search import Search
 from console.sim.profiles import get_profile
@@ -115,7 +116,8 @@ class ScriptedPredictedTune(PendingTune):
     search say which setups can still win, and the likeliest one starts."""
 
     def __init__(self, session: Any, request: TuneRequest) -> None:
-        super().__init__(session, request, kimi_space(request), KIMI_UNIT, AsyncExitStack(), None, "tests")
+        host = TuneHost(session, KIMI_UNIT, timeout_s=60.0, owner="tests")
+        super().__init__(host, request, kimi_space(request), KIMI_UNIT, AsyncExitStack(), None, "tests")
 
     async def execute(self, on_event: Any = None) -> TuneResult:
         assert self.request.strategy == "predict", "the form's strategy: predict"

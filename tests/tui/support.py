@@ -228,10 +228,13 @@ def scripted_app(
     runners: Runners | None = None,
     sessions: dict[str, Any] | None = None,
     groups: tuple[str, ...] = (),
+    deployments: tuple[Any, ...] = (),
+    read_router: Any = None,
 ) -> OpsConsoleApp:
     """The console on scripted hosts; `views` and `journal` are shown as soon as the app is mounted. `runners`: what
     freeze, bench, restore, tune and a roll run (scripted ones); `sessions`: the hosts that are connected, and how;
-    `groups`: the groups the hosts came from (`connect @trio`), for a roll over the overview's selection."""
+    `groups`: the groups the hosts came from (`connect @trio`), for a roll over the overview's selection;
+    `deployments`: `connect DEPLOYMENT`'s (its members the labels), `read_router` a scripted smg for a PD one."""
     sources: dict[str, ScriptedHost] = {}
 
     def make(
@@ -245,7 +248,7 @@ def scripted_app(
         return sources[label]
 
     options = ConsoleOptions(labels, config or ConsoleConfig(), read_only, workspace, runners or Runners(),
-                             groups=groups)  # fmt: skip
+                             groups=groups, deployments=deployments, read_router=read_router)  # fmt: skip
     app = OpsConsoleApp(options, make, clock=clock)
     app.scripted = sources  # type: ignore[attr-defined]
     return app

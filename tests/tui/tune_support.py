@@ -16,6 +16,7 @@ from console.core.change import ApplyState
 from console.core.events import PhaseChanged, StepChanged
 from console.core.phases import PhaseTracker
 from console.core.tune import build_space, form_defaults, request_from_form, unit_speculation
+from console.core.tune.host import TuneHost
 from console.core.tune.report import Objective, compare_workloads, find_crossovers, recommend, speculation_verdicts
 from console.core.tune.run import (
     LevelProgress,
@@ -71,7 +72,8 @@ class ScriptedTune(PendingTune):
         held = {"objective": objective, "slo": SLO} if objective != "throughput" else {}
         request = request_from_form(form_defaults(unit) | FORM | {"workload": workloads} | held, unit)
         space = build_space(request.space, DEMO_UNIT, unit_name="sglang.service", version="0.5.9")
-        super().__init__(session, request, space, DEMO_UNIT, AsyncExitStack(), None, "tests")  # type: ignore[arg-type]
+        host = TuneHost(session, DEMO_UNIT, timeout_s=60.0, owner="tests")  # type: ignore[arg-type]
+        super().__init__(host, request, space, DEMO_UNIT, AsyncExitStack(), None, "tests")
         self.finish = finish
 
     async def execute(self, on_event: Any = None) -> TuneResult:

@@ -11,6 +11,7 @@ restart console.core.phases: the session and the events use them too, so they st
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
 from console.core.apply.edit import (
+    GATE_HINT,
     NONE_CHOICE,
     EditorForm,
     FieldSpec,
@@ -48,6 +49,7 @@ from console.core.apply.run import (
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "GATE_HINT",
     "NONE_CHOICE",
     "ApplyResult",
     "EditorForm",

@@ -12,11 +12,12 @@ I/O: a few milliseconds); the CLI's `apply --set` is the same edit written by ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from console.core.change import EditRequest, FlagValue, Plan, plan_for_version, values_equal
+from console.core.deployment import GATE_DEST
 from console.sglang.vocabulary import CACHE_DIR_ENV, SPEC_V2_ENV, TERMS, View, runs_as, term, terms
 
 FieldKind = Literal["int", "float", "text", "choice", "switch", "list"]
@@ -197,8 +198,21 @@ def shorter_start_offers(form: EditorForm, values: Mapping[str, str], dominant: 
     return tuple(offered)
 
 
-def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.service") -> EditorForm:
-    """The editor's fields for that SGLang version, filled with what the unit has. Raises UnitError."""
+# Fields offered only where they mean something (editor_form's `extra`), with why and what they cost.
+GATE_LABEL = "gate port"
+GATE_HINT = (
+    "the ranks hold after joining, before weights, until the console opens it (its restarts do); a start without a "
+    "console, a reboot, waits for ever: SGLang's gate has no timeout"
+)
+EXTRA_FIELDS = {GATE_DEST: (GATE_LABEL, "deployment", GATE_HINT)}
+
+
+def editor_form(
+    unit_text: str, version: str, *, unit_name: str = "sglang.service", extra: Sequence[str] = ()
+) -> EditorForm:
+    """The editor's fields for that SGLang version, filled with what the unit has. `extra`: fields offered only
+    here (EXTRA_FIELDS: a rank of a multi-node deployment's gate), after the others, each with its hint. Raises
+    UnitError."""
     from console.sglang.argv import parse_argv
     from console.sglang.flags import flag_table, version_at_least
     from console.sglang.rules import builtin_algorithms, spec_v2_env_default
@@ -211,7 +225,13 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
     env = unit.environment()
     fields: list[FieldSpec] = []
     values: dict[str, str] = {}
-    for dest, label, group in FIELDS:
+    hints: dict[str, str] = {}
+    offered = list(FIELDS)
+    for dest in extra:
+        label, group, hint = EXTRA_FIELDS[dest]
+        offered.append((dest, label, group))
+        hints[dest] = hint
+    for dest, label, group in offered:
         if dest == SPEC_V2_DEST:
             if spec_v2_env_default(version) is None:
                 continue  # the version no longer reads the variable
@@ -251,7 +271,8 @@ def editor_form(unit_text: str, version: str, *, unit_name: str = "sglang.servic
         elif spec.is_list and not choices:
             kind = "list"
         default = None if kind == "list" and not spec.default else spec.default  # [] reads as unset
-        fields.append(FieldSpec(dest, label, group, kind, spec.name, choices, default, field_hint(dest, version)))
+        hint = hints.get(dest) or field_hint(dest, version)
+        fields.append(FieldSpec(dest, label, group, kind, spec.name, choices, default, hint))
         value = parsed.values.get(dest)
         if dest not in parsed.explicit:
             values[dest] = ""

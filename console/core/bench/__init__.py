@@ -2,6 +2,8 @@
 and comparisons written out.
 
     host.py     bench_host / run_bench: a sweep on an open host session (its forward, GPUs, unit) or on a URL
+    deployment.py  bench_deployment: a deployment through its front door (rank 0, or smg with each level's figures
+                side by side)
     queue.py    the console's benchmark form (kept in the workspace), the sweeps it makes, the queue that runs them
     export.py   a comparison of runs written out as Markdown and JSON
     tokens.py   a dataset's lengths in the model's tokens (the server's /tokenize, the host's tokenizer files, words)
@@ -10,6 +12,10 @@ and comparisons written out.
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
+from console.core.bench.deployment import (
+    PdLevelSides,
+    bench_deployment,
+)
 from console.core.bench.export import (
     export_comparison,
 )
@@ -53,11 +59,13 @@ __all__ = [
     "BenchForm",
     "FormErrors",
     "LengthsCounted",
+    "PdLevelSides",
     "PlannedSweep",
     "ShapeAsk",
     "ShapeObserved",
     "ShapeObserving",
     "SweepQueued",
+    "bench_deployment",
     "bench_host",
     "bench_queue",
     "bench_url",

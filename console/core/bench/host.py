@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from console.bench.client import BenchClient
 from console.bench.datasets import file_sha256
-from console.bench.engine import BenchEngine, SweepConfig, SweepRefused, SweepResult
+from console.bench.engine import BenchEngine, LevelProbe, SweepConfig, SweepRefused, SweepResult
 from console.bench.events import ClientPlaced
 from console.bench.records import BenchRecord, ClientLocation, append_records, records_from_sweep, unit_hash
 from console.bench.remote import PROBE_SCRIPT, HostSweep, RemoteBenchError, parse_probe, python_candidates
@@ -154,11 +154,13 @@ async def run_bench(
     api_key: str | None = None,
     link_round_trip_ms: float | None = None,
     unit_text: str | None = None,
+    level_probe: LevelProbe | None = None,
 ) -> list[BenchRecord]:
     """Run the sweep from this machine and append its records to the workspace's logs/ (when a workspace is
-    given); cancelled, append the records of the levels that finished."""
+    given); cancelled, append the records of the levels that finished. `level_probe`: read around each level's
+    measured requests, kept in its record (console.bench.engine.LevelProbe)."""
     async with BenchClient(base_url, api_key=api_key) as client:
-        engine = BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler)
+        engine = BenchEngine(client, config, on_event=on_event, gpu_sampler=gpu_sampler, level_probe=level_probe)
         return await _keep_records(
             engine,
             config,
@@ -243,6 +245,7 @@ async def bench_url(
     on_event: Any = None,
     api_key: str | None = None,
     gpu_command: tuple[str, ...] = ("nvidia-smi",),
+    level_probe: LevelProbe | None = None,
 ) -> list[BenchRecord]:
     """Benchmark the server at base_url. On this machine's loopback the server runs here, so this machine's
     GPUs are sampled (gpu_command: nvidia-smi or a stand-in), when one probe finds any; elsewhere, or without
@@ -251,8 +254,9 @@ async def bench_url(
     config = await count_lengths(config, base_url, api_key=api_key, workspace=workspace, on_event=on_event)
     if not is_loopback_url(base_url):
         return await run_bench(
-            base_url, config, label=label, target=target, workspace=workspace, on_event=on_event, api_key=api_key
-        )
+            base_url, config, label=label, target=target, workspace=workspace, on_event=on_event, api_key=api_key,
+            level_probe=level_probe,
+        )  # fmt: skip
     from console.host.connect import open_host
     from console.host.targets import Target
 
@@ -273,6 +277,7 @@ async def bench_url(
             on_event=on_event,
             gpu_sampler=sampler,
             api_key=api_key,
+            level_probe=level_probe,
         )
     finally:
         await session.close()

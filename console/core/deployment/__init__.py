@@ -16,11 +16,14 @@ Pure apart from load.py (which reads the profiles): the reading (console.core.st
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
 from console.core.deployment.checks import (
+    GATE_DEST,
     MemberLaunch,
     Mismatch,
     check_members,
     errors,
+    gate_note,
     launch_from_unit,
+    no_gate_text,
 )
 from console.core.deployment.fanout import (
     OWN_FLAGS,
@@ -69,6 +72,7 @@ from console.core.deployment.sides import (
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_PORT",
+    "GATE_DEST",
     "OWN_FLAGS",
     "Deployment",
     "DeploymentError",
@@ -91,6 +95,7 @@ __all__ = [
     "deployment_names",
     "deployments_dir",
     "errors",
+    "gate_note",
     "is_deployment",
     "judge",
     "launch_from_unit",
@@ -98,6 +103,7 @@ __all__ = [
     "member_edits",
     "member_health",
     "membership",
+    "no_gate_text",
     "parse_deployment",
     "pd_sides",
     "refuse_deployment",

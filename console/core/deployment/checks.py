@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from console import hints
 from console.core.change import values_equal
 from console.core.deployment.model import Deployment, Member
 from console.sglang.vocabulary import View, dests
@@ -167,9 +168,7 @@ def _ranks(deployment: Deployment, launches: Sequence[MemberLaunch]) -> list[Mis
     found += _differ(launches, SPECULATIVE_ENV, "ranks-differ", "error", "every rank runs the same speculative setup")
     rank0 = launches[0] if launches else None
     if rank0 is not None and "gated_launch_port" in rank0.resolved and rank0.resolved["gated_launch_port"] is None:
-        found.append(Mismatch("warning", "no-gate", "the ranks run without --gated-launch-port: on a restart each "
-                              "rank loads its weights as soon as it has joined; with the gate they hold until every "
-                              "rank has joined and the console opens it (docs/deployments.md)",
+        found.append(Mismatch("warning", "no-gate", no_gate_text(deployment.name),
                               tuple(launch.member.name for launch in launches)))  # fmt: skip
     found += _explicit_differences(launches, set(SAME_ON_RANKS), "every node should run the same command but for "
                                    "--node-rank")  # fmt: skip
@@ -220,3 +219,37 @@ def _explicit_differences(launches: Sequence[MemberLaunch], checked: set[str], w
 
 def errors(mismatches: Iterable[Mismatch]) -> list[Mismatch]:
     return [m for m in mismatches if m.level == "error"]
+
+
+# --- the gate (--gated-launch-port) -----------------------------------------------------------------------------
+
+GATE_DEST = "gated_launch_port"
+
+
+def no_gate_text(name: str) -> str:
+    """The ranks run without the gate: what it would give, why it is not added for the operator, how to add it."""
+    return (
+        "the ranks run without --gated-launch-port: on a restart each rank loads its weights as soon as it has "
+        "joined; with the gate they hold until every rank has joined and the console opens it. It is not added for "
+        "you: SGLang's gate has no timeout, so a start without a console (a reboot, systemctl start) waits at it "
+        f"for ever. To add it, knowing that: {hints.APPLY_GATE.line(DEPLOYMENT=name)} (a free port on rank 0's host; "
+        "docs/deployments.md)"
+    )
+
+
+def gate_note(name: str, before: Any, after: Any) -> str | None:
+    """What a change of the ranks' --gated-launch-port means, said before it is confirmed (None: no change of it)."""
+    if before == after:
+        return None
+    if after is None:
+        return (
+            "--gated-launch-port removed: the ranks load their weights as soon as they have joined, and a start "
+            "without a console (a reboot) no longer waits for one"
+        )
+    return (
+        f"--gated-launch-port {after} on every rank: from now on each start of the ranks holds after they have "
+        f"joined, before any weights, until a console opens the gate (POST /gate/activate on rank 0's port {after}); "
+        "the console's restarts do it in the restart order. A start without one (a reboot, systemctl start, "
+        "Restart= after a crash) waits there for ever, SGLang's gate having no timeout, until "
+        f"{hints.RESTART_DEPLOYMENT.line(DEPLOYMENT=name)} opens it"
+    )

@@ -111,8 +111,13 @@ def refuse_member_change(target: Target, profiles_dir: Path, verb: str) -> None:
         if deployment.kind == "multinode"
         else "changed alone it would skip smg and the checks across the prefill and decode servers"
     )
+    instead = (
+        f"tune the deployment: {hints.TUNE_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}"
+        if verb == "a tune"
+        else f"change the deployment: {hints.APPLY_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}, "
+        f"{hints.RESTART_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}"
+    )
     raise DeploymentError(
         f"{target.label} ({member.unit}) is {role} of the deployment {deployment.name}: {verb} of it alone is refused "
-        f"({why}); change the deployment: {hints.APPLY_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}, "
-        f"{hints.RESTART_DEPLOYMENT.line(DEPLOYMENT=deployment.name)}"
+        f"({why}); {instead}"
     )

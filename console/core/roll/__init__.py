@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         DeploymentResult,
         deployment_version,
         plan_deployment_change,
+        plan_deployment_restore,
     )
     from console.core.roll.gate import BenchGate
     from console.core.roll.gate_plan import GateBaseline, gate_baseline, gate_label, gate_sweep, plan_gate
@@ -160,6 +161,7 @@ __all__ = [
     "parse_percent",
     "parse_wave",
     "plan_deployment_change",
+    "plan_deployment_restore",
     "plan_gate",
     "plan_group_roll",
     "restart_planner",

@@ -27,12 +27,14 @@ from datetime import UTC, datetime
 from console.core.apply import ApplyResult, PendingApply, take_unit_lock
 from console.core.change import EditRequest, Plan, VersionSource, choose_version, mask_plan, plan_for_version
 from console.core.deployment import (
+    GATE_DEST,
     Deployment,
     MemberLaunch,
     Mismatch,
     RestartOrder,
     check_members,
     errors,
+    gate_note,
     member_edits,
     restart_order,
 )
@@ -41,12 +43,17 @@ from console.core.roll.members import DeploymentResult, MemberChange, MemberEven
 from console.core.roll.pd import OneAtATime
 from console.core.roll.together import Together
 from console.core.session import Session
+from console.core.snapshot import deployment_snapshots, left_after, member_restore
 from console.secrets import secrets_in_unit
 from console.sglang.flags import NEWEST_VERSION
+from console.workspace import Workspace
 
 DeploymentEvent = StepEvent | MemberEvent | Notice
 # The edit, or how to make it once the deployment's version is known (console.core.apply.edits_by_version).
 Edits = EditRequest | Callable[[str], EditRequest]
+# Each member's own edit, made from its unit as read under its lock and the deployment's version (a restore: each
+# member back to its own snapshot): (member's name, its unit's text, version) -> its edit.
+EditsOf = Callable[[str, str, str], EditRequest]
 
 
 def _now() -> datetime:
@@ -70,9 +77,13 @@ class DeploymentChange:
         version_source: VersionSource,
         timeout_s: float,
         owner: str,
+        locks_held: bool = False,
     ) -> None:
         self.deployment = deployment
         self.owner = owner
+        # The caller holds every member's unit lock for longer than this change (a tune, for all its trials): none
+        # is taken or let go of here.
+        self.locks_held = locks_held
         self.operation = operation
         self.members = members
         self.by_name = {m.name: m for m in members}
@@ -206,7 +217,7 @@ class DeploymentChange:
         lock = self._locks.pop(member.name, None)
         plan = member.plan
         if replacement is not None or lock is None:
-            lock = await take_unit_lock(member.session, self.owner)
+            lock = AsyncExitStack() if self.locks_held else await take_unit_lock(member.session, self.owner)
             current = await member.session.service.read_unit()
             plan = mask_plan(
                 plan_for_version(current, unit_name=member.member.unit, version=self.result.sglang_version,
@@ -265,12 +276,23 @@ async def plan_deployment_change(
     owner: str,
     only: Sequence[str] = (),
     timeout_s: float = 900.0,
+    units: Mapping[str, str] | None = None,
+    edits_of: EditsOf | None = None,
+    locks_held: bool = False,
+    operation: Operation | None = None,
 ) -> DeploymentChange:
     """Plan the change (edits) or a restart as it is (None) on every member; see the module's docstring. Raises
     EditError (the edit, or a member's own flag), UnitLocked / HostError (a member that cannot be planned, every
-    lock let go of) and UnitError."""
+    lock let go of) and UnitError.
+
+    Instead of one edit fanned out to the members: `units`, each member's whole new unit text (a tune's trial, its
+    units put back), or `edits_of`, each member's own edit from its unit as read under its lock (a restore of each
+    member's snapshot); a member either leaves out keeps its unit. Either way the new units are held to each other
+    and restarted in the deployment's order, as an apply's. `locks_held`: the caller holds every member's unit lock
+    (for longer than this change); none is taken here."""
     version, source = await deployment_version(deployment, sessions)
-    operation: Operation = "restart" if edits is None else "apply"
+    restart = edits is None and units is None and edits_of is None
+    operation = operation or ("restart" if restart else "apply")
     request = EditRequest() if edits is None else (edits(version) if callable(edits) else edits)
     per_member = member_edits(deployment, request, only=only)
     locks: dict[str, AsyncExitStack] = {}
@@ -278,11 +300,13 @@ async def plan_deployment_change(
     async def plan_one(name: str) -> tuple[Plan, AsyncExitStack]:
         member = deployment.member(name)
         session = sessions[name]
-        lock = await take_unit_lock(session, owner)
+        lock = AsyncExitStack() if locks_held else await take_unit_lock(session, owner)
         try:
             current = await session.service.read_unit()
-            plan = plan_for_version(current, per_member.per_member.get(name, EditRequest()), unit_name=member.unit,
-                                    version=version, version_source=source)  # fmt: skip
+            own = edits_of(name, current, version) if edits_of is not None else per_member.per_member.get(name)
+            plan = plan_for_version(current, own or EditRequest(), unit_name=member.unit, version=version,
+                                    version_source=source,
+                                    replacement=units.get(name) if units is not None else None)  # fmt: skip
             session.secrets.learn(secrets_in_unit(plan.new_text))
             return mask_plan(plan, session.secrets), lock
         except BaseException:
@@ -303,14 +327,21 @@ async def plan_deployment_change(
     members: list[MemberChange] = []
     for name, p in zip(names, planned, strict=True):
         assert not isinstance(p, BaseException)
-        members.append(MemberChange(deployment.member(name), sessions[name], p[0], restart_only=edits is None))
+        members.append(MemberChange(deployment.member(name), sessions[name], p[0], restart_only=restart))
     launches = [_launch(m, version) for m in members]
     checks = check_members(deployment, launches)
     restarting = [m.name for m in members if m.restart_only or m.plan.changed]
-    order = restart_order(deployment, restarting or None, write=edits is not None, gated=_gated(members))
+    order = restart_order(deployment, restarting or None, write=not restart, gated=_gated(members))
     notes = list(per_member.notes) + list(order.notes)
+    if deployment.kind == "multinode":
+        rank0 = next(m for m in members if m.name == deployment.ranks[0].name)
+        gate = gate_note(deployment.name, rank0.plan.old_report.resolved.get(GATE_DEST),
+                         rank0.plan.report.resolved.get(GATE_DEST))  # fmt: skip
+        if gate is not None:
+            notes.append(gate)
     change = DeploymentChange(deployment, operation, members, locks, order, checks=checks, notes=notes,
-                              version=version, version_source=source, timeout_s=timeout_s, owner=owner)  # fmt: skip
+                              version=version, version_source=source, timeout_s=timeout_s, owner=owner,
+                              locks_held=locks_held)  # fmt: skip
     return change
 
 
@@ -321,3 +352,41 @@ def _launch(member: MemberChange, version: str) -> MemberLaunch:
     report = member.plan.report
     env = UnitFile.parse(member.plan.new_text, version).environment()
     return MemberLaunch(member.member, report.resolved, env, None, report.explicit)
+
+
+async def plan_deployment_restore(
+    deployment: Deployment,
+    sessions: Mapping[str, Session],
+    name: str,
+    workspace: Workspace,
+    *,
+    owner: str,
+    timeout_s: float = 900.0,
+) -> tuple[DeploymentChange, list[str]]:
+    """`restore DEPLOYMENT NAME`: every member back to its own snapshot in the set NAME (`freeze DEPLOYMENT --name
+    NAME`) through the deployment's change: each member's edits from its unit as read under its lock, the new units
+    held to each other, restarted in the deployment's order, rolled back as one. With the notes of what is kept (a
+    secret the snapshot holds masked). UsageError when there is nothing to restore (console.core.snapshot's
+    deployment_snapshots); a unit that changed while it was planned aborts the change (nothing written)."""
+    snapshots = deployment_snapshots(deployment, workspace, name)
+    notes: list[str] = []
+
+    def edits_of(member: str, unit_text: str, version: str) -> EditRequest:
+        restored = member_restore(snapshots[member], unit_text, version)
+        notes.extend(f"{member}: {note}" for note in restored.notes)
+        return restored.edits
+
+    change = await plan_deployment_change(deployment, sessions, None, owner=owner, timeout_s=timeout_s,
+                                          edits_of=edits_of, operation="restore")  # fmt: skip
+    version = change.result.sglang_version
+    left = {m.name: left_after(snapshots[m.name], m.plan.new_text, version) for m in change.members}
+    left = {member: flags for member, flags in left.items() if flags}
+    if left:
+        said = "; ".join(f"{member}: {', '.join(flags)}" for member, flags in left.items())
+        await change.abort(f"the units would still differ from the snapshots after the restore ({said}); run it again")
+    for name_of, snapshot in snapshots.items():
+        member = deployment.member(name_of)
+        if (snapshot.host.label, snapshot.host.unit) != (member.host, member.unit):
+            notes.append(f"{name_of}: snapshot {snapshot.name} was frozen on {snapshot.host.label} "
+                         f"({snapshot.host.unit}); it goes into {member.unit} on {member.host}")  # fmt: skip
+    return change, notes

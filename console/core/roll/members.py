@@ -15,7 +15,7 @@ from console.core.phases import PhaseTracker
 from console.core.session import Session
 from console.host.base import ServiceState, UnitBackup
 
-Operation = Literal["apply", "restart"]
+Operation = Literal["apply", "restart", "restore"]
 
 
 @dataclass(frozen=True)

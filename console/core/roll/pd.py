@@ -28,7 +28,7 @@ from console.core.deployment import DEFAULT_BOOTSTRAP_PORT, Deployment, RestartO
 from console.core.events import EventSink, Notice
 from console.core.roll.members import DeploymentResult, MemberChange, StepEvent
 from console.host.base import HostError, JournalEntry
-from console.sglang.client import SglangError, parse_metrics_text
+from console.sglang.client import SglangClient, SglangError, parse_metrics_text, pd_queued, summarize
 from console.sglang.router import RouterClient, RouterError
 
 POLL_S = 0.2
@@ -159,6 +159,12 @@ class OneAtATime:
         decode that never sent a room there has no heartbeat for it and says nothing."""
         addr = f"{urlsplit(url).hostname}:{_bootstrap_port(member)}"
         decodes = [m for m in self.change.members if m.member.role == "decode"]
+        # A decode server that is not running holds no sender for anyone: when it starts it bootstraps afresh.
+        running = await asyncio.gather(*(_running(m) for m in decodes))
+        down = [m.name for m, up in zip(decodes, running, strict=True) if not up]
+        decodes = [m for m, up in zip(decodes, running, strict=True) if up]
+        if not decodes:
+            return f"no decode server runs ({', '.join(down)} down): none holds its KV sender"
         bound = max(_heartbeat_s(m) for m in decodes) * 2 + 5.0
         started = self._stopped_at
         waiting = {m.name for m in decodes}
@@ -175,7 +181,8 @@ class OneAtATime:
         took = time.monotonic() - started
         said = [m.name for m in decodes if m.name not in waiting]
         if not waiting:
-            return f"dropped by {', '.join(said)} after {took:.1f} s"
+            gone = f" ({', '.join(down)} down: nothing to drop)" if down else ""
+            return f"dropped by {', '.join(said)} after {took:.1f} s{gone}"
         quiet = ", ".join(sorted(waiting))
         return f"{quiet} did not say (never sent it a room?): waited {took:.1f} s, past its heartbeat's bound"
 
@@ -238,6 +245,15 @@ class OneAtATime:
             await router.add(url, worker_type=role, bootstrap_port=port)
 
 
+async def _running(member: MemberChange) -> bool:
+    """Whether the member's unit runs now (active); a host that cannot be asked counts as running (waited on)."""
+    try:
+        state = await member.session.service.state()
+    except HostError:
+        return True
+    return state.active_state in ("active", "activating", "reloading")
+
+
 def _per_member(steps: Sequence[Step]) -> list[list[Step]]:
     """The order's steps, member by member (each member's run together)."""
     groups: list[list[Step]] = []
@@ -291,26 +307,40 @@ def _bootstrap_port(member: MemberChange) -> int:
 
 
 async def _in_flight(member: MemberChange) -> int | None:
-    """The server's running + queued requests (its load endpoint: live; /metrics' gauges move only with its log
-    windows) and its PD queues (/metrics: SGLang sets them as requests move; the load endpoint's where it says
-    them); None when it says neither."""
-    from console.core.roll.run import running_requests
-
-    try:
-        requests = await running_requests(member.session)
-    except (HostError, SglangError, OSError):
-        requests = None
-    queues = await _pd_queues(member)
-    if requests is None and queues is None:
-        return None
-    return (requests or 0) + (queues or 0)
-
-
-async def _pd_queues(member: MemberChange) -> int | None:
     try:
         client = await member.session.sglang()
+    except (HostError, SglangError, OSError):
+        return None
+    return await in_flight(client)
+
+
+async def in_flight(client: SglangClient) -> int | None:
+    """What a PD server still holds: its running + waiting requests and its PD queues, all from one read of its load
+    endpoint (/v1/loads: live, its "disaggregation" section carrying the queues on 0.5.23, as smg's load poll reads
+    it; /metrics' running gauge moves only with its log windows). Where the load endpoint says nothing of them (an
+    older version), the running and waiting requests and the PD queues come from /metrics' gauges. None when the
+    server says neither."""
+    load: Any = None
+    with contextlib.suppress(SglangError, httpx.HTTPError, OSError, ValueError):
+        load = await client.load()
+    figures = summarize(None, load=load)
+    running, waiting = figures["num_running_reqs"], figures["num_queue_reqs"]
+    queues = pd_queued(load)
+    if running is None and waiting is None:
+        with contextlib.suppress(SglangError, httpx.HTTPError, OSError):
+            figures = summarize(None, metrics=await client.metrics())
+        running, waiting = figures["num_running_reqs"], figures["num_queue_reqs"]
+    if queues is None:
+        queues = await _pd_queues_metrics(client)
+    if running is None and waiting is None and queues is None:
+        return None
+    return int(running or 0) + int(waiting or 0) + (queues or 0)
+
+
+async def _pd_queues_metrics(client: SglangClient) -> int | None:
+    try:
         answer = await client.http.get("/metrics")
-    except (HostError, SglangError, httpx.HTTPError, OSError):
+    except (httpx.HTTPError, OSError):
         return None
     if answer.status_code != 200:
         return None

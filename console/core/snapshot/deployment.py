@@ -2,7 +2,9 @@
 document on its host, its unit the running setup and enabled, its snapshot kept: freeze.py), the set's index
 (profiles/snapshot-sets/NAME.toml, the deployment as its group), and one production document for the deployment
 beside it (profiles/snapshot-sets/NAME.md): its members with their roles and hosts, the restart order and why, and
-every member's unit as frozen.
+every member's unit as frozen. `restore DEPLOYMENT NAME` reads the set back (deployment_snapshots, member_restore):
+each member's own snapshot, the edits that bring its unit back to it; the change itself is the deployment's
+(console.core.roll's plan_deployment_restore).
 
     pending = await plan_deployment_freeze(deployment, sessions, FreezeRequest("v2"))  # every member planned
     result = await pending.execute(on_event)                                            # or: await pending.abort()
@@ -26,8 +28,10 @@ from console.core.deployment import Deployment, restart_order
 from console.core.events import EventSink, ignore
 from console.core.session import Session
 from console.core.snapshot.freeze import FreezeResult, PendingFreeze, plan_freeze
-from console.core.snapshot.freeze_plan import FreezeRequest
-from console.core.snapshot.sets import member_names, save_snapshot_set, set_path, snapshot_set_of
+from console.core.snapshot.freeze_plan import FreezeRequest, RestoreEdits, restore_edits, restored_matches
+from console.core.snapshot.model import Snapshot, SnapshotError
+from console.core.snapshot.sets import load_snapshot_set, member_names, save_snapshot_set, set_path, snapshot_set_of
+from console.core.snapshot.store import load_snapshot
 from console.errors import UsageError
 from console.workspace import Workspace
 
@@ -174,3 +178,51 @@ RANK_FORCE = (
     "a rank >= 1 of a multi-node deployment: it serves no /server_info; what it runs is rank 0's command but for its "
     "rank (rank 0's freeze read it from the server)"
 )
+
+
+# --- restore ---------------------------------------------------------------------------------------------------
+
+
+def deployment_snapshots(deployment: Deployment, workspace: Workspace, name: str) -> dict[str, Snapshot]:
+    """Every member's snapshot in the set NAME that `freeze DEPLOYMENT --name NAME` wrote; UsageError (nothing to
+    restore: no such set, the set of another deployment or group, a member it did not freeze) naming what to do."""
+    try:
+        found = load_snapshot_set(workspace, name)
+    except SnapshotError as exc:
+        raise UsageError(str(exc)) from None
+    if found is None:
+        raise UsageError(
+            f"no snapshot set {name!r} in {set_path(workspace, name).parent}: freeze the deployment first "
+            f"(freeze {deployment.name} --name {name}), or give the name of one of its sets"
+        )
+    if found.group != deployment.name:
+        raise UsageError(
+            f"snapshot set {name!r} was frozen of {found.group}, not of the deployment {deployment.name}: give a set "
+            f"of {deployment.name}"
+        )
+    missing = [m.name for m in deployment.members if m.name not in found.members]
+    if missing:
+        why = "; ".join(f"{m}: {found.not_frozen.get(m, 'not in the set')}" for m in missing)
+        raise UsageError(f"snapshot set {name!r} has no snapshot of {', '.join(missing)} ({why}): nothing to restore")
+    out: dict[str, Snapshot] = {}
+    for member in deployment.members:
+        try:
+            out[member.name] = load_snapshot(workspace, found.members[member.name])
+        except (LookupError, SnapshotError) as exc:
+            raise UsageError(f"snapshot set {name!r}: {member.name}'s snapshot: {exc}") from None
+    return out
+
+
+def member_restore(snapshot: Snapshot, unit_text: str, version: str) -> RestoreEdits:
+    """The edits that bring a member's unit (its text, as read) back to its snapshot (a secret the snapshot holds
+    masked is kept: the notes say so)."""
+    from console.sglang.unit import UnitFile
+
+    return restore_edits(snapshot, UnitFile.parse(unit_text, version), version)
+
+
+def left_after(snapshot: Snapshot, new_text: str, version: str) -> list[str]:
+    """What still differs between a planned unit and the member's snapshot (empty: restored)."""
+    from console.sglang.unit import UnitFile
+
+    return restored_matches(snapshot, UnitFile.parse(new_text, version), version)

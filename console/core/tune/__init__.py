@@ -1,7 +1,10 @@
 """`opsconsole tune`: the search space, the search, the run and its report, and the Tune screen's form.
 
     run.py      plan_tune -> PendingTune and the typed events it reports through: the stages and their trials
-    host.py     what a tune does to the host's unit: a trial's unit applied, a restart, health, the unit put back
+    host.py     what a tune does to what it tunes (TuneTarget): on a host, a trial's unit applied, a restart, health,
+                a benchmark, the unit put back
+    deployment.py  plan_deployment_tune: `tune DEPLOYMENT`, each trial the deployment's change, benchmarked through
+                its front door, every member's original unit put back
     conclusions.py  what the measurements conclude: recommendations, capacities, crossovers, the setup to apply (pure)
     space.py    which speculative setups to try, pruned and merged by the version rules (pure)
     search.py   successive halving over candidates x cells (pure)
@@ -12,6 +15,11 @@
 
 What the rest of console/ uses is imported from here; the modules are this package's own."""
 
+from console.core.tune.deployment import (
+    DeploymentTuneHost,
+    plan_deployment_tune,
+    reference_member,
+)
 from console.core.tune.form import (
     FIELDS,
     Estimate,
@@ -26,6 +34,7 @@ from console.core.tune.form import (
     space_from_axes,
 )
 from console.core.tune.predict import (
+    PD_SCOPE,
     Foresight,
     PredictPlan,
     PredictRequest,
@@ -71,7 +80,9 @@ from console.core.tune.space import (
 
 __all__ = [
     "FIELDS",
+    "PD_SCOPE",
     "Cell",
+    "DeploymentTuneHost",
     "Estimate",
     "Foresight",
     "FormError",
@@ -108,10 +119,12 @@ __all__ = [
     "foresight",
     "form_defaults",
     "meaning",
+    "plan_deployment_tune",
     "plan_predict",
     "plan_tune",
     "predict",
     "ranges_overlap",
+    "reference_member",
     "request_from_form",
     "space_from_axes",
     "space_from_file",

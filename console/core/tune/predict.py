@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,6 +72,8 @@ class PredictPlan:
     levels: tuple[int, ...]
     stale: str | None = None  # why the running setup needs a benchmark first (None: its records are there)
     adaptive: bool = False  # the server runs --speculative-adaptive, or the request asks about it
+    # where the records are a deployment's (a PD deployment's through smg): what the prediction covers and not
+    scope: tuple[str, ...] = ()
 
 
 @dataclass
@@ -86,6 +88,7 @@ class PredictResult:
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (setup, SGLang's reason)
     adaptive: AdaptiveForecast | None = None  # each tier, and the tier SGLang's table settles on per level
     split: Split | None = None  # where the round rests on one setup: the benchmark that would split it
+    per_side: dict[int, dict[str, Any]] = field(default_factory=dict)  # PD: the running setup's sides, per level
 
     def to_json(self) -> dict[str, Any]:
         plan = self.plan
@@ -106,6 +109,8 @@ class PredictResult:
             "pruned": [{"setup": setup, "reason": reason} for setup, reason in self.pruned],
             "adaptive": self.adaptive.to_json() if self.adaptive is not None else None,
             "split": _split_json(self.split),
+            "scope": list(plan.scope),
+            "per_side": {str(c): sides for c, sides in self.per_side.items()},
         }
 
 
@@ -159,9 +164,29 @@ def _forecast_json(name: str, forecast: SetupForecast) -> dict[str, Any]:
     }
 
 
-async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan:
+# What a prediction of a PD deployment (its records measured through smg) covers, and what it does not: said with
+# every such prediction (docs/deployments.md).
+PD_SCOPE = (
+    "covers the decode side: output tok/s and TPOT are the decode servers' rounds (their accept lengths and round "
+    "times, as the requests through smg carry them), fitted from this deployment's records through smg",
+    "TTFT is taken as measured through smg at each level (prefill, the KV transfer, decode's first round) and "
+    "assumed the same for every setup; the records' per-side figures say how it splits",
+    "does not cover the prefill side under another setup: an EAGLE-family prefill runs the draft's extend too, so a "
+    "setup that changes the draft changes prefill's time; nor the KV transfer's",
+    "does not cover a prefill that saturates: it holds the decode batch below what the levels ask (watch the prefill "
+    "servers' TTFT grow with the level); with several decode servers the decode batch is the deployment's over all "
+    "of them",
+)
+
+
+async def plan_predict(
+    session: Session, request: PredictRequest, *, target: str | None = None, scope: Sequence[str] = ()
+) -> PredictPlan:
     """Read the running setup (the server's resolved values), the space as tune builds it, and the host's records.
-    Raises UsageError for a --from-run of another host, HostError when the host cannot be read."""
+    `target`: read another target's records instead of the session's host's (a PD deployment's, measured through
+    smg, with the session a decode server's: whose rounds the setup changes), without pooling a group's; `scope`: what
+    such a prediction covers, said with it. Raises UsageError for a --from-run of another target, HostError when the
+    host cannot be read."""
     version, _source = await session.sglang_version()
     client = await session.sglang()
     info = await client.server_info()
@@ -170,12 +195,19 @@ async def plan_predict(session: Session, request: PredictRequest) -> PredictPlan
     running_overlap = overlap_of(info, spec_mode(version, info))
     original = await session.service.read_unit()
     space = build_space(request.space, original, unit_name=session.service.unit, version=version)
-    records = host_records(session, version, request.max_age_days, running=running, model=_model_name(model))
-    workload, spec = _workload(request, records, running, session)
+    label = target or session.label
+    if target is None:
+        records = host_records(session, version, request.max_age_days, running=running, model=_model_name(model))
+    elif session.workspace is None:
+        records = []
+    else:
+        records = records_for(session.workspace.logs, target, version, request.max_age_days)
+    workload, spec = _workload(request, records, running, session, label)
     levels = request.concurrencies or _levels(records, running, workload) or DEFAULT_LEVELS
-    plan = PredictPlan(session.label, version, str(model) if model else None, running, running_overlap, space,
+    plan = PredictPlan(label, version, str(model) if model else None, running, running_overlap, space,
                        records, workload, spec, tuple(levels),
-                       adaptive=bool(info.get("speculative_adaptive")) or request.adaptive)  # fmt: skip
+                       adaptive=bool(info.get("speculative_adaptive")) or request.adaptive,
+                       scope=tuple(scope))  # fmt: skip
     return replace(plan, stale=_stale(plan))
 
 
@@ -240,7 +272,7 @@ def group_peers(session: Session) -> set[str]:
 
 
 def _workload(
-    request: PredictRequest, records: Sequence[BenchRecord], running: SpecSetup, session: Session
+    request: PredictRequest, records: Sequence[BenchRecord], running: SpecSetup, session: Session, label: str
 ) -> tuple[str | None, WorkloadSpec | None]:
     if request.from_run:
         if session.workspace is None:
@@ -249,17 +281,13 @@ def _workload(
             run = load_run(request.from_run, session.workspace.logs)
         except LookupError as exc:
             raise UsageError(str(exc)) from None
-        if run[0].target != session.label:
-            raise UsageError(
-                f"{request.from_run} measured {run[0].target}, not {session.label}: give a run of this host"
-            )
+        if run[0].target != label:
+            raise UsageError(f"{request.from_run} measured {run[0].target}, not {label}: give a run of {label}")
         return workload_key(run[0].workload), None
     if request.workload is not None:
         return workload_key(request.workload.describe()), request.workload
     mine = [
-        r
-        for r in records
-        if r.target == session.label and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
+        r for r in records if r.target == label and SpecSetup.from_server_args(r.server_args, r.spec_mode) == running
     ]
     if not mine:
         return None, None
@@ -300,13 +328,30 @@ def base_sweep(plan: PredictPlan, request: PredictRequest) -> SweepConfig:
     )
 
 
+# A benchmark of the running setup through another front door than the session's host (a PD deployment's smg):
+# (sweep, label, on_event) -> its records, appended to logs/.
+BenchFn = Callable[[SweepConfig, str, Any], Awaitable[list[BenchRecord]]]
+
+
 async def bench_running(
-    session: Session, plan: PredictPlan, request: PredictRequest, *, on_event: Any = None, label: str | None = None
+    session: Session,
+    plan: PredictPlan,
+    request: PredictRequest,
+    *,
+    on_event: Any = None,
+    label: str | None = None,
+    bench: BenchFn | None = None,
 ) -> PredictPlan:
-    """Benchmark the running setup (no restart) and plan again with its records."""
+    """Benchmark the running setup (no restart) and plan again with its records (a plan of another target's records:
+    through `bench`, that target's front door)."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    await bench_host(session, base_sweep(plan, request), label=label or f"predict-base-{stamp}", on_event=on_event)
-    return await plan_predict(session, request)
+    sweep, name = base_sweep(plan, request), label or f"predict-base-{stamp}"
+    if bench is not None:
+        await bench(sweep, name, on_event)
+    else:
+        await bench_host(session, sweep, label=name, on_event=on_event)
+    other = plan.target if plan.target != session.label else None
+    return await plan_predict(session, request, target=other, scope=plan.scope)
 
 
 def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
@@ -339,7 +384,23 @@ def predict(plan: PredictPlan, request: PredictRequest) -> PredictResult:
     split = predictor.split([(setup, overlap) for _name, setup, overlap in wanted], plan.levels)
     elapsed = (time.perf_counter() - started) * 1000.0
     return PredictResult(plan, forecasts, predictor.noise, predictor.model_error, predictor.calibration, elapsed,
-                         slo, pruned, adaptive, split)  # fmt: skip
+                         slo, pruned, adaptive, split, _running_sides(plan))  # fmt: skip
+
+
+def _running_sides(plan: PredictPlan) -> dict[int, dict[str, Any]]:
+    """The running setup's per-side figures on the predicted traffic (a PD deployment's records keep them), the
+    newest record's at each level predicted."""
+    newest: dict[int, BenchRecord] = {}
+    for r in plan.records:
+        if (
+            r.per_side
+            and r.max_concurrency in plan.levels
+            and workload_key(r.workload) == plan.workload
+            and SpecSetup.from_server_args(r.server_args, r.spec_mode) == plan.running
+            and (r.max_concurrency not in newest or r.started_at > newest[r.max_concurrency].started_at)
+        ):
+            newest[r.max_concurrency] = r
+    return {c: dict(newest[c].per_side or {}) for c in sorted(newest)}
 
 
 # --- tune --strategy predict -----------------------------------------------------------------------------------

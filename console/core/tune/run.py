@@ -38,11 +38,11 @@ import contextlib
 import dataclasses
 import re
 import statistics
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from console import hints
 from console.bench.engine import SweepConfig
@@ -51,12 +51,11 @@ from console.bench.records import BenchRecord
 from console.bench.slo import Capacity, Slo
 from console.bench.workloads import DatasetSample, WorkloadSpec
 from console.core.apply import RestartCost, default_owner, known_restart_cost
-from console.core.bench import bench_host
 from console.core.change import ApplyState
 from console.core.events import ApplyEvent, EventSink, Notice, Reconnecting, ignore
 from console.core.session import Session
 from console.core.tune.conclusions import Conclusions, best_setup, conclude
-from console.core.tune.host import FINAL_HEALTH_WAIT_S, TuneHost
+from console.core.tune.host import FINAL_HEALTH_WAIT_S, TuneHost, TuneTarget
 from console.core.tune.predict import predict_untried
 from console.core.tune.report import (
     OBJECTIVES,
@@ -73,6 +72,9 @@ from console.core.tune.space import Candidate, Space, SpaceRequest, build_space
 from console.core.tune.timing import Pace, request_seconds, tune_seconds
 from console.errors import UsageError
 from console.host.base import HostError
+
+if TYPE_CHECKING:
+    from console.core.roll import DeploymentEvent
 
 FinalUnit = Literal["original", "best"]
 # How long the host waits for a console that went away before it restores the original unit (guarded hosts).
@@ -190,10 +192,11 @@ class TrialStarted:
 
 @dataclass(frozen=True)
 class TrialApplyEvent:
-    """The trial's apply (write, restart, phases, health, verify, rollback) as console.core.events reports it."""
+    """The trial's apply (write, restart, phases, health, verify, rollback) as console.core.events reports it; on a
+    deployment, its change's steps and members' events (console.core.roll's DeploymentEvent)."""
 
     trial: TrialRef
-    event: ApplyEvent
+    event: ApplyEvent | DeploymentEvent
 
 
 @dataclass(frozen=True)
@@ -443,7 +446,7 @@ class PendingTune:
 
     def __init__(
         self,
-        session: Session,
+        target: TuneTarget,
         request: TuneRequest,
         space: Space,
         original_text: str,
@@ -451,10 +454,10 @@ class PendingTune:
         guard: Any,
         owner: str,
     ) -> None:
-        self.session = session
+        self.target = target  # a host (TuneHost) or a deployment (console.core.tune.deployment)
         self.request = request
         self.space = space
-        self._original = original_text
+        self._original = original_text  # the unit the space was built from (a deployment's reference member's)
         self._hold = hold
         self._guard = guard
         self._owner = owner
@@ -463,20 +466,22 @@ class PendingTune:
         self._bench_task: asyncio.Task[Any] | None = None
         self._emit: EventSink[TuneEvent] = ignore
         self._finished = False
-        # What a restart of this host costs (its recent ones, else the server's own account), for the estimate:
-        # plan_tune reads it.
+        # What a restart of the host costs (its recent ones, else the server's own account), for the estimate:
+        # the plan reads it.
         self.restart_cost: RestartCost | None = None
-        self.host = TuneHost(
-            session,
-            timeout_s=request.timeout_s,
-            owner=owner,
-            interrupted=lambda: (self._abort_reason or "interrupted") if self.abort_requested else None,
-            on_event=lambda event: self._emit(event),
-        )
+        if target is not None:  # None: a plan replayed for its estimate alone (tests/sim/test_real_0517_tune.py)
+            target.bind(
+                lambda: (self._abort_reason or "interrupted") if self.abort_requested else None,
+                lambda event: self._emit(event),
+            )
+
+    @property
+    def host(self) -> TuneTarget:
+        return self.target
 
     @property
     def guarded(self) -> bool:
-        return self._guard is not None
+        return self._guard is not None or (self.target is not None and self.target.guarded)
 
     @property
     def running(self) -> str | None:
@@ -545,8 +550,7 @@ class _TuneRun:
 
     def __init__(self, pending: PendingTune) -> None:
         self.p = pending
-        self.host = pending.host
-        self.session = pending.session
+        self.host = pending.target
         self.request = pending.request
         self.space = pending.space
         cells = pending.request.cells()
@@ -556,8 +560,8 @@ class _TuneRun:
         started = _now()
         self.label = _label_prefix(pending.request, started)
         self.result = TuneResult(
-            target=self.session.label,
-            unit=self.session.service.unit,
+            target=self.host.label,
+            unit=self.host.unit,
             sglang_version=pending.space.sglang_version,
             strategy=pending.request.strategy,
             space=pending.space,
@@ -604,7 +608,7 @@ class _TuneRun:
                 task.uncancel()
             self.p.request_abort("interrupted")
         except Exception as exc:  # a bug must not leave a trial unit behind: restore, then report
-            self.result.error = self.session.secrets.text(f"unexpected error: {type(exc).__name__}: {exc}")
+            self.result.error = self.host.mask(f"unexpected error: {type(exc).__name__}: {exc}")
             self.search.stop("error")
         if self.p.abort_requested:
             self.result.stopped = self.p._abort_reason
@@ -682,9 +686,9 @@ class _TuneRun:
         loop = asyncio.get_running_loop()
         t = loop.time()
         try:
-            applied = await self.host.apply(candidate.unit_text, lambda e: self.emit(TrialApplyEvent(trial, e)))
+            applied = await self.host.apply(candidate, lambda e: self.emit(TrialApplyEvent(trial, e)))
         except HostError as exc:
-            reason = self.session.secrets.text(f"could not apply: {exc}")
+            reason = self.host.mask(f"could not apply: {exc}")
             self._fail(trial, reason, rolled_back=False, journal=[])
             self.host_broken = not await self.host.healthy()
             return
@@ -705,6 +709,11 @@ class _TuneRun:
         if state is ApplyState.ABORTED:
             self._skip(trial, applied.error or "interrupted")
             return
+        if state is ApplyState.REFUSED:
+            # Nothing was written anywhere (a deployment's members would not match on this setup): what ran still
+            # runs; not a setup this target can run.
+            self._fail(trial, applied.error or "refused", rolled_back=False, journal=[])
+            return
         if state is ApplyState.MISMATCH:
             # Healthy, but the server resolved other values than the rules predicted: not the setup under test.
             self.running = None
@@ -714,12 +723,12 @@ class _TuneRun:
             record.error = reason
             self.emit(TrialFailed(trial, reason, False, (), _now()))
             return
-        journal = applied.journal_excerpt()
+        journal = list(applied.journal)
         if self.p.abort_requested and state is ApplyState.HEALTHY_ON_OLD:
             # Interrupted while it started: rolled back, and not a verdict on the setup.
             self._skip(trial, f"{self.p._abort_reason}: its start was rolled back")
             return
-        self._fail(trial, applied.error or state.value, rolled_back=applied.rollout.rolled_back, journal=journal)
+        self._fail(trial, applied.error or state.value, rolled_back=applied.rolled_back, journal=journal)
         if state is not ApplyState.HEALTHY_ON_OLD:
             # The old unit did not come back either (or nothing could be written): stop searching, restore.
             self.running = None
@@ -739,7 +748,7 @@ class _TuneRun:
         if result.state in (ApplyState.VERIFIED, ApplyState.MISMATCH):
             self.result.restarts += 1
             return True
-        self._fail(trial, result.error or result.state.value, rolled_back=False, journal=result.journal_excerpt())
+        self._fail(trial, result.error or result.state.value, rolled_back=False, journal=list(result.journal))
         self.host_broken = True
         return False
 
@@ -802,12 +811,7 @@ class _TuneRun:
             run_label = label if attempt == 0 else f"{label}/retry{attempt}"
             t = loop.time()
             task = asyncio.ensure_future(
-                bench_host(
-                    self.session,
-                    config,
-                    label=run_label,
-                    on_event=lambda e: self.emit(TrialBenchEvent(trial, workload, e)),
-                )
+                self.host.bench(config, run_label, lambda e: self.emit(TrialBenchEvent(trial, workload, e)))
             )
             self.p._bench_task = task
             try:
@@ -817,7 +821,7 @@ class _TuneRun:
                     return None  # request_abort() stopped it: the finished levels are in logs/ already
                 raise
             except (HostError, OSError) as exc:
-                self.emit(Notice(self.session.secrets.text(f"{trial.name}: the benchmark failed: {exc}")))
+                self.emit(Notice(self.host.mask(f"{trial.name}: the benchmark failed: {exc}")))
                 records = []
             finally:
                 self.p._bench_task = None
@@ -883,13 +887,11 @@ class _TuneRun:
 
     async def _finish(self) -> None:
         """Put the original unit back (or the best one), check the server, then let the host's guard go."""
-        original = self.p._original
         if self._restored_by_host():
             # The host put the original back and let go of the lock: touch nothing more, say where it stands.
             self.result.host_healthy = await self.host.wait_healthy(FINAL_HEALTH_WAIT_S, interruptible=False)
-            with contextlib.suppress(HostError):
-                if await self.session.service.read_unit() == original:
-                    self.result.final_unit = "original"
+            if await self.host.runs_original():
+                self.result.final_unit = "original"
             return
         best = None
         if self.request.apply_best and not self.p.abort_requested:
@@ -898,14 +900,13 @@ class _TuneRun:
                 best_at=self.request.best_at,
             )  # fmt: skip
         target: FinalUnit = "best" if best is not None else "original"
-        text = best.unit_text if best is not None else original
         self.emit(Restoring(target, best.name if best else "the original unit", _now()))
         trial = TrialRef(self.trial_number + 1, best.key if best else "original", "restore", -1, "full", ())
-        placed = await self._place(text, trial)
+        placed = await self._place(best, trial)
         if not placed and best is not None:
             self.emit(Notice(f"{best.name} did not come back up; putting the original unit back"))
-            target, text = "original", original
-            placed = await self._place(text, trial)
+            target = "original"
+            placed = await self._place(None, trial)
         self.result.host_healthy = await self.host.wait_healthy(FINAL_HEALTH_WAIT_S, interruptible=False)
         if placed:
             self.result.final_unit = target
@@ -915,11 +916,12 @@ class _TuneRun:
             try:
                 await self.p._guard.disarm()
             except HostError as exc:
-                self.emit(Notice(self.session.secrets.text(f"could not disarm the host's restore guard: {exc}")))
+                self.emit(Notice(self.host.mask(f"could not disarm the host's restore guard: {exc}")))
 
-    async def _place(self, text: str, trial: TrialRef) -> bool:
-        """Write `text` through the validated path (no-op when it is on the host); True when the host runs it."""
-        placed, started = await self.host.put_back(text, lambda e: self.emit(TrialApplyEvent(trial, e)))
+    async def _place(self, candidate: Candidate | None, trial: TrialRef) -> bool:
+        """The candidate's unit (None: the original) through the validated path (no-op when it is on the host
+        already); True when the host runs it."""
+        placed, started = await self.host.put_back(candidate, lambda e: self.emit(TrialApplyEvent(trial, e)))
         if started:
             self.result.restarts += 1
         return placed
@@ -930,6 +932,10 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
     offers one), read the unit and the SGLang version, and build the space. Asks nothing, changes nothing.
 
     Raises UnitError (not an SGLang unit), UsageError (nothing left to run) and HostError, lock released."""
+    from console.core.deployment import refuse_member_change
+
+    if session.workspace is not None:  # one member of a deployment is tuned with the deployment (tune DEPLOYMENT)
+        refuse_member_change(session.target, session.workspace.profiles, "a tune")
     owner = owner or default_owner(hints.verb("tune"))
     request = checked_request(request, session.target.slo)
     version, _source = await session.sglang_version()
@@ -938,23 +944,28 @@ async def plan_tune(session: Session, request: TuneRequest, *, owner: str | None
     try:
         guard = await stack.enter_async_context(_hold(session, owner, request.restore_after_s))
         original = await session.service.read_unit()
-        architecture = await _architecture(session)
+        architecture = await architecture_of(session)
         space = build_space(
             request.space, original, unit_name=session.service.unit, version=version, architecture=architecture
         )
-        space = _masked(space, session)
+        space = masked_space(space, session.secrets.text)
         if not space.candidates:
-            reasons = "; ".join(f"{p.setting.describe()}: {p.reason}" for p in space.pruned[:3])
-            raise UsageError(f"nothing to run: SGLang {version} would refuse every setup asked for ({reasons})")
+            raise nothing_to_run(space)
     except BaseException:
         try:
             await _disarm(guard)  # nothing was changed: the host must not restore anything when it is let go
         finally:
             await stack.aclose()
         raise
-    pending = PendingTune(session, request, space, original, stack, guard, owner)
+    host = TuneHost(session, original, timeout_s=request.timeout_s, owner=owner)
+    pending = PendingTune(host, request, space, original, stack, guard, owner)
     pending.restart_cost = known_restart_cost(session)
     return pending
+
+
+def nothing_to_run(space: Space) -> UsageError:
+    reasons = "; ".join(f"{p.setting.describe()}: {p.reason}" for p in space.pruned[:3])
+    return UsageError(f"nothing to run: SGLang {space.sglang_version} would refuse every setup asked for ({reasons})")
 
 
 def checked_request(request: TuneRequest, profile_slo: tuple[tuple[str, float], ...] = ()) -> TuneRequest:
@@ -990,9 +1001,8 @@ async def _disarm(guard: Any) -> None:
             await guard.disarm()
 
 
-def _masked(space: Space, session: Session) -> Space:
+def masked_space(space: Space, text: Callable[[str], str]) -> Space:
     """The space as anyone may see it: the rules' texts may quote values from the unit."""
-    text = session.secrets.text
     return Space(
         space.sglang_version,
         space.candidates,
@@ -1001,7 +1011,7 @@ def _masked(space: Space, session: Session) -> Space:
     )
 
 
-async def _architecture(session: Session) -> str | None:
+async def architecture_of(session: Session) -> str | None:
     """The served model's architecture (SGLang's auto-choice uses it); None when the server does not say."""
     try:
         client = await session.sglang()

@@ -32,8 +32,10 @@ def deployment_panel(
         head.append(health.state.upper(), style=STATE_STYLES[health.state])
         head.append(f"  {health.reason}", style="dim" if health.ok else STATE_STYLES[health.state])
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=True)
-    for column in ("member", "role", "state", "unit", "pid", "GPUs", "why"):
-        table.add_column(column, no_wrap=column != "why", overflow="fold" if column == "why" else "ellipsis")
+    for column in ("member", "role", "state", "unit", "pid", "GPUs"):
+        # the unit's state gives way first (ellipsis) on a narrow terminal: the reason is what the row is for
+        table.add_column(column, no_wrap=True, overflow="ellipsis", ratio=1 if column == "unit" else None)
+    table.add_column("why", overflow="fold", ratio=2)
     for member in deployment.members:
         judged = health.members.get(member.name) if health is not None else None
         view = views.get(member.name)

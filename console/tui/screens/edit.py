@@ -123,8 +123,11 @@ class EditScreen(Screen[None]):
         resolved: dict[str, object] | None = None,
         on_applied: Callable[[], None] | None = None,
         apply_to_deployment: Callable[[EditRequest], Awaitable[object]] | None = None,
+        extra_fields: tuple[str, ...] = (),
     ) -> None:
         super().__init__()
+        # fields offered only here (console.core.apply.EXTRA_FIELDS: a rank's gate), each saying what it costs
+        self.extra_fields = extra_fields
         self.session = session
         self.label = label
         # The host is a member of a deployment (`connect DEPLOYMENT`): the edit goes to the deployment, planned on
@@ -174,7 +177,7 @@ class EditScreen(Screen[None]):
         try:
             version, source = await self.session.sglang_version()
             unit_text = await self.session.service.read_unit()
-            form = editor_form(unit_text, version, unit_name=self.session.service.unit)
+            form = editor_form(unit_text, version, unit_name=self.session.service.unit, extra=self.extra_fields)
             self.restart_cost = known_restart_cost(self.session)
         except (HostError, ValueError) as exc:  # ValueError: UnitError, the unit is not an SGLang unit
             self.query_one("#editor-title", Static).update(Text(f"Edit {self.label}: {exc}", style="bold red"))
@@ -335,7 +338,7 @@ class EditScreen(Screen[None]):
     def _fill_from_unit_text(self, text: str, what: str) -> None:
         assert self.form is not None
         try:
-            values = editor_form(text, self.form.version).values
+            values = editor_form(text, self.form.version, extra=self.extra_fields).values
         except ValueError as exc:
             self.notify(f"{what} cannot be read as an SGLang unit: {exc}", severity="error")
             return

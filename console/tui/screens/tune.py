@@ -574,7 +574,7 @@ class TuneView:
 
     def __init__(self, pending: PendingTune, *, label: str) -> None:
         self.label = label
-        self.unit = pending.session.service.unit
+        self.unit = pending.target.unit
         self.board = TuneBoard.planned(pending.space)
         self.estimate = estimate(pending.estimate_s, pending.restart_cost)
 
