@@ -55,6 +55,19 @@ def check_unit_name(unit: str) -> str:
     return unit
 
 
+def check_sglang_version(value: str | None) -> str | None:
+    """A profile's `sglang_version`, as given, where the console supports it; ValueError (pydantic's) saying which
+    releases it does where not."""
+    if value is not None:
+        from console.sglang.flags import UnsupportedVersionError, resolve_version
+
+        try:
+            resolve_version(value)
+        except UnsupportedVersionError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
 class _Section(BaseModel):
     # strict: `sudo = "yes"` or `port = "30000"` is an error, not a guess
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -122,14 +135,7 @@ class SglangSection(_Section):
     @field_validator("sglang_version")
     @classmethod
     def _version(cls, value: str | None) -> str | None:
-        if value is not None:
-            from console.sglang.flags import UnsupportedVersionError, resolve_version
-
-            try:
-                resolve_version(value)
-            except UnsupportedVersionError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return check_sglang_version(value)
 
 
 class FreezeSection(_Section):

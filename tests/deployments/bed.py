@@ -16,12 +16,11 @@ import json
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,57 +180,3 @@ def pd_flags(role: str, address: str, *, page_size: int = 16) -> list[tuple[str,
 
 
 BOOTSTRAP_PORT = 8998
-
-
-@dataclass
-class Load:
-    """Requests through a front door from `concurrency` threads until stopped (bounded in count and time); each
-    failure kept with what it was."""
-
-    url: str
-    concurrency: int = 4
-    max_requests: int = 20_000
-    max_s: float = 300.0
-    ok: int = 0
-    failed: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __enter__(self) -> Load:
-        started = time.monotonic()
-        for _ in range(self.concurrency):
-            thread = threading.Thread(target=self._loop, args=(started,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
-
-    def _loop(self, started: float) -> None:
-        body = json.dumps({"text": "roll me", "sampling_params": {"max_new_tokens": 32}}).encode()
-        while not self._stop.is_set() and time.monotonic() - started < self.max_s:
-            with self._lock:
-                if self.ok + len(self.failed) >= self.max_requests:
-                    return
-            request = urllib.request.Request(f"{self.url}/generate", data=body,
-                                             headers={"Content-Type": "application/json"})  # fmt: skip
-            try:
-                with urllib.request.urlopen(request, timeout=30) as answer:
-                    done = answer.status == 200 and "text" in json.loads(answer.read())
-                    error = "" if done else f"HTTP {answer.status}"
-            except urllib.error.HTTPError as exc:
-                error = f"HTTP {exc.code}: {exc.read()[:200]!r}"
-            except (OSError, ValueError) as exc:
-                error = repr(exc)
-            with self._lock:
-                if error:
-                    self.failed.append(error)
-                else:
-                    self.ok += 1
-
-    def wait_for(self, requests: int, timeout: float = 60) -> None:
-        poll_until(lambda: self.ok >= requests, timeout=timeout, what=f"{requests} requests through the front door")

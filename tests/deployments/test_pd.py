@@ -30,13 +30,13 @@ import pytest
 from tests.deployments.bed import (
     BOOTSTRAP_PORT,
     Bed,
-    Load,
     deployment_bed,
     flags_unit,
     http_ok,
     pd_flags,
 )
 from tests.e2e.cli import json_output
+from tests.support.routers import Load
 from tests.support.simdeploy import smg_command
 from tests.support.simproc import free_port
 from tests.testbed.host import GpuHost
@@ -141,12 +141,12 @@ def test_a_speculative_change_rolls_one_member_at_a_time_with_no_failed_request(
     poll_until(pd.all_ready, timeout=60, what="smg to list the four servers ready", interval=0.2)
     pids = pd.bed.main_pids()
     with Load(pd.smg_url) as load:
-        load.wait_for(20)
+        load.wait_for(20, timeout=60)
         started = time.monotonic()
         done = pd.bed.opsconsole("apply", NAME, *STEPS_3, "--yes", "--json", "--timeout", "120")
         took = time.monotonic() - started
         during = load.ok
-        load.wait_for(during + 20)  # smg still serves once the change is over
+        load.wait_for(during + 20, timeout=60)  # smg still serves once the change is over
     result = json_output(done)
     print(f"\nPD change behind smg (retries off): {took:.1f} s; {len(load.failed)} of {load.ok + len(load.failed)} "
           f"requests failed ({during} during it)")  # fmt: skip
@@ -196,7 +196,7 @@ def test_a_pair_with_mismatched_page_sizes_is_refused_before_anything_restarts(p
 def test_the_control_a_plain_restart_of_one_decode_server_loses_requests(pd: Pd) -> None:
     decode = pd.bed.hosts[2]
     with Load(pd.smg_url) as load:
-        load.wait_for(20)
+        load.wait_for(20, timeout=60)
         restarts = 0
         while not load.failed and restarts < 5:
             before = load.ok
@@ -204,7 +204,7 @@ def test_the_control_a_plain_restart_of_one_decode_server_loses_requests(pd: Pd)
             restarts += 1
             poll_until(lambda: http_ok(decode), timeout=60, what="the decode server back", interval=0.1)
             poll_until(pd.all_ready, timeout=60, what="smg to route to the restarted decode again", interval=0.2)
-            load.wait_for(before + 10)
+            load.wait_for(before + 10, timeout=60)
     print(f"\ncontrol: {restarts} plain restarts of {decode.alias} behind smg (retries off) failed {len(load.failed)} "
           f"of {load.ok + len(load.failed)} requests; first: {load.failed[:1]}")  # fmt: skip
     assert load.failed, f"{restarts} plain restarts of a decode server behind smg failed no request of {load.ok}"

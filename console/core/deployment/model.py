@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from console.host.profile import ProfileError, check_unit_name
+from console.host.profile import ProfileError, check_sglang_version, check_unit_name
 from console.host.targets import Target
 
 Role = Literal["single", "rank", "prefill", "decode"]
@@ -246,14 +246,7 @@ class DeploymentSection(_Strict):
     @field_validator("sglang_version")
     @classmethod
     def _version(cls, value: str | None) -> str | None:
-        if value is not None:
-            from console.sglang.flags import UnsupportedVersionError, resolve_version
-
-            try:
-                resolve_version(value)
-            except UnsupportedVersionError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return check_sglang_version(value)
 
 
 def _describe(error: Any) -> str:

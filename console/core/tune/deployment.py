@@ -43,12 +43,12 @@ from console.core.roll import DeploymentChange, DeploymentResult, deployment_ver
 from console.core.session import Session
 from console.core.status import read_deployment
 from console.core.tune.host import (
-    HEALTH_POLL_S,
     HEALTH_WAIT_S,
     PUT_BACK_ATTEMPTS,
     Applied,
     Interrupted,
     not_interrupted,
+    poll_healthy,
 )
 from console.core.tune.run import (
     PendingTune,
@@ -165,13 +165,7 @@ class DeploymentTuneHost:
         return status.ok
 
     async def wait_healthy(self, limit_s: float = HEALTH_WAIT_S, *, interruptible: bool = True) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit_s
-        while loop.time() < deadline and not (interruptible and self.interrupted() is not None):
-            if await self.healthy():
-                return True
-            await asyncio.sleep(HEALTH_POLL_S)
-        return False
+        return await poll_healthy(self, limit_s, interruptible=interruptible)
 
     async def put_back(self, candidate: Candidate | None, sink: EventSink[Any]) -> tuple[bool, bool]:
         """Every member on the candidate's unit (None: its original) through the deployment's change; restarted as it

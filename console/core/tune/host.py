@@ -37,6 +37,24 @@ PUT_BACK_ATTEMPTS = 3
 Interrupted = Callable[[], "str | None"]
 
 
+class _Polled(Protocol):
+    interrupted: Interrupted
+
+    async def healthy(self) -> bool: ...
+
+
+async def poll_healthy(target: _Polled, limit_s: float, *, interruptible: bool) -> bool:
+    """Whether `target` answers healthy within limit_s, asked every HEALTH_POLL_S (interruptible: not once the tune is
+    being stopped)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while loop.time() < deadline and not (interruptible and target.interrupted() is not None):
+        if await target.healthy():
+            return True
+        await asyncio.sleep(HEALTH_POLL_S)
+    return False
+
+
 @dataclass(frozen=True)
 class Applied:
     """Where a trial's change (or a restart) ended: its state as a single apply's (a deployment's mapped onto it),
@@ -164,13 +182,7 @@ class TuneHost:
 
     async def wait_healthy(self, limit_s: float = HEALTH_WAIT_S, *, interruptible: bool = True) -> bool:
         """Whether the server answers within limit_s (interruptible: not once the tune is being stopped)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit_s
-        while loop.time() < deadline and not (interruptible and self.interrupted() is not None):
-            if await self.healthy():
-                return True
-            await asyncio.sleep(HEALTH_POLL_S)
-        return False
+        return await poll_healthy(self, limit_s, interruptible=interruptible)
 
     async def put_back(self, candidate: Candidate | None, sink: EventSink[Any]) -> tuple[bool, bool]:
         """The candidate's unit (None: the original) through the validated path (nothing written when it is on the
