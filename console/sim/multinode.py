@@ -52,6 +52,15 @@ DIAL_AGAIN_S = 0.1  # how often a rank >= 1 dials rank 0 again while nobody answ
 SHUTDOWN_WAIT_S = 15.0  # rank 0 waits this long for the others to go after its ShutdownReq
 
 
+@web.middleware
+async def fastapi_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """An HTTP error as SGLang's FastAPI answers it: {"detail": reason}, not aiohttp's text page."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        return web.json_response({"detail": e.reason}, status=e.status)
+
+
 class GroupError(Exception):
     """The group did not form; the text is what PyTorch raises (the exception's type leads it)."""
 
@@ -388,13 +397,6 @@ class Group:
             self._gate_activated = True
             return web.Response(text="OK")
 
-        @web.middleware
-        async def fastapi_errors(request: web.Request, handler: Any) -> web.StreamResponse:
-            try:
-                return await handler(request)
-            except web.HTTPException as e:
-                return web.json_response({"detail": e.reason}, status=e.status)
-
         app = web.Application(middlewares=[fastapi_errors])
         app.router.add_get("/health", health)
         app.router.add_post("/gate/activate", activate)
@@ -503,13 +505,6 @@ def dummy_app(
             body, content_type = scheduler_metrics()
             return web.Response(body=body, headers={"Content-Type": content_type})
         return web.Response(body=b"", headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
-
-    @web.middleware
-    async def fastapi_errors(request: web.Request, handler: Any) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except web.HTTPException as e:
-            return web.json_response({"detail": e.reason}, status=e.status)
 
     app = web.Application(middlewares=[fastapi_errors])
     for path in ("/ping", "/health", "/health_generate"):
