@@ -43,7 +43,7 @@ def test_a_ready_cache_is_found_and_each_step_says_its_time(tmp_path: Path) -> N
     script.parent.mkdir(parents=True)
     script.write_text("# bench_serving\n")
     for version in sglang_wheels.WHEEL_OF.values():  # the wire-format tests' source files
-        for member in sglang_wheels.MEMBERS:
+        for member in sglang_wheels.members_of(version):
             kept = tmp_path / "cache" / f"sglang-{version}" / member
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text("# source\n")
