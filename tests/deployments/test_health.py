@@ -58,6 +58,17 @@ def test_a_rank_restarted_on_its_own_after_rank_0_cannot_rejoin(ranks: Deploymen
     assert health.state == "down" and "cannot rejoin the running group" in health.reason
 
 
+def test_with_rank_0_down_a_running_rank_is_named_too(ranks: Deployment) -> None:
+    """A killed rank 1 is back running (systemd restarted it) by the time rank 0, which lost its peer, is down: the
+    deployment is down naming both, never rank 0 alone (a CI run read exactly that, 4 s after the kill)."""
+    gone = running(ranks, "gpu-a", active_state="activating", sub_state="auto-restart",
+                   summary="activating (auto-restart)", healthy=False, ready=False)  # fmt: skip
+    back = running(ranks, "gpu-b", started_at=T0 + timedelta(seconds=20))
+    health = judge(ranks, [gone, back])
+    assert health.state == "down" and health.down_members == ["gpu-a", "gpu-b"]
+    assert "gpu-b: down, its unit runs, but rank 0 is down: it cannot rejoin" in health.reason
+
+
 def test_rank_0_not_answering_is_down_while_it_starts(ranks: Deployment) -> None:
     health = judge(ranks, [running(ranks, "gpu-a", healthy=False, ready=False), running(ranks, "gpu-b")])
     assert health.state == "down" and health.members["gpu-a"].state == "starting"

@@ -112,13 +112,17 @@ def member_health(reading: MemberReading, rank0: MemberReading | None = None) ->
     member = reading.member
     if reading.error is not None:
         return MemberHealth("unknown", f"cannot be read: {reading.error}")
-    if reading.active_state in ("failed", "inactive", "deactivating") or reading.sub_state == "auto-restart":
+    if _stopped(reading):
         return MemberHealth("down", reading.summary or f"{reading.active_state} ({reading.sub_state})")
     if reading.failure:
         return MemberHealth("down", f"its journal since its start: {reading.failure}")
     if not member.serves_api:
         if not reading.running:
             return MemberHealth("starting", reading.summary or f"{reading.active_state} ({reading.sub_state})")
+        if rank0 is not None and _stopped(rank0):
+            # rank 0 gone takes the group with it (and a rank that died first is back running, restarted by systemd,
+            # by the time rank 0 has followed it): a running rank >= 1 serves nothing and cannot rejoin
+            return MemberHealth("down", "its unit runs, but rank 0 is down: it cannot rejoin (restart the deployment)")
         apart = _started_apart(reading, rank0)
         if apart is not None:
             return MemberHealth(
@@ -134,6 +138,10 @@ def member_health(reading: MemberReading, rank0: MemberReading | None = None) ->
     if reading.ready is False:
         return MemberHealth("starting", "/health answers 200; /ready does not yet")
     return MemberHealth("up", "/health and /ready answer 200" if reading.ready else "/health answers 200")
+
+
+def _stopped(reading: MemberReading) -> bool:
+    return reading.active_state in ("failed", "inactive", "deactivating") or reading.sub_state == "auto-restart"
 
 
 def _started_apart(reading: MemberReading, rank0: MemberReading | None) -> float | None:
