@@ -174,7 +174,9 @@ def test_metrics_have_sglang_names(sim: SimProcess) -> None:
 
 
 def test_flush_cache_refused_while_busy_then_resets_acceptance(sim: SimProcess) -> None:
-    body = {"text": "ba", "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True}}
+    # long enough (~4 s at the stand-in's 20x speed) that a busy machine's slow polls still see it running (3,000 tokens
+    # ended between a /get_load that saw it and the /flush_cache after it, with a core busy)
+    body = {"text": "ba", "sampling_params": {"max_new_tokens": 12000, "ignore_eos": True}}
     done = threading.Event()
 
     def long_request() -> None:
